@@ -1,0 +1,174 @@
+"""What the runtime hands hooks besides the work item: configuration and handles.
+
+Everything here is data or a handle; no secret value is ever stored in a HookConfig
+(specification, "Security design": HookContext carries handles, not values).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from graph.ports import Integration
+
+DEFAULT_SPEC_DIR = "specs/{number}"
+DEFAULT_ENROLMENT_LABEL = "the-loop"
+COLLABORATORS_PATH = ".the-loop/collaborators.yaml"
+HARNESS_CONFIG_PATH = ".the-loop/harness-config.yaml"
+
+
+class FileReader(Protocol):
+    """Reads repository files at the revision the work item is evaluated against."""
+
+    def read_text(self, path: str) -> str | None:
+        """Return the UTF-8 text of ``path`` (repository-relative), or ``None`` if absent."""
+        ...
+
+    @property
+    def revision(self) -> str:
+        """A human-readable name of the revision read (branch, SHA, or ``"working tree"``)."""
+        ...
+
+
+class LocalFiles:
+    """A :class:`FileReader` over a local checkout."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+
+    @property
+    def revision(self) -> str:
+        return "working tree"
+
+    def read_text(self, path: str) -> str | None:
+        target = (self.root / path).resolve()
+        # Never read outside the checkout, whatever the graph or config says.
+        if self.root != target and self.root not in target.parents:
+            return None
+        try:
+            return target.read_text(encoding="utf-8")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+
+class NoFiles:
+    """A :class:`FileReader` for when no revision can be read (every file is absent)."""
+
+    revision = "none"
+
+    def read_text(self, path: str) -> str | None:
+        return None
+
+
+class ConfigFileError(ValueError):
+    """A per-repository config file is malformed; the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class Person:
+    """One collaborator's addresses: GitHub login, Slack user id, Jira account id."""
+
+    name: str
+    github: str | None = None
+    slack: str | None = None
+    jira: str | None = None
+
+
+@dataclass(frozen=True)
+class Collaborators:
+    """``.the-loop/collaborators.yaml``: role -> people -> addresses.
+
+    File shape::
+
+        version: 1
+        roles:
+          approver:
+            - {name: Alice, github: alice, slack: U012AB3CD}
+    """
+
+    roles: Mapping[str, tuple[Person, ...]] = field(default_factory=dict)
+
+    def people(self, role: str) -> tuple[Person, ...]:
+        """People holding ``role`` (empty when the role is not declared)."""
+        return self.roles.get(role, ())
+
+    def is_authorized(self, login: str | None, role: str) -> bool:
+        """Whether GitHub ``login`` holds ``role`` (GitHub logins compare case-insensitively)."""
+        if not login:
+            return False
+        wanted = login.casefold()
+        return any(p.github and p.github.casefold() == wanted for p in self.people(role))
+
+    @classmethod
+    def parse(cls, text: str | None, source: str = COLLABORATORS_PATH) -> Collaborators:
+        """Parse the file's text; ``None`` (absent file) gives no roles (nobody authorized).
+
+        Raises:
+            ConfigFileError: naming ``source`` and the offending key.
+        """
+        if text is None:
+            return cls()
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigFileError(f"{source}: not valid YAML ({exc.__class__.__name__})") from None
+        if doc is None:
+            return cls()
+        if not isinstance(doc, dict):
+            raise ConfigFileError(f"{source}: the top level must be a mapping")
+        roles_doc = doc.get("roles") or {}
+        if not isinstance(roles_doc, dict):
+            raise ConfigFileError(f"{source}: key 'roles' must map role names to lists of people")
+        roles: dict[str, tuple[Person, ...]] = {}
+        for role, people in roles_doc.items():
+            if not isinstance(people, list):
+                raise ConfigFileError(f"{source}: key 'roles.{role}' must be a list of people")
+            parsed = []
+            for i, person in enumerate(people):
+                if not isinstance(person, dict):
+                    raise ConfigFileError(f"{source}: key 'roles.{role}[{i}]' must be a mapping")
+                unknown = set(person) - {"name", "github", "slack", "jira"}
+                if unknown:
+                    raise ConfigFileError(
+                        f"{source}: unknown key 'roles.{role}[{i}].{sorted(unknown)[0]}' "
+                        "(allowed: name, github, slack, jira)"
+                    )
+                parsed.append(
+                    Person(
+                        name=str(person.get("name") or person.get("github") or f"{role}-{i}"),
+                        github=_opt_str(person.get("github")),
+                        slack=_opt_str(person.get("slack")),
+                        jira=_opt_str(person.get("jira")),
+                    )
+                )
+            roles[str(role)] = tuple(parsed)
+        return cls(roles)
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value).lstrip("@")
+
+
+@dataclass(frozen=True)
+class HookConfig:
+    """The ``config`` field of HookContext.
+
+    Attributes:
+        harness: the repository's harness config (parsed mapping; may be empty).
+        collaborators: the repository's collaborators (role -> people).
+        integrations: provider name (``"github"``, ``"slack"``...) -> handle.
+        files: reads artifacts at the revision under evaluation.
+        enrolment_label: the label that makes an issue or PR a work item.
+        bot_logins: logins whose events are the-loop's own and never drive a gate.
+    """
+
+    harness: Mapping[str, Any] = field(default_factory=dict)
+    collaborators: Collaborators = field(default_factory=Collaborators)
+    integrations: Mapping[str, Integration] = field(default_factory=dict)
+    files: FileReader = field(default_factory=NoFiles)
+    enrolment_label: str = DEFAULT_ENROLMENT_LABEL
+    bot_logins: frozenset[str] = frozenset()

@@ -1,0 +1,13 @@
+"""Built-in hooks, registered into :data:`graph.registry.DEFAULT_REGISTRY`.
+
+A new behaviour is a new module here, added to the explicit import list below.
+"""
+
+from graph.hooks import (  # noqa: F401  (imported for registration)
+    classify_feedback,
+    log_entry,
+    record_decision,
+    request_review,
+    set_phase_label,
+    validate_artifacts,
+)

@@ -1,0 +1,36 @@
+"""``record-decision``: persist a gate's outcome and its inputs to graph state."""
+
+from __future__ import annotations
+
+import time
+
+from graph.model import HookContext, HookResult, Message
+from graph.registry import hook
+
+
+@hook("record-decision", boundaries={"exit"})
+def record_decision(ctx: HookContext) -> HookResult:
+    """Find the classification earlier in the chain (a result whose data carries
+    ``outcome`` and ``actor``) and pass with ``data["decision"]`` = ``{node, outcome,
+    actor, source, delivery, body_sha256, at}``; the runtime appends it to the state's
+    ``decisions``. Blocks (non-retriable) if no classification ran before it: that is a
+    graph error, and recording nothing must never look like a decision.
+    """
+    for prior in reversed(ctx.results):
+        if prior.status == "pass" and "outcome" in prior.data and "actor" in prior.data:
+            decision = {
+                "node": ctx.node.id,
+                "outcome": prior.data["outcome"],
+                "actor": prior.data["actor"],
+                "source": prior.data.get("source"),
+                "delivery": prior.data.get("delivery"),
+                "body_sha256": prior.data.get("body_sha256"),
+                "at": time.time(),
+            }
+            return HookResult.passed("record-decision", decision=decision)
+    return HookResult.blocked(
+        "record-decision",
+        Message("record-decision found no classification earlier in the chain",
+                code="no-decision"),
+        retriable=False,
+    )

@@ -1,0 +1,73 @@
+"""``request-review``: post the review request on the work item, marked as the-loop's own."""
+
+from __future__ import annotations
+
+import re
+
+from graph.markers import effect_id, find_effect, marker
+from graph.model import HookContext, HookResult
+from graph.registry import hook
+
+LOGIN_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
+COMMANDS = ("/approve", "/approve-with-comments", "/request-changes")
+
+
+def render_request(ctx: HookContext, visit: int) -> str:
+    """The review-request comment body: the-loop's own text, graph paths and config logins
+    only (never payload text), ending with the hidden marker."""
+    people = [
+        p.github for p in ctx.config.collaborators.people(ctx.node.role)
+        if p.github and LOGIN_RE.match(p.github)
+    ]
+    who = ", ".join(f"@{login}" for login in people) or (
+        f"nobody yet: add people to role `{ctx.node.role}` in `.the-loop/collaborators.yaml`"
+    )
+    base = ctx.work_item.spec_dir.rstrip("/")
+    artifacts = [f"{base}/{a}" for a in ctx.params.get("artifacts", ())]
+    lines = [
+        f"**the-loop** · phase `{ctx.node.phase}` is waiting for a decision.",
+        "",
+    ]
+    if artifacts:
+        lines.append("Please review: " + ", ".join(f"`{a}`" for a in artifacts))
+        lines.append("")
+    lines += [
+        f"Reviewers (role `{ctx.node.role}`): {who}",
+        "",
+        "Reply with one of these on a line of its own: "
+        + ", ".join(f"`{c}`" for c in COMMANDS)
+        + " — or submit a pull request review.",
+        "",
+        marker(effect_id(ctx.work_item.ref, ctx.node.id, visit, "request-review")),
+    ]
+    return "\n".join(lines)
+
+
+@hook(
+    "request-review",
+    requires={"github": {"comment", "list-comments", "update-comment"}},
+    boundaries={"entry"},
+    params={"artifacts"},
+)
+def request_review(ctx: HookContext) -> HookResult:
+    """Post the review request once per node visit: a comment whose marker carries the
+    effect id ``<ref>/<node>/<visit>/request-review``. If a comment with that marker is
+    already there (a retried job), it is updated in place rather than posted again.
+
+    Returns ``skip`` without a GitHub repository; ``pass`` with ``comment_id`` otherwise.
+    """
+    github = ctx.config.integrations.get("github")
+    repo, number = ctx.work_item.repository, ctx.work_item.id
+    if github is None or repo is None or number is None:
+        return HookResult.skipped("request-review", "no GitHub repository for this work item")
+    body = render_request(ctx, ctx.visit)
+    effect = find_effect(body)
+    existing = github.call("list-comments", repo=repo, number=number)["comments"]
+    for comment in existing:
+        if find_effect(comment.get("body")) == effect:
+            if comment.get("body") != body:
+                github.call("update-comment", repo=repo, comment_id=comment["id"], body=body)
+            return HookResult.passed("request-review", comment_id=comment["id"], reused=True)
+    posted = github.call("comment", repo=repo, number=number, body=body)
+    return HookResult.passed("request-review", comment_id=posted["id"], reused=False)
+

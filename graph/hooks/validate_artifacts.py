@@ -1,0 +1,86 @@
+"""``validate-artifacts``: the node's declared artifacts exist and carry their sections.
+
+Every unmet requirement is reported in one result (specification, "Chain semantics":
+aggregation is the hook's job), so the work gets the complete list in a single round.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from graph.model import HookContext, HookResult, Message
+from graph.registry import hook
+
+HEADING_RE = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+FENCE_RE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
+def headings(markdown: str) -> set[str]:
+    """ATX headings of ``markdown`` (outside fenced code), case-folded."""
+    text = FENCE_RE.sub("", markdown)
+    return {m.group(1).strip().casefold() for m in HEADING_RE.finditer(text)}
+
+
+def front_matter(markdown: str) -> Mapping[str, Any] | None:
+    """The YAML front matter between leading ``---`` lines, or ``None``."""
+    if not markdown.startswith("---"):
+        return None
+    end = markdown.find("\n---", 3)
+    if end < 0:
+        return None
+    try:
+        doc = yaml.safe_load(markdown[3:end])
+    except yaml.YAMLError:
+        return None
+    return doc if isinstance(doc, Mapping) else None
+
+
+def _sections_for(name: str, sections: Any) -> Sequence[str]:
+    if isinstance(sections, Mapping):
+        return list(sections.get(name, ()))
+    return list(sections or ())
+
+
+@hook("validate-artifacts", boundaries={"exit"}, params={"sections", "locked", "artifacts"})
+def validate_artifacts(ctx: HookContext) -> HookResult:
+    """Check each artifact of the node (``produces``, or ``with.artifacts``) in the work
+    item's spec directory at the revision ``ctx.config.files`` reads.
+
+    Parameters (``with:``): ``sections`` — headings every artifact must have (a list), or
+    artifact name -> list; ``locked`` — the front matter must say ``locked: true``.
+
+    Returns ``pass`` when all hold, else one ``block`` listing every finding with its path.
+    """
+    names = list(ctx.params.get("artifacts") or ctx.artifacts.keys())
+    if not names:
+        return HookResult.skipped("validate-artifacts", "node declares no artifacts")
+    base = ctx.work_item.spec_dir.rstrip("/")
+    findings: list[Message] = []
+    checked = []
+    for name in names:
+        path = ctx.artifacts.get(name) or (f"{base}/{name}" if base else name)
+        text = ctx.config.files.read_text(path)
+        if text is None:
+            findings.append(Message(
+                f"{path} does not exist at {ctx.config.files.revision}; node {ctx.node.id} "
+                "must produce it", path=path, code="artifact-missing"))
+            continue
+        checked.append(path)
+        present = headings(text)
+        for section in _sections_for(name, ctx.params.get("sections")):
+            if section.casefold() not in present:
+                findings.append(Message(
+                    f"{path} has no '{section}' section", path=path, code="section-missing"))
+        if ctx.params.get("locked"):
+            meta = front_matter(text) or {}
+            if meta.get("locked") is not True:
+                findings.append(Message(
+                    f"{path} is not locked (front matter needs 'locked: true')",
+                    path=path, code="not-locked"))
+    if findings:
+        return HookResult.blocked("validate-artifacts", *findings, checked=checked)
+    return HookResult.passed("validate-artifacts", checked=checked)

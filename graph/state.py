@@ -1,0 +1,268 @@
+"""Per-work-item state and its append-only event log, behind one interface.
+
+State is a cache, not an authority (specification, "graph-state.json"). The service keeps
+it in Redis (``workers.state``), the local CLI in JSON files (:class:`FileStateStore`);
+both satisfy :class:`StateStore`. The event log's envelope is ``{seq, id, type, data,
+caused_by}``; comment bodies are never stored, only metadata and SHA-256 digests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+STATE_VERSION = 1
+
+
+def now() -> float:
+    """Current time as Unix seconds (float)."""
+    return time.time()
+
+
+@dataclass
+class WorkItemState:
+    """Where one work item is in the graph and how it got there.
+
+    Attributes:
+        ref: the work item ref, e.g. ``github:OWNER/REPO#1``.
+        graph_digest: digest of the compiled graph the item was walked with.
+        current_node: id of the node the item is in.
+        status: ``active`` (an entry chain is due), ``waiting``, ``blocked`` or ``done``.
+        entry_pending: the current node's entry chain has not yet passed.
+        visits: node id -> times entered (the visit number keys idempotent effects).
+        attempts: node id -> consecutive blocks in the current visit.
+        outcomes: node id -> last exit outcome.
+        results: node id -> {"entry"|"exit": [HookResult dicts]} of the last run.
+        decisions: recorded gate decisions (who, what, when, digests; never text).
+        session: the harness session bound to the current node, if any.
+        parked_reason: why the item is waiting or blocked, in the-loop's words.
+        history: ``{node, via, at, forced}`` per node entered, oldest first.
+        created_at, updated_at: Unix seconds.
+    """
+
+    ref: str
+    graph_digest: str
+    current_node: str
+    status: str = "active"
+    entry_pending: bool = True
+    visits: dict[str, int] = field(default_factory=dict)
+    attempts: dict[str, int] = field(default_factory=dict)
+    outcomes: dict[str, str] = field(default_factory=dict)
+    results: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    session: dict[str, Any] | None = None
+    parked_reason: str | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    created_at: float = field(default_factory=now)
+    updated_at: float = field(default_factory=now)
+    version: int = STATE_VERSION
+
+    @classmethod
+    def new(cls, ref: str, graph_digest: str, start: str) -> WorkItemState:
+        """A fresh state entering ``start``."""
+        state = cls(ref=ref, graph_digest=graph_digest, current_node=start)
+        state.enter(start, via="enrolled")
+        return state
+
+    def enter(self, node_id: str, *, via: str, forced: bool = False) -> None:
+        """Move the pointer to ``node_id``; its entry chain becomes due."""
+        self.current_node = node_id
+        self.entry_pending = True
+        self.status = "active"
+        self.parked_reason = None
+        self.attempts[node_id] = 0
+        self.visits[node_id] = self.visits.get(node_id, 0) + 1
+        self.history.append({"node": node_id, "via": via, "at": now(), "forced": forced})
+
+    @property
+    def visit(self) -> int:
+        """How many times the current node has been entered (1 on the first visit)."""
+        return self.visits.get(self.current_node, 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (``schemaVersion`` is the state format version)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WorkItemState:
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            StateError: missing or mistyped fields.
+        """
+        try:
+            known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+            state = cls(**known)
+        except TypeError as exc:
+            raise StateError(f"state is missing required fields ({exc})") from None
+        if not isinstance(state.current_node, str) or not isinstance(state.ref, str):
+            raise StateError("state fields 'ref' and 'current_node' must be strings")
+        return state
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """One entry of a work item's append-only event log.
+
+    Attributes:
+        seq: 1-based position in the work item's log.
+        id: unique id of this entry.
+        type: e.g. ``delivery.received``, ``node.entered``, ``chain.completed``.
+        data: metadata only (ids, statuses, digests); never comment text or secrets.
+        caused_by: id of what caused it (a delivery id or another entry's id), if any.
+        at: Unix seconds.
+    """
+
+    seq: int
+    id: str
+    type: str
+    data: Mapping[str, Any]
+    caused_by: str | None = None
+    at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The envelope ``{seq, id, type, data, caused_by, at}``."""
+        return {
+            "seq": self.seq,
+            "id": self.id,
+            "type": self.type,
+            "data": dict(self.data),
+            "caused_by": self.caused_by,
+            "at": self.at,
+        }
+
+
+class StateError(ValueError):
+    """Stored state could not be read as a :class:`WorkItemState`."""
+
+
+class StateStore(Protocol):
+    """Load and save work item state; append to and read its event log."""
+
+    def load(self, ref: str) -> WorkItemState | None:
+        """The stored state of ``ref``, or ``None``. Raises :class:`StateError` if corrupt."""
+        ...
+
+    def save(self, state: WorkItemState) -> None:
+        """Persist ``state`` (durably, before the caller performs side effects)."""
+        ...
+
+    def append_event(
+        self, ref: str, type: str, data: Mapping[str, Any], caused_by: str | None = None
+    ) -> LogEvent:
+        """Append one entry to ``ref``'s event log and return it."""
+        ...
+
+    def events(self, ref: str) -> list[LogEvent]:
+        """All entries of ``ref``'s event log, oldest first."""
+        ...
+
+
+def new_event_id() -> str:
+    """A unique event id."""
+    return uuid.uuid4().hex
+
+
+def ref_slug(ref: str) -> str:
+    """A file-name-safe, collision-free form of ``ref`` (``github:o/r#1`` -> ``github_o_r_1-<h>``)."""
+    import hashlib
+
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", ref).strip("_")[:80]
+    return f"{readable}-{hashlib.sha256(ref.encode()).hexdigest()[:8]}"
+
+
+class FileStateStore:
+    """JSON-file state for local CLI use: ``<dir>/<slug>.json`` and ``<slug>.events.jsonl``.
+
+    Writes are atomic (temporary file + rename) so a crash never leaves half a file.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def state_path(self, ref: str) -> Path:
+        """Path of ``ref``'s state file."""
+        return self.directory / f"{ref_slug(ref)}.json"
+
+    def log_path(self, ref: str) -> Path:
+        """Path of ``ref``'s JSONL event log."""
+        return self.directory / f"{ref_slug(ref)}.events.jsonl"
+
+    def load(self, ref: str) -> WorkItemState | None:
+        path = self.state_path(ref)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        try:
+            return WorkItemState.from_dict(json.loads(text))
+        except (json.JSONDecodeError, AttributeError) as exc:
+            raise StateError(f"{path}: state file is not valid JSON ({exc.__class__.__name__})")
+
+    def save(self, state: WorkItemState) -> None:
+        state.updated_at = now()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.state_path(state.ref)
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".state-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(state.to_dict(), fh, indent=2, sort_keys=True)
+            fh.write("\n")
+        os.replace(tmp, path)
+
+    def append_event(
+        self, ref: str, type: str, data: Mapping[str, Any], caused_by: str | None = None
+    ) -> LogEvent:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        seq = len(self.events(ref)) + 1
+        event = LogEvent(seq, new_event_id(), type, dict(data), caused_by, now())
+        with self.log_path(ref).open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(event.to_dict(), sort_keys=True) + "\n")
+        return event
+
+    def events(self, ref: str) -> list[LogEvent]:
+        try:
+            lines = self.log_path(ref).read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in lines:
+            if line.strip():
+                d = json.loads(line)
+                out.append(LogEvent(d["seq"], d["id"], d["type"], d["data"],
+                                    d.get("caused_by"), d.get("at", 0.0)))
+        return out
+
+
+class MemoryStateStore:
+    """In-memory :class:`StateStore` for tests and dry runs."""
+
+    def __init__(self) -> None:
+        self._states: dict[str, str] = {}
+        self._logs: dict[str, list[LogEvent]] = {}
+
+    def load(self, ref: str) -> WorkItemState | None:
+        raw = self._states.get(ref)
+        return None if raw is None else WorkItemState.from_dict(json.loads(raw))
+
+    def save(self, state: WorkItemState) -> None:
+        state.updated_at = now()
+        self._states[state.ref] = json.dumps(state.to_dict())
+
+    def append_event(
+        self, ref: str, type: str, data: Mapping[str, Any], caused_by: str | None = None
+    ) -> LogEvent:
+        log = self._logs.setdefault(ref, [])
+        event = LogEvent(len(log) + 1, new_event_id(), type, dict(data), caused_by, now())
+        log.append(event)
+        return event
+
+    def events(self, ref: str) -> list[LogEvent]:
+        return list(self._logs.get(ref, []))

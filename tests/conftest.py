@@ -1,0 +1,136 @@
+"""Shared test helpers: an isolated Redis namespace, GitHub fixture payloads, signed posts.
+
+Redis: tests use the real server at ``THE_LOOP_TEST_REDIS_URL`` (default
+``redis://127.0.0.1:6379/14``), each with a unique token inside every key and queue name
+they create, and delete only keys containing that token afterwards (never FLUSHDB).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FIXTURES_DIR = Path(
+    os.environ.get("THE_LOOP_FIXTURES_DIR")
+    or REPO_ROOT.parent / "shared" / "fixtures" / "github-webhooks"
+)
+TEST_REDIS_URL = os.environ.get("THE_LOOP_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
+# Global RQ sets that collect members (queue keys, worker keys) from every test.
+_SHARED_SETS = ("rq:queues", "rq:workers")
+
+
+def fixture_files() -> list[tuple[str, Path]]:
+    """Every webhook payload fixture as ``(event, path)``; the event is the folder name."""
+    return sorted(
+        (path.parent.name, path) for path in FIXTURES_DIR.glob("*/*/*.json") if path.is_file()
+    )
+
+
+def load_fixture(event: str, name: str, host: str = "api.github.com") -> bytes:
+    """Raw bytes of ``<fixtures>/<host>/<event>/<name>``.
+
+    ``name`` may omit the ``.payload.json`` or ``.json`` suffix: ``load_fixture("issues",
+    "opened")`` reads ``api.github.com/issues/opened.payload.json``.
+    """
+    folder = FIXTURES_DIR / host / event
+    for candidate in (name, f"{name}.payload.json", f"{name}.json"):
+        path = folder / candidate
+        if path.is_file():
+            return path.read_bytes()
+    raise FileNotFoundError(f"no fixture {name!r} in {folder}")
+
+
+def sign_body(body: bytes, secret: bytes | str) -> str:
+    """``X-Hub-Signature-256`` value for ``body`` (independent of webhook.signature)."""
+    key = secret.encode() if isinstance(secret, str) else secret
+    return "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def signed_post(
+    client: Any,
+    body: bytes,
+    *,
+    event: str,
+    secret: bytes | str,
+    delivery: str | None = None,
+    content_type: str = "application/json",
+    headers: Mapping[str, str] | None = None,
+    path: str = "/webhook",
+) -> Any:
+    """POST ``body`` like GitHub would, signed with ``secret``, via a Flask test client.
+
+    ``headers`` are added last, so they can override (or, with value None, drop) any of
+    the GitHub headers.
+    """
+    all_headers: dict[str, str | None] = {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+        "X-Hub-Signature-256": sign_body(body, secret),
+        "Content-Type": content_type,
+        "User-Agent": "GitHub-Hookshot/test",
+    }
+    all_headers.update(headers or {})
+    sent = {k: v for k, v in all_headers.items() if v is not None}
+    return client.post(path, data=body, headers=sent)
+
+
+@dataclass
+class RedisNamespace:
+    """A real Redis client plus names unique to one test."""
+
+    client: redis.Redis
+    url: str
+    token: str
+    prefix: str
+    queue_name: str
+    _counter: list[int] = field(default_factory=lambda: [0])
+
+    def new_id(self) -> str:
+        """A fresh id containing the token (so teardown finds what it names)."""
+        self._counter[0] += 1
+        return f"{self.token}-{self._counter[0]}"
+
+    def keys(self) -> list[str]:
+        """All keys currently in the database that contain the token."""
+        return sorted(
+            k.decode() for k in self.client.scan_iter(match=f"*{self.token}*", count=1000)
+        )
+
+
+@pytest.fixture
+def redis_ns() -> Iterator[RedisNamespace]:
+    """An isolated namespace on the real test Redis; skips if Redis is unreachable."""
+    client = redis.Redis.from_url(TEST_REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"Redis not reachable at {TEST_REDIS_URL}: {exc}")
+    token = f"t{uuid.uuid4().hex}"
+    ns = RedisNamespace(
+        client=client,
+        url=TEST_REDIS_URL,
+        token=token,
+        prefix=f"the-loop-test-{token}",
+        queue_name=f"the-loop-test-{token}",
+    )
+    try:
+        yield ns
+    finally:
+        keys = ns.keys()
+        if keys:
+            client.delete(*keys)
+        for set_key in _SHARED_SETS:
+            members = [m for m in client.smembers(set_key) if token.encode() in m]
+            if members:
+                client.srem(set_key, *members)
+        client.close()

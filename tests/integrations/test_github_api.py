@@ -1,0 +1,673 @@
+"""Unit tests of integrations.github against canned HTTP answers (``responses``).
+
+They pin the exact URL, method, payload and auth header PyGithub sends for each operation,
+the result shapes, App-installation token handling, error mapping and settings parsing.
+Note: PyGithub puts the port into every URL (``https://api.github.com:443/...``).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import jwt
+import pytest
+import requests
+import responses
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from responses import matchers
+
+from graph.ports import Integration, IntegrationError, NotFound, UnsupportedOperation
+from integrations.github import (
+    GitHubApi,
+    GitHubClients,
+    GitHubConfigError,
+    GitHubSettings,
+)
+
+API = "https://api.github.com:443"
+REPO = "Codertocat/Hello-World"
+R = f"{API}/repos/{REPO}"
+TOKEN = "ghp_SECRETtoken0123456789"
+APP_ID = 4242
+
+# Result shape of every operation: key -> accepted types. Shared with the fake contract test.
+SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
+    "get-repository": {"full_name": (str,), "default_branch": (str,)},
+    "get-pull-request": {
+        "number": (int,),
+        "head_sha": (str,),
+        "head_ref": (str,),
+        "base_ref": (str,),
+        "state": (str,),
+    },
+    "add-label": {"labels": (list,)},
+    "remove-label": {"labels": (list, type(None))},
+    "ensure-label": {"label": (str,), "created": (bool,)},
+    "comment": {"id": (int,), "url": (str,)},
+    "update-comment": {"id": (int,), "url": (str,)},
+    "list-comments": {"comments": (list,)},
+    "add-reaction": {"id": (int,)},
+    "get-file": {"path": (str,), "sha": (str,), "ref": (str, type(None)), "text": (str,)},
+}
+
+
+def assert_shape(op: str, result: dict[str, Any]) -> None:
+    """Assert ``result`` has exactly the keys and value types of operation ``op``."""
+    shape = SHAPES[op]
+    assert set(result) == set(shape), (op, result)
+    for key, types in shape.items():
+        assert isinstance(result[key], types), (op, key, result[key])
+    if op in ("add-label", "remove-label") and result["labels"] is not None:
+        assert all(isinstance(n, str) for n in result["labels"])
+    if op == "list-comments":
+        for c in result["comments"]:
+            assert set(c) == {"id", "user", "body"}
+            assert isinstance(c["id"], int) and isinstance(c["user"], str)
+            assert isinstance(c["body"], str)
+    json.dumps(result)  # JSON-serialisable, as the Integration protocol requires
+
+
+@pytest.fixture(scope="session")
+def rsa_pem() -> tuple[str, Any]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+    return pem, key.public_key()
+
+
+def fast(**kw: Any) -> GitHubSettings:
+    base: dict[str, Any] = {"write_interval": 0.0, "read_interval": 0.0, "retries": 0}
+    base.update(kw)
+    return GitHubSettings(**base)
+
+
+@pytest.fixture
+def api() -> GitHubApi:
+    return GitHubClients(fast(token=TOKEN)).for_installation(None)
+
+
+@pytest.fixture
+def rs():
+    with responses.RequestsMock() as mock:
+        yield mock
+
+
+def label(name: str) -> dict[str, Any]:
+    return {"id": 1, "name": name, "color": "ededed", "url": f"{R}/labels/{name}"}
+
+
+def comment_json(cid: int, body: str, login: str = "octocat") -> dict[str, Any]:
+    return {
+        "id": cid,
+        "url": f"{R}/issues/comments/{cid}",
+        "html_url": f"https://github.com/{REPO}/issues/1#issuecomment-{cid}",
+        "body": body,
+        "user": {"login": login, "id": 1, "url": "https://api.github.com/users/" + login},
+    }
+
+
+def body_of(call: Any) -> Any:
+    return json.loads(call.request.body)
+
+
+# --------------------------------------------------------------------------- operations
+
+
+def test_provider_satisfies_integration_protocol(api: GitHubApi) -> None:
+    assert isinstance(api, Integration)
+    assert api.name == "github"
+    assert api.operations == frozenset(SHAPES)
+
+
+def test_get_repository(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.get(R, json={"full_name": REPO, "default_branch": "trunk", "url": R})
+    result = api.call("get-repository", repo=REPO)
+    assert result == {"full_name": REPO, "default_branch": "trunk"}
+    assert_shape("get-repository", result)
+    assert len(rs.calls) == 1
+    assert rs.calls[0].request.headers["Authorization"] == f"token {TOKEN}"
+
+
+def test_get_repository_reports_githubs_spelling(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    # A lazy PyGithub Repository would answer full_name from its URL; we want GitHub's.
+    rs.get(f"{API}/repos/codertocat/hello-world", json={"full_name": REPO, "default_branch": "m"})
+    assert api.call("get-repository", repo="codertocat/hello-world")["full_name"] == REPO
+
+
+def test_get_pull_request(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.get(
+        f"{R}/pulls/7",
+        json={
+            "number": 7,
+            "state": "open",
+            "url": f"{R}/pulls/7",
+            "head": {"sha": "a" * 40, "ref": "feature"},
+            "base": {"sha": "b" * 40, "ref": "main"},
+        },
+    )
+    result = api.call("get-pull-request", repo=REPO, number=7)
+    assert result == {
+        "number": 7,
+        "head_sha": "a" * 40,
+        "head_ref": "feature",
+        "base_ref": "main",
+        "state": "open",
+    }
+    assert_shape("get-pull-request", result)
+    assert len(rs.calls) == 1
+
+
+def test_add_label(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.post(
+        f"{R}/issues/1/labels",
+        json=[label("bug"), label("phase:requirements")],
+        match=[matchers.json_params_matcher({"labels": ["phase:requirements"]})],
+    )
+    result = api.call("add-label", repo=REPO, number=1, label="phase:requirements")
+    assert result == {"labels": ["bug", "phase:requirements"]}
+    assert_shape("add-label", result)
+    assert len(rs.calls) == 1  # the lazy Issue object costs no GET
+
+
+def test_remove_label_quotes_name_and_returns_rest(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.delete(f"{R}/issues/1/labels/phase%3Areq%2Fx%20y", json=[label("bug")])
+    result = api.call("remove-label", repo=REPO, number=1, label="phase:req/x y")
+    assert result == {"labels": ["bug"]}
+    assert_shape("remove-label", result)
+
+
+def test_remove_absent_label_is_success(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.delete(f"{R}/issues/1/labels/gone", status=404, json={"message": "Label does not exist"})
+    result = api.call("remove-label", repo=REPO, number=1, label="gone")
+    assert result == {"labels": None}
+    assert_shape("remove-label", result)
+
+
+def test_ensure_label_existing(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.get(f"{R}/labels/Phase%3ADesign", json=label("phase:design"))
+    result = api.call("ensure-label", repo=REPO, label="Phase:Design")
+    assert result == {"label": "phase:design", "created": False}
+    assert_shape("ensure-label", result)
+    assert len(rs.calls) == 1
+
+
+def test_ensure_label_creates_on_404(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.get(f"{R}/labels/phase%3Adesign", status=404, json={"message": "Not Found"})
+    rs.post(
+        f"{R}/labels",
+        status=201,
+        json=label("phase:design"),
+        match=[
+            matchers.json_params_matcher(
+                {"name": "phase:design", "color": "0e8a16", "description": "Design phase"}
+            )
+        ],
+    )
+    result = api.call(
+        "ensure-label", repo=REPO, label="phase:design", color="#0e8a16", description="Design phase"
+    )
+    assert result == {"label": "phase:design", "created": True}
+
+
+def test_ensure_label_race_already_exists(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.get(f"{R}/labels/x", status=404, json={"message": "Not Found"})
+    rs.post(
+        f"{R}/labels",
+        status=422,
+        json={
+            "message": "Validation Failed",
+            "errors": [{"resource": "Label", "code": "already_exists", "field": "name"}],
+        },
+    )
+    assert api.call("ensure-label", repo=REPO, label="x") == {"label": "x", "created": False}
+
+
+def test_ensure_label_other_422_raises(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.get(f"{R}/labels/x", status=404, json={"message": "Not Found"})
+    rs.post(
+        f"{R}/labels",
+        status=422,
+        json={"message": "Validation Failed", "errors": [{"code": "invalid", "field": "color"}]},
+    )
+    with pytest.raises(IntegrationError) as info:
+        api.call("ensure-label", repo=REPO, label="x", color="zzzzzz")
+    assert info.value.status == 422 and not info.value.retriable
+
+
+def test_comment(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.post(
+        f"{R}/issues/3/comments",
+        status=201,
+        json=comment_json(55, "hello"),
+        match=[matchers.json_params_matcher({"body": "hello"})],
+    )
+    result = api.call("comment", repo=REPO, number=3, body="hello")
+    assert result == {"id": 55, "url": f"https://github.com/{REPO}/issues/1#issuecomment-55"}
+    assert_shape("comment", result)
+
+
+def test_update_comment(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.patch(
+        f"{R}/issues/comments/55",
+        json=comment_json(55, "edited"),
+        match=[matchers.json_params_matcher({"body": "edited"})],
+    )
+    result = api.call("update-comment", repo=REPO, comment_id=55, body="edited")
+    assert result["id"] == 55 and result["url"].endswith("#issuecomment-55")
+    assert_shape("update-comment", result)
+    assert len(rs.calls) == 1
+
+
+def test_list_comments_follows_pages(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    # GitHub's Link header has no port; PyGithub's requests do.
+    page2 = f"https://api.github.com/repos/{REPO}/issues/1/comments?per_page=100&page=2"
+    rs.get(
+        f"{R}/issues/1/comments",
+        json=[comment_json(1, "one"), comment_json(2, "two", "the-loop[bot]")],
+        headers={"Link": f'<{page2}>; rel="next", <{page2}>; rel="last"'},
+        match=[matchers.query_param_matcher({"per_page": "100"})],
+    )
+    rs.get(
+        f"{R}/issues/1/comments",
+        json=[comment_json(3, "three") | {"user": None}],
+        match=[matchers.query_param_matcher({"per_page": "100", "page": "2"})],
+    )
+    result = api.call("list-comments", repo=REPO, number=1)
+    assert result == {
+        "comments": [
+            {"id": 1, "user": "octocat", "body": "one"},
+            {"id": 2, "user": "the-loop[bot]", "body": "two"},
+            {"id": 3, "user": "ghost", "body": "three"},
+        ]
+    }
+    assert_shape("list-comments", result)
+
+
+def test_add_reaction(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.post(
+        f"{R}/issues/comments/55/reactions",
+        status=201,
+        json={"id": 9, "content": "eyes", "user": {"login": "octocat"}},
+        match=[matchers.json_params_matcher({"content": "eyes"})],
+    )
+    result = api.call("add-reaction", repo=REPO, comment_id=55, content="eyes")
+    assert result == {"id": 9}
+    assert_shape("add-reaction", result)
+
+
+def test_add_reaction_rejects_unknown_content_without_request(api: GitHubApi) -> None:
+    with pytest.raises(IntegrationError, match="content must be one of"):
+        api.call("add-reaction", repo=REPO, comment_id=55, content="thumbsup")
+
+
+def _file(path: str, data: bytes, **kw: Any) -> dict[str, Any]:
+    import base64
+
+    return {
+        "type": "file",
+        "encoding": "base64",
+        "path": path,
+        "name": path.rsplit("/", 1)[-1],
+        "sha": "f" * 40,
+        "size": len(data),
+        "content": base64.encodebytes(data).decode(),
+        "url": f"{R}/contents/{path}",
+    } | kw
+
+
+def test_get_file(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.get(
+        f"{R}/contents/docs/the%20spec.md",
+        json=_file("docs/the spec.md", "héllo\n".encode()),
+        match=[matchers.query_param_matcher({"ref": "feature"})],
+    )
+    result = api.call("get-file", repo=REPO, path="docs/the spec.md", ref="feature")
+    assert result == {"path": "docs/the spec.md", "sha": "f" * 40, "ref": "feature", "text": "héllo\n"}
+    assert_shape("get-file", result)
+
+
+def test_get_file_default_ref_sends_no_ref(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.get(f"{R}/contents/a.txt", json=_file("a.txt", b"x"), match=[matchers.query_param_matcher({})])
+    assert api.call("get-file", repo=REPO, path="/a.txt")["ref"] is None
+
+
+def test_get_file_large_uses_blob(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.get(f"{R}/contents/big.txt", json=_file("big.txt", b"", encoding="none", content=""))
+    rs.get(
+        f"{R}/git/blobs/{'f' * 40}",
+        json={"sha": "f" * 40, "encoding": "base64", "content": "YmlnCg==", "size": 4},
+    )
+    assert api.call("get-file", repo=REPO, path="big.txt")["text"] == "big\n"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"json": [_file("d/a.txt", b"x")]},  # a directory listing
+        {"json": {"type": "submodule", "path": "d", "sha": "1" * 40, "url": f"{R}/contents/d"}},
+        {"status": 404, "json": {"message": "Not Found"}},
+    ],
+)
+def test_get_file_not_a_file(api: GitHubApi, rs: responses.RequestsMock, answer: Any) -> None:
+    rs.get(f"{R}/contents/d", **answer)
+    with pytest.raises(NotFound):
+        api.call("get-file", repo=REPO, path="d")
+
+
+def test_get_file_not_utf8(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.get(f"{R}/contents/logo.png", json=_file("logo.png", b"\x89PNG\xff"))
+    with pytest.raises(IntegrationError, match="not UTF-8") as info:
+        api.call("get-file", repo=REPO, path="logo.png")
+    assert not info.value.retriable
+
+
+# --------------------------------------------------------------------------- dispatch
+
+
+def test_unknown_operation(api: GitHubApi) -> None:
+    with pytest.raises(UnsupportedOperation) as info:
+        api.call("merge-pull-request", repo=REPO, number=1)
+    assert info.value.op == "merge-pull-request" and info.value.integration == "github"
+
+
+@pytest.mark.parametrize(
+    ("op", "params"),
+    [
+        ("add-label", {"repo": REPO, "number": 1}),  # missing label
+        ("add-label", {"repo": REPO, "number": 1, "label": "x", "colour": "red"}),
+        ("add-label", {"repo": "no-slash", "number": 1, "label": "x"}),
+        ("add-label", {"repo": REPO, "number": 0, "label": "x"}),
+        ("add-label", {"repo": REPO, "number": True, "label": "x"}),
+        ("comment", {"repo": REPO, "number": 1, "body": ""}),
+    ],
+)
+def test_bad_parameters(api: GitHubApi, op: str, params: dict[str, Any]) -> None:
+    with pytest.raises(IntegrationError, match="bad parameters") as info:
+        api.call(op, **params)
+    assert not info.value.retriable and info.value.status is None
+
+
+# --------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "headers", "exc_type", "retriable"),
+    [
+        (404, {"message": "Not Found"}, {}, NotFound, False),
+        (502, {"message": "Bad Gateway"}, {}, IntegrationError, True),
+        (500, {"message": "oops"}, {}, IntegrationError, True),
+        (429, {"message": "Too many"}, {"Retry-After": "30"}, IntegrationError, True),
+        (
+            403,
+            {"message": "API rate limit exceeded for installation ID 1."},
+            {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1700000000"},
+            IntegrationError,
+            True,
+        ),
+        (
+            403,
+            {"message": "You have exceeded a secondary rate limit. Please wait a few minutes "
+                        "before you try again."},
+            {"Retry-After": "60"},
+            IntegrationError,
+            True,
+        ),
+        (403, {"message": "Resource not accessible by integration"}, {}, IntegrationError, False),
+        (401, {"message": "Bad credentials"}, {}, IntegrationError, False),
+        (422, {"message": "Validation Failed"}, {}, IntegrationError, False),
+    ],
+)
+def test_error_mapping(
+    api: GitHubApi,
+    rs: responses.RequestsMock,
+    status: int,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    exc_type: type,
+    retriable: bool,
+) -> None:
+    leaky = body | {"echo": f"token {TOKEN} and body-marker-xyz"}
+    rs.get(R, status=status, json=leaky, headers=headers)
+    with pytest.raises(IntegrationError) as info:
+        api.call("get-repository", repo=REPO)
+    exc = info.value
+    assert type(exc) is exc_type
+    assert (exc.status, exc.retriable, exc.op, exc.integration) == (
+        status,
+        retriable,
+        "get-repository",
+        "github",
+    )
+    assert f"HTTP {status}" in str(exc) and "get-repository" in str(exc)
+    assert TOKEN not in str(exc) and "body-marker-xyz" not in str(exc)
+    assert body["message"] not in str(exc)
+
+
+def test_network_error_is_retriable(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.get(R, body=requests.exceptions.ConnectTimeout("timed out"))
+    with pytest.raises(IntegrationError) as info:
+        api.call("get-repository", repo=REPO)
+    assert info.value.retriable and info.value.status is None
+
+
+def test_retry_policy_retries_reads_not_comment_posts(rs: responses.RequestsMock) -> None:
+    api = GitHubClients(fast(token=TOKEN, retries=1)).for_installation(None)
+    rs.get(R, status=502, json={"message": "x"})
+    rs.get(R, json={"full_name": REPO, "default_branch": "main"})
+    assert api.call("get-repository", repo=REPO)["default_branch"] == "main"
+    assert len(rs.calls) == 2
+
+    rs.post(f"{R}/issues/1/comments", status=502, json={"message": "x"})
+    with pytest.raises(IntegrationError) as info:
+        api.call("comment", repo=REPO, number=1, body="once")
+    assert info.value.retriable and info.value.status == 502
+    assert len(rs.calls) == 3  # the POST was sent once: no duplicate comment
+
+
+def test_exhausted_retries_still_report_status(rs: responses.RequestsMock) -> None:
+    api = GitHubClients(fast(token=TOKEN, retries=1)).for_installation(None)
+    rs.get(R, status=503, json={"message": "x"})
+    rs.get(R, status=503, json={"message": "x"})
+    with pytest.raises(IntegrationError) as info:
+        api.call("get-repository", repo=REPO)
+    assert (info.value.status, info.value.retriable) == (503, True)
+
+
+# --------------------------------------------------------------------------- App auth
+
+
+def _token_answer(token: str, expires_in: timedelta = timedelta(hours=1)) -> dict[str, Any]:
+    expires = (datetime.now(UTC) + expires_in).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"token": token, "expires_at": expires, "permissions": {}}
+
+
+def test_app_auth_token_requested_once_and_reused(rs: responses.RequestsMock, rsa_pem) -> None:
+    pem, public = rsa_pem
+    clients = GitHubClients(fast(app_id=APP_ID, private_key=pem))
+    rs.post(f"{API}/app/installations/99/access_tokens", status=201, json=_token_answer("ghs_one"))
+    rs.get(R, json={"full_name": REPO, "default_branch": "main"})
+    rs.post(f"{R}/issues/1/labels", json=[label("a")])
+
+    api = clients.for_installation(99)
+    api.call("get-repository", repo=REPO)
+    assert clients.for_installation(99) is api
+    clients.for_installation(99).call("add-label", repo=REPO, number=1, label="a")
+
+    token_calls = [c for c in rs.calls if "access_tokens" in c.request.url]
+    assert len(token_calls) == 1
+    scheme, _, encoded = token_calls[0].request.headers["Authorization"].partition(" ")
+    assert scheme == "Bearer"
+    claims = jwt.decode(encoded, public, algorithms=["RS256"])
+    assert claims["iss"] == str(APP_ID) and claims["exp"] > claims["iat"]
+    for call in rs.calls:
+        if "access_tokens" not in call.request.url:
+            assert call.request.headers["Authorization"] == "token ghs_one"
+
+
+def test_app_auth_refreshes_token_near_expiry(rs: responses.RequestsMock, rsa_pem) -> None:
+    pem, _ = rsa_pem
+    api = GitHubClients(fast(app_id=APP_ID, private_key=pem)).for_installation(5)
+    url = f"{API}/app/installations/5/access_tokens"
+    rs.post(url, status=201, json=_token_answer("ghs_old", timedelta(seconds=10)))
+    rs.post(url, status=201, json=_token_answer("ghs_new"))
+    rs.get(R, json={"full_name": REPO, "default_branch": "main"})
+    api.call("get-repository", repo=REPO)
+    api.call("get-repository", repo=REPO)
+    auths = [c.request.headers["Authorization"] for c in rs.calls if c.request.url == R]
+    assert auths == ["token ghs_old", "token ghs_new"]
+
+
+def test_app_auth_one_token_per_installation(rs: responses.RequestsMock, rsa_pem) -> None:
+    pem, _ = rsa_pem
+    clients = GitHubClients(fast(app_id=APP_ID, private_key=pem))
+    rs.post(f"{API}/app/installations/1/access_tokens", status=201, json=_token_answer("ghs_a"))
+    rs.post(f"{API}/app/installations/2/access_tokens", status=201, json=_token_answer("ghs_b"))
+    rs.get(R, json={"full_name": REPO, "default_branch": "main"})
+    assert clients.for_installation(1) is not clients.for_installation(2)
+    clients.for_installation(1).call("get-repository", repo=REPO)
+    clients.for_installation(2).call("get-repository", repo=REPO)
+    auths = [c.request.headers["Authorization"] for c in rs.calls if c.request.url == R]
+    assert auths == ["token ghs_a", "token ghs_b"]
+
+
+def test_app_mode_needs_installation(rsa_pem) -> None:
+    clients = GitHubClients(fast(app_id=APP_ID, private_key=rsa_pem[0]))
+    with pytest.raises(IntegrationError, match="no 'installation'"):
+        clients.for_installation(None)
+
+
+def test_app_token_refused_maps_to_error(rs: responses.RequestsMock, rsa_pem) -> None:
+    api = GitHubClients(fast(app_id=APP_ID, private_key=rsa_pem[0])).for_installation(3)
+    rs.post(
+        f"{API}/app/installations/3/access_tokens",
+        status=401,
+        json={"message": "A JSON web token could not be decoded"},
+    )
+    with pytest.raises(IntegrationError) as info:
+        api.call("get-repository", repo=REPO)
+    assert info.value.status == 401 and "THE_LOOP_GITHUB_APP_ID" in str(info.value)
+    assert "BEGIN" not in str(info.value)
+
+
+def test_token_mode_ignores_installation(rs: responses.RequestsMock) -> None:
+    clients = GitHubClients(fast(token=TOKEN))
+    assert clients.for_installation(1) is clients.for_installation(None)
+
+
+def test_ghes_base_url(rs: responses.RequestsMock, rsa_pem) -> None:
+    ghes = "https://ghe.example.com:443/api/v3"
+    settings = fast(api_url="https://ghe.example.com/api/v3", app_id=APP_ID, private_key=rsa_pem[0])
+    rs.post(f"{ghes}/app/installations/8/access_tokens", status=201, json=_token_answer("ghs_e"))
+    rs.get(f"{ghes}/repos/{REPO}", json={"full_name": REPO, "default_branch": "main"})
+    rs.post(f"{ghes}/repos/{REPO}/issues/2/labels", json=[label("x")])
+    api = GitHubClients(settings).for_installation(8)
+    assert api.call("get-repository", repo=REPO)["full_name"] == REPO
+    assert api.call("add-label", repo=REPO, number=2, label="x") == {"labels": ["x"]}
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def test_settings_defaults() -> None:
+    s = GitHubSettings.from_env({})
+    assert (s.api_url, s.app_id, s.private_key, s.token) == ("https://api.github.com", None, None, None)
+    assert (s.write_interval, s.read_interval, s.timeout, s.retries) == (1.0, 0.25, 15, 2)
+    assert s.mode is None
+
+
+def test_settings_full_app(tmp_path, rsa_pem) -> None:
+    pem = rsa_pem[0]
+    key_file = tmp_path / "app.pem"
+    key_file.write_text(pem)
+    s = GitHubSettings.from_env(
+        {
+            "THE_LOOP_GITHUB_API_URL": "https://ghe.example.com/api/v3/",
+            "THE_LOOP_GITHUB_APP_ID": "123",
+            "THE_LOOP_GITHUB_PRIVATE_KEY_PATH": str(key_file),
+            "GITHUB_TOKEN": "ghp_fallback",
+            "THE_LOOP_GITHUB_WRITE_INTERVAL": "0.5",
+            "THE_LOOP_GITHUB_READ_INTERVAL": "0",
+            "THE_LOOP_GITHUB_TIMEOUT": "30",
+            "THE_LOOP_GITHUB_RETRIES": "0",
+        }
+    )
+    assert s.api_url == "https://ghe.example.com/api/v3"
+    assert (s.app_id, s.private_key, s.token) == (123, pem, "ghp_fallback")
+    assert (s.write_interval, s.read_interval, s.timeout, s.retries) == (0.5, 0.0, 30, 0)
+    assert s.mode == "app"
+
+
+def test_settings_token_mode_prefers_gh_token() -> None:
+    s = GitHubSettings.from_env({"GH_TOKEN": "ghp_a", "GITHUB_TOKEN": "ghp_b"})
+    assert s.token == "ghp_a" and s.mode == "token"
+
+
+def test_settings_inline_key_with_escaped_newlines(rsa_pem) -> None:
+    pem = rsa_pem[0]
+    s = GitHubSettings.from_env(
+        {"THE_LOOP_GITHUB_APP_ID": "1", "THE_LOOP_GITHUB_PRIVATE_KEY": pem.strip().replace("\n", "\\n")}
+    )
+    assert s.private_key == pem.strip()
+
+
+def test_settings_repr_hides_secrets(rsa_pem) -> None:
+    s = GitHubSettings(app_id=1, private_key=rsa_pem[0], token=TOKEN)
+    text = repr(s) + repr(GitHubClients(s)) + repr(GitHubClients(s).for_installation(1))
+    assert "PRIVATE KEY" not in text and TOKEN not in text and "MII" not in text
+
+
+@pytest.mark.parametrize(
+    ("env", "names"),
+    [
+        ({"THE_LOOP_GITHUB_APP_ID": "abc"}, ["THE_LOOP_GITHUB_APP_ID"]),
+        ({"THE_LOOP_GITHUB_APP_ID": "0"}, ["THE_LOOP_GITHUB_APP_ID"]),
+        ({"THE_LOOP_GITHUB_APP_ID": "1"}, ["THE_LOOP_GITHUB_APP_ID", "THE_LOOP_GITHUB_PRIVATE_KEY"]),
+        (
+            {"THE_LOOP_GITHUB_APP_ID": "1", "THE_LOOP_GITHUB_PRIVATE_KEY_PATH": "/nonexistent/k.pem"},
+            ["THE_LOOP_GITHUB_PRIVATE_KEY_PATH"],
+        ),
+        (
+            {"THE_LOOP_GITHUB_APP_ID": "1", "THE_LOOP_GITHUB_PRIVATE_KEY": "sekrit-not-a-pem"},
+            ["THE_LOOP_GITHUB_PRIVATE_KEY"],
+        ),
+        (
+            {
+                "THE_LOOP_GITHUB_APP_ID": "1",
+                "THE_LOOP_GITHUB_PRIVATE_KEY": "sekrit-not-a-pem",
+                "THE_LOOP_GITHUB_PRIVATE_KEY_PATH": "/k.pem",
+            },
+            ["THE_LOOP_GITHUB_PRIVATE_KEY", "THE_LOOP_GITHUB_PRIVATE_KEY_PATH"],
+        ),
+        ({"THE_LOOP_GITHUB_WRITE_INTERVAL": "soon"}, ["THE_LOOP_GITHUB_WRITE_INTERVAL"]),
+        ({"THE_LOOP_GITHUB_READ_INTERVAL": "-1"}, ["THE_LOOP_GITHUB_READ_INTERVAL"]),
+        ({"THE_LOOP_GITHUB_TIMEOUT": "1.5"}, ["THE_LOOP_GITHUB_TIMEOUT"]),
+        ({"THE_LOOP_GITHUB_RETRIES": "-1"}, ["THE_LOOP_GITHUB_RETRIES"]),
+        ({"THE_LOOP_GITHUB_API_URL": "api.github.com"}, ["THE_LOOP_GITHUB_API_URL"]),
+    ],
+)
+def test_settings_errors_name_variable(env: dict[str, str], names: list[str]) -> None:
+    with pytest.raises(GitHubConfigError) as info:
+        GitHubSettings.from_env(env)
+    assert isinstance(info.value, ValueError)
+    for name in names:
+        assert name in str(info.value)
+    assert "sekrit" not in str(info.value)
+
+
+def test_key_without_app_id(rsa_pem) -> None:
+    with pytest.raises(GitHubConfigError, match="THE_LOOP_GITHUB_APP_ID") as info:
+        GitHubSettings.from_env({"THE_LOOP_GITHUB_PRIVATE_KEY": rsa_pem[0]})
+    assert "BEGIN" not in str(info.value)
+
+
+def test_no_credentials_at_all() -> None:
+    with pytest.raises(GitHubConfigError) as info:
+        GitHubClients(GitHubSettings.from_env({}))
+    for name in ("THE_LOOP_GITHUB_APP_ID", "THE_LOOP_GITHUB_PRIVATE_KEY", "GH_TOKEN"):
+        assert name in str(info.value)

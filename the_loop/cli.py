@@ -1,0 +1,236 @@
+"""``the-loop`` command line.
+
+Every ``--json`` output is one object: ``{"schemaVersion": 1, "action", "ok", "status",
+...}``. Exit status is 0 on success and non-zero on any failure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+
+SCHEMA_VERSION = 1
+
+
+def emit(action: str, ok: bool, status: str, **fields: Any) -> None:
+    """Print the one JSON object of a ``--json`` command."""
+    doc = {"schemaVersion": SCHEMA_VERSION, "action": action, "ok": ok, "status": status}
+    doc.update(fields)
+    click.echo(json.dumps(doc, indent=2, sort_keys=True))
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(
+        level=os.environ.get("THE_LOOP_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+
+
+@click.group()
+@click.version_option(package_name="the-loop")
+def main() -> None:
+    """the-loop: a GitHub App that walks issues and pull requests through a
+    product-development lifecycle graph."""
+
+
+# -- service -------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--port", type=int, default=lambda: int(os.environ.get("PORT", "8080")),
+              show_default="$PORT or 8080", help="TCP port to listen on.")
+@click.option("--host", default=lambda: os.environ.get("THE_LOOP_HOST", "0.0.0.0"),
+              show_default="$THE_LOOP_HOST or 0.0.0.0", help="Address to bind.")
+def serve(port: int, host: str) -> None:
+    """Run the webhook receiver under gunicorn (POST /webhook, /healthz, /readyz)."""
+    from webhook.settings import ReceiverSettings, SettingsError
+
+    try:
+        ReceiverSettings.from_env(os.environ)  # fail here, not in every gunicorn worker
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
+    argv = [sys.executable, "-m", "gunicorn", "-c", "python:webhook.gunicorn_conf",
+            "--bind", f"{host}:{port}", "webhook.wsgi:app"]
+    os.execv(sys.executable, argv)
+
+
+@main.command()
+@click.option("--burst", is_flag=True, help="Exit when the queue is empty.")
+def worker(burst: bool) -> None:
+    """Run an RQ worker that processes queued deliveries."""
+    _setup_logging()
+    from graph.compile import GraphError
+    from workers.settings import SettingsError
+    from workers.worker import run_worker
+
+    try:
+        run_worker(burst=burst)
+    except (GraphError, SettingsError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _payload_files(paths: tuple[str, ...]) -> list[Path]:
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*.json") if p.is_file()))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise click.BadParameter(f"{raw}: no such file or directory", param_hint="PATH")
+    return files
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--url", required=True, help="The receiver's URL, e.g. http://127.0.0.1:8080/webhook")
+@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per request.")
+def replay(paths: tuple[str, ...], url: str, timeout: float) -> None:
+    """Sign payload files with THE_LOOP_WEBHOOK_SECRET and POST them as GitHub would.
+
+    The event name is each file's parent folder name (as in GitHub's payload examples);
+    folders are walked. Each delivery gets a fresh X-GitHub-Delivery id. Prints one line
+    per delivery: status code, event, delivery id, file.
+    """
+    import requests
+
+    from webhook.signature import sign
+
+    secrets = [s for s in os.environ.get("THE_LOOP_WEBHOOK_SECRET", "").split(",") if s]
+    if not secrets:
+        raise click.ClickException("set THE_LOOP_WEBHOOK_SECRET to the receiver's secret")
+    failures = 0
+    with requests.Session() as http:
+        for file in _payload_files(paths):
+            body = file.read_bytes()
+            event = file.parent.name
+            delivery = str(uuid.uuid4())
+            headers = {
+                "Content-Type": "application/json",
+                "User-Agent": "GitHub-Hookshot/the-loop-replay",
+                "X-GitHub-Event": event,
+                "X-GitHub-Delivery": delivery,
+                "X-Hub-Signature-256": sign(body, secrets[0].encode()),
+            }
+            try:
+                status = str(http.post(url, data=body, headers=headers, timeout=timeout)
+                             .status_code)
+            except requests.RequestException as exc:
+                status = f"ERR({type(exc).__name__})"
+            if not status.isdigit() or not 200 <= int(status) < 300:
+                failures += 1
+            click.echo(f"{status} {event} {delivery} {file}")
+    if failures:
+        raise click.ClickException(f"{failures} deliveries were not accepted")
+
+
+# -- graph ---------------------------------------------------------------------------
+
+
+@main.group("graph")
+def graph_group() -> None:
+    """Validate and export lifecycle graphs."""
+
+
+@graph_group.command("validate")
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def graph_validate(file: str | None, as_json: bool) -> None:
+    """Compile FILE (default: the shipped graph) and report every structural error."""
+    import warnings
+
+    from graph.compile import GraphError, load_graph
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            graph = load_graph(file)
+        except GraphError as exc:
+            if as_json:
+                emit("graph.validate", False, "invalid", file=file, error=str(exc))
+                sys.exit(1)
+            raise click.ClickException(str(exc)) from None
+    notes = [str(w.message) for w in caught]
+    if as_json:
+        emit("graph.validate", True, "valid", file=graph.source, digest=graph.digest,
+             nodes=list(graph.nodes), warnings=notes,
+             operations={k: sorted(v) for k, v in graph.required_operations().items()})
+        return
+    for note in notes:
+        click.echo(f"warning: {note}", err=True)
+    click.echo(f"{graph.source}: valid ({len(graph.nodes)} nodes, {len(graph.edges)} edges, "
+               f"digest {graph.digest[:12]})")
+
+
+@graph_group.command("export")
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["json", "mermaid"]), default="json",
+              show_default=True)
+def graph_export(file: str | None, fmt: str) -> None:
+    """Print FILE's graph (default: the shipped one) as canonical JSON or Mermaid."""
+    from graph.compile import GraphError, load_graph
+    from graph.export import to_json, to_mermaid
+
+    try:
+        graph = load_graph(file)
+    except GraphError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(to_json(graph) if fmt == "json" else to_mermaid(graph), nl=False)
+
+
+# -- state ---------------------------------------------------------------------------
+
+
+@main.command("state")
+@click.argument("ref")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--events", "with_events", is_flag=True, help="Include the event log.")
+def state_cmd(ref: str, as_json: bool, with_events: bool) -> None:
+    """Show the state of work item REF (e.g. github:OWNER/REPO#1) from Redis."""
+    import redis
+
+    from graph.state import StateError
+    from workers.settings import WorkerSettings
+    from workers.state import RedisStateStore
+
+    settings = WorkerSettings.from_env()
+    store = RedisStateStore(redis.Redis.from_url(settings.redis_url, socket_timeout=5),
+                            settings.prefix)
+    try:
+        state = store.load(ref)
+        events = [e.to_dict() for e in store.events(ref)] if with_events else None
+    except redis.RedisError as exc:
+        raise click.ClickException(f"Redis at REDIS_URL is unreachable ({type(exc).__name__})")
+    except StateError as exc:
+        raise click.ClickException(str(exc)) from None
+    if state is None:
+        if as_json:
+            emit("state", False, "unknown", ref=ref)
+            sys.exit(1)
+        raise click.ClickException(f"{ref} is not a work item")
+    if as_json:
+        fields: dict[str, Any] = {"ref": ref, "state": state.to_dict()}
+        if events is not None:
+            fields["events"] = events
+        emit("state", True, state.status, **fields)
+        return
+    click.echo(f"{ref}: {state.status} at {state.current_node}")
+    if state.parked_reason:
+        click.echo(f"  reason: {state.parked_reason}")
+    for step in state.history:
+        click.echo(f"  entered {step['node']} via {step['via']}"
+                   + (" (forced)" if step.get("forced") else ""))
+    for e in events or []:
+        click.echo(f"  #{e['seq']} {e['type']} {json.dumps(e['data'], sort_keys=True)}")
+
+
+if __name__ == "__main__":
+    main()

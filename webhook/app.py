@@ -1,0 +1,233 @@
+"""Flask receiver: authenticate GitHub webhook deliveries and queue them.
+
+The route only verifies, parses, enqueues and answers; the work happens in RQ workers.
+Checks run in this order (as Prow's hook server does), each failing fast:
+
+1. ``X-GitHub-Event`` and ``X-GitHub-Delivery`` present and sane      -> 400
+2. ``X-Hub-Signature-256`` present                                     -> 401
+3. body no larger than ``max_body_bytes`` (Content-Length, then read)  -> 413
+4. HMAC-SHA256 of the raw body matches a secret                        -> 401
+5. content type supported, body a JSON object                         -> 415 / 400
+
+``ping`` (sent when the webhook is created, "Webhook events and payloads" docs) answers
+200 and is not queued. Every other event is deduplicated by delivery id and queued:
+202 when new, 200 when a duplicate. Redis trouble answers 503 with ``Retry-After``.
+Every error is ``{"ok": false, "error": <our own text>}``; bad input never gives a 500.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import redis as redis_lib
+from flask import Flask, Response, request
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+
+from webhook.enqueue import DeliveryQueue
+from webhook.events import (
+    DeliveryError,
+    PayloadTooLargeError,
+    QueueUnavailableError,
+    SignatureError,
+    build_delivery,
+    decode_body,
+    read_delivery_headers,
+)
+from webhook.settings import ReceiverSettings
+from webhook.signature import verify_signature
+
+__all__ = ["EXTENSION_KEY", "ReceiverState", "create_app", "make_redis_client"]
+
+EXTENSION_KEY = "the_loop"
+RETRY_AFTER_SECONDS = "5"
+REDIS_TIMEOUT_SECONDS = 2.0
+
+log = logging.getLogger("the_loop.webhook")
+
+_JSON = "application/json"
+_OK_BODY = b'{"ok": true}'
+_PING_BODY = b'{"ok": true, "event": "ping"}'
+
+
+@dataclass(frozen=True)
+class ReceiverState:
+    """What the receiver keeps in ``app.extensions["the_loop"]``.
+
+    Attributes:
+        settings: the receiver settings.
+        redis: the Redis client used for the queue and ``/readyz``.
+        queue: the deduplicating delivery queue.
+    """
+
+    settings: ReceiverSettings
+    redis: redis_lib.Redis
+    queue: DeliveryQueue
+
+
+def make_redis_client(url: str) -> redis_lib.Redis:
+    """A Redis client for the receiver: short timeouts, one quick retry.
+
+    Args:
+        url: a ``redis://``, ``rediss://`` or ``unix://`` URL.
+
+    Returns:
+        A client whose connect and socket timeouts are 2 s, so an unreachable Redis turns
+        into a fast 503 rather than a hung request (GitHub gives up after 10 s, "Best
+        practices for using webhooks" docs). One immediate retry covers a pooled
+        connection the server closed while idle.
+    """
+    return redis_lib.Redis.from_url(
+        url,
+        socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
+        socket_timeout=REDIS_TIMEOUT_SECONDS,
+        retry=Retry(NoBackoff(), 1),
+        health_check_interval=30,
+    )
+
+
+def _safe(value: object) -> str:
+    """A header/payload value reduced to something safe to put in a log line."""
+    text = str(value) if value is not None else "-"
+    if len(text) <= 100 and text.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        return text
+    return "<invalid>"
+
+
+def create_app(
+    settings: ReceiverSettings | None = None,
+    *,
+    redis: redis_lib.Redis | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Flask:
+    """Build the receiver's Flask app.
+
+    Args:
+        settings: receiver settings; when None they are read with
+            ``ReceiverSettings.from_env(env or os.environ)``.
+        redis: Redis client to use; when None one is made from ``settings.redis_url``
+            with :func:`make_redis_client`.
+        env: environment mapping for the settings (ignored when ``settings`` is given).
+
+    Returns:
+        The app, with a :class:`ReceiverState` in ``app.extensions["the_loop"]``.
+
+    Raises:
+        webhook.settings.SettingsError: settings from the environment are missing/invalid.
+    """
+    if settings is None:
+        settings = ReceiverSettings.from_env(os.environ if env is None else env)
+    if redis is None:
+        redis = make_redis_client(settings.redis_url)
+    queue = DeliveryQueue(redis, queue_name=settings.queue_name, prefix=settings.redis_prefix)
+
+    app = Flask(__name__)
+    # Werkzeug enforces this on chunked bodies too (our 413 handler below shapes it).
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.extensions[EXTENSION_KEY] = ReceiverState(settings=settings, redis=redis, queue=queue)
+
+    # Bound once: the hot path does no setup work.
+    secrets = settings.secrets
+    max_body = settings.max_body_bytes
+    enqueue = queue.enqueue
+    response_class = app.response_class
+    redis_errors = redis_lib.RedisError
+
+    def answer(payload: dict, status: int, headers: dict[str, str] | None = None) -> Response:
+        return response_class(json.dumps(payload), status, headers, mimetype=_JSON)
+
+    def reject(error: DeliveryError, delivery_id: object, event: object) -> Response:
+        log.warning(
+            "webhook delivery=%s event=%s action=- outcome=rejected status=%d reason=%r",
+            _safe(delivery_id), _safe(event), error.status, error.reason,
+        )
+        headers = {"Retry-After": RETRY_AFTER_SECONDS} if error.status == 503 else None
+        return answer({"ok": False, "error": error.reason}, error.status, headers)
+
+    @app.post("/webhook")
+    def webhook() -> Response:
+        headers = request.headers
+        event = delivery_id = None
+        try:
+            event, delivery_id = read_delivery_headers(headers)
+            signature = headers.get("X-Hub-Signature-256")
+            if not signature:
+                raise SignatureError("missing X-Hub-Signature-256 header")
+            length = request.content_length
+            if length is not None and length > max_body:
+                raise PayloadTooLargeError()
+            try:
+                body = request.get_data(cache=False)
+            except RequestEntityTooLarge:  # chunked body over the limit
+                raise PayloadTooLargeError() from None
+            verify_signature(body, signature, secrets)
+            document, payload = decode_body(headers.get("Content-Type"), body)
+            delivery = build_delivery(event, delivery_id, document, payload)
+        except DeliveryError as error:
+            return reject(error, delivery_id or headers.get("X-GitHub-Delivery"),
+                          event or headers.get("X-GitHub-Event"))
+
+        if event == "ping":
+            log.info(
+                "webhook delivery=%s event=ping action=- outcome=ping status=200", delivery_id
+            )
+            return response_class(_PING_BODY, 200, mimetype=_JSON)
+
+        try:
+            queued = enqueue(delivery)
+        except redis_errors as exc:
+            log.error(
+                "webhook delivery=%s event=%s action=%s outcome=unavailable status=503 "
+                "error=%s",
+                delivery_id, event, _safe(delivery.action), type(exc).__name__,
+            )
+            return reject(QueueUnavailableError(), delivery_id, event)
+
+        outcome, status = ("queued", 202) if queued else ("duplicate", 200)
+        log.info(
+            "webhook delivery=%s event=%s action=%s outcome=%s status=%d",
+            delivery_id, event, _safe(delivery.action), outcome, status,
+        )
+        if queued:
+            return answer({"ok": True, "delivery": delivery_id, "queued": True}, 202)
+        return answer({"ok": True, "delivery": delivery_id, "duplicate": True}, 200)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        """Liveness: the process serves requests. Does not touch Redis."""
+        return response_class(_OK_BODY, 200, mimetype=_JSON)
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        """Readiness: Redis answers PING (503 otherwise)."""
+        try:
+            redis.ping()
+        except redis_errors:
+            return answer(
+                {"ok": False, "error": "redis unavailable"}, 503,
+                {"Retry-After": RETRY_AFTER_SECONDS},
+            )
+        return response_class(_OK_BODY, 200, mimetype=_JSON)
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException) -> Response:
+        # Flask/Werkzeug's own errors (404, 405, 413 ...) in our JSON shape; the status
+        # phrase is fixed text, never request data.
+        status = error.code or 500
+        headers = {}
+        allow = getattr(error, "valid_methods", None)  # set on 405
+        if allow:
+            headers["Allow"] = ", ".join(allow)
+        return answer({"ok": False, "error": (error.name or "error").lower()}, status, headers)
+
+    @app.errorhandler(Exception)
+    def unexpected_error(error: Exception) -> Response:
+        log.exception("webhook unexpected error")
+        return answer({"ok": False, "error": "internal error"}, 500)
+
+    return app

@@ -1,0 +1,51 @@
+"""RQ jobs. The receiver enqueues ``process_delivery`` by its import path."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from rq import get_current_job
+
+from workers.service import DeliveryProcessor
+
+_lock = threading.Lock()
+_processor: DeliveryProcessor | None = None
+
+
+def install(processor: DeliveryProcessor | None) -> None:
+    """Make ``processor`` the one jobs use (the worker does this at start-up, so a bad
+    graph or setting fails the worker before it takes a job)."""
+    global _processor
+    with _lock:
+        _processor = processor
+
+
+def current_processor() -> DeliveryProcessor:
+    """The installed processor, built from the environment on first use."""
+    global _processor
+    with _lock:
+        if _processor is None:
+            from workers.bootstrap import build_processor
+
+            job = get_current_job()
+            _processor = build_processor(os.environ, job.connection if job else None)
+        return _processor
+
+
+def process_delivery(delivery_id: str, event: str, work_item: str | None) -> str:
+    """Process one queued delivery (see :meth:`DeliveryProcessor.process`).
+
+    Args:
+        delivery_id: the ``X-GitHub-Delivery`` id (also the RQ job id).
+        event: the ``X-GitHub-Event`` name.
+        work_item: ``github:OWNER/REPO#N`` or ``None``.
+
+    Returns:
+        a one-line summary (RQ keeps no result: ``result_ttl=0``).
+
+    Raises:
+        workers.service.DeliveryFailed: this delivery's processing raised.
+    """
+    handled = current_processor().process(delivery_id, event, work_item)
+    return "; ".join(f"{h.delivery_id}:{h.outcome}" for h in handled) or "nothing to do"

@@ -1,0 +1,67 @@
+"""Work item state and event log in Redis (the service's :class:`graph.state.StateStore`).
+
+Keys, under the configured prefix: ``<prefix>:state:<ref>`` (a JSON string) and
+``<prefix>:events:<ref>`` (a list of JSON envelopes; the list length is the sequence).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import redis
+
+from graph.state import LogEvent, StateError, WorkItemState, new_event_id, now
+
+
+class RedisStateStore:
+    """:class:`graph.state.StateStore` over Redis.
+
+    Args:
+        connection: a ``redis.Redis`` client (bytes or str responses both work).
+        prefix: key prefix, e.g. ``"the-loop"``.
+    """
+
+    def __init__(self, connection: redis.Redis, prefix: str) -> None:
+        self.redis = connection
+        self.prefix = prefix
+
+    def state_key(self, ref: str) -> str:
+        """Redis key of ``ref``'s state."""
+        return f"{self.prefix}:state:{ref}"
+
+    def events_key(self, ref: str) -> str:
+        """Redis key of ``ref``'s event log."""
+        return f"{self.prefix}:events:{ref}"
+
+    def load(self, ref: str) -> WorkItemState | None:
+        raw = self.redis.get(self.state_key(ref))
+        if raw is None:
+            return None
+        try:
+            return WorkItemState.from_dict(json.loads(raw))
+        except (json.JSONDecodeError, AttributeError, UnicodeDecodeError) as exc:
+            raise StateError(f"{self.state_key(ref)}: not valid JSON ({type(exc).__name__})")
+
+    def save(self, state: WorkItemState) -> None:
+        state.updated_at = now()
+        self.redis.set(self.state_key(state.ref), json.dumps(state.to_dict(), sort_keys=True))
+
+    def append_event(
+        self, ref: str, type: str, data: Mapping[str, Any], caused_by: str | None = None
+    ) -> LogEvent:
+        event_id, at = new_event_id(), now()
+        envelope = {"id": event_id, "type": type, "data": dict(data),
+                    "caused_by": caused_by, "at": at}
+        # The list position is the sequence number; RPUSH returns it atomically.
+        seq = int(self.redis.rpush(self.events_key(ref), json.dumps(envelope, sort_keys=True)))
+        return LogEvent(seq, event_id, type, dict(data), caused_by, at)
+
+    def events(self, ref: str) -> list[LogEvent]:
+        out = []
+        for seq, raw in enumerate(self.redis.lrange(self.events_key(ref), 0, -1), start=1):
+            d = json.loads(raw)
+            out.append(LogEvent(seq, d["id"], d["type"], d["data"], d.get("caused_by"),
+                                d.get("at", 0.0)))
+        return out

@@ -1,0 +1,53 @@
+"""The RQ worker process: ``the-loop worker [--burst]``.
+
+It runs jobs in-process (RQ's ``SimpleWorker``: no fork per job), which is what lets one
+process handle hundreds of routine deliveries a second; a job that crashes the process
+is left in RQ's started-job registry and handled by RQ's abandoned-job cleanup.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+
+import redis
+from rq import Queue, SimpleWorker
+
+from workers import jobs
+from workers.bootstrap import build_processor
+
+log = logging.getLogger("the_loop.worker")
+
+
+class LoopWorker(SimpleWorker):
+    """RQ's in-process worker. Kept as a named class so deployments can point RQ tooling
+    (``rq info``, ``--worker-class``) at it."""
+
+
+def run_worker(
+    env: Mapping[str, str] | None = None,
+    *,
+    burst: bool = False,
+    connection: redis.Redis | None = None,
+    name: str | None = None,
+) -> bool:
+    """Build the processor (failing fast on bad config), then work the queue.
+
+    Args:
+        env: environment (default ``os.environ``).
+        burst: return when the queue is empty instead of waiting for jobs.
+        connection: Redis client (default from ``REDIS_URL``).
+        name: worker name (default RQ's).
+
+    Returns:
+        whether any job was performed (RQ's ``work()`` result).
+    """
+    env = os.environ if env is None else env
+    processor = build_processor(env, connection)
+    jobs.install(processor)
+    queue = Queue(processor.settings.queue, connection=processor.redis)
+    worker = LoopWorker([queue], connection=processor.redis, name=name)
+    log.info("worker %s on queue %s", worker.name, queue.name)
+    return worker.work(burst=burst, logging_level=env.get("THE_LOOP_LOG_LEVEL", "INFO"),
+                       with_scheduler=False)
