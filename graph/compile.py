@@ -378,7 +378,7 @@ def _compile_chain(
     calls = []
     for j, item in enumerate(raw):
         if isinstance(item, str):
-            name, params = item, {}
+            name, params = item, {}  # type: ignore[var-annotated]
         elif isinstance(item, dict) and "hook" in item:
             extra = sorted(set(item) - {"hook", "with"})
             if extra:

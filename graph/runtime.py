@@ -312,7 +312,8 @@ class Runtime:
             + ("; ".join(texts) if texts else chain.status)
         )
         self.store.save(state)
-        result.status, result.node, result.messages = state.status, state.current_node, chain.messages
+        result.status, result.node = state.status, state.current_node
+        result.messages = chain.messages
         return result
 
     # -- helpers ----------------------------------------------------------------------

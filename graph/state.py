@@ -172,7 +172,7 @@ def new_event_id() -> str:
 
 
 def ref_slug(ref: str) -> str:
-    """A file-name-safe, collision-free form of ``ref`` (``github:o/r#1`` -> ``github_o_r_1-<h>``)."""
+    """A file-name-safe, collision-free form of ``ref`` (``github_o_r_1-<hash>``)."""
     import hashlib
 
     readable = re.sub(r"[^A-Za-z0-9._-]+", "_", ref).strip("_")[:80]
@@ -205,7 +205,9 @@ class FileStateStore:
         try:
             return WorkItemState.from_dict(json.loads(text))
         except (json.JSONDecodeError, AttributeError) as exc:
-            raise StateError(f"{path}: state file is not valid JSON ({exc.__class__.__name__})")
+            raise StateError(
+                f"{path}: state file is not valid JSON ({exc.__class__.__name__})"
+            ) from None
 
     def save(self, state: WorkItemState) -> None:
         state.updated_at = now()

@@ -100,7 +100,7 @@ class RedisNamespace:
         self._counter[0] += 1
         return f"{self.token}-{self._counter[0]}"
 
-    def keys(self) -> list[str]:
+    def existing_keys(self) -> list[str]:
         """All keys currently in the database that contain the token."""
         return sorted(
             k.decode() for k in self.client.scan_iter(match=f"*{self.token}*", count=1000)
@@ -126,11 +126,42 @@ def redis_ns() -> Iterator[RedisNamespace]:
     try:
         yield ns
     finally:
-        keys = ns.keys()
-        if keys:
-            client.delete(*keys)
-        for set_key in _SHARED_SETS:
-            members = [m for m in client.smembers(set_key) if token.encode() in m]
-            if members:
-                client.srem(set_key, *members)
+        _cleanup(ns)
         client.close()
+
+
+def _cleanup(ns: RedisNamespace) -> None:
+    """Delete the namespace's keys, and RQ keys of the job ids it refers to.
+
+    Job ids need not contain the token (workers' tests use uuids), so they are gathered
+    from the namespace's own keys: delivery keys, queue/inbox lists, registry sets.
+    """
+    client = ns.client
+    keys = ns.existing_keys()
+    ids: set[str] = set()
+    for key in keys:
+        kind = client.type(key)
+        if kind == b"list":
+            members = client.lrange(key, 0, -1)
+        elif kind == b"zset":
+            members = client.zrange(key, 0, -1)
+        elif kind == b"set":
+            members = list(client.smembers(key))
+        else:
+            members = []
+        ids.update(m.decode(errors="replace") for m in members)
+        if ":delivery:" in key:
+            ids.add(key.rsplit(":", 1)[-1])
+    ids = {i for i in ids if len(i) >= 16 and ":" not in i}  # never match short/odd names
+    if ids:
+        keys += [
+            k.decode()
+            for k in client.scan_iter(match="rq:*", count=1000)
+            if ids.intersection(k.decode(errors="replace").split(":"))
+        ]
+    if keys:
+        client.delete(*set(keys))
+    for set_key in _SHARED_SETS:
+        stale = [m for m in client.smembers(set_key) if ns.token.encode() in m]
+        if stale:
+            client.srem(set_key, *stale)

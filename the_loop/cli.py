@@ -208,7 +208,9 @@ def state_cmd(ref: str, as_json: bool, with_events: bool) -> None:
         state = store.load(ref)
         events = [e.to_dict() for e in store.events(ref)] if with_events else None
     except redis.RedisError as exc:
-        raise click.ClickException(f"Redis at REDIS_URL is unreachable ({type(exc).__name__})")
+        raise click.ClickException(
+            f"Redis at REDIS_URL is unreachable ({type(exc).__name__})"
+        ) from None
     except StateError as exc:
         raise click.ClickException(str(exc)) from None
     if state is None:

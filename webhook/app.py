@@ -127,8 +127,9 @@ def create_app(
     queue = DeliveryQueue(redis, queue_name=settings.queue_name, prefix=settings.redis_prefix)
 
     app = Flask(__name__)
-    # Werkzeug enforces this on chunked bodies too (our 413 handler below shapes it).
-    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    # One byte over the limit: on a chunked body Werkzeug stops reading silently at this
+    # length, so reading limit + 1 bytes is how an oversize chunked body is told apart.
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
     app.extensions[EXTENSION_KEY] = ReceiverState(settings=settings, redis=redis, queue=queue)
 
     # Bound once: the hot path does no setup work.
@@ -163,8 +164,10 @@ def create_app(
                 raise PayloadTooLargeError()
             try:
                 body = request.get_data(cache=False)
-            except RequestEntityTooLarge:  # chunked body over the limit
+            except RequestEntityTooLarge:
                 raise PayloadTooLargeError() from None
+            if len(body) > max_body:  # chunked body (no Content-Length) over the limit
+                raise PayloadTooLargeError()
             verify_signature(body, signature, secrets)
             document, payload = decode_body(headers.get("Content-Type"), body)
             delivery = build_delivery(event, delivery_id, document, payload)

@@ -103,10 +103,7 @@ class DeliveryProcessor:
         Returns what was handled. Raises :class:`DeliveryFailed` when ``delivery_id``
         itself failed, so RQ records the job as failed.
         """
-        if work_item is None:
-            handled = [self._handle_one(delivery_id)]
-        else:
-            handled = self.drain(work_item)
+        handled = self.drain(work_item) if work_item else [self._handle_one(delivery_id)]
         for h in handled:
             if h.delivery_id == delivery_id and h.outcome == "failed":
                 raise DeliveryFailed(f"delivery {delivery_id} failed: {h.detail}")

@@ -42,7 +42,9 @@ class RedisStateStore:
         try:
             return WorkItemState.from_dict(json.loads(raw))
         except (json.JSONDecodeError, AttributeError, UnicodeDecodeError) as exc:
-            raise StateError(f"{self.state_key(ref)}: not valid JSON ({type(exc).__name__})")
+            raise StateError(
+                f"{self.state_key(ref)}: not valid JSON ({type(exc).__name__})"
+            ) from None
 
     def save(self, state: WorkItemState) -> None:
         state.updated_at = now()

@@ -134,7 +134,9 @@ def test_get_repository(api: GitHubApi, rs: responses.RequestsMock) -> None:
     assert rs.calls[0].request.headers["Authorization"] == f"token {TOKEN}"
 
 
-def test_get_repository_reports_githubs_spelling(api: GitHubApi, rs: responses.RequestsMock) -> None:
+def test_get_repository_reports_githubs_spelling(
+    api: GitHubApi, rs: responses.RequestsMock
+) -> None:
     # A lazy PyGithub Repository would answer full_name from its URL; we want GitHub's.
     rs.get(f"{API}/repos/codertocat/hello-world", json={"full_name": REPO, "default_branch": "m"})
     assert api.call("get-repository", repo="codertocat/hello-world")["full_name"] == REPO
@@ -175,7 +177,9 @@ def test_add_label(api: GitHubApi, rs: responses.RequestsMock) -> None:
     assert len(rs.calls) == 1  # the lazy Issue object costs no GET
 
 
-def test_remove_label_quotes_name_and_returns_rest(api: GitHubApi, rs: responses.RequestsMock) -> None:
+def test_remove_label_quotes_name_and_returns_rest(
+    api: GitHubApi, rs: responses.RequestsMock
+) -> None:
     rs.delete(f"{R}/issues/1/labels/phase%3Areq%2Fx%20y", json=[label("bug")])
     result = api.call("remove-label", repo=REPO, number=1, label="phase:req/x y")
     assert result == {"labels": ["bug"]}
@@ -328,12 +332,19 @@ def test_get_file(api: GitHubApi, rs: responses.RequestsMock) -> None:
         match=[matchers.query_param_matcher({"ref": "feature"})],
     )
     result = api.call("get-file", repo=REPO, path="docs/the spec.md", ref="feature")
-    assert result == {"path": "docs/the spec.md", "sha": "f" * 40, "ref": "feature", "text": "héllo\n"}
+    assert result == {
+        "path": "docs/the spec.md",
+        "sha": "f" * 40,
+        "ref": "feature",
+        "text": "héllo\n",
+    }
     assert_shape("get-file", result)
 
 
 def test_get_file_default_ref_sends_no_ref(api: GitHubApi, rs: responses.RequestsMock) -> None:
-    rs.get(f"{R}/contents/a.txt", json=_file("a.txt", b"x"), match=[matchers.query_param_matcher({})])
+    rs.get(
+        f"{R}/contents/a.txt", json=_file("a.txt", b"x"), match=[matchers.query_param_matcher({})]
+    )
     assert api.call("get-file", repo=REPO, path="/a.txt")["ref"] is None
 
 
@@ -412,8 +423,10 @@ def test_bad_parameters(api: GitHubApi, op: str, params: dict[str, Any]) -> None
         ),
         (
             403,
-            {"message": "You have exceeded a secondary rate limit. Please wait a few minutes "
-                        "before you try again."},
+            {
+                "message": "You have exceeded a secondary rate limit. Please wait a few minutes "
+                "before you try again."
+            },
             {"Retry-After": "60"},
             IntegrationError,
             True,
@@ -576,7 +589,12 @@ def test_ghes_base_url(rs: responses.RequestsMock, rsa_pem) -> None:
 
 def test_settings_defaults() -> None:
     s = GitHubSettings.from_env({})
-    assert (s.api_url, s.app_id, s.private_key, s.token) == ("https://api.github.com", None, None, None)
+    assert (s.api_url, s.app_id, s.private_key, s.token) == (
+        "https://api.github.com",
+        None,
+        None,
+        None,
+    )
     assert (s.write_interval, s.read_interval, s.timeout, s.retries) == (1.0, 0.25, 15, 2)
     assert s.mode is None
 
@@ -611,7 +629,10 @@ def test_settings_token_mode_prefers_gh_token() -> None:
 def test_settings_inline_key_with_escaped_newlines(rsa_pem) -> None:
     pem = rsa_pem[0]
     s = GitHubSettings.from_env(
-        {"THE_LOOP_GITHUB_APP_ID": "1", "THE_LOOP_GITHUB_PRIVATE_KEY": pem.strip().replace("\n", "\\n")}
+        {
+            "THE_LOOP_GITHUB_APP_ID": "1",
+            "THE_LOOP_GITHUB_PRIVATE_KEY": pem.strip().replace("\n", "\\n"),
+        }
     )
     assert s.private_key == pem.strip()
 
@@ -627,9 +648,15 @@ def test_settings_repr_hides_secrets(rsa_pem) -> None:
     [
         ({"THE_LOOP_GITHUB_APP_ID": "abc"}, ["THE_LOOP_GITHUB_APP_ID"]),
         ({"THE_LOOP_GITHUB_APP_ID": "0"}, ["THE_LOOP_GITHUB_APP_ID"]),
-        ({"THE_LOOP_GITHUB_APP_ID": "1"}, ["THE_LOOP_GITHUB_APP_ID", "THE_LOOP_GITHUB_PRIVATE_KEY"]),
         (
-            {"THE_LOOP_GITHUB_APP_ID": "1", "THE_LOOP_GITHUB_PRIVATE_KEY_PATH": "/nonexistent/k.pem"},
+            {"THE_LOOP_GITHUB_APP_ID": "1"},
+            ["THE_LOOP_GITHUB_APP_ID", "THE_LOOP_GITHUB_PRIVATE_KEY"],
+        ),
+        (
+            {
+                "THE_LOOP_GITHUB_APP_ID": "1",
+                "THE_LOOP_GITHUB_PRIVATE_KEY_PATH": "/nonexistent/k.pem",
+            },
             ["THE_LOOP_GITHUB_PRIVATE_KEY_PATH"],
         ),
         (
@@ -671,3 +698,24 @@ def test_no_credentials_at_all() -> None:
         GitHubClients(GitHubSettings.from_env({}))
     for name in ("THE_LOOP_GITHUB_APP_ID", "THE_LOOP_GITHUB_PRIVATE_KEY", "GH_TOKEN"):
         assert name in str(info.value)
+
+
+def test_rate_limit_does_not_block_the_worker(rs: responses.RequestsMock) -> None:
+    # With retries on, PyGithub would sleep 60 s for a secondary rate limit; the policy caps
+    # the wait, so the caller gets a retriable error at once and the queue can back off.
+    import time
+
+    api = GitHubClients(fast(token=TOKEN, retries=2)).for_installation(None)
+    rs.get(
+        R,
+        status=403,
+        json={
+            "message": "You have exceeded a secondary rate limit. Please retry your request "
+            "again later."
+        },
+    )
+    started = time.monotonic()
+    with pytest.raises(IntegrationError) as info:
+        api.call("get-repository", repo=REPO)
+    assert time.monotonic() - started < 5
+    assert (info.value.status, info.value.retriable) == (403, True)

@@ -335,7 +335,7 @@ class FakeGitHub:
 
     def _new_comment(self, r: _Repo, number: int, body: str, user: str) -> dict[str, Any]:
         now = _now()
-        c = {
+        c: dict[str, Any] = {
             "id": next(self._ids),
             "repo": r.full_name,
             "number": number,
@@ -630,9 +630,10 @@ def _create_app(fake: FakeGitHub) -> Flask:
         raw = body.get("labels") if isinstance(body, dict) else body
         if not isinstance(raw, list) or not raw:
             return _error(422, "Invalid request.")
-        names = [x.get("name") if isinstance(x, dict) else x for x in raw]
-        if not all(isinstance(n, str) and n.strip() for n in names):
+        wanted = [x.get("name") if isinstance(x, dict) else x for x in raw]
+        if not all(isinstance(n, str) and n.strip() for n in wanted):
             return _error(422, "Invalid request.")
+        names = [str(n) for n in wanted]
         with fake._lock:
             r = lookup(owner, name)
             if r is None:
@@ -916,7 +917,9 @@ def serve(
         thread.
     """
     server = make_server(host, port, fake.app, threaded=True, request_handler=_QuietHandler)
-    thread = threading.Thread(target=server.serve_forever, name="fake-github", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-github", daemon=True
+    )
     thread.start()
 
     def stop() -> None:

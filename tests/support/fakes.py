@@ -14,10 +14,20 @@ from graph.ports import NotFound, UnsupportedOperation
 
 class FakeGitHub:
     name = "github"
-    operations = frozenset({
-        "get-repository", "get-pull-request", "add-label", "remove-label", "ensure-label",
-        "comment", "update-comment", "list-comments", "add-reaction", "get-file",
-    })
+    operations = frozenset(
+        {
+            "get-repository",
+            "get-pull-request",
+            "add-label",
+            "remove-label",
+            "ensure-label",
+            "comment",
+            "update-comment",
+            "list-comments",
+            "add-reaction",
+            "get-file",
+        }
+    )
 
     def __init__(self) -> None:
         self.files: dict[tuple[str, str, str], str] = {}
@@ -43,8 +53,9 @@ class FakeGitHub:
         try:
             return self.pulls[(repo, number)]
         except KeyError:
-            raise NotFound("no such pull request", integration="github",
-                           op="get-pull-request", status=404) from None
+            raise NotFound(
+                "no such pull request", integration="github", op="get-pull-request", status=404
+            ) from None
 
     def op_add_label(self, repo: str, number: int, label: str) -> dict[str, Any]:
         labels = self.labels.setdefault((repo, number), [])
@@ -60,8 +71,9 @@ class FakeGitHub:
             self.actions.append(f"{repo}#{number}:remove-label:{label}")
         return {"labels": list(labels)}
 
-    def op_ensure_label(self, repo: str, label: str, color: str = "ededed",
-                        description: str = "") -> dict[str, Any]:
+    def op_ensure_label(
+        self, repo: str, label: str, color: str = "ededed", description: str = ""
+    ) -> dict[str, Any]:
         existing = self.repo_labels.setdefault(repo, set())
         created = label not in existing
         if created:
@@ -72,7 +84,8 @@ class FakeGitHub:
     def op_comment(self, repo: str, number: int, body: str) -> dict[str, Any]:
         cid = next(self._ids)
         self.comments.setdefault((repo, number), []).append(
-            {"id": cid, "user": "the-loop[bot]", "body": body})
+            {"id": cid, "user": "the-loop[bot]", "body": body}
+        )
         self.actions.append(f"{repo}#{number}:comment:{cid}")
         return {"id": cid, "url": f"https://github.test/{repo}/issues/{number}#c{cid}"}
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-CALLS: list[tuple[str, str, str | None]] = []
+recorded: list[tuple[str, str, str | None]] = []
 
 
 def record_delivery(delivery_id: str, event: str, work_item: str | None) -> None:
     """Stand-in for ``workers.jobs.process_delivery``: records its arguments."""
-    CALLS.append((delivery_id, event, work_item))
+    recorded.append((delivery_id, event, work_item))

@@ -102,7 +102,7 @@ def test_ping_200_nothing_enqueued(client, app, redis_ns) -> None:
                     delivery=redis_ns.new_id())
     assert r.status_code == 200
     assert r.get_json() == {"ok": True, "event": "ping"}
-    assert redis_ns.keys() == []
+    assert redis_ns.existing_keys() == []
     assert queued_ids(app, redis_ns) == []
 
 
@@ -148,7 +148,7 @@ def test_fixture_dir_is_populated() -> None:
 def test_missing_github_headers_400(client, redis_ns, missing: str) -> None:
     r = signed_post(client, b"{}", event="issues", secret=SECRET, headers={missing: None})
     assert missing in assert_error(r, 400)["error"]
-    assert redis_ns.keys() == []
+    assert redis_ns.existing_keys() == []
 
 
 def test_headers_checked_before_signature(client) -> None:
@@ -166,7 +166,7 @@ def test_missing_signature_401(client, redis_ns) -> None:
     r = signed_post(client, b"{}", event="issues", secret=SECRET,
                     headers={"X-Hub-Signature-256": None})
     assert "X-Hub-Signature-256" in assert_error(r, 401)["error"]
-    assert redis_ns.keys() == []
+    assert redis_ns.existing_keys() == []
 
 
 @pytest.mark.parametrize(
@@ -178,7 +178,7 @@ def test_wrong_signature_401(client, redis_ns, signature: str) -> None:
                     headers={"X-Hub-Signature-256": signature})
     data = assert_error(r, 401)
     assert signature not in data["error"]
-    assert redis_ns.keys() == []
+    assert redis_ns.existing_keys() == []
 
 
 def test_signature_with_unknown_secret_401(client) -> None:
@@ -190,7 +190,7 @@ def test_bad_json_with_valid_signature_400(client, redis_ns) -> None:
     r = signed_post(client, b'{"oops": ', event="issues", secret=SECRET)
     data = assert_error(r, 400)
     assert "oops" not in data["error"]
-    assert redis_ns.keys() == []
+    assert redis_ns.existing_keys() == []
 
 
 def test_json_array_400(client) -> None:
@@ -207,7 +207,7 @@ def test_oversize_413_before_reading(redis_ns) -> None:
     body = json.dumps({"pad": "x" * 2048}).encode()
     r = signed_post(app.test_client(), body, event="issues", secret=SECRET)
     assert_error(r, 413)
-    assert redis_ns.keys() == []
+    assert redis_ns.existing_keys() == []
 
 
 def test_oversize_chunked_body_413_json(redis_ns) -> None:
@@ -227,7 +227,7 @@ def test_oversize_chunked_body_413_json(redis_ns) -> None:
         environ_overrides={"wsgi.input_terminated": True},
     )
     assert_error(r, 413)
-    assert redis_ns.keys() == []
+    assert redis_ns.existing_keys() == []
 
 
 def test_body_at_limit_accepted(redis_ns) -> None:
@@ -259,7 +259,7 @@ def test_redis_unreachable_503_fast_nothing_written(redis_ns) -> None:
     assert time.monotonic() - started < 3
     assert_error(r, 503)
     assert r.headers["Retry-After"].isdigit()
-    assert redis_ns.keys() == []
+    assert redis_ns.existing_keys() == []
     # Not marked seen anywhere: once Redis is back the same delivery is queued.
     good = create_app(settings_for(redis_ns), redis=redis_ns.client)
     r = signed_post(good.test_client(), body, event="issues", secret=SECRET, delivery=delivery)
@@ -274,7 +274,7 @@ def test_script_error_503_not_500(client, app, redis_ns) -> None:
                     delivery=delivery)
     data = assert_error(r, 503)
     assert "WRONGTYPE" not in data["error"]
-    assert redis_ns.keys() == [inbox]
+    assert redis_ns.existing_keys() == [inbox]
 
 
 # --- health --------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ def make_queue(ns: RedisNamespace, **kwargs) -> DeliveryQueue:
 
 def snapshot(ns: RedisNamespace) -> dict[str, bytes | None]:
     """Serialized value of every key of this test, plus its membership in rq:queues."""
-    state = {key: ns.client.dump(key) for key in ns.keys()}
+    state = {key: ns.client.dump(key) for key in ns.existing_keys()}
     state["rq:queues members"] = repr(
         sorted(m for m in ns.client.smembers("rq:queues") if ns.token.encode() in m)
     ).encode()
@@ -135,7 +135,7 @@ def test_no_work_item_no_inbox(redis_ns: RedisNamespace) -> None:
     d = make_delivery(redis_ns, "push", "with-installation")
     assert d.work_item is None
     assert q.enqueue(d) is True
-    assert not any(":inbox:" in k for k in redis_ns.keys())
+    assert not any(":inbox:" in k for k in redis_ns.existing_keys())
     assert redis_ns.client.hget(q.delivery_key(d.delivery_id), "installation_id") == b"1"
     assert Job.fetch(d.delivery_id, connection=redis_ns.client).args == (
         d.delivery_id, "push", None,
@@ -234,7 +234,7 @@ def test_real_simple_worker_runs_the_job(redis_ns: RedisNamespace) -> None:
     first = make_delivery(redis_ns, "pull_request", "opened")
     second = make_delivery(redis_ns, "push", "with-installation")
     assert q.enqueue(first) and q.enqueue(second)
-    jobs.CALLS.clear()
+    jobs.recorded.clear()
 
     rq_queue = Queue(redis_ns.queue_name, connection=redis_ns.client)
     worker = SimpleWorker(
@@ -242,7 +242,7 @@ def test_real_simple_worker_runs_the_job(redis_ns: RedisNamespace) -> None:
     )
     assert worker.work(burst=True) is True
 
-    assert jobs.CALLS == [
+    assert jobs.recorded == [
         (first.delivery_id, "pull_request", "github:Codertocat/Hello-World#2"),
         (second.delivery_id, "push", None),
     ]

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# `make run`: start Redis if it is not answering, then the webhook receiver (gunicorn)
+# and one RQ worker. Ctrl-C stops both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+
+if ! redis-cli ping >/dev/null 2>&1; then
+  echo "the-loop: Redis is not answering; starting redis-server"
+  redis-server --daemonize yes --save "" --appendonly no
+  for _ in $(seq 1 50); do redis-cli ping >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+
+if [ -z "${THE_LOOP_WEBHOOK_SECRET:-}" ]; then
+  mkdir -p .dev
+  [ -s .dev/webhook-secret ] || "$BIN/python" -c 'import secrets; print(secrets.token_hex(32))' > .dev/webhook-secret
+  THE_LOOP_WEBHOOK_SECRET=$(cat .dev/webhook-secret)
+  export THE_LOOP_WEBHOOK_SECRET
+  echo "the-loop: THE_LOOP_WEBHOOK_SECRET not set; using the development secret in .dev/webhook-secret"
+fi
+
+PORT=${PORT:-8080}
+export PORT
+"$BIN/the-loop" graph validate
+"$BIN/the-loop" worker &
+worker=$!
+trap 'kill "$worker" 2>/dev/null || true; wait "$worker" 2>/dev/null || true' EXIT INT TERM
+echo "the-loop: receiver on http://127.0.0.1:$PORT/webhook (worker pid $worker)"
+echo "the-loop: try: THE_LOOP_WEBHOOK_SECRET=\$(cat .dev/webhook-secret) $BIN/the-loop replay ../shared/fixtures/github-webhooks --url http://127.0.0.1:$PORT/webhook"
+"$BIN/the-loop" serve --port "$PORT"

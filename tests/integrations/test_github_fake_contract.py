@@ -1,0 +1,275 @@
+"""Contract test: the real GitHubApi (PyGithub) against the fake GitHub served on loopback.
+
+Each operation runs through the same code path as production, over HTTP, in both URL
+layouts (github.com and GHES ``/api/v3``) and both auth modes; results must have the
+shapes the ``responses`` tests pin (``SHAPES``) and the fake must record the writes.
+If PyGithub starts calling an endpoint the fake lacks, these tests fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import requests
+
+from graph.ports import IntegrationError, NotFound, UnsupportedOperation
+from integrations.github import GitHubApi, GitHubClients, GitHubSettings
+from tests.integrations.test_github_api import assert_shape, rsa_pem  # noqa: F401 (fixture)
+from tests.support.fake_github import FakeGitHub, serve
+
+REPO = "Codertocat/Hello-World"
+APP_ID = 77
+PAT = "ghp_contract_token"
+
+
+@dataclass
+class Env:
+    fake: FakeGitHub
+    api: GitHubApi
+    clients: GitHubClients
+    base_url: str
+
+
+@pytest.fixture(params=["app", "token-ghes"])
+def env(request: pytest.FixtureRequest, rsa_pem) -> Iterator[Env]:  # noqa: F811
+    fake = FakeGitHub(app_id=APP_ID, tokens=[PAT])
+    fake.add_repo(REPO, default_branch="main")
+    fake.put_file(REPO, "README.md", "# Hello ✓\n")
+    fake.put_file(REPO, "docs/spec.md", "on a branch\n", ref="feature")
+    fake.add_pull(REPO, 2, head_sha="c0ffee" + "0" * 34, head_ref="feature")
+    url, stop = serve(fake)
+    timing = {"write_interval": 0.0, "read_interval": 0.0, "retries": 0}
+    if request.param == "app":
+        settings = GitHubSettings(api_url=url, app_id=APP_ID, private_key=rsa_pem[0], **timing)
+        installation = 31
+    else:
+        settings = GitHubSettings(api_url=f"{url}/api/v3", token=PAT, **timing)
+        installation = None
+    clients = GitHubClients(settings)
+    try:
+        yield Env(fake, clients.for_installation(installation), clients, url)
+    finally:
+        clients.close()
+        stop()
+
+
+def test_read_operations(env: Env) -> None:
+    result = env.api.call("get-repository", repo=REPO)
+    assert result == {"full_name": REPO, "default_branch": "main"}
+    assert_shape("get-repository", result)
+
+    result = env.api.call("get-pull-request", repo=REPO, number=2)
+    assert result == {
+        "number": 2,
+        "head_sha": "c0ffee" + "0" * 34,
+        "head_ref": "feature",
+        "base_ref": "main",
+        "state": "open",
+    }
+    assert_shape("get-pull-request", result)
+
+    result = env.api.call("get-file", repo=REPO, path="README.md")
+    assert result["text"] == "# Hello ✓\n" and result["ref"] is None
+    assert_shape("get-file", result)
+    on_branch = env.api.call("get-file", repo=REPO, path="docs/spec.md", ref="feature")
+    assert on_branch["text"] == "on a branch\n"
+    for path, ref in (("docs", "feature"), ("missing.md", None), ("docs/spec.md", None)):
+        with pytest.raises(NotFound):
+            env.api.call("get-file", repo=REPO, path=path, ref=ref)
+    with pytest.raises(NotFound):
+        env.api.call("get-pull-request", repo=REPO, number=404)
+    with pytest.raises(NotFound):
+        env.api.call("get-repository", repo="nobody/nothing")
+    assert env.fake.actions == []
+
+
+def test_label_operations(env: Env) -> None:
+    fake, api = env.fake, env.api
+    result = api.call("ensure-label", repo=REPO, label="phase:requirements", color="0e8a16")
+    assert result == {"label": "phase:requirements", "created": True}
+    assert_shape("ensure-label", result)
+    again = api.call("ensure-label", repo=REPO, label="phase:requirements")
+    assert again == {"label": "phase:requirements", "created": False}
+
+    result = api.call("add-label", repo=REPO, number=1, label="phase:requirements")
+    assert result == {"labels": ["phase:requirements"]}
+    assert_shape("add-label", result)
+    assert api.call("add-label", repo=REPO, number=1, label="needs/review") == {
+        "labels": ["phase:requirements", "needs/review"]
+    }
+    result = api.call("remove-label", repo=REPO, number=1, label="phase:requirements")
+    assert result == {"labels": ["needs/review"]}
+    assert_shape("remove-label", result)
+    absent = api.call("remove-label", repo=REPO, number=1, label="phase:requirements")
+    assert absent == {"labels": None}
+    assert_shape("remove-label", absent)
+
+    assert fake.labels(REPO, 1) == ["needs/review"]
+    assert set(fake.repo_labels(REPO)) == {"phase:requirements", "needs/review"}
+    assert fake.actions == [
+        f"{REPO}:create-label:phase:requirements",
+        f"{REPO}#1:add-label:phase:requirements",
+        f"{REPO}#1:add-label:needs/review",
+        f"{REPO}#1:remove-label:phase:requirements",
+    ]
+
+
+def test_comment_operations(env: Env) -> None:
+    fake, api = env.fake, env.api
+    human = fake.add_comment(REPO, 1, "/approve", user="octocat")
+
+    created = api.call("comment", repo=REPO, number=1, body="Requirements phase started.")
+    assert_shape("comment", created)
+    assert created["url"].endswith(f"#issuecomment-{created['id']}")
+    updated = api.call("update-comment", repo=REPO, comment_id=created["id"], body="Done.")
+    assert updated == created
+    assert_shape("update-comment", updated)
+    reaction = api.call("add-reaction", repo=REPO, comment_id=human, content="eyes")
+    assert_shape("add-reaction", reaction)
+    assert api.call("add-reaction", repo=REPO, comment_id=human, content="eyes") == reaction
+
+    listed = api.call("list-comments", repo=REPO, number=1)
+    assert_shape("list-comments", listed)
+    me = fake.bot_login if env.api.installation_id else fake.user_login
+    assert listed == {
+        "comments": [
+            {"id": human, "user": "octocat", "body": "/approve"},
+            {"id": created["id"], "user": me, "body": "Done."},
+        ]
+    }
+    assert fake.comments(REPO, 1) == listed["comments"]
+    assert fake.reactions(REPO, human) == [(me, "eyes")]
+    assert fake.actions == [
+        f"{REPO}#1:comment:{created['id']}",
+        f"{REPO}:update-comment:{created['id']}",
+        f"{REPO}:add-reaction:{human}:eyes",
+        f"{REPO}:add-reaction:{human}:eyes",
+    ]
+    with pytest.raises(NotFound):
+        api.call("update-comment", repo=REPO, comment_id=999999, body="x")
+
+
+def test_list_comments_paginates(env: Env) -> None:
+    for i in range(230):
+        env.fake.add_comment(REPO, 5, f"c{i}")
+    result = env.api.call("list-comments", repo=REPO, number=5)
+    assert [c["body"] for c in result["comments"]] == [f"c{i}" for i in range(230)]
+    pages = [r for r in env.fake.requests if r.path.endswith("/issues/5/comments")]
+    assert len(pages) == 3
+
+
+def test_large_file_goes_through_blob_api(env: Env) -> None:
+    env.fake.contents_inline_limit = 4
+    env.fake.put_file(REPO, "big.txt", "more than four bytes")
+    assert env.api.call("get-file", repo=REPO, path="big.txt")["text"] == "more than four bytes"
+    assert any("/git/blobs/" in r.path for r in env.fake.requests)
+
+
+def test_auth_and_token_reuse(env: Env) -> None:
+    env.api.call("get-repository", repo=REPO)
+    env.clients.for_installation(env.api.installation_id).call(
+        "add-label", repo=REPO, number=1, label="x"
+    )
+    kinds = [(r.method, r.auth) for r in env.fake.requests]
+    if env.api.installation_id:
+        assert env.fake.token_requests == [31]
+        assert kinds[0] == ("POST", "bearer")
+        assert all(kind == "token" for _, kind in kinds[1:])
+    else:
+        assert env.fake.token_requests == []
+        assert all(kind == "token" for _, kind in kinds)
+        assert all(r.path.startswith("/api/v3/") for r in env.fake.requests)
+
+
+def test_injected_faults_map_to_errors(env: Env) -> None:
+    env.fake.fail_next(r"/repos/[^/]+/[^/]+$", 502)
+    with pytest.raises(IntegrationError) as info:
+        env.api.call("get-repository", repo=REPO)
+    assert (info.value.status, info.value.retriable) == (502, True)
+    env.fake.fail_next(
+        r"/labels$",
+        403,
+        {"X-RateLimit-Remaining": "0"},
+        method="POST",
+        body={"message": "API rate limit exceeded"},
+    )
+    with pytest.raises(IntegrationError) as info:
+        env.api.call("add-label", repo=REPO, number=1, label="x")
+    assert (info.value.status, info.value.retriable) == (403, True)
+    # the queue is drained: the next calls succeed
+    assert env.api.call("get-repository", repo=REPO)["full_name"] == REPO
+    assert env.api.call("add-label", repo=REPO, number=1, label="x") == {"labels": ["x"]}
+
+
+def test_fake_rejects_bad_credentials(env: Env) -> None:
+    base = env.base_url
+    anonymous_write = requests.post(f"{base}/repos/{REPO}/issues/1/comments", json={"body": "x"})
+    assert anonymous_write.status_code == 401
+    wrong = requests.get(f"{base}/repos/{REPO}", headers={"Authorization": "token ghp_wrong"})
+    assert wrong.status_code == 401
+    not_jwt = requests.post(
+        f"{base}/app/installations/1/access_tokens", headers={"Authorization": "token x"}
+    )
+    assert not_jwt.status_code == 401
+    unknown = requests.get(f"{base}/api/v3/repos/{REPO}/nothing-here")
+    assert unknown.status_code == 404 and unknown.json()["message"] == "Not Found"
+
+
+def _scenario(provider: Any) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """Run one hook-like sequence of operations; return (op, result) pairs and id-free
+    actions so providers that number comments differently can be compared."""
+    results: list[tuple[str, dict[str, Any]]] = []
+
+    def run(op: str, **params: Any) -> dict[str, Any]:
+        result = provider.call(op, **params)
+        results.append((op, result))
+        return result
+
+    run("get-repository", repo=REPO)
+    run("get-file", repo=REPO, path="README.md")
+    run("ensure-label", repo=REPO, label="phase:design")
+    run("add-label", repo=REPO, number=1, label="phase:design")
+    run("remove-label", repo=REPO, number=1, label="phase:design")
+    created = run("comment", repo=REPO, number=1, body="Design phase started.")
+    run("update-comment", repo=REPO, comment_id=created["id"], body="Design phase done.")
+    run("add-reaction", repo=REPO, comment_id=created["id"], content="rocket")
+    run("list-comments", repo=REPO, number=1)
+    with pytest.raises(NotFound):
+        provider.call("get-file", repo=REPO, path="missing.md")
+    with pytest.raises(UnsupportedOperation):
+        provider.call("delete-repository", repo=REPO)
+    return results, [a.replace(str(created["id"]), "<id>") for a in provider.actions]
+
+
+def test_in_memory_fake_matches_real_client(env: Env) -> None:
+    """tests/support/fakes.FakeGitHub (graph/hook tests) agrees with GitHubApi on the fake
+    server: same operations, result shapes and actions."""
+    fakes = pytest.importorskip("tests.support.fakes")
+    memory = fakes.FakeGitHub()
+    memory.put_file(REPO, "README.md", "# Hello ✓\n")
+    assert memory.operations == env.api.operations
+
+    real_results, real_actions = _scenario(RecordingApi(env.api, env.fake))
+    memory_results, memory_actions = _scenario(memory)
+    assert [op for op, _ in memory_results] == [op for op, _ in real_results]
+    for op, result in memory_results + real_results:
+        assert_shape(op, result)
+    assert memory_actions == real_actions
+
+
+@dataclass
+class RecordingApi:
+    """GitHubApi plus the HTTP fake's action log, shaped like the in-memory fake."""
+
+    api: GitHubApi
+    fake: FakeGitHub
+
+    @property
+    def actions(self) -> list[str]:
+        return self.fake.actions
+
+    def call(self, op: str, **params: Any) -> dict[str, Any]:
+        return self.api.call(op, **params)

@@ -1,0 +1,177 @@
+"""Worker processing on the real Redis: routing, enrolment, order, every fixture."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+
+import pytest
+from rq import Queue
+
+from graph.compile import load_graph
+from tests.conftest import fixture_files, load_fixture
+from tests.support.fakes import FakeGitHub
+from webhook.enqueue import DeliveryQueue
+from webhook.events import parse_delivery
+from workers import jobs
+from workers.router import ROUTES, route
+from workers.service import DeliveryProcessor
+from workers.settings import WorkerSettings
+from workers.state import RedisStateStore
+from workers.worker import LoopWorker
+
+REPO = "Codertocat/Hello-World"
+COLLABORATORS = "version: 1\nroles:\n  approver:\n    - {name: Coder, github: Codertocat}\n"
+REQUIREMENTS = "# R\n\n## Problem\n\nx\n\n## Requirements\n\ny\n"
+
+
+@pytest.fixture
+def env(redis_ns):
+    gh = FakeGitHub()
+    settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
+    processor = DeliveryProcessor(settings, redis_ns.client, load_graph(), lambda _i: gh)
+    queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
+                          prefix=redis_ns.prefix)
+    jobs.install(processor)
+    yield gh, processor, queue, redis_ns
+    jobs.install(None)
+
+
+def deliver(queue, event, payload: dict | bytes, delivery=None):
+    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    delivery = delivery or str(uuid.uuid4())
+    parsed = parse_delivery(
+        {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery,
+         "Content-Type": "application/json"}, body)
+    assert queue.enqueue(parsed)
+    return delivery
+
+
+def work(ns):
+    worker = LoopWorker([Queue(ns.queue_name, connection=ns.client)], connection=ns.client,
+                        name=f"w-{ns.new_id()}")
+    worker.work(burst=True, with_scheduler=False)
+
+
+def enrol_payload():
+    p = json.loads(load_fixture("issues", "labeled"))
+    p["label"] = {"name": "the-loop"}
+    p["issue"]["labels"].append({"name": "the-loop"})
+    return p
+
+
+def comment_payload(login, body):
+    p = json.loads(load_fixture("issue_comment", "created"))
+    p["issue"]["labels"].append({"name": "the-loop"})
+    p["sender"]["login"] = p["comment"]["user"]["login"] = login
+    p["comment"]["body"] = body
+    return p
+
+
+def test_routes_cover_the_events_named_in_the_issue():
+    assert route("issue_comment", "created").kind == "drive"
+    assert route("ping", None).kind == "ignore"
+    assert route("issues", "locked").kind == "ignore"
+    assert "not handled" in route("sponsorship", "created").reason
+    assert all(kind for kind in ROUTES.values())
+
+
+def test_enrolment_by_label_then_authorized_approve_advances(env):
+    gh, processor, queue, ns = env
+    gh.put_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
+    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
+    deliver(queue, "issues", enrol_payload())
+    deliver(queue, "issue_comment", comment_payload("mallory", "/approve"))
+    work(ns)
+    store = RedisStateStore(ns.client, ns.prefix)
+    ref = f"github:{REPO}#1"
+    state = store.load(ref)
+    assert (state.status, state.current_node) == ("waiting", "requirements-approval")
+    deliver(queue, "issue_comment", comment_payload("Codertocat", "/approve"))
+    work(ns)
+    state = store.load(ref)
+    assert state.current_node == "design"
+    assert state.decisions[-1]["actor"] == "Codertocat"
+    assert gh.labels[(REPO, 1)] == ["phase:design"]
+    types = [e.type for e in store.events(ref)]
+    assert types.count("delivery.received") == 3
+    assert not ns.client.llen(processor.inbox_key(ref))
+
+
+def test_unenrolled_items_are_acknowledged_without_github_calls(env):
+    gh, processor, queue, ns = env
+    deliver(queue, "issue_comment", load_fixture("issue_comment", "created"))
+    work(ns)
+    assert gh.actions == []
+    assert RedisStateStore(ns.client, ns.prefix).load(f"github:{REPO}#1") is None
+
+
+# ping is answered by the receiver and never enqueued.
+QUEUED_FIXTURES = [(e, p) for e, p in fixture_files() if e != "ping"]
+
+
+@pytest.mark.parametrize(("event", "path"), QUEUED_FIXTURES,
+                         ids=[str(p.relative_to(p.parents[2])) for _, p in QUEUED_FIXTURES])
+def test_every_fixture_goes_through_the_worker_without_exception(env, event, path):
+    gh, processor, queue, ns = env
+    # Enrol each payload's item too, so the drive path runs on real payload shapes.
+    payload = json.loads(path.read_bytes())
+    for key in ("issue", "pull_request"):
+        if isinstance(payload.get(key), dict):
+            payload[key].setdefault("labels", []).append({"name": "the-loop"})
+    delivery = deliver(queue, event, payload)
+    handled = processor.process(delivery, event, parse_delivery(
+        {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery + "x",
+         "Content-Type": "application/json"}, json.dumps(payload).encode()).work_item)
+    assert all(h.outcome != "failed" for h in handled), handled
+
+
+def test_deliveries_of_one_work_item_are_handled_in_arrival_order_across_workers(env):
+    gh, processor, queue, ns = env
+    order: list[str] = []
+    original = processor.handle
+
+    def slow_handle(delivery_id, event, record):
+        order.append(delivery_id)
+        time.sleep(0.01)
+        return original(delivery_id, event, record)
+
+    processor.handle = slow_handle
+    ids = [deliver(queue, "issue_comment", load_fixture("issue_comment", "created"),
+                   delivery=f"{ns.token}-{i:02d}") for i in range(12)]
+    ref = f"github:{REPO}#1"
+    # Four concurrent "workers" each run the job of some delivery.
+    threads = [threading.Thread(target=processor.process, args=(d, "issue_comment", ref))
+               for d in reversed(ids)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert order == ids
+    assert not ns.client.llen(processor.inbox_key(ref))
+
+
+def test_a_failing_delivery_is_recorded_and_does_not_block_the_next(env):
+    gh, processor, queue, ns = env
+
+    def broken(**_):
+        raise RuntimeError("boom")
+
+    gh.op_ensure_label = broken
+    bad = deliver(queue, "issues", enrol_payload())
+    ok = deliver(queue, "issue_comment", load_fixture("issue_comment", "created"))
+    from workers.service import DeliveryFailed
+    # set-phase-label raising is a block, not a failure: the hook contract absorbs it.
+    processor.process(bad, "issues", f"github:{REPO}#1")
+    state = RedisStateStore(ns.client, ns.prefix).load(f"github:{REPO}#1")
+    assert state.status == "blocked" and "set-phase-label" in state.parked_reason
+    assert not ns.client.hexists(processor.failed_key, ok)
+    # A processing error outside the hooks is recorded as a failed delivery.
+    processor.github = None
+    again = deliver(queue, "issue_comment", comment_payload("Codertocat", "/approve"))
+    with pytest.raises(DeliveryFailed):
+        processor.process(again, "issue_comment", f"github:{REPO}#1")
+    assert json.loads(ns.client.hget(processor.failed_key, again))["reason"].startswith(
+        "IntegrationError")
