@@ -24,7 +24,11 @@ export PORT
 "$BIN/the-loop" graph validate
 "$BIN/the-loop" worker &
 worker=$!
-trap 'kill "$worker" 2>/dev/null || true; wait "$worker" 2>/dev/null || true' EXIT INT TERM
-echo "the-loop: receiver on http://127.0.0.1:$PORT/webhook (worker pid $worker)"
+"$BIN/the-loop" serve --port "$PORT" --host "${THE_LOOP_HOST:-127.0.0.1}" &
+web=$!
+# Stop both on Ctrl-C or SIGTERM; waiting in the background lets the trap run at once.
+stop() { kill -TERM "$web" "$worker" 2>/dev/null || true; wait 2>/dev/null || true; }
+trap stop EXIT INT TERM
+echo "the-loop: receiver on http://127.0.0.1:$PORT/webhook (web pid $web, worker pid $worker)"
 echo "the-loop: try: THE_LOOP_WEBHOOK_SECRET=\$(cat .dev/webhook-secret) $BIN/the-loop replay ../shared/fixtures/github-webhooks --url http://127.0.0.1:$PORT/webhook"
-"$BIN/the-loop" serve --port "$PORT"
+wait -n "$web" "$worker"

@@ -44,7 +44,8 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--port", type=int, default=lambda: int(os.environ.get("PORT", "8080")),
+@click.option("--port", type=click.IntRange(1, 65535),
+              default=lambda: int(os.environ.get("PORT", "8080")),
               show_default="$PORT or 8080", help="TCP port to listen on.")
 @click.option("--host", default=lambda: os.environ.get("THE_LOOP_HOST", "0.0.0.0"),
               show_default="$THE_LOOP_HOST or 0.0.0.0", help="Address to bind.")
@@ -66,6 +67,8 @@ def serve(port: int, host: str) -> None:
 def worker(burst: bool) -> None:
     """Run an RQ worker that processes queued deliveries."""
     _setup_logging()
+    import redis
+
     from graph.compile import GraphError
     from workers.settings import SettingsError
     from workers.worker import run_worker
@@ -74,6 +77,10 @@ def worker(burst: bool) -> None:
         run_worker(burst=burst)
     except (GraphError, SettingsError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
+    except redis.RedisError as exc:
+        raise click.ClickException(
+            f"Redis at REDIS_URL is unreachable ({type(exc).__name__}); start it or fix REDIS_URL"
+        ) from None
 
 
 def _payload_files(paths: tuple[str, ...]) -> list[Path]:
@@ -107,9 +114,12 @@ def replay(paths: tuple[str, ...], url: str, timeout: float) -> None:
     secrets = [s for s in os.environ.get("THE_LOOP_WEBHOOK_SECRET", "").split(",") if s]
     if not secrets:
         raise click.ClickException("set THE_LOOP_WEBHOOK_SECRET to the receiver's secret")
+    files = _payload_files(paths)
+    if not files:
+        raise click.ClickException("no .json payload files found under the given paths")
     failures = 0
     with requests.Session() as http:
-        for file in _payload_files(paths):
+        for file in files:
             body = file.read_bytes()
             event = file.parent.name
             delivery = str(uuid.uuid4())
@@ -129,7 +139,8 @@ def replay(paths: tuple[str, ...], url: str, timeout: float) -> None:
                 failures += 1
             click.echo(f"{status} {event} {delivery} {file}")
     if failures:
-        raise click.ClickException(f"{failures} deliveries were not accepted")
+        raise click.ClickException(
+            f"{failures} of {len(files)} deliveries were not accepted by {url}")
 
 
 # -- graph ---------------------------------------------------------------------------
@@ -144,7 +155,8 @@ def graph_group() -> None:
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def graph_validate(file: str | None, as_json: bool) -> None:
-    """Compile FILE (default: the shipped graph) and report every structural error."""
+    """Compile FILE (default: the shipped graph); report the first structural error, naming
+    the file, the node and the field or hook."""
     import warnings
 
     from graph.compile import GraphError, load_graph
@@ -202,8 +214,12 @@ def state_cmd(ref: str, as_json: bool, with_events: bool) -> None:
     from workers.state import RedisStateStore
 
     settings = WorkerSettings.from_env()
-    store = RedisStateStore(redis.Redis.from_url(settings.redis_url, socket_timeout=5),
-                            settings.prefix)
+    try:
+        client = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
+    except ValueError:
+        raise click.ClickException(
+            "REDIS_URL must look like redis://HOST:PORT/DB") from None
+    store = RedisStateStore(client, settings.prefix)
     try:
         state = store.load(ref)
         events = [e.to_dict() for e in store.events(ref)] if with_events else None

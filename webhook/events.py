@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 __all__ = [
@@ -31,10 +31,12 @@ __all__ = [
     "BadPayloadError",
     "Delivery",
     "DeliveryError",
+    "HeaderSource",
     "PayloadTooLargeError",
     "QueueUnavailableError",
     "SignatureError",
     "UnsupportedContentTypeError",
+    "build_delivery",
     "decode_body",
     "parse_delivery",
     "read_delivery_headers",
@@ -151,7 +153,15 @@ class Delivery:
 # --- parsing --------------------------------------------------------------------------
 
 
-def _header(headers: Mapping[str, str], name: str) -> str | None:
+class HeaderSource(Protocol):
+    """What header lookups need: a ``Mapping[str, str]`` or Werkzeug's ``Headers``."""
+
+    def get(self, key: str, /) -> str | None: ...
+
+    def items(self) -> Iterable[tuple[str, str]]: ...
+
+
+def _header(headers: HeaderSource, name: str) -> str | None:
     """Case-insensitive header lookup that works for Werkzeug headers and plain dicts."""
     value = headers.get(name)
     if value is None:
@@ -164,11 +174,11 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
     return value
 
 
-def read_delivery_headers(headers: Mapping[str, str]) -> tuple[str, str]:
+def read_delivery_headers(headers: HeaderSource) -> tuple[str, str]:
     """Return ``(event, delivery_id)`` from the GitHub delivery headers.
 
     Args:
-        headers: request headers; lookups are case-insensitive.
+        headers: request headers (a Mapping or Werkzeug Headers); case-insensitive.
 
     Returns:
         ``(X-GitHub-Event, X-GitHub-Delivery)``.
@@ -278,7 +288,7 @@ def build_delivery(
     )
 
 
-def parse_delivery(headers: Mapping[str, str], body: bytes) -> Delivery:
+def parse_delivery(headers: HeaderSource | Mapping[str, str], body: bytes) -> Delivery:
     """Parse one webhook delivery (headers + raw body). Does NOT check the signature.
 
     Args:

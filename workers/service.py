@@ -147,23 +147,31 @@ class DeliveryProcessor:
         event = _text(record.get("event", b""))
         try:
             handled = self.handle(delivery_id, event, record)
+        except IntegrationError as exc:
+            # Our own message (operation, status, the fix); never a response body.
+            reason = f"{exc.integration} {exc.op}: {exc}"
+            log.error("delivery=%s event=%s failed: %s", delivery_id, event, reason)
+            handled = self._failed(delivery_id, event, record, reason)
         except Exception as exc:
             log.exception("delivery=%s event=%s failed", delivery_id, event)
-            reason = f"{type(exc).__name__}"
-            if isinstance(exc, IntegrationError):
-                reason += f" ({exc.integration} {exc.op}, status {exc.status})"
-            self.redis.hset(self.failed_key, delivery_id, json.dumps({
-                "event": event,
-                "work_item": _text(record.get("work_item", b"")) or None,
-                "reason": reason,
-                "at": time.time(),
-            }))
-            handled = Handled(delivery_id, "failed", reason)
+            handled = self._failed(delivery_id, event, record, type(exc).__name__)
         else:
             self.redis.delete(key)
         log.info("delivery=%s event=%s work_item=%s outcome=%s detail=%s", delivery_id, event,
                  _text(record.get("work_item", b"")) or "-", handled.outcome, handled.detail)
         return handled
+
+    def _failed(
+        self, delivery_id: str, event: str, record: Mapping[str, Any], reason: str
+    ) -> Handled:
+        """Record ``delivery_id`` in the failed-deliveries hash with ``reason``."""
+        self.redis.hset(self.failed_key, delivery_id, json.dumps({
+            "event": event,
+            "work_item": _text(record.get("work_item", b"")) or None,
+            "reason": reason,
+            "at": time.time(),
+        }))
+        return Handled(delivery_id, "failed", reason)
 
     def handle(self, delivery_id: str, event: str, record: Mapping[str, Any]) -> Handled:
         """Route and process one delivery record (the hash the receiver wrote).

@@ -174,4 +174,4 @@ def test_a_failing_delivery_is_recorded_and_does_not_block_the_next(env):
     with pytest.raises(DeliveryFailed):
         processor.process(again, "issue_comment", f"github:{REPO}#1")
     assert json.loads(ns.client.hget(processor.failed_key, again))["reason"].startswith(
-        "IntegrationError")
+        "github connect: no GitHub credentials: set THE_LOOP_GITHUB_APP_ID")
