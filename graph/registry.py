@@ -29,6 +29,8 @@ class HookDef:
         boundaries: where the hook may run (``entry``, ``exit``).
         params: the ``with:`` keys the hook accepts; anything else is a load error.
         timeout: seconds the hook may run before it counts as a retriable block.
+        validating: the hook only judges artifacts (no side effect, no network); ``the-loop
+            check --recompute`` re-runs exactly these to re-derive verdicts.
     """
 
     name: str
@@ -38,6 +40,7 @@ class HookDef:
     boundaries: frozenset[str] = frozenset({"entry", "exit"})
     params: frozenset[str] = frozenset()
     timeout: float = 30.0
+    validating: bool = False
 
 
 class RegistryError(ValueError):
@@ -72,6 +75,7 @@ class HookRegistry:
         boundaries: set[str] | frozenset[str] = frozenset({"entry", "exit"}),
         params: set[str] | frozenset[str] = frozenset(),
         timeout: float = 30.0,
+        validating: bool = False,
     ) -> Callable[[HookFn], HookFn]:
         """Decorator registering a hook function under ``name``; see :class:`HookDef`."""
 
@@ -85,6 +89,7 @@ class HookRegistry:
                     boundaries=frozenset(boundaries),
                     params=frozenset(params),
                     timeout=timeout,
+                    validating=validating,
                 )
             )
             return fn

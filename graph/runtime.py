@@ -9,7 +9,11 @@ worker, ``the-loop run``) calls these same functions.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
+import threading
+import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +22,10 @@ from typing import Any
 from graph.compile import Graph, HookCall, Node
 from graph.context import HookConfig
 from graph.model import Boundary, HookContext, HookResult, InboundEvent, Message, Session, WorkItem
-from graph.state import StateStore, WorkItemState
+from graph.feedback import digest, publish_status, render_status
+from graph.markers import marker
+from graph.review import approved_in
+from graph.state import StateError, StateStore, WorkItemState
 
 log = logging.getLogger(__name__)
 
@@ -55,39 +62,72 @@ class ChainResult:
         return stop.messages if stop else ()
 
 
-def run_chain(calls: tuple[HookCall, ...], ctx: HookContext) -> ChainResult:
+def call_hook(call: HookCall, ctx: HookContext) -> HookResult:
+    """Run one hook under its timeout (``HookDef.timeout`` seconds).
+
+    A hook that raises, or returns something other than a HookResult, is a ``block`` with
+    ``retriable=False``; one that runs past its timeout is a retriable ``block`` (its
+    thread is abandoned: Python cannot stop it, and it can no longer affect the verdict).
+    """
+    box: list[HookResult | BaseException] = []
+
+    def target() -> None:
+        try:
+            box.append(call.definition.fn(ctx))
+        except BaseException as exc:  # noqa: BLE001  (reported as a block below)
+            box.append(exc)
+
+    worker = threading.Thread(target=target, name=f"hook-{call.name}", daemon=True)
+    worker.start()
+    worker.join(call.definition.timeout)
+    if not box:
+        log.warning("hook %s ran past its timeout at node %s", call.name, ctx.node.id)
+        return HookResult.blocked(
+            call.name,
+            Message(f"hook {call.name} ran past its timeout of {call.definition.timeout:g} s",
+                    code="hook-timeout"),
+            retriable=True,
+        )
+    outcome = box[0]
+    if isinstance(outcome, HookResult):
+        return outcome if outcome.hook == call.name else dataclasses.replace(outcome, hook=call.name)
+    if isinstance(outcome, BaseException):
+        log.error("hook %s raised at node %s", call.name, ctx.node.id, exc_info=outcome)
+        kind = type(outcome).__name__
+    else:
+        kind = f"returned {type(outcome).__name__}, not HookResult"
+    return HookResult(
+        "block",
+        call.name,
+        (Message(f"hook {call.name} failed ({kind}); see the-loop's logs", code="hook-raised"),),
+        {},
+        retriable=False,
+    )
+
+
+def run_chain(
+    calls: tuple[HookCall, ...], ctx: HookContext, *, only_validating: bool = False
+) -> ChainResult:
     """Run ``calls`` in declared order; the first non-pass short-circuits.
 
     ``skip`` is recorded and the chain continues. A hook that raises is a ``block`` with
-    ``retriable=False``, never a pass (specification, "Error handling"). A hook returning
-    something other than a HookResult is treated the same way.
+    ``retriable=False``, never a pass; one that times out is a retriable ``block``
+    (specification, "Error handling"). See :func:`call_hook`.
 
     Args:
         calls: the chain (a node's ``entry`` or ``exit``).
         ctx: the context; ``results`` and ``params`` are filled in per hook.
+        only_validating: run only hooks registered ``validating=True`` (recompute).
 
     Returns:
         the :class:`ChainResult`.
     """
     results: list[HookResult] = []
     for call in calls:
+        if only_validating and not call.definition.validating:
+            continue
         hook_ctx = dataclasses.replace(ctx, results=tuple(results), params=call.params)
-        try:
-            result = call.definition.fn(hook_ctx)
-            if not isinstance(result, HookResult):
-                raise TypeError(f"hook returned {type(result).__name__}, not HookResult")
-        except Exception as exc:  # a hook that raises blocks; it never passes
-            log.exception("hook %s raised at node %s", call.name, ctx.node.id)
-            result = HookResult(
-                "block",
-                call.name,
-                (Message(f"hook {call.name} failed ({type(exc).__name__}); see the-loop's logs",
-                         code="hook-raised"),),
-                {},
-                retriable=False,
-            )
-        if result.hook != call.name:
-            result = dataclasses.replace(result, hook=call.name)
+        result = call_hook(call, hook_ctx)
         results.append(result)
         if result.status in ("block", "wait"):
             return ChainResult(ctx.node.id, ctx.boundary, result.status, result.status,
@@ -132,6 +172,43 @@ class GraphMismatch(RuntimeError):
     """The work item's pinned graph no longer contains its current node."""
 
 
+class ForceError(ValueError):
+    """A forced move was refused (no reason, or an unknown target node)."""
+
+
+@dataclass(frozen=True)
+class NodeVerdict:
+    """A verdict re-derived from the artifacts (``the-loop check --recompute``).
+
+    Attributes:
+        node: node id.
+        verdict: ``met``, ``unmet`` or ``unverified`` (nothing offline can decide it).
+        reasons: why, in the-loop's words.
+        gate: whether the node is a human gate.
+    """
+
+    node: str
+    verdict: str
+    reasons: tuple[Message, ...] = ()
+    gate: bool = False
+
+
+@dataclass
+class ForceResult:
+    """What ``force`` did: the move, the warnings it printed, the entry chain it ran."""
+
+    source: str
+    target: str
+    warnings: list[str]
+    bypassed: list[str]
+    entry: ChainResult | None = None
+
+
+def _fingerprint(result: HookResult | None) -> str:
+    texts = "\n".join(m.text for m in result.messages) if result else ""
+    return hashlib.sha256(f"{result.hook if result else ''}\n{texts}".encode()).hexdigest()[:16]
+
+
 class Runtime:
     """Drives work items through a compiled graph, persisting to a :class:`StateStore`.
 
@@ -156,9 +233,10 @@ class Runtime:
     ) -> AdvanceResult:
         """Make ``work_item`` a work item at the graph's start node (if it is not one yet)
         and advance it. Idempotent: an enrolled item is simply advanced."""
-        state = self.store.load(work_item.ref)
+        state = self.load(work_item, config, repo=repo)
         if state is None:
-            state = WorkItemState.new(work_item.ref, self.graph.digest, self.graph.start)
+            state = WorkItemState(work_item.ref, self.graph.digest, self.graph.start)
+            self._enter(state, self.graph.start, via="enrolled")
             self.store.save(state)
             self._log(state, "work-item.enrolled", {"node": state.current_node}, event)
         return self._advance(state, work_item, config, event, repo)
@@ -179,12 +257,29 @@ class Runtime:
 
         Raises:
             GraphMismatch: the current node no longer exists in the graph.
-            StateError: stored state is unreadable.
         """
-        state = self.store.load(work_item.ref)
+        state = self.load(work_item, config, repo=repo)
         if state is None:
             return None
         return self._advance(state, work_item, config, event, repo)
+
+    def load(
+        self, work_item: WorkItem, config: HookConfig, *, repo: Path | None = None
+    ) -> WorkItemState | None:
+        """Load ``work_item``'s state. State is a cache: if it is unreadable, it is rebuilt
+        by re-running the validators over the artifacts (:meth:`derive`), the bad copy is
+        kept aside, and a warning is logged and recorded."""
+        try:
+            return self.store.load(work_item.ref)
+        except StateError as exc:
+            log.warning("state of %s is unreadable (%s); reconstructing from artifacts",
+                        work_item.ref, exc)
+            aside = self.store.quarantine(work_item.ref)
+            state = self.reconstruct(work_item, config, repo=repo)
+            self.store.save(state)
+            self._log(state, "state.reconstructed",
+                      {"node": state.current_node, "kept_aside": aside}, None)
+            return state
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -207,7 +302,7 @@ class Runtime:
                 chain = self._run(node, "entry", state, work_item, config, event, repo)
                 result.chains.append(chain)
                 if chain.status != "pass":
-                    return self._park(state, chain, result, blocked_at_entry=True)
+                    return self._park(state, work_item, config, chain, result)
                 state.entry_pending = False
                 self.store.save(state)
             if self.graph.is_terminal(node.id):
@@ -216,12 +311,13 @@ class Runtime:
                 self.store.save(state)
                 self._log(state, "work-item.done", {"node": node.id}, None)
                 result.status, result.node = "done", node.id
+                self._publish(state, work_item, config, node, ())
                 return result
             chain = self._run(node, "exit", state, work_item, config, event, repo)
             event = None  # consumed by the first exit chain
             result.chains.append(chain)
             if chain.status != "pass":
-                return self._park(state, chain, result)
+                return self._park(state, work_item, config, chain, result)
             edge = self.graph.edge(node.id, chain.outcome)
             if edge is None:
                 msg = Message(
@@ -230,10 +326,15 @@ class Runtime:
                     code="no-edge",
                 )
                 blocked = ChainResult(node.id, "exit", "block", "block",
-                                      chain.results + (HookResult("block", "runtime", (msg,)),))
-                return self._park(state, blocked, result)
+                                      chain.results + (HookResult("block", "runtime", (msg,),
+                                                                  retriable=False),))
+                return self._park(state, work_item, config, blocked, result)
             state.outcomes[node.id] = chain.outcome
-            state.enter(edge.target, via=chain.outcome)
+            state.next_input.pop(node.id, None)
+            handoff = self._handoff(node, chain)
+            self._enter(state, edge.target, via=chain.outcome)
+            if handoff:
+                state.next_input[edge.target] = handoff
             # Persist BEFORE the next node's entry hooks perform side effects.
             self.store.save(state)
             self._log(state, "edge.taken",
@@ -241,6 +342,48 @@ class Runtime:
             result.moves.append(Move(edge.source, edge.target, edge.on))
             result.node, result.status = edge.target, "active"
         return result
+
+    def _handoff(self, node: Node, chain: ChainResult) -> dict[str, Any] | None:
+        """What a gate's decision hands to the node it routes to: a reference to the
+        feedback (who, which comment, its digest), never the text itself."""
+        if not node.is_gate or chain.outcome not in ("changes-requested",
+                                                     "approved-with-comments"):
+            return None
+        decided = next((r for r in chain.results if r.data.get("outcome") == chain.outcome), None)
+        data = decided.data if decided else {}
+        return {
+            "kind": chain.outcome,
+            "gate": node.id,
+            "actor": data.get("actor"),
+            "comment_id": data.get("comment_id"),
+            "delivery": data.get("delivery"),
+            "body_sha256": data.get("body_sha256"),
+        }
+
+    def _enter(self, state: WorkItemState, node_id: str, *, via: str,
+               forced: bool = False) -> None:
+        """Move the pointer and bind the node's harness session: an agent node keeps its
+        own session across visits (so changes-requested returns to the same one); a gate
+        with ``session: inherit`` reuses its producing node's session, or starts a fresh
+        one seeded with the producer's artifacts."""
+        producer = state.current_node if state.history else None
+        state.enter(node_id, via=via, forced=forced)
+        node = self.graph.node(node_id)
+        session: dict[str, Any] | None = None
+        if node.session == "inherit":
+            inherited = state.sessions.get(producer) if producer else None
+            if inherited:
+                session = dict(inherited)
+            else:
+                produced = self.graph.node(producer).produces if producer else ()
+                session = {"id": uuid.uuid4().hex, "runner": "harness", "cwd": None,
+                           "seeded_with": list(produced)}
+        elif node.actor == "agent":
+            session = state.sessions.get(node_id) or {
+                "id": uuid.uuid4().hex, "runner": "harness", "cwd": None}
+        if session is not None:
+            state.sessions[node_id] = session
+        state.session = session
 
     def _run(
         self,
@@ -251,6 +394,9 @@ class Runtime:
         config: HookConfig,
         event: InboundEvent | None,
         repo: Path | None,
+        *,
+        only_validating: bool = False,
+        record: bool = True,
     ) -> ChainResult:
         ctx = HookContext(
             work_item=work_item,
@@ -258,15 +404,17 @@ class Runtime:
             boundary=boundary,
             repo=repo,
             artifacts=self.artifacts(node, work_item),
-            session=self._session(node, state),
+            session=self._session(state),
             event=event,
             results=(),
             config=config,
             params={},
             visit=state.visit,
         )
-        chain = run_chain(node.entry if boundary == "entry" else node.exit, ctx)
-        self._record(state, chain, event)
+        calls = node.entry if boundary == "entry" else node.exit
+        chain = run_chain(calls, ctx, only_validating=only_validating)
+        if record:
+            self._record(state, chain, event)
         return chain
 
     def _record(self, state: WorkItemState, chain: ChainResult, event: InboundEvent | None) -> None:
@@ -297,36 +445,277 @@ class Runtime:
     def _park(
         self,
         state: WorkItemState,
+        work_item: WorkItem,
+        config: HookConfig,
         chain: ChainResult,
         result: AdvanceResult,
-        *,
-        blocked_at_entry: bool = False,
     ) -> AdvanceResult:
-        state.status = "waiting" if chain.status == "wait" else "blocked"
-        if state.status == "blocked":
-            state.attempts[chain.node] = state.attempts.get(chain.node, 0) + 1
+        """Stop at the current node: ``waiting`` on a wait; on a block, record the
+        messages as the node's next input, count the attempt, and escalate to a human
+        when the block is terminal, repeats the previous one, or exhausts ``attempts``."""
+        node = self.graph.node(chain.node)
         stop = chain.stopper
         texts = [m.text for m in chain.messages]
         state.parked_reason = (
             f"{chain.boundary} hook {stop.hook if stop else '?'}: "
             + ("; ".join(texts) if texts else chain.status)
         )
+        escalation = None
+        if chain.status == "wait":
+            state.status = "escalated" if state.escalated else "waiting"
+        else:
+            attempts = state.attempts.get(node.id, 0) + 1
+            state.attempts[node.id] = attempts
+            fingerprint = _fingerprint(stop)
+            repeated = state.last_block.get(node.id) == fingerprint
+            state.last_block[node.id] = fingerprint
+            state.next_input[node.id] = {
+                "kind": "block",
+                "hook": stop.hook if stop else None,
+                "boundary": chain.boundary,
+                "messages": [m.to_dict() for m in chain.messages],
+            }
+            if stop is not None and not stop.retriable:
+                escalation = f"hook {stop.hook} failed in a way retrying cannot fix"
+            elif repeated:
+                escalation = f"hook {stop.hook if stop else '?'} blocked twice with the same finding"
+            elif attempts >= node.attempts:
+                escalation = f"node {node.id} blocked {attempts} times (its limit is {node.attempts})"
+            if escalation:
+                state.status = "escalated"
+                state.escalated = {"node": node.id, "reason": escalation, "at": time.time()}
+                self._log(state, "work-item.escalated",
+                          {"node": node.id, "reason": escalation, "attempts": attempts}, None)
+            elif state.escalated:
+                state.status = "escalated"
+            else:
+                state.status = "blocked"
         self.store.save(state)
         result.status, result.node = state.status, state.current_node
         result.messages = chain.messages
+        self._publish(state, work_item, config, node, chain.messages if chain.status == "block"
+                      else (), hook=stop.hook if stop else None)
         return result
+
+    def _publish(
+        self,
+        state: WorkItemState,
+        work_item: WorkItem,
+        config: HookConfig,
+        node: Node,
+        messages: tuple[Message, ...],
+        *,
+        hook: str | None = None,
+    ) -> None:
+        """Publish the status comment when it changed. A failure is recorded in the event
+        log and never wedges the graph (specification, "Notification hook fails")."""
+        escalation = state.escalated["reason"] if state.escalated else None
+        mentions = [p.github for p in config.collaborators.people(node.role) if p.github]
+        body = render_status(work_item, node.id, node.phase, state.status, messages,
+                             hook=hook, escalation=escalation,
+                             mentions=mentions if escalation else ())
+        body_digest = digest(body)
+        if body_digest == state.status_digest:
+            return
+        try:
+            published = publish_status(config, work_item, body)
+        except Exception as exc:  # noqa: BLE001  (recorded; the graph must not wedge)
+            log.warning("status comment for %s not published (%s)", state.ref,
+                        type(exc).__name__)
+            self._log(state, "notification.failed",
+                      {"channel": "github-status", "error": type(exc).__name__}, None)
+            return
+        if published is not None:
+            state.status_digest = body_digest
+            self.store.save(state)
+
+    # -- the escape hatch -------------------------------------------------------------
+
+    def force(
+        self,
+        work_item: WorkItem,
+        config: HookConfig,
+        target: str,
+        reason: str,
+        *,
+        repo: Path | None = None,
+        operator: str | None = None,
+    ) -> ForceResult:
+        """Move the pointer to ``target``; never forge a verdict (specification, "The
+        escape hatch"). The move is recorded as forced in state, in the event log (an
+        entry and an execution-log checkpoint) and in a marked comment on the work item;
+        bypassed gates keep their real verdicts. The target's entry chain runs (so a
+        backwards move re-enters the node).
+
+        Raises:
+            ForceError: empty ``reason``; unknown ``target`` (naming the valid ids); the
+                work item has no state.
+        """
+        if not reason or not reason.strip():
+            raise ForceError("--reason is required: an unexplained override is refused")
+        if target not in self.graph.nodes:
+            raise ForceError(f"unknown node {target!r}; valid ids: {', '.join(self.graph.nodes)}")
+        state = self.load(work_item, config, repo=repo)
+        if state is None:
+            raise ForceError(f"{work_item.ref} is not a work item (no state)")
+        source = state.current_node
+        warnings: list[str] = []
+        undeclared = target != source and not any(
+            e.target == target for e in self.graph.outgoing(source))
+        if undeclared:
+            warnings.append(f"no edge leads from {source} to {target}: this move is outside "
+                            "the graph's model")
+        bypassed = self._gates_between(source, target)
+        for gate in bypassed:
+            g = self.graph.node(gate)
+            warnings.append(f"bypassing required gate {gate}: the guarantee that a person "
+                            f"in role {g.role} approved phase {g.phase} is waived")
+        record = {"from": source, "to": target, "reason": reason.strip(),
+                  "bypassed": bypassed, "undeclared": undeclared, "operator": operator,
+                  "at": time.time()}
+        state.forced.append(record)
+        self._enter(state, target, via="forced", forced=True)
+        self.store.save(state)
+        self._log(state, "work-item.forced", record, None)
+        self._log(state, "checkpoint", {"node": target, "boundary": "forced",
+                                        "from": source, "reason": reason.strip()}, None)
+        self._comment_forced(state, work_item, config, record, warnings)
+        node = self.graph.node(target)
+        entry = self._run(node, "entry", state, work_item, config, None, repo)
+        if entry.status == "pass":
+            state.entry_pending = False
+        else:
+            state.status = "blocked"
+        self.store.save(state)
+        return ForceResult(source, target, warnings, bypassed, entry)
+
+    def _gates_between(self, source: str, target: str) -> list[str]:
+        """Gates a forward move from ``source`` to ``target`` skips: those on the
+        shortest declared path (``source`` itself included when it is a gate)."""
+        if source == target:
+            return []
+        previous: dict[str, str | None] = {source: None}
+        frontier = [source]
+        while frontier and target not in previous:
+            nxt = []
+            for node_id in frontier:
+                for edge in self.graph.outgoing(node_id):
+                    if edge.target not in previous:
+                        previous[edge.target] = node_id
+                        nxt.append(edge.target)
+            frontier = nxt
+        if target not in previous:
+            return []  # not reachable forwards: a backwards move bypasses nothing
+        path = []
+        step = previous[target]
+        while step is not None:
+            path.append(step)
+            step = previous[step]
+        return [n for n in reversed(path) if self.graph.node(n).is_gate]
+
+    def _comment_forced(self, state: WorkItemState, work_item: WorkItem, config: HookConfig,
+                        record: Mapping[str, Any], warnings: list[str]) -> None:
+        github = config.integrations.get("github")
+        if github is None or work_item.repository is None or work_item.id is None:
+            return
+        lines = [f"**the-loop** · an operator forced this work item from `{record['from']}` "
+                 f"to `{record['to']}`.", ""]
+        lines += [f"- warning: {w}" for w in warnings]
+        lines += ["", "The bypassed gates keep their real verdicts: `the-loop check "
+                  "--recompute` still reports them.", "",
+                  marker(f"{state.ref}/forced/{len(state.forced)}")]
+        try:
+            github.call("comment", repo=work_item.repository, number=work_item.id,
+                        body="\n".join(lines))
+        except Exception as exc:  # noqa: BLE001  (recorded; never undoes the move)
+            self._log(state, "notification.failed",
+                      {"channel": "github-forced", "error": type(exc).__name__}, None)
+
+    # -- verdicts from the artifacts ----------------------------------------------------
+
+    def derive(
+        self, work_item: WorkItem, config: HookConfig, *, repo: Path | None = None
+    ) -> list[NodeVerdict]:
+        """Re-derive verdicts from the artifacts alone, ignoring cached state: walk from
+        the start node along the graph's forward edges, re-running each node's validating
+        exit hooks (a gate is met only if its reviewed artifacts record an approval in
+        their ``## Review comments`` section), and stop at the first node that is not met.
+        Makes no network call: pass a ``config`` without integrations."""
+        verdicts: list[NodeVerdict] = []
+        scratch = WorkItemState(work_item.ref, self.graph.digest, self.graph.start)
+        node_id: str | None = self.graph.start
+        seen: set[str] = set()
+        while node_id is not None and node_id not in seen:
+            seen.add(node_id)
+            node = self.graph.node(node_id)
+            verdict = self._derive_node(node, scratch, work_item, config, repo)
+            verdicts.append(verdict)
+            if verdict.verdict == "unmet" or self.graph.is_terminal(node_id):
+                break
+            node_id = next((e.target for on in FORWARD_OUTCOMES
+                            if (e := self.graph.edge(node_id, on)) is not None), None)
+        return verdicts
+
+    def _derive_node(self, node: Node, scratch: WorkItemState, work_item: WorkItem,
+                     config: HookConfig, repo: Path | None) -> NodeVerdict:
+        if node.is_gate:
+            reviewed = gate_artifacts(self.graph, node)
+            if not reviewed:
+                return NodeVerdict(node.id, "unverified", (Message(
+                    f"gate {node.id} names no artifact that records its decision",
+                    code="gate-unrecorded"),), gate=True)
+            missing = []
+            for name in reviewed:
+                path = self.artifacts_for(work_item, name)
+                if not approved_in(config.files.read_text(path)):
+                    missing.append(Message(
+                        f"{path} records no approval under '## Review comments'",
+                        path=path, code="gate-unmet"))
+            return NodeVerdict(node.id, "unmet" if missing else "met", tuple(missing), True)
+        validating = [c for c in node.exit if c.definition.validating]
+        if not validating:
+            return NodeVerdict(node.id, "unverified" if node.exit else "met", (Message(
+                f"node {node.id} has no validating exit hook to re-run offline",
+                code="not-rederivable"),) if node.exit else ())
+        chain = self._run(node, "exit", scratch, work_item, config, None, repo,
+                          only_validating=True, record=False)
+        if chain.status == "pass":
+            return NodeVerdict(node.id, "met")
+        return NodeVerdict(node.id, "unmet", chain.messages)
+
+    def reconstruct(
+        self, work_item: WorkItem, config: HookConfig, *, repo: Path | None = None
+    ) -> WorkItemState:
+        """A fresh state at the first node whose verdict is not met (see :meth:`derive`)."""
+        verdicts = self.derive(work_item, config, repo=repo)
+        state = WorkItemState(work_item.ref, self.graph.digest, self.graph.start)
+        self._enter(state, self.graph.start, via="reconstructed")
+        for previous, verdict in zip(verdicts, verdicts[1:], strict=False):
+            if previous.verdict == "unmet":
+                break
+            self._enter(state, verdict.node, via="reconstructed")
+        last = verdicts[-1] if verdicts else None
+        if last and last.verdict == "met" and self.graph.is_terminal(last.node):
+            state.status, state.entry_pending = "done", False
+        return state
 
     # -- helpers ----------------------------------------------------------------------
 
     def artifacts(self, node: Node, work_item: WorkItem) -> dict[str, str]:
         """Artifact name -> repository-relative path for ``node`` of ``work_item``."""
-        base = work_item.spec_dir.rstrip("/")
-        return {name: f"{base}/{name}" if base else name for name in node.produces}
+        return {name: self.artifacts_for(work_item, name) for name in node.produces}
 
-    def _session(self, node: Node, state: WorkItemState) -> Session | None:
-        if state.session and node.session == "inherit":
-            return Session(**state.session)
-        return None
+    @staticmethod
+    def artifacts_for(work_item: WorkItem, name: str) -> str:
+        """Repository-relative path of artifact ``name`` in ``work_item``'s spec dir."""
+        base = work_item.spec_dir.rstrip("/")
+        return f"{base}/{name}" if base else name
+
+    def _session(self, state: WorkItemState) -> Session | None:
+        if not state.session:
+            return None
+        return Session(id=str(state.session["id"]), runner=str(state.session.get("runner")),
+                       cwd=state.session.get("cwd"))
 
     def _check_graph(self, state: WorkItemState) -> None:
         if state.graph_digest == self.graph.digest:
@@ -348,3 +737,25 @@ class Runtime:
         self, state: WorkItemState, type_: str, data: Mapping[str, Any], event: InboundEvent | None
     ) -> None:
         self.store.append_event(state.ref, type_, data, event.delivery_id if event else None)
+
+
+# Outcomes that move a work item forward, in the order recompute follows them.
+FORWARD_OUTCOMES = ("pass", "approved", "approved-with-comments", "docs-only")
+
+
+def gate_artifacts(graph: Graph, gate: Node) -> list[str]:
+    """Artifacts whose ``## Review comments`` section records ``gate``'s decision: its
+    ``record-feedback`` ``into``, else its ``request-review`` ``artifacts``, else what the
+    nodes leading into it produce."""
+    for call in gate.exit:
+        if call.name == "record-feedback" and call.params.get("into"):
+            into = call.params["into"]
+            return [into] if isinstance(into, str) else list(into)
+    for call in gate.entry:
+        if call.name == "request-review" and call.params.get("artifacts"):
+            return list(call.params["artifacts"])
+    produced: list[str] = []
+    for edge in graph.edges:
+        if edge.target == gate.id:
+            produced += [p for p in graph.node(edge.source).produces if p not in produced]
+    return produced

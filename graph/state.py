@@ -45,6 +45,14 @@ class WorkItemState:
         session: the harness session bound to the current node, if any.
         parked_reason: why the item is waiting or blocked, in the-loop's words.
         history: ``{node, via, at, forced}`` per node entered, oldest first.
+        sessions: node id -> the harness session bound to it (``session: inherit`` gates
+            reuse their producing node's).
+        next_input: node id -> what the node's work gets next: the messages of its last
+            block, or a gate's changes-requested reference (ids and digests, never text).
+        last_block: node id -> fingerprint of the last block (a repeat escalates).
+        escalated: ``{node, reason, at}`` while a human has been asked to step in.
+        forced: ``{from, to, reason, bypassed, undeclared, at}`` per forced move.
+        status_digest: digest of the status comment last published.
         created_at, updated_at: Unix seconds.
     """
 
@@ -61,6 +69,12 @@ class WorkItemState:
     session: dict[str, Any] | None = None
     parked_reason: str | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
+    sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    next_input: dict[str, dict[str, Any]] = field(default_factory=dict)
+    last_block: dict[str, str] = field(default_factory=dict)
+    escalated: dict[str, Any] | None = None
+    forced: list[dict[str, Any]] = field(default_factory=list)
+    status_digest: str | None = None
     created_at: float = field(default_factory=now)
     updated_at: float = field(default_factory=now)
     version: int = STATE_VERSION
@@ -78,7 +92,9 @@ class WorkItemState:
         self.entry_pending = True
         self.status = "active"
         self.parked_reason = None
+        self.escalated = None
         self.attempts[node_id] = 0
+        self.last_block.pop(node_id, None)
         self.visits[node_id] = self.visits.get(node_id, 0) + 1
         self.history.append({"node": node_id, "via": via, "at": now(), "forced": forced})
 
@@ -98,6 +114,8 @@ class WorkItemState:
         Raises:
             StateError: missing or mistyped fields.
         """
+        if not isinstance(data, Mapping):
+            raise StateError("state must be a JSON object")
         try:
             known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
             state = cls(**known)
@@ -165,6 +183,10 @@ class StateStore(Protocol):
         """All entries of ``ref``'s event log, oldest first."""
         ...
 
+    def quarantine(self, ref: str) -> str | None:
+        """Move ``ref``'s unreadable state aside (kept, not deleted); return where to."""
+        ...
+
 
 def new_event_id() -> str:
     """A unique event id."""
@@ -219,6 +241,14 @@ class FileStateStore:
             fh.write("\n")
         os.replace(tmp, path)
 
+    def quarantine(self, ref: str) -> str | None:
+        path = self.state_path(ref)
+        if not path.exists():
+            return None
+        aside = path.with_name(f"{path.stem}.corrupt-{int(now())}.json")
+        os.replace(path, aside)
+        return str(aside)
+
     def append_event(
         self, ref: str, type: str, data: Mapping[str, Any], caused_by: str | None = None
     ) -> LogEvent:
@@ -252,11 +282,27 @@ class MemoryStateStore:
 
     def load(self, ref: str) -> WorkItemState | None:
         raw = self._states.get(ref)
-        return None if raw is None else WorkItemState.from_dict(json.loads(raw))
+        if raw is None:
+            return None
+        try:
+            return WorkItemState.from_dict(json.loads(raw))
+        except (json.JSONDecodeError, AttributeError) as exc:
+            raise StateError(f"memory:{ref}: not valid JSON ({type(exc).__name__})") from None
 
     def save(self, state: WorkItemState) -> None:
         state.updated_at = now()
         self._states[state.ref] = json.dumps(state.to_dict())
+
+    def put_raw(self, ref: str, raw: str) -> None:
+        """Store ``raw`` as ``ref``'s state text (tests use it to corrupt state)."""
+        self._states[ref] = raw
+
+    def quarantine(self, ref: str) -> str | None:
+        raw = self._states.pop(ref, None)
+        if raw is None:
+            return None
+        self._states[f"{ref}:corrupt"] = raw
+        return f"{ref}:corrupt"
 
     def append_event(
         self, ref: str, type: str, data: Mapping[str, Any], caused_by: str | None = None

@@ -50,6 +50,15 @@ class RedisStateStore:
         state.updated_at = now()
         self.redis.set(self.state_key(state.ref), json.dumps(state.to_dict(), sort_keys=True))
 
+    def quarantine(self, ref: str) -> str | None:
+        key = self.state_key(ref)
+        aside = f"{self.prefix}:state-corrupt:{int(now())}:{ref}"
+        try:
+            self.redis.rename(key, aside)
+        except redis.ResponseError:  # no such key
+            return None
+        return aside
+
     def append_event(
         self, ref: str, type: str, data: Mapping[str, Any], caused_by: str | None = None
     ) -> LogEvent:

@@ -45,7 +45,8 @@ def _sections_for(name: str, sections: Any) -> Sequence[str]:
     return list(sections or ())
 
 
-@hook("validate-artifacts", boundaries={"exit"}, params={"sections", "locked", "artifacts"})
+@hook("validate-artifacts", boundaries={"exit"}, params={"sections", "locked", "artifacts"},
+      validating=True)
 def validate_artifacts(ctx: HookContext) -> HookResult:
     """Check each artifact of the node (``produces``, or ``with.artifacts``) in the work
     item's spec directory at the revision ``ctx.config.files`` reads.

@@ -179,7 +179,8 @@ def test_work_item_moves_through_the_first_phases_on_real_deliveries(stack):
     adds = [a for a in fake.actions if ":add-label:phase:" in a]
     assert adds == [f"{REPO}#1:add-label:phase:{p}"
                     for p in ("requirements", "requirements-approval", "design")]
-    review_requests = [c for c in fake.comments(REPO, 1) if "the-loop effect=" in c["body"]]
+    review_requests = [c for c in fake.comments(REPO, 1)
+                       if "/request-review -->" in c["body"]]
     assert len(review_requests) == 1
     assert "@Codertocat" in review_requests[0]["body"]
     received = [e.data["delivery"] for e in store.events(REF) if e.type == "delivery.received"]

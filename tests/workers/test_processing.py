@@ -163,10 +163,10 @@ def test_a_failing_delivery_is_recorded_and_does_not_block_the_next(env):
     bad = deliver(queue, "issues", enrol_payload())
     ok = deliver(queue, "issue_comment", load_fixture("issue_comment", "created"))
     from workers.service import DeliveryFailed
-    # set-phase-label raising is a block, not a failure: the hook contract absorbs it.
+    # set-phase-label raising is a terminal block (escalated), not a delivery failure.
     processor.process(bad, "issues", f"github:{REPO}#1")
     state = RedisStateStore(ns.client, ns.prefix).load(f"github:{REPO}#1")
-    assert state.status == "blocked" and "set-phase-label" in state.parked_reason
+    assert state.status == "escalated" and "set-phase-label" in state.parked_reason
     assert not ns.client.hexists(processor.failed_key, ok)
     # A processing error outside the hooks is recorded as a failed delivery.
     processor.github = None

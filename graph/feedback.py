@@ -1,0 +1,87 @@
+"""Feedback people and runners see: the work item's one status comment, edited in place.
+
+The rendering is the-loop's own text plus node ids, hook names and repository paths from
+the graph; never text from a webhook payload (specification, "Feedback to the harness").
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from graph.context import HookConfig
+from graph.markers import find_effect, marker
+from graph.model import Message, WorkItem
+
+STATUS_EFFECT = "status"
+
+
+def status_effect(ref: str) -> str:
+    """Effect id of ``ref``'s status comment (one per work item)."""
+    return f"{ref}/{STATUS_EFFECT}"
+
+
+def render_status(
+    work_item: WorkItem,
+    node: str,
+    phase: str,
+    status: str,
+    messages: Sequence[Message] = (),
+    *,
+    hook: str | None = None,
+    escalation: str | None = None,
+    mentions: Sequence[str] = (),
+) -> str:
+    """The status comment body: phase, status, and what the work must do next.
+
+    Args:
+        work_item: the work item.
+        node, phase: where it is.
+        status: ``waiting``, ``blocked``, ``escalated``, ``done`` or ``active``.
+        messages: findings of the last block (the work's next input), in priority order.
+        hook: the hook that produced them.
+        escalation: why a human is asked to step in, in the-loop's words.
+        mentions: GitHub logins to @mention (from the repository's collaborators file).
+    """
+    lines = [f"**the-loop** · phase `{phase}` (node `{node}`) · **{status}**", ""]
+    if escalation:
+        who = " ".join(f"@{m}" for m in mentions)
+        lines += [f"A human is needed: {escalation}." + (f" {who}" if who else ""), ""]
+    if messages:
+        lines.append(f"What `{hook or 'the exit chain'}` needs before this node can complete:")
+        for m in messages:
+            where = f" (`{m.path}`)" if m.path and m.path not in m.text else ""
+            lines.append(f"- {m.text}{where}")
+        lines.append("")
+    lines.append(
+        "To move the phase by hand, an operator runs `the-loop graph force --work-item "
+        f"{work_item.ref} --to NODE --reason TEXT`."
+    )
+    lines += ["", marker(status_effect(work_item.ref))]
+    return "\n".join(lines)
+
+
+def digest(body: str) -> str:
+    """SHA-256 hex of ``body`` (so an unchanged status is not re-published)."""
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def publish_status(config: HookConfig, work_item: WorkItem, body: str) -> int | None:
+    """Create or edit in place the work item's status comment through the GitHub
+    integration. Returns the comment id, or ``None`` when there is no GitHub repository.
+
+    Raises whatever the integration raises; the runtime records that and continues.
+    """
+    github = config.integrations.get("github")
+    if github is None or work_item.repository is None or work_item.id is None:
+        return None
+    effect = status_effect(work_item.ref)
+    comments = github.call("list-comments", repo=work_item.repository, number=work_item.id)
+    for comment in comments["comments"]:
+        if find_effect(comment.get("body")) == effect:
+            if comment.get("body") != body:
+                github.call("update-comment", repo=work_item.repository,
+                            comment_id=comment["id"], body=body)
+            return int(comment["id"])
+    posted = github.call("comment", repo=work_item.repository, number=work_item.id, body=body)
+    return int(posted["id"])
