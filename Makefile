@@ -3,10 +3,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+MERMAID := $(VENV)/mermaid
 
 .PHONY: run test lint venv clean bench
 
-venv: $(STAMP)
+venv: $(STAMP) $(MERMAID)/.installed
 
 # Reinstall whenever pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -14,6 +15,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# Mermaid's parser for lint-artifacts (diagrams: true): pinned npm packages, no install scripts.
+$(MERMAID)/.installed: tools/mermaid/package.json tools/mermaid/package-lock.json
+	@command -v npm >/dev/null || { echo "npm not found: install Node.js >= 20 with npm (Debian: apt-get install nodejs npm)"; exit 1; }
+	mkdir -p $(MERMAID)
+	cp tools/mermaid/package.json tools/mermaid/package-lock.json tools/mermaid/.npmrc $(MERMAID)/
+	cd $(MERMAID) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $@
 
 run: venv
 	./scripts/dev-run.sh

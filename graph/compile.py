@@ -404,7 +404,11 @@ def _compile_chain(
                 f"{where}: hook {name!r}: unknown parameter {bad[0]!r} "
                 f"(accepted: {', '.join(sorted(definition.params)) or 'none'})"
             )
-        calls.append(HookCall(name=name, definition=definition, params=_freeze(params)))
+        frozen = _freeze(params)
+        problem = definition.check(frozen) if definition.check is not None else None
+        if problem:
+            raise GraphError(f"{where}: {boundary}[{j}]: hook {name!r}: {problem}")
+        calls.append(HookCall(name=name, definition=definition, params=frozen))
     return tuple(calls)
 
 

@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
-
 from graph.ports import Integration
 
 DEFAULT_SPEC_DIR = "specs/{number}"
@@ -64,6 +62,22 @@ class NoFiles:
         return None
 
 
+class CIResults(Protocol):
+    """CI results recorded for commits (check runs, check suites, workflow runs, commit
+    statuses, as GitHub reported them in events)."""
+
+    def conclusions(self, sha: str) -> Mapping[str, str]:
+        """Check name -> conclusion (``success``, ``failure``, ``pending``...) for ``sha``."""
+        ...
+
+
+class NoCI:
+    """A :class:`CIResults` with nothing recorded (local use, ``the-loop check``)."""
+
+    def conclusions(self, sha: str) -> Mapping[str, str]:
+        return {}
+
+
 class ConfigFileError(ValueError):
     """A per-repository config file is malformed; the message names the file and key."""
 
@@ -107,50 +121,14 @@ class Collaborators:
     def parse(cls, text: str | None, source: str = COLLABORATORS_PATH) -> Collaborators:
         """Parse the file's text; ``None`` (absent file) gives no roles (nobody authorized).
 
+        Delegates to :func:`graph.config.load_collaborators` (schema-validated; see there).
+
         Raises:
-            ConfigFileError: naming ``source`` and the offending key.
+            ConfigFileError: naming ``source``, the key path, the line and the fix.
         """
-        if text is None:
-            return cls()
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigFileError(f"{source}: not valid YAML ({exc.__class__.__name__})") from None
-        if doc is None:
-            return cls()
-        if not isinstance(doc, dict):
-            raise ConfigFileError(f"{source}: the top level must be a mapping")
-        roles_doc = doc.get("roles") or {}
-        if not isinstance(roles_doc, dict):
-            raise ConfigFileError(f"{source}: key 'roles' must map role names to lists of people")
-        roles: dict[str, tuple[Person, ...]] = {}
-        for role, people in roles_doc.items():
-            if not isinstance(people, list):
-                raise ConfigFileError(f"{source}: key 'roles.{role}' must be a list of people")
-            parsed = []
-            for i, person in enumerate(people):
-                if not isinstance(person, dict):
-                    raise ConfigFileError(f"{source}: key 'roles.{role}[{i}]' must be a mapping")
-                unknown = set(person) - {"name", "github", "slack", "jira"}
-                if unknown:
-                    raise ConfigFileError(
-                        f"{source}: unknown key 'roles.{role}[{i}].{sorted(unknown)[0]}' "
-                        "(allowed: name, github, slack, jira)"
-                    )
-                parsed.append(
-                    Person(
-                        name=str(person.get("name") or person.get("github") or f"{role}-{i}"),
-                        github=_opt_str(person.get("github")),
-                        slack=_opt_str(person.get("slack")),
-                        jira=_opt_str(person.get("jira")),
-                    )
-                )
-            roles[str(role)] = tuple(parsed)
-        return cls(roles)
+        from graph.config import load_collaborators  # graph.config imports this module
 
-
-def _opt_str(value: Any) -> str | None:
-    return None if value is None else str(value).lstrip("@")
+        return load_collaborators(text, source)
 
 
 @dataclass(frozen=True)
@@ -164,6 +142,9 @@ class HookConfig:
         files: reads artifacts at the revision under evaluation.
         enrolment_label: the label that makes an issue or PR a work item.
         bot_logins: logins whose events are the-loop's own and never drive a gate.
+        ci: CI results recorded from events, by commit.
+        head_sha: the pull request head commit under evaluation, if any.
+        head_ref: the pull request head branch (where record-feedback commits), if any.
     """
 
     harness: Mapping[str, Any] = field(default_factory=dict)
@@ -172,3 +153,6 @@ class HookConfig:
     files: FileReader = field(default_factory=NoFiles)
     enrolment_label: str = DEFAULT_ENROLMENT_LABEL
     bot_logins: frozenset[str] = frozenset()
+    ci: CIResults = field(default_factory=NoCI)
+    head_sha: str | None = None
+    head_ref: str | None = None

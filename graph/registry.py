@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from graph.model import HookContext, HookResult
 
 HookFn = Callable[[HookContext], HookResult]
+ParamCheck = Callable[[Mapping[str, Any]], str | None]
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,9 @@ class HookDef:
         timeout: seconds the hook may run before it counts as a retriable block.
         validating: the hook only judges artifacts (no side effect, no network); ``the-loop
             check --recompute`` re-runs exactly these to re-derive verdicts.
+        check: called by the compiler with each call's ``with:`` parameters; returns an
+            error message (a load error naming file, node and hook) or ``None``. For what
+            can be known before running, e.g. a tool the call needs is not installed.
     """
 
     name: str
@@ -41,6 +46,7 @@ class HookDef:
     params: frozenset[str] = frozenset()
     timeout: float = 30.0
     validating: bool = False
+    check: ParamCheck | None = None
 
 
 class RegistryError(ValueError):
@@ -76,6 +82,7 @@ class HookRegistry:
         params: set[str] | frozenset[str] = frozenset(),
         timeout: float = 30.0,
         validating: bool = False,
+        check: ParamCheck | None = None,
     ) -> Callable[[HookFn], HookFn]:
         """Decorator registering a hook function under ``name``; see :class:`HookDef`."""
 
@@ -90,6 +97,7 @@ class HookRegistry:
                     params=frozenset(params),
                     timeout=timeout,
                     validating=validating,
+                    check=check,
                 )
             )
             return fn

@@ -21,9 +21,9 @@ from typing import Any
 
 from graph.compile import Graph, HookCall, Node
 from graph.context import HookConfig
-from graph.model import Boundary, HookContext, HookResult, InboundEvent, Message, Session, WorkItem
 from graph.feedback import digest, publish_status, render_status
 from graph.markers import marker
+from graph.model import Boundary, HookContext, HookResult, InboundEvent, Message, Session, WorkItem
 from graph.review import approved_in
 from graph.state import StateError, StateStore, WorkItemState
 
@@ -90,7 +90,9 @@ def call_hook(call: HookCall, ctx: HookContext) -> HookResult:
         )
     outcome = box[0]
     if isinstance(outcome, HookResult):
-        return outcome if outcome.hook == call.name else dataclasses.replace(outcome, hook=call.name)
+        if outcome.hook != call.name:
+            outcome = dataclasses.replace(outcome, hook=call.name)
+        return outcome
     if isinstance(outcome, BaseException):
         log.error("hook %s raised at node %s", call.name, ctx.node.id, exc_info=outcome)
         kind = type(outcome).__name__
@@ -334,7 +336,7 @@ class Runtime:
             handoff = self._handoff(node, chain)
             self._enter(state, edge.target, via=chain.outcome)
             if handoff:
-                state.next_input[edge.target] = handoff
+                state.next_input[edge.target] = {"feedback": handoff}
             # Persist BEFORE the next node's entry hooks perform side effects.
             self.store.save(state)
             self._log(state, "edge.taken",
@@ -375,9 +377,8 @@ class Runtime:
             if inherited:
                 session = dict(inherited)
             else:
-                produced = self.graph.node(producer).produces if producer else ()
                 session = {"id": uuid.uuid4().hex, "runner": "harness", "cwd": None,
-                           "seeded_with": list(produced)}
+                           "seeded_with": gate_artifacts(self.graph, node)}
         elif node.actor == "agent":
             session = state.sessions.get(node_id) or {
                 "id": uuid.uuid4().hex, "runner": "harness", "cwd": None}
@@ -469,18 +470,19 @@ class Runtime:
             fingerprint = _fingerprint(stop)
             repeated = state.last_block.get(node.id) == fingerprint
             state.last_block[node.id] = fingerprint
-            state.next_input[node.id] = {
-                "kind": "block",
+            state.next_input.setdefault(node.id, {})["block"] = {
                 "hook": stop.hook if stop else None,
                 "boundary": chain.boundary,
                 "messages": [m.to_dict() for m in chain.messages],
             }
+            hook_name = stop.hook if stop else "?"
             if stop is not None and not stop.retriable:
-                escalation = f"hook {stop.hook} failed in a way retrying cannot fix"
+                escalation = f"hook {hook_name} failed in a way retrying cannot fix"
             elif repeated:
-                escalation = f"hook {stop.hook if stop else '?'} blocked twice with the same finding"
+                escalation = f"hook {hook_name} blocked twice with the same finding"
             elif attempts >= node.attempts:
-                escalation = f"node {node.id} blocked {attempts} times (its limit is {node.attempts})"
+                escalation = (f"node {node.id} blocked {attempts} times "
+                              f"(its limit is {node.attempts})")
             if escalation:
                 state.status = "escalated"
                 state.escalated = {"node": node.id, "reason": escalation, "at": time.time()}
@@ -591,7 +593,8 @@ class Runtime:
 
     def _gates_between(self, source: str, target: str) -> list[str]:
         """Gates a forward move from ``source`` to ``target`` skips: those on the
-        shortest declared path (``source`` itself included when it is a gate)."""
+        shortest path of forward edges (``source`` itself included when it is a gate).
+        A target not reachable forwards is a backwards move and bypasses nothing."""
         if source == target:
             return []
         previous: dict[str, str | None] = {source: None}
@@ -600,7 +603,7 @@ class Runtime:
             nxt = []
             for node_id in frontier:
                 for edge in self.graph.outgoing(node_id):
-                    if edge.target not in previous:
+                    if edge.on in FORWARD_OUTCOMES and edge.target not in previous:
                         previous[edge.target] = node_id
                         nxt.append(edge.target)
             frontier = nxt

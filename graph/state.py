@@ -47,12 +47,14 @@ class WorkItemState:
         history: ``{node, via, at, forced}`` per node entered, oldest first.
         sessions: node id -> the harness session bound to it (``session: inherit`` gates
             reuse their producing node's).
-        next_input: node id -> what the node's work gets next: the messages of its last
-            block, or a gate's changes-requested reference (ids and digests, never text).
+        next_input: node id -> what the node's work gets next: ``block`` (the hook and
+            messages of its last block) and ``feedback`` (a gate's changes-requested or
+            approved-with-comments reference: who, comment id, digest; never the text).
         last_block: node id -> fingerprint of the last block (a repeat escalates).
         escalated: ``{node, reason, at}`` while a human has been asked to step in.
         forced: ``{from, to, reason, bypassed, undeclared, at}`` per forced move.
         status_digest: digest of the status comment last published.
+        installation_id: the GitHub App installation the item was last seen through.
         created_at, updated_at: Unix seconds.
     """
 
@@ -75,6 +77,7 @@ class WorkItemState:
     escalated: dict[str, Any] | None = None
     forced: list[dict[str, Any]] = field(default_factory=list)
     status_digest: str | None = None
+    installation_id: int | None = None
     created_at: float = field(default_factory=now)
     updated_at: float = field(default_factory=now)
     version: int = STATE_VERSION

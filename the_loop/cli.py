@@ -186,16 +186,39 @@ def graph_validate(file: str | None, as_json: bool) -> None:
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["json", "mermaid"]), default="json",
               show_default=True)
-def graph_export(file: str | None, fmt: str) -> None:
-    """Print FILE's graph (default: the shipped one) as canonical JSON or Mermaid."""
+@click.option("--work-item", "ref", help="Overlay this work item's visited path and node.")
+@click.option("--repo", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="With --work-item: a local checkout's state (default: the service's).")
+def graph_export(file: str | None, fmt: str, ref: str | None, repo: Path | None) -> None:
+    """Print FILE's graph (default: the shipped one) as canonical JSON or Mermaid: the
+    same input gives the same bytes."""
     from graph.compile import GraphError, load_graph
-    from graph.export import to_json, to_mermaid
+    from graph.export import Overlay, to_json, to_mermaid
+    from graph.state import StateError
 
     try:
         graph = load_graph(file)
     except GraphError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(to_json(graph) if fmt == "json" else to_mermaid(graph), nl=False)
+    overlay = None
+    if ref:
+        try:
+            if repo is not None:
+                from the_loop.local import open_local
+
+                state = open_local(repo, ref, file).runtime.store.load(ref)
+            else:
+                from the_loop.service import open_service
+
+                state = open_service(ref, file)[0].store.load(ref)
+        except (StateError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from None
+        if state is None:
+            raise click.ClickException(f"{ref} is not a work item")
+        overlay = Overlay(ref, state.current_node, tuple(h["node"] for h in state.history),
+                          tuple(h["node"] for h in state.history if h.get("forced")),
+                          state.status)
+    click.echo(to_json(graph, overlay) if fmt == "json" else to_mermaid(graph, overlay), nl=False)
 
 
 # -- state ---------------------------------------------------------------------------
@@ -249,6 +272,62 @@ def state_cmd(ref: str, as_json: bool, with_events: bool) -> None:
     for e in events or []:
         click.echo(f"  #{e['seq']} {e['type']} {json.dumps(e['data'], sort_keys=True)}")
 
+
+# -- app -----------------------------------------------------------------------------
+
+
+@main.group("app")
+def app_group() -> None:
+    """The GitHub App registration."""
+
+
+@app_group.command("manifest")
+@click.option("--format", "fmt", type=click.Choice(["yaml", "json", "html"]), default="yaml",
+              show_default=True,
+              help="yaml: app.yml; json: what GitHub's form takes; html: a page that submits it.")
+@click.option("--name", help="The App's name (unique on GitHub, at most 34 characters).")
+@click.option("--webhook-url", help="Where GitHub sends deliveries, e.g. https://HOST/webhook.")
+@click.option("--url", "homepage",
+              help="The App's homepage (default: https://HOST/ of --webhook-url).")
+@click.option("--redirect-url",
+              help="Where GitHub redirects with the one-time code (default: as --url).")
+@click.option("--org", help="html: register the App for this organization, not your account.")
+@click.option("--github-url", default="https://github.com", show_default=True,
+              help="html: GitHub's web URL (GitHub Enterprise Server: https://HOST).")
+def app_manifest(fmt: str, name: str | None, webhook_url: str | None, homepage: str | None,
+                 redirect_url: str | None, org: str | None, github_url: str) -> None:
+    """Print the GitHub App manifest (permissions and events the-loop needs)."""
+    import yaml
+
+    from the_loop.manifest import (
+        ManifestError,
+        customised,
+        html_form,
+        manifest_text,
+        registration_url,
+    )
+
+    overrides = {"name": name, "url": homepage, "webhook_url": webhook_url,
+                 "redirect_url": redirect_url}
+    try:
+        doc = customised(**overrides)
+        if fmt == "html":
+            if webhook_url is None:
+                raise ManifestError("--format html needs --webhook-url https://HOST/webhook "
+                                    "(the address GitHub will send deliveries to)")
+            click.echo(html_form(doc, registration_url(github_url, org)), nl=False)
+        elif fmt == "json":
+            click.echo(json.dumps(doc, indent=2, sort_keys=True))
+        elif any(v is not None for v in overrides.values()):
+            click.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
+        else:
+            click.echo(manifest_text(), nl=False)
+    except ManifestError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+# Commands that drive the graph live in their own module; importing registers them.
+from the_loop import drivers  # noqa: E402,F401
 
 if __name__ == "__main__":
     main()

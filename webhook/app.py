@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -51,6 +52,7 @@ REDIS_TIMEOUT_SECONDS = 2.0
 log = logging.getLogger("the_loop.webhook")
 
 _JSON = "application/json"
+_LOG_TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 _OK_BODY = b'{"ok": true}'
 _PING_BODY = b'{"ok": true, "event": "ping"}'
 
@@ -93,10 +95,10 @@ def make_redis_client(url: str) -> redis_lib.Redis:
 
 def _safe(value: object) -> str:
     """A header/payload value reduced to something safe to put in a log line."""
-    text = str(value) if value is not None else "-"
-    if len(text) <= 100 and text.replace("-", "").replace("_", "").replace(".", "").isalnum():
-        return text
-    return "<invalid>"
+    if value is None:
+        return "-"
+    text = str(value)
+    return text if _LOG_TOKEN.fullmatch(text) else "<invalid>"
 
 
 def create_app(
@@ -142,10 +144,14 @@ def create_app(
     def answer(payload: dict, status: int, headers: dict[str, str] | None = None) -> Response:
         return response_class(json.dumps(payload), status, headers, mimetype=_JSON)
 
-    def reject(error: DeliveryError, delivery_id: object, event: object) -> Response:
+    def reject(
+        error: DeliveryError, delivery_id: object, event: object, action: object = None,
+        outcome: str = "rejected",
+    ) -> Response:
         log.warning(
-            "webhook delivery=%s event=%s action=- outcome=rejected status=%d reason=%r",
-            _safe(delivery_id), _safe(event), error.status, error.reason,
+            "webhook delivery=%s event=%s action=%s outcome=%s status=%d reason=%r",
+            _safe(delivery_id), _safe(event), _safe(action), outcome, error.status,
+            error.reason,
         )
         headers = {"Retry-After": RETRY_AFTER_SECONDS} if error.status == 503 else None
         return answer({"ok": False, "error": error.reason}, error.status, headers)
@@ -184,12 +190,11 @@ def create_app(
         try:
             queued = enqueue(delivery)
         except redis_errors as exc:
-            log.error(
-                "webhook delivery=%s event=%s action=%s outcome=unavailable status=503 "
-                "error=%s",
-                delivery_id, event, _safe(delivery.action), type(exc).__name__,
+            # The exception text may quote the server; only its type goes in the reason.
+            unavailable = QueueUnavailableError(
+                f"queue unavailable ({type(exc).__name__}), retry later"
             )
-            return reject(QueueUnavailableError(), delivery_id, event)
+            return reject(unavailable, delivery_id, event, delivery.action, outcome="unavailable")
 
         outcome, status = ("queued", 202) if queued else ("duplicate", 200)
         log.info(

@@ -48,9 +48,8 @@ ENQUEUE_SCRIPT = """
 -- KEYS[6] = P:inbox:WORK_ITEM    optional: the work item's inbox (list)
 -- ARGV[1] = delivery id (= RQ job id)
 -- ARGV[2] = TTL of the marker and of the delivery record, seconds
--- ARGV[3] = N, number of delivery-record field/value arguments that follow
--- ARGV[4 .. 3+N] = delivery record fields and values
--- ARGV[4+N ..]   = RQ job hash fields and values
+-- ARGV[3..9] = event, action, received_at, installation_id, repository, work_item, body
+-- ARGV[10..] = RQ job hash fields and values
 -- Returns 1 when enqueued, 0 when the delivery id was already seen (nothing written).
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
@@ -65,12 +64,13 @@ if not holds(KEYS[4], 'list') or not holds(KEYS[5], 'set')
     or (#KEYS >= 6 and not holds(KEYS[6], 'list')) then
   return redis.error_reply('WRONGTYPE the-loop enqueue: queue or inbox key has the wrong type')
 end
-local n = tonumber(ARGV[3])
 -- Start from clean hashes: an expired marker may leave an old job/record behind.
 redis.call('DEL', KEYS[2], KEYS[3])
-redis.call('HSET', KEYS[2], unpack(ARGV, 4, 3 + n))
+redis.call('HSET', KEYS[2], 'delivery_id', ARGV[1], 'event', ARGV[3], 'action', ARGV[4],
+  'received_at', ARGV[5], 'installation_id', ARGV[6], 'repository', ARGV[7],
+  'work_item', ARGV[8], 'body', ARGV[9])
 redis.call('EXPIRE', KEYS[2], ARGV[2])
-redis.call('HSET', KEYS[3], unpack(ARGV, 4 + n))
+redis.call('HSET', KEYS[3], unpack(ARGV, 10))
 -- Inbox before the queue push, so a worker never pops a job whose inbox entry is missing.
 if #KEYS >= 6 then
   redis.call('RPUSH', KEYS[6], ARGV[1])
@@ -191,17 +191,17 @@ class DeliveryQueue:
         delivery_id = delivery.delivery_id
         job = self.build_job(delivery)
         job.enqueued_at = now()
-        record = [
-            "event", delivery.event,
-            "action", delivery.action or "",
-            "delivery_id", delivery_id,
-            "received_at", repr(time.time() if received_at is None else received_at),
-            "installation_id", "" if delivery.installation_id is None
-            else str(delivery.installation_id),
-            "repository", delivery.repository or "",
-            "work_item", delivery.work_item or "",
-            "body", delivery.body,
-        ]  # fmt: skip
+        # Order fixed by the script (ARGV[3..9]); absent values are "".
+        installation_id = delivery.installation_id
+        record = (
+            delivery.event,
+            delivery.action or "",
+            repr(time.time() if received_at is None else received_at),
+            "" if installation_id is None else str(installation_id),
+            delivery.repository or "",
+            delivery.work_item or "",
+            delivery.body,
+        )
         keys = [
             self.seen_key(delivery_id),
             self.delivery_key(delivery_id),
@@ -211,5 +211,5 @@ class DeliveryQueue:
         ]
         if delivery.work_item:
             keys.append(self.inbox_key(delivery.work_item))
-        args = [delivery_id, self.seen_ttl, len(record), *record, *_job_hash_args(job)]
+        args = [delivery_id, self.seen_ttl, *record, *_job_hash_args(job)]
         return self._script(keys=keys, args=args) == 1

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 DRIVE = "drive"  # advance the work item (enrolling it if it carries the label)
 DRIVE_IF_ENROLLED = "drive-if-enrolled"  # advance only a work item that already has state
 CONFIG = "config"  # repository configuration may have changed
+CI_ONLY = "ci"  # a CI result without a pull request reference: record it for verify-tests
 IGNORE = "ignore"
 
 # (event, action) -> route; action None matches every action of the event.
@@ -36,6 +37,7 @@ ROUTES: dict[tuple[str, str | None], str] = {
     ("check_suite", "completed"): DRIVE_IF_ENROLLED,
     ("workflow_run", "completed"): DRIVE_IF_ENROLLED,
     ("push", None): CONFIG,
+    ("status", None): CI_ONLY,
 }
 
 # Events the App receives and deliberately acknowledges without acting (with the reason).
@@ -44,7 +46,6 @@ ACKNOWLEDGED: dict[str, str] = {
     "installation": "installation lifecycle; nothing to advance",
     "installation_repositories": "installation lifecycle; nothing to advance",
     "label": "repository label change; phase labels are managed per work item",
-    "status": "commit status without a pull request reference",
 }
 
 

@@ -24,8 +24,9 @@ from graph.ports import Integration, IntegrationError, NotFound
 from graph.runtime import Runtime
 from graph.state import StateStore
 from workers import translate
+from workers.ci import RedisCI
 from workers.files import GitHubFiles
-from workers.router import CONFIG, DRIVE, IGNORE, route
+from workers.router import CI_ONLY, CONFIG, DRIVE, IGNORE, route
 from workers.settings import WorkerSettings
 from workers.state import RedisStateStore
 
@@ -184,6 +185,12 @@ class DeliveryProcessor:
         if chosen.kind == IGNORE:
             return Handled(delivery_id, "ignored", chosen.reason)
         payload = json.loads(record["body"])
+        ci = translate.ci_result(event, payload)
+        if ci is not None:
+            RedisCI(self.redis, self.settings.prefix, ci.repository).record(ci)
+            if chosen.kind == CI_ONLY:
+                return Handled(delivery_id, "ignored",
+                               f"recorded {ci.name}={ci.conclusion} for {ci.sha[:12]}")
         if chosen.kind == CONFIG:
             return self._on_push(delivery_id, payload)
         if ref is None:
@@ -214,6 +221,12 @@ class DeliveryProcessor:
             if maybe is None:
                 return Handled(delivery_id, "ignored", "not a work item")
             result = maybe
+        if installation_id is not None:
+            state = self.store.load(ref)
+            if state is not None and state.installation_id != installation_id:
+                # `the-loop graph force` needs it to comment as the App.
+                state.installation_id = installation_id
+                self.store.save(state)
         return Handled(delivery_id, "advanced", f"{result.status} at {result.node}")
 
     # -- helpers -----------------------------------------------------------------------
@@ -237,18 +250,18 @@ class DeliveryProcessor:
         repository = payload.get("repository") or {}
         repo = str(repository.get("full_name"))
         default_branch = str(repository.get("default_branch") or "main")
-        head = translate.head_sha(payload)
+        head, head_ref = translate.head_sha(payload), translate.head_ref(payload)
         item = translate.subject(payload) or {}
         number = item.get("number")
         is_pr = "pull_request" in payload or bool(item.get("pull_request"))
+        if is_pr and number is not None and not (head and head_ref):
+            # An issue_comment on a PR does not carry the head; ask once.
+            pull = github.call("get-pull-request", repo=repo, number=number)
+            head, head_ref = str(pull["head_sha"]), str(pull["head_ref"])
 
         def resolve_ref() -> str:
             # Artifacts are read at the PR head for a pull request, else the default branch.
-            if head:
-                return head
-            if is_pr and number is not None:
-                return str(github.call("get-pull-request", repo=repo, number=number)["head_sha"])
-            return default_branch
+            return head or default_branch
 
         return HookConfig(
             collaborators=self._load_collaborators(github, repo, default_branch),
@@ -256,6 +269,9 @@ class DeliveryProcessor:
             files=GitHubFiles(github, repo, resolve_ref),
             enrolment_label=self.settings.enrolment_label,
             bot_logins=self.settings.bot_logins,
+            ci=RedisCI(self.redis, self.settings.prefix, repo),
+            head_sha=head,
+            head_ref=head_ref,
         )
 
     def _load_collaborators(self, github: Integration, repo: str, branch: str) -> Collaborators:

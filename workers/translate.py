@@ -7,6 +7,7 @@ performs I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from graph.context import DEFAULT_SPEC_DIR
@@ -70,6 +71,47 @@ def inbound_event(event: str, delivery_id: str, payload: Mapping[str, Any]) -> I
         head_sha=(pull.get("head") or {}).get("sha"),
         label=label.get("name"),
     )
+
+
+def head_ref(payload: Mapping[str, Any]) -> str | None:
+    """The pull request head branch named by the payload, if any."""
+    pull = payload.get("pull_request") or {}
+    return (pull.get("head") or {}).get("ref")
+
+
+@dataclass(frozen=True)
+class CIResult:
+    """One CI result for a commit: ``name`` (check run, app slug of a check suite,
+    workflow name, or status context) and its ``conclusion`` (GitHub's word; a commit
+    status's ``state``; ``pending`` while not completed)."""
+
+    repository: str
+    sha: str
+    name: str
+    conclusion: str
+
+
+def ci_result(event: str, payload: Mapping[str, Any]) -> CIResult | None:
+    """The CI result a ``check_run``, ``check_suite``, ``workflow_run`` or ``status``
+    payload reports (GitHub docs, "Webhook events and payloads"), else ``None``."""
+    repo = (payload.get("repository") or {}).get("full_name")
+    if not repo:
+        return None
+    if event in ("check_run", "check_suite", "workflow_run"):
+        obj = payload.get(event) or {}
+        if event == "check_suite":
+            name = ((obj.get("app") or {}).get("slug")) or "check_suite"
+        else:
+            name = obj.get("name")
+        sha = obj.get("head_sha")
+        conclusion = obj.get("conclusion") if obj.get("status") == "completed" else "pending"
+    elif event == "status":
+        name, sha, conclusion = payload.get("context"), payload.get("sha"), payload.get("state")
+    else:
+        return None
+    if not (name and sha and conclusion):
+        return None
+    return CIResult(str(repo), str(sha), str(name), str(conclusion))
 
 
 def head_sha(payload: Mapping[str, Any]) -> str | None:

@@ -85,4 +85,5 @@ def classify_feedback(ctx: HookContext) -> HookResult:
         source=source,
         delivery=event.delivery_id,
         body_sha256=event.body_sha256,
+        comment_id=event.comment_id,
     )

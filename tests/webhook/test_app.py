@@ -366,3 +366,15 @@ def test_gunicorn_conf_defaults_and_env(monkeypatch) -> None:
     monkeypatch.setenv("THE_LOOP_WEB_WORKERS", "zero")
     with pytest.raises(SystemExit, match="THE_LOOP_WEB_WORKERS"):
         runpy.run_path(str(path))
+
+
+def test_redis_down_logs_one_line(redis_ns, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="the_loop.webhook")
+    app = create_app(settings_for(redis_ns, redis_url=CLOSED_PORT_URL))
+    delivery = redis_ns.new_id()
+    signed_post(app.test_client(), load_fixture("issues", "opened"), event="issues",
+                secret=SECRET, delivery=delivery)
+    (line,) = [rec.getMessage() for rec in caplog.records if rec.name == "the_loop.webhook"]
+    for part in (f"delivery={delivery}", "event=issues", "action=opened",
+                 "outcome=unavailable", "status=503"):
+        assert part in line

@@ -1,0 +1,106 @@
+"""Run every benchmark, print a compact table and write benchmarks/results/latest.json.
+
+    make bench            # = .venv/bin/python benchmarks/run_all.py
+    .venv/bin/python benchmarks/run_all.py --quick      # shorter, for a smoke check
+
+The targets from the issue are printed next to the figures; they are measurements to
+watch, not assertions (the exit status is 0 whenever the benchmarks ran).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import _common as c
+import ingest
+import worker
+
+TARGETS = {
+    "ingest_ratio": 0.45,       # receiver rps >= 45% of the bare app's
+    "p99_ms": 25.0,             # at 500 req/s
+    "worker_rate": 400.0,       # routine deliveries/s per worker process
+    "web_rss_mib": 80.0,
+    "worker_rss_mib": 120.0,
+}
+
+
+def _mark(ok: bool) -> str:
+    return "ok  " if ok else "MISS"
+
+
+def table(ing: dict, wrk: dict) -> list[str]:
+    t = ing["throughput"]
+    f = ing["fixed_rate"]["receiver"]
+    rate = ing["settings"]["rate"]
+    web_rss = max(w.get("VmHWM", 0) for w in ing["rss_kib"]["receiver"]["workers"]) / 1024
+    loop = wrk["runs"].get("the-loop LoopWorker", {})
+    wrate = loop.get("rate") or 0
+    wrss = (loop.get("max_rss_kib") or 0) / 1024
+    rows = [
+        ("ingest rps receiver / bare", f"{t['receiver_rps']:.0f} / {t['bare_rps']:.0f} "
+         f"= {t['ratio']:.1%}", ">= 45%", t["ratio"] >= TARGETS["ingest_ratio"]),
+        (f"latency @{rate:g} req/s p50 / p99", f"{f['latency_ms']['p50']:.1f} / "
+         f"{f['latency_ms']['p99']:.1f} ms (achieved {f['achieved_rate']:.0f}/s)",
+         "p99 <= 25 ms", f["latency_ms"]["p99"] <= TARGETS["p99_ms"]),
+        ("web worker peak RSS", f"{web_rss:.1f} MiB", "<= 80 MB",
+         web_rss <= TARGETS["web_rss_mib"]),
+        ("worker deliveries/s (1 process)", f"{wrate:.0f}/s", ">= 400/s",
+         wrate >= TARGETS["worker_rate"]),
+        ("RQ worker peak RSS", f"{wrss:.1f} MiB", "<= 120 MB",
+         0 < wrss <= TARGETS["worker_rss_mib"]),
+    ]
+    out = [f"{'figure':<34}{'measured':<42}{'target':<14}"]
+    out += [f"{a:<34}{b:<42}{c_:<14}{_mark(ok)}" for a, b, c_, ok in rows]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="Run all benchmarks.")
+    p.add_argument("--quick", action="store_true", help="short runs (smoke check, noisier)")
+    p.add_argument("--wait-quiet", type=float, default=0.0,
+                   help="per measured phase, wait up to N s for the machine to be idle")
+    p.add_argument("--out", default=str(c.RESULTS / "latest.json"))
+    args = p.parse_args(argv)
+    wq = ["--wait-quiet", str(args.wait_quiet)]
+    if args.quick:
+        ing_args = ["--seconds", "3", "--rounds", "1", "--rate-seconds", "4", *wq]
+        wrk_args = ["--count", "500", "--compare-count", "200", "--fork-count", "10", *wq]
+    else:
+        ing_args = ["--seconds", "6", "--rounds", "2", "--rate-seconds", "8", *wq]
+        wrk_args = ["--count", "2000", "--compare-count", "500", "--fork-count", "30", *wq]
+
+    started = time.time()
+    mach = c.machine()
+    print("ingest benchmark ...", file=sys.stderr)
+    ing = ingest.main(ing_args)
+    print("worker benchmark ...", file=sys.stderr)
+    wrk = worker.main(wrk_args)
+    result = {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "elapsed_s": round(time.time() - started, 1),
+        "machine": mach,
+        "targets": TARGETS,
+        "ingest": ing,
+        "worker": wrk,
+    }
+    c.RESULTS.mkdir(parents=True, exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+        f.write("\n")
+    print(f"\nmachine: {mach['nproc']} CPUs, {mach['cpu_model']}, {mach['mem_gib']} GiB, "
+          f"Python {mach['python']}; run took {result['elapsed_s']} s")
+    print()
+    print("\n".join(ingest.summary_lines(ing)))
+    print()
+    print("\n".join(worker.summary_lines(wrk)))
+    print()
+    print("\n".join(table(ing, wrk)))
+    print(f"\nwritten: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+{{/* Chart name, truncated to the 63 characters of a DNS label. */}}
+{{- define "the-loop.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Release-qualified name; "-redis" and "-worker" suffixes must still fit in 63. */}}
+{{- define "the-loop.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "the-loop.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels shared by every object. */}}
+{{- define "the-loop.labels" -}}
+helm.sh/chart: {{ include "the-loop.chart" . }}
+app.kubernetes.io/name: {{ include "the-loop.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Selector labels; pass (dict "ctx" $ "component" "web"). */}}
+{{- define "the-loop.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "the-loop.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "the-loop.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "the-loop.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "the-loop.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* "true" when the chart runs its own Redis (no external URL configured). */}}
+{{- define "the-loop.builtinRedis" -}}
+{{- if and (not .Values.redis.url) (not .Values.redis.urlSecretKey) }}true{{ end }}
+{{- end }}
+
+{{- define "the-loop.redisName" -}}
+{{- printf "%s-redis" (include "the-loop.fullname" .) }}
+{{- end }}
+
+{{/* The REDIS_URL environment entry, for the web and the worker alike. */}}
+{{- define "the-loop.redisEnv" -}}
+- name: REDIS_URL
+{{- if .Values.redis.urlSecretKey }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.secret.name }}
+      key: {{ .Values.redis.urlSecretKey }}
+{{- else if .Values.redis.url }}
+  value: {{ .Values.redis.url | quote }}
+{{- else }}
+  value: {{ printf "redis://%s:6379/0" (include "the-loop.redisName" .) | quote }}
+{{- end }}
+{{- end }}
+
+{{/* One secretKeyRef environment entry: (dict "name" VAR "secret" NAME "key" KEY "optional" BOOL). */}}
+{{- define "the-loop.secretEnv" -}}
+- name: {{ .name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ .secret }}
+      key: {{ .key }}
+      optional: {{ .optional }}
+{{- end }}
+
+{{/* Environment shared by web and worker: config file, Redis, plain variables.
+     Pass (dict "ctx" $ "env" .Values.web.env); the component's env wins over .Values.env. */}}
+{{- define "the-loop.commonEnv" -}}
+- name: THE_LOOP_CONFIG
+  value: /etc/the-loop/cli-config.yaml
+{{ include "the-loop.redisEnv" .ctx }}
+{{- range $name, $value := merge (dict) (.env | default dict) (.ctx.Values.env | default dict) }}
+- name: {{ $name }}
+  value: {{ $value | quote }}
+{{- end }}
+{{- end }}
+
+{{/* Volumes shared by web and worker: the config file and a writable /tmp. */}}
+{{- define "the-loop.volumes" -}}
+- name: config
+  configMap:
+    name: {{ include "the-loop.fullname" . }}-config
+- name: tmp
+  emptyDir:
+    sizeLimit: 256Mi
+{{- end }}
+
+{{- define "the-loop.volumeMounts" -}}
+- name: config
+  mountPath: /etc/the-loop
+  readOnly: true
+- name: tmp
+  mountPath: /tmp
+{{- end }}
+
+{{/* Pod template annotations: roll the pods when cli-config.yaml changes. */}}
+{{- define "the-loop.podAnnotations" -}}
+checksum/config: {{ include (print $.Template.BasePath "/configmap.yaml") . | sha256sum }}
+{{- end }}

@@ -1,0 +1,107 @@
+"""``record-feedback``: append a gate's decision to the reviewed artifact's
+``## Review comments`` section (specification, "Approved with comments — the comments land
+in the artifact")."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+from graph.markers import MARKER_RE
+from graph.model import HookContext, HookResult, Message
+from graph.ports import IntegrationError
+from graph.registry import hook
+from graph.review import append_entry
+
+MAX_BULLETS = 20
+MAX_BULLET_CHARS = 300
+_COMMAND = re.compile(r"^\s*/(approve-with-comments|approve|request-changes)\b")
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+
+
+def follow_ups(body: str | None) -> list[str]:
+    """The reviewer's remarks as bullet texts: non-empty lines that are not commands,
+    quotes (``>``) or code fences, with HTML comments removed, each one line, bounded."""
+    if not body:
+        return []
+    text = MARKER_RE.sub("", _HTML_COMMENT.sub("", body))
+    out: list[str] = []
+    in_fence = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith(("```", "~~~")):
+            in_fence = not in_fence
+            continue
+        if in_fence or not line or line.startswith(">") or _COMMAND.match(line):
+            continue
+        line = re.sub(r"^[-*+]\s+", "", line).lstrip("#").strip()
+        if line:
+            out.append(line[:MAX_BULLET_CHARS])
+        if len(out) >= MAX_BULLETS:
+            break
+    return out
+
+
+@hook("record-feedback", requires={"github": {"get-file", "put-file"}}, boundaries={"exit"},
+      params={"into", "section"})
+def record_feedback(ctx: HookContext) -> HookResult:
+    """Append ``### <date> — @<login> — <outcome>`` (and the reviewer's follow-ups for an
+    approval with comments) to each ``into`` artifact. Locally (``ctx.repo`` set) the file
+    is written in place; in the service it is committed to the pull request branch with
+    the transport's ``put-file`` and a SHA precondition (a conflict re-reads and retries).
+
+    Returns ``skip`` when no decision precedes it in the chain; ``block`` when the record
+    cannot be written (an unrecorded decision must not pass silently).
+    """
+    name = "record-feedback"
+    decided = next((r for r in reversed(ctx.results)
+                    if r.status == "pass" and "outcome" in r.data and "actor" in r.data), None)
+    if decided is None:
+        return HookResult.skipped(name, "no decision earlier in the chain")
+    if ctx.repo is None and not ctx.config.head_ref:
+        return HookResult.skipped(
+            name, "not a pull request: the decision is recorded in state and on the work item")
+    outcome, login = str(decided.data["outcome"]), str(decided.data["actor"])
+    bullets = follow_ups(ctx.event.body if ctx.event else None) if outcome != "approved" else []
+    date = dt.datetime.now(dt.UTC).date().isoformat()
+    into = ctx.params.get("into") or list(ctx.artifacts) or []
+    targets = [into] if isinstance(into, str) else list(into)
+    base = ctx.work_item.spec_dir.rstrip("/")
+    written = []
+    for name_ in targets:
+        path = f"{base}/{name_}" if base else name_
+        try:
+            _write(ctx, path, lambda text: append_entry(
+                text, date=date, login=login, outcome=outcome, bullets=bullets))
+        except (IntegrationError, OSError, ValueError) as exc:
+            return HookResult.blocked(name, Message(
+                f"could not record the review in {path} ({type(exc).__name__})",
+                path=path, code="record-failed"))
+        written.append(path)
+    return HookResult.passed(name, recorded=written, bullets=len(bullets))
+
+
+def _write(ctx: HookContext, path: str, change) -> None:  # type: ignore[no-untyped-def]
+    if ctx.repo is not None:
+        target = (ctx.repo / path).resolve()
+        if ctx.repo.resolve() not in target.parents:
+            raise ValueError("path leaves the checkout")
+        current = target.read_text(encoding="utf-8") if target.exists() else ""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(change(current), encoding="utf-8")
+        return
+    github = ctx.config.integrations.get("github")
+    branch = ctx.config.head_ref
+    if github is None or ctx.work_item.repository is None or not branch:
+        raise ValueError("no pull request branch to commit the record to")
+    for _ in range(3):
+        got = github.call("get-file", repo=ctx.work_item.repository, path=path, ref=branch)
+        try:
+            github.call("put-file", repo=ctx.work_item.repository, path=path, branch=branch,
+                        text=change(got["text"]), sha=got["sha"],
+                        message=f"the-loop: record review of {path}")
+            return
+        except IntegrationError as exc:
+            if exc.status not in (409, 422):  # someone pushed meanwhile: re-read and retry
+                raise
+    raise ValueError("the branch kept changing while the review was recorded")

@@ -1,0 +1,85 @@
+"""Build the runtime for a local checkout (``the-loop run``, ``check``, ``graph force
+--repo``) and for the service's Redis state (``graph force`` without ``--repo``)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from graph.compile import Graph, load_graph
+from graph.context import (
+    COLLABORATORS_PATH,
+    DEFAULT_SPEC_DIR,
+    Collaborators,
+    HookConfig,
+    LocalFiles,
+)
+from graph.model import WorkItem
+from graph.runtime import Runtime
+from graph.state import FileStateStore, StateStore
+
+GITHUB_REF = re.compile(r"^github:(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)#(?P<number>\d+)$")
+LOCAL_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/#-]{0,199}$")
+STATE_DIR = ".the-loop/state"
+
+
+class RefError(ValueError):
+    """A work item ref is malformed; the message shows the accepted forms."""
+
+
+def parse_ref(ref: str, spec_dir: str = DEFAULT_SPEC_DIR) -> WorkItem:
+    """``github:OWNER/REPO#N`` (artifacts in ``specs/N``) or a local name such as
+    ``local:login-page`` (artifacts in ``specs/login-page``).
+
+    Raises:
+        RefError: neither form.
+    """
+    match = GITHUB_REF.match(ref)
+    if match:
+        number = int(match["number"])
+        return WorkItem(ref=ref, id=number, repository=match["repo"],
+                        spec_dir=spec_dir.format(number=number))
+    if not LOCAL_REF.match(ref):
+        raise RefError(f"work item ref {ref!r} is malformed; use github:OWNER/REPO#N or a "
+                       "local name like local:login-page")
+    name = ref.split(":", 1)[-1].replace("/", "-").replace("#", "-")
+    return WorkItem(ref=ref, spec_dir=spec_dir.format(number=name))
+
+
+@dataclass
+class Local:
+    """A runtime over a local checkout with file state and no network integrations."""
+
+    runtime: Runtime
+    work_item: WorkItem
+    config: HookConfig
+    repo: Path
+
+    @property
+    def graph(self) -> Graph:
+        return self.runtime.graph
+
+
+def open_local(
+    repo: Path, ref: str, graph_path: str | None = None, env: Mapping[str, str] | None = None
+) -> Local:
+    """Compile the graph, read ``.the-loop/collaborators.yaml`` from the checkout, and
+    keep state under ``<repo>/.the-loop/state``.
+
+    Raises:
+        RefError, graph.compile.GraphError, graph.context.ConfigFileError.
+    """
+    env = os.environ if env is None else env
+    repo = repo.resolve()
+    graph = load_graph(graph_path or env.get("THE_LOOP_GRAPH") or None)
+    files = LocalFiles(repo)
+    spec_dir = env.get("THE_LOOP_SPEC_DIR") or DEFAULT_SPEC_DIR
+    work_item = parse_ref(ref, spec_dir)
+    collaborators = Collaborators.parse(files.read_text(COLLABORATORS_PATH),
+                                        str(repo / COLLABORATORS_PATH))
+    config = HookConfig(collaborators=collaborators, files=files)
+    store: StateStore = FileStateStore(repo / STATE_DIR)
+    return Local(Runtime(graph, store), work_item, config, repo)

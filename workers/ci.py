@@ -1,0 +1,43 @@
+"""CI results recorded from events, per commit, in Redis (a graph.context.CIResults)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import redis
+
+from workers.translate import CIResult
+
+CI_TTL_SECONDS = 30 * 24 * 3600
+
+
+class RedisCI:
+    """``<prefix>:ci:<repo>:<sha>``: a hash of check name -> conclusion, kept 30 days.
+
+    Args:
+        connection: Redis client.
+        prefix: the-loop's key prefix.
+        repository: ``OWNER/NAME`` the commits belong to.
+    """
+
+    def __init__(self, connection: redis.Redis, prefix: str, repository: str) -> None:
+        self.redis = connection
+        self.prefix = prefix
+        self.repository = repository
+
+    def key(self, sha: str) -> str:
+        """Redis key of ``sha``'s results."""
+        return f"{self.prefix}:ci:{self.repository}:{sha}"
+
+    def record(self, result: CIResult) -> None:
+        """Store ``result`` (a later result for the same name replaces the earlier one)."""
+        pipe = self.redis.pipeline()
+        pipe.hset(self.key(result.sha), result.name, result.conclusion)
+        pipe.expire(self.key(result.sha), CI_TTL_SECONDS)
+        pipe.execute()
+
+    def conclusions(self, sha: str) -> Mapping[str, str]:
+        return {
+            (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+            for k, v in self.redis.hgetall(self.key(sha)).items()
+        }
