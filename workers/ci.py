@@ -36,6 +36,21 @@ class RedisCI:
         pipe.expire(self.key(result.sha), CI_TTL_SECONDS)
         pipe.execute()
 
+    def remember(self, sha: str, ref: str) -> None:
+        """Note that work item ``ref``'s pull request head is ``sha`` (so a commit status,
+        which names no pull request, can find it)."""
+        key = f"{self.prefix}:sha:{self.repository}:{sha}"
+        pipe = self.redis.pipeline()
+        pipe.sadd(key, ref)
+        pipe.expire(key, CI_TTL_SECONDS)
+        pipe.execute()
+
+    def work_items(self, sha: str) -> list[str]:
+        """Work items whose pull request head was ``sha``."""
+        key = f"{self.prefix}:sha:{self.repository}:{sha}"
+        return sorted(m.decode() if isinstance(m, bytes) else m
+                      for m in self.redis.smembers(key))
+
     def conclusions(self, sha: str) -> Mapping[str, str]:
         return {
             (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)

@@ -187,10 +187,15 @@ class DeliveryProcessor:
         payload = json.loads(record["body"])
         ci = translate.ci_result(event, payload)
         if ci is not None:
-            RedisCI(self.redis, self.settings.prefix, ci.repository).record(ci)
-            if chosen.kind == CI_ONLY:
+            store = RedisCI(self.redis, self.settings.prefix, ci.repository)
+            store.record(ci)
+            if chosen.kind == CI_ONLY and ref is None:
+                # A commit status names no pull request: re-drive the work items whose
+                # head is that commit, each through its own inbox (order is kept).
+                fanned = self._fan_out(delivery_id, event, record, store.work_items(ci.sha))
                 return Handled(delivery_id, "ignored",
-                               f"recorded {ci.name}={ci.conclusion} for {ci.sha[:12]}")
+                               f"recorded {ci.name}={ci.conclusion} for {ci.sha[:12]}; "
+                               f"re-driving {fanned} work item(s)")
         if chosen.kind == CONFIG:
             return self._on_push(delivery_id, payload)
         if ref is None:
@@ -199,12 +204,12 @@ class DeliveryProcessor:
         if chosen.kind == DRIVE and not enrolled:
             return Handled(delivery_id, "ignored",
                            f"not a work item (no {self.settings.enrolment_label!r} label)")
-        if chosen.kind != DRIVE and self.store.load(ref) is None:
+        if chosen.kind != DRIVE and self.store.load(ref) is None:  # drive-if-enrolled, CI
             return Handled(delivery_id, "ignored", "not a work item")
         installation = record.get("installation_id")
         installation_id = int(_text(installation)) if installation not in (None, b"", "") else None
         github = self._github(installation_id)
-        config = self._hook_config(github, payload)
+        config = self._hook_config(github, payload, ref)
         item = translate.work_item(ref, payload, self.settings.spec_dir)
         inbound = translate.inbound_event(event, delivery_id, payload)
         self.store.append_event(ref, "delivery.received", {
@@ -246,30 +251,40 @@ class DeliveryProcessor:
                 integration="github", op="connect")
         return self.github(installation_id)
 
-    def _hook_config(self, github: Integration, payload: Mapping[str, Any]) -> HookConfig:
+    def _hook_config(
+        self, github: Integration, payload: Mapping[str, Any], ref: str
+    ) -> HookConfig:
         repository = payload.get("repository") or {}
         repo = str(repository.get("full_name"))
         default_branch = str(repository.get("default_branch") or "main")
         head, head_ref = translate.head_sha(payload), translate.head_ref(payload)
-        item = translate.subject(payload) or {}
-        number = item.get("number")
-        is_pr = "pull_request" in payload or bool(item.get("pull_request"))
-        if is_pr and number is not None and not (head and head_ref):
-            # An issue_comment on a PR does not carry the head; ask once.
-            pull = github.call("get-pull-request", repo=repo, number=number)
-            head, head_ref = str(pull["head_sha"]), str(pull["head_ref"])
+        subject = translate.subject(payload)
+        number = int(ref.rpartition("#")[2])
+        is_pr = "pull_request" in payload or bool((subject or {}).get("pull_request"))
+        if (is_pr or subject is None) and not (head and head_ref):
+            # An issue_comment on a PR, or a CI event, does not carry the head: ask once.
+            try:
+                pull = github.call("get-pull-request", repo=repo, number=number)
+            except NotFound:
+                pull = None  # an issue, not a pull request
+            if pull is not None:
+                is_pr = True
+                head, head_ref = str(pull["head_sha"]), str(pull["head_ref"])
 
         def resolve_ref() -> str:
             # Artifacts are read at the PR head for a pull request, else the default branch.
             return head or default_branch
 
+        ci = RedisCI(self.redis, self.settings.prefix, repo)
+        if head and is_pr:
+            ci.remember(head, ref)
         return HookConfig(
             collaborators=self._load_collaborators(github, repo, default_branch),
             integrations={"github": github},
             files=GitHubFiles(github, repo, resolve_ref),
             enrolment_label=self.settings.enrolment_label,
             bot_logins=self.settings.bot_logins,
-            ci=RedisCI(self.redis, self.settings.prefix, repo),
+            ci=ci,
             head_sha=head,
             head_ref=head_ref,
         )
@@ -292,6 +307,32 @@ class DeliveryProcessor:
             collaborators = Collaborators()
         self._collaborators[repo] = (time.monotonic() + self.settings.config_ttl, collaborators)
         return collaborators
+
+    def _fan_out(self, delivery_id: str, event: str, record: Mapping[str, Any],
+                 refs: list[str]) -> int:
+        """Queue ``delivery_id``'s payload again for each work item in ``refs``."""
+        from webhook.enqueue import DeliveryQueue
+        from webhook.events import Delivery
+
+        queue = DeliveryQueue(self.redis, queue_name=self.settings.queue,
+                              prefix=self.settings.prefix)
+        body = record["body"] if isinstance(record["body"], bytes) else str(
+            record["body"]).encode()
+        payload = json.loads(body)
+        installation = _text(record.get("installation_id", b"")) or None
+        count = 0
+        for i, ref in enumerate(sorted(refs)):
+            count += queue.enqueue(Delivery(
+                delivery_id=f"{delivery_id}-w{i}",
+                event=event,
+                action=None,
+                body=body,
+                payload=payload,
+                installation_id=int(installation) if installation else None,
+                repository=_text(record.get("repository", b"")) or None,
+                work_item=ref,
+            ))
+        return count
 
     def _on_push(self, delivery_id: str, payload: Mapping[str, Any]) -> Handled:
         repository = payload.get("repository") or {}

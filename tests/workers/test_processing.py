@@ -175,3 +175,35 @@ def test_a_failing_delivery_is_recorded_and_does_not_block_the_next(env):
         processor.process(again, "issue_comment", f"github:{REPO}#1")
     assert json.loads(ns.client.hget(processor.failed_key, again))["reason"].startswith(
         "github connect: no GitHub credentials: set THE_LOOP_GITHUB_APP_ID")
+
+
+def test_a_commit_status_re_drives_the_work_item_whose_head_it_names(env):
+    """Given an enrolled pull request at implementation waiting for check `tests`
+    When GitHub sends a `status` event (no PR reference) for its head commit
+    Then the worker re-drives that work item, which moves to review."""
+    gh, processor, queue, ns = env
+    gh.operations = gh.operations | {"list-pull-files"}
+    gh.op_list_pull_files = lambda repo, number: {"files": ["app.py"]}
+    pr = json.loads(load_fixture("pull_request", "labeled"))
+    pr["label"] = {"name": "the-loop"}
+    pr["pull_request"]["labels"].append({"name": "the-loop"})
+    head = pr["pull_request"]["head"]["sha"]
+    ref = f"github:{REPO}#2"
+    gh.pulls[(REPO, 2)] = {"number": 2, "head_sha": head, "head_ref": "changes",
+                           "base_ref": "master", "state": "open"}
+    deliver(queue, "pull_request", pr)
+    work(ns)
+    from graph.context import HookConfig
+    from workers import translate
+    processor.runtime.force(translate.work_item(ref, pr), HookConfig(), "implementation",
+                            "test: jump to implementation")
+    deliver(queue, "pull_request", pr)  # evaluates verify-tests: no result yet
+    work(ns)
+    store = RedisStateStore(ns.client, ns.prefix)
+    assert store.load(ref).status == "waiting"
+    status = json.loads(load_fixture("status", "payload"))
+    status.update(sha=head, context="tests", state="success")
+    deliver(queue, "status", status)
+    work(ns)
+    state = store.load(ref)
+    assert state.current_node == "review", state.parked_reason
