@@ -6,7 +6,7 @@ Everything here is data or a handle; no secret value is ever stored in a HookCon
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -145,6 +145,14 @@ class HookConfig:
         ci: CI results recorded from events, by commit.
         head_sha: the pull request head commit under evaluation, if any.
         head_ref: the pull request head branch (where record-feedback commits), if any.
+        policy: the harness config as a plain mapping (``gates``, ``security``...).
+        permissions: login -> the person's GitHub permission on the repository (cached by
+            the caller), or ``None`` when not available.
+        trees: commit SHA -> its tree SHA, or ``None`` when not available.
+        classifier: the optional model classifier: (authorized text, allowed outcomes)
+            -> an outcome or ``None`` (invalid output after its retries).
+        human_only: risk tier -> whether gates must be decided by an explicit human
+            signal (default: always).
     """
 
     harness: Mapping[str, Any] = field(default_factory=dict)
@@ -156,3 +164,8 @@ class HookConfig:
     ci: CIResults = field(default_factory=NoCI)
     head_sha: str | None = None
     head_ref: str | None = None
+    policy: Mapping[str, Any] = field(default_factory=dict)
+    permissions: Callable[[str], str | None] | None = None
+    trees: Callable[[str], str | None] | None = None
+    classifier: Callable[[str, Sequence[str]], str | None] | None = None
+    human_only: Callable[[int | None], bool] = field(default=lambda tier: True)

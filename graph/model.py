@@ -174,6 +174,9 @@ class InboundEvent:
         comment_id: id of the comment or review the body came from.
         head_sha: the pull request head commit the event refers to, if any.
         label: the label added or removed, for ``labeled``/``unlabeled`` events.
+        author: login of the comment's or review's author (differs from ``actor`` when
+            someone else edited it).
+        review_commit: the commit a pull request review was submitted on.
     """
 
     kind: str
@@ -185,6 +188,8 @@ class InboundEvent:
     comment_id: int | None = None
     head_sha: str | None = None
     label: str | None = None
+    author: str | None = None
+    review_commit: str | None = None
 
     @property
     def body_sha256(self) -> str | None:

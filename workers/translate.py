@@ -70,6 +70,9 @@ def inbound_event(event: str, delivery_id: str, payload: Mapping[str, Any]) -> I
         comment_id=comment.get("id") if isinstance(comment, Mapping) else None,
         head_sha=(pull.get("head") or {}).get("sha"),
         label=label.get("name"),
+        author=((comment.get("user") or {}).get("login")
+                if isinstance(comment, Mapping) else None),
+        review_commit=review.get("commit_id"),
     )
 
 

@@ -1,44 +1,95 @@
 """``classify-feedback``: turn an authorized person's reply into a closed-enum outcome.
 
-Deterministic rules for now: pull request review states and line commands. Only text
-from an author listed for the gate's role in ``.the-loop/collaborators.yaml`` is read at
-all (specification, "Security design": the authorization filter runs before the text is
-read); anything else keeps the gate waiting.
+Rules first (pull request review states and line commands), then, optionally, a model
+classifier the operator configured. Only text from an author authorized for the gate's
+role is read at all (specification, "Security design": the authorization filter runs
+before the text is read); the outcome is always one of the gate's declared outcomes, and
+policy outranks any model: an approval the harness config reserves for a human is
+granted only by an explicit human signal. Anything else keeps the gate waiting.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from graph.markers import is_own
-from graph.model import HookContext, HookResult, Message
+from graph.model import HookContext, HookResult, InboundEvent, Message
 from graph.registry import hook
 
 OUTCOMES = ("approved", "approved-with-comments", "changes-requested")
+APPROVALS = frozenset({"approved", "approved-with-comments"})
 COMMANDS = {
     "/approve": "approved",
     "/approve-with-comments": "approved-with-comments",
     "/request-changes": "changes-requested",
 }
 REVIEW_STATES = {"APPROVED": "approved", "CHANGES_REQUESTED": "changes-requested"}
-# A command counts only at the start of its own line, as a whole word.
-COMMAND_RE = re.compile(r"^[ \t]*(/approve-with-comments|/approve|/request-changes)(?![\w-])",
+# A command counts only at the start of its own line, alone on it (a trailing HTML
+# comment is tolerated; it has been removed before this runs).
+COMMAND_RE = re.compile(r"^[ \t]*(/approve-with-comments|/approve|/request-changes)[ \t]*$",
                         re.MULTILINE)
+FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)",
+                      re.MULTILINE | re.DOTALL)
+HTML_COMMENT_RE = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
+INLINE_CODE_RE = re.compile(r"(`+)(?:(?!\1).)+?\1")
+QUOTE_RE = re.compile(r"^[ \t]*>.*$", re.MULTILINE)
 FEEDBACK_KINDS = frozenset({
     "issue_comment.created", "issue_comment.edited",
     "pull_request_review.submitted", "pull_request_review.edited",
     "pull_request_review_comment.created", "pull_request_review_comment.edited",
 })
+PERMISSION_ORDER = ("none", "read", "triage", "write", "maintain", "admin")
+
+
+def strip_non_commands(body: str) -> str:
+    """``body`` without what can never carry a command: fenced code, HTML comments,
+    quoted (``>``) lines and inline code."""
+    text = body.replace("\r\n", "\n")
+    text = FENCE_RE.sub("", text)
+    text = HTML_COMMENT_RE.sub("", text)
+    text = QUOTE_RE.sub("", text)
+    return INLINE_CODE_RE.sub("", text)
 
 
 def parse_command(body: str) -> str | None:
-    """The outcome of the first line command in ``body``, or ``None``.
+    """The outcome of the line command in ``body``, or ``None``.
 
-    Only a command at the start of a line counts; ``/approve`` inside a sentence does not.
-    Two different commands in one body are ambiguous and give ``None``.
+    A command counts only at the start of its own line and alone on it (a trailing HTML
+    comment is tolerated); quoted lines, fenced and inline code and HTML comments are
+    ignored. Two different commands in one body are ambiguous and give ``None``.
     """
-    found = {COMMANDS[m.group(1)] for m in COMMAND_RE.finditer(body)}
+    found = {COMMANDS[m.group(1)] for m in COMMAND_RE.finditer(strip_non_commands(body))}
     return found.pop() if len(found) == 1 else None
+
+
+def permission_at_least(held: str | None, needed: str) -> bool:
+    """Whether GitHub repository permission ``held`` is ``needed`` or stronger."""
+    order = {p: i for i, p in enumerate(PERMISSION_ORDER)}
+    return order.get(held or "none", 0) >= order.get(needed, len(order))
+
+
+def _gates(ctx: HookContext) -> Mapping[str, Any]:
+    gates = ctx.config.policy.get("gates") if ctx.config.policy else None
+    return gates if isinstance(gates, Mapping) else {}
+
+
+def _stale(ctx: HookContext, event: InboundEvent) -> str | None:
+    """Why an approving review no longer counts, or ``None``: it approved a commit other
+    than the pull request head, the trees differ (a rebase to the same tree keeps it),
+    and the repository dismisses stale approvals."""
+    if not _gates(ctx).get("dismissStaleApprovals", True):
+        return None
+    reviewed, head = event.review_commit, ctx.config.head_sha or event.head_sha
+    if not reviewed or not head or reviewed == head:
+        return None
+    trees = ctx.config.trees
+    if trees is not None and trees(reviewed) is not None and trees(reviewed) == trees(head):
+        return None
+    return (f"the approval by @{event.actor} was for commit {reviewed[:12]}, but the pull "
+            f"request head is now {head[:12]} with different content, so it no longer "
+            "counts; review the new head")
 
 
 @hook("classify-feedback", outcomes=set(OUTCOMES), boundaries={"exit"},
@@ -48,9 +99,15 @@ def classify_feedback(ctx: HookContext) -> HookResult:
 
     Parameters (``with:``): ``outcomes`` — the outcomes this gate accepts (default all
     three); ``role`` — the collaborators role allowed to decide (default ``node.role``).
+    Policy (``ctx.config.policy``, the harness config): ``gates.minimumPermission``,
+    ``gates.dismissStaleApprovals``, ``gates.allowBots``, and the risk tiers reserved for
+    a human (``ctx.config.human_only``).
 
-    Returns ``pass`` with ``data = {outcome, actor, source, delivery, body_sha256}`` on a
-    decisive reply from an authorized author, else ``wait`` with the-loop's own reason.
+    Returns ``pass`` with ``data = {outcome, actor, source, delivery, body_sha256,
+    comment_id}`` on a decisive reply from an authorized author; otherwise ``wait`` with
+    ``data["ignored"]`` saying why (``bot``, ``own-comment``, ``unauthorized``,
+    ``edited-by-other``, ``stale``, ``not-decisive``, ``invalid-classification``,
+    ``reserved-for-human``) and, for an edit by someone else, ``data["alarm"]``.
     """
     name = "classify-feedback"
     role = str(ctx.params.get("role") or ctx.node.role)
@@ -60,10 +117,22 @@ def classify_feedback(ctx: HookContext) -> HookResult:
     if event is None or event.kind not in FEEDBACK_KINDS:
         return HookResult.waiting(name, waiting)
     actor = event.actor or ""
-    if event.actor_type == "Bot" or actor.casefold() in ctx.config.bot_logins:
+    allowed_bots = {b.casefold() for b in _gates(ctx).get("allowBots") or ()}
+    if actor.casefold() in ctx.config.bot_logins or (
+            event.actor_type == "Bot" and actor.casefold() not in allowed_bots):
         return HookResult.waiting(name, waiting, ignored="bot")
+    if event.author and event.author.casefold() != actor.casefold():
+        # Someone edited another person's comment: it never counts, and it is an alarm.
+        return HookResult.waiting(name, Message(
+            f"a comment by @{event.author} was edited by someone else; edited comments "
+            "only count when their author edits them", code="edited-by-other"),
+            ignored="edited-by-other", alarm="edited-by-other")
     # Authorization before reading: an unauthorized author's text is never looked at.
     if not ctx.config.collaborators.is_authorized(actor, role):
+        return HookResult.waiting(name, waiting, ignored="unauthorized")
+    minimum = _gates(ctx).get("minimumPermission")
+    if minimum and ctx.config.permissions is not None and not permission_at_least(
+            ctx.config.permissions(actor), str(minimum)):
         return HookResult.waiting(name, waiting, ignored="unauthorized")
     body = event.body or ""
     if is_own(body):
@@ -76,8 +145,25 @@ def classify_feedback(ctx: HookContext) -> HookResult:
             outcome, source = parse_command(body), "review-body"
     else:
         outcome, source = parse_command(body), "comment"
+    if outcome is None and ctx.config.classifier is not None and body.strip():
+        outcome, source = ctx.config.classifier(body, allowed), "model"
+        if outcome is not None and outcome not in allowed:
+            return HookResult.waiting(name, waiting, ignored="invalid-classification")
+        if outcome is None:
+            return HookResult.waiting(name, waiting, ignored="invalid-classification")
     if outcome is None or outcome not in allowed:
         return HookResult.waiting(name, waiting, ignored="not-decisive")
+    if outcome in APPROVALS and source == "model" and ctx.config.human_only(
+            ctx.work_item.risk_tier):
+        return HookResult.waiting(name, Message(
+            "this approval is reserved for an explicit human signal (a line command or a "
+            "pull request review); a model's reading of a comment cannot grant it",
+            code="reserved-for-human"), ignored="reserved-for-human")
+    if outcome in APPROVALS and source == "review":
+        stale = _stale(ctx, event)
+        if stale:
+            return HookResult.waiting(name, Message(stale, code="stale-approval"),
+                                      ignored="stale")
     return HookResult.passed(
         name,
         outcome=outcome,
@@ -86,4 +172,5 @@ def classify_feedback(ctx: HookContext) -> HookResult:
         delivery=event.delivery_id,
         body_sha256=event.body_sha256,
         comment_id=event.comment_id,
+        head_sha=ctx.config.head_sha or event.head_sha,
     )

@@ -256,7 +256,7 @@ def test_event_log_keeps_digests_not_bodies(tmp_path):
     rt = Runtime(load_graph(), FileStateStore(tmp_path))
     gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     rt.enrol(item, config, None)
-    rt.advance(item, config, comment("alice", "/approve with a private remark"))
+    rt.advance(item, config, comment("alice", "/approve\nwith a private remark"))
     raw = "".join(p.read_text() for p in tmp_path.iterdir())
     assert "private remark" not in raw
     events = rt.store.events(REF)
