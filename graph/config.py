@@ -27,6 +27,7 @@ The schemas ship as package data in ``graph/schemas/*.schema.json`` (JSON Schema
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import json
@@ -407,12 +408,14 @@ class Autonomy:
 
 @dataclass(frozen=True)
 class Gates:
-    """``gates``: ``dismiss_stale_approvals`` (an approval stops counting once its artifact
-    changes); ``minimum_permission`` a decider must also hold on the repository (one of
-    :data:`PERMISSIONS`, or ``None`` for role membership alone)."""
+    """``gates``: ``dismiss_stale_approvals`` (an approving review of an older commit stops
+    counting when the head's content differs); ``minimum_permission`` a decider must also
+    hold on the repository (one of :data:`PERMISSIONS`, or ``None`` for role membership
+    alone); ``allow_bots`` bot logins whose feedback may drive a gate."""
 
     dismiss_stale_approvals: bool = True
     minimum_permission: str | None = None
+    allow_bots: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -502,7 +505,9 @@ def _address(value: Any) -> str | None:
     return None if value is None else str(value).lstrip("@")
 
 
-def load_config(kind: str, text: str | None, source: str) -> CliConfig | HarnessConfig | Collaborators:
+def load_config(
+    kind: str, text: str | None, source: str
+) -> CliConfig | HarnessConfig | Collaborators:
     """Dispatch on ``kind`` (one of :data:`KINDS`)."""
     if kind == CLI_CONFIG:
         return load_cli_config(text, source)
@@ -600,7 +605,9 @@ def parse_yaml(text: str, source: str) -> Any:
         line = mark.line + 1 if mark is not None else None
         problem = (exc.problem or exc.context or "syntax error").strip()
         if "duplicate key" in str(exc.problem or ""):
-            fix = "keep one of the two keys"
+            first = exc.context_mark
+            fix = "keep one of the two keys" + (
+                f" (the other is at line {first.line + 1})" if first is not None else "")
         else:
             col = f", column {mark.column + 1}" if mark is not None else ""
             fix = f"fix the YAML syntax near line {line}{col}"
@@ -633,16 +640,12 @@ def line_of(doc: Any, path: Sequence[str | int]) -> int | None:
             key = _find_key(node, part)
             if key is _MISSING:
                 break
-            try:
+            with contextlib.suppress(KeyError, TypeError, AttributeError):
                 line = node.lc.key(key)[0] + 1
-            except (KeyError, TypeError, AttributeError):
-                pass
             node = node[key]
         elif isinstance(node, CommentedSeq) and isinstance(part, int) and part < len(node):
-            try:
+            with contextlib.suppress(KeyError, TypeError, AttributeError):
                 line = node.lc.item(part)[0] + 1
-            except (KeyError, TypeError, AttributeError):
-                pass
             node = node[part]
         else:
             break
@@ -761,7 +764,7 @@ def _load(text: str | None, source: str, kind: str) -> dict[str, Any] | None:
     if text is None:
         return None
     doc = parse_yaml(text, source)
-    if doc is None:
+    if doc is None or (isinstance(doc, CommentedMap) and not doc):  # empty, or "{}"
         return None
     if not isinstance(doc, CommentedMap):
         raise InvalidConfigError([ConfigIssue(

@@ -14,16 +14,18 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from graph.compile import Graph, HookCall, Node
 from graph.context import HookConfig
+from graph.effects import HookEffects, RetryLater, hook_keys
 from graph.feedback import digest, publish_status, render_status
 from graph.markers import marker
 from graph.model import Boundary, HookContext, HookResult, InboundEvent, Message, Session, WorkItem
+from graph.ports import IntegrationError
 from graph.review import approved_in
 from graph.state import StateError, StateStore, WorkItemState
 
@@ -62,12 +64,20 @@ class ChainResult:
         return stop.messages if stop else ()
 
 
-def call_hook(call: HookCall, ctx: HookContext) -> HookResult:
+def call_hook(call: HookCall, ctx: HookContext, *,
+              on_timeout: Callable[[], None] | None = None) -> HookResult:
     """Run one hook under its timeout (``HookDef.timeout`` seconds).
 
     A hook that raises, or returns something other than a HookResult, is a ``block`` with
     ``retriable=False``; one that runs past its timeout is a retriable ``block`` (its
-    thread is abandoned: Python cannot stop it, and it can no longer affect the verdict).
+    thread is abandoned: Python cannot stop it, and it can no longer affect the verdict;
+    ``on_timeout`` is called, e.g. to stop its effects). A transient failure
+    (:class:`graph.effects.RetryLater`, or a retriable
+    :class:`~graph.ports.IntegrationError`: 5xx, rate limit, network) is not a verdict:
+    it propagates as ``RetryLater`` so the caller retries the delivery later.
+
+    Raises:
+        RetryLater: the hook failed transiently.
     """
     box: list[HookResult | BaseException] = []
 
@@ -81,6 +91,8 @@ def call_hook(call: HookCall, ctx: HookContext) -> HookResult:
     worker.start()
     worker.join(call.definition.timeout)
     if not box:
+        if on_timeout is not None:
+            on_timeout()
         log.warning("hook %s ran past its timeout at node %s", call.name, ctx.node.id)
         return HookResult.blocked(
             call.name,
@@ -89,6 +101,10 @@ def call_hook(call: HookCall, ctx: HookContext) -> HookResult:
             retriable=True,
         )
     outcome = box[0]
+    if isinstance(outcome, RetryLater):
+        raise outcome
+    if isinstance(outcome, IntegrationError) and outcome.retriable:
+        raise RetryLater.from_error(outcome) from outcome
     if isinstance(outcome, HookResult):
         if outcome.hook != call.name:
             outcome = dataclasses.replace(outcome, hook=call.name)
@@ -108,7 +124,11 @@ def call_hook(call: HookCall, ctx: HookContext) -> HookResult:
 
 
 def run_chain(
-    calls: tuple[HookCall, ...], ctx: HookContext, *, only_validating: bool = False
+    calls: tuple[HookCall, ...],
+    ctx: HookContext,
+    *,
+    only_validating: bool = False,
+    effects: Callable[[int, HookCall], HookEffects] | None = None,
 ) -> ChainResult:
     """Run ``calls`` in declared order; the first non-pass short-circuits.
 
@@ -120,16 +140,24 @@ def run_chain(
         calls: the chain (a node's ``entry`` or ``exit``).
         ctx: the context; ``results`` and ``params`` are filled in per hook.
         only_validating: run only hooks registered ``validating=True`` (recompute).
+        effects: (position, call) -> the outbox of that hook run; its integrations are
+            handed to the hook wrapped (see :mod:`graph.effects`).
 
     Returns:
         the :class:`ChainResult`.
+
+    Raises:
+        RetryLater: a hook failed transiently; the chain stops without a verdict.
     """
     results: list[HookResult] = []
-    for call in calls:
+    for position, call in enumerate(calls):
         if only_validating and not call.definition.validating:
             continue
-        hook_ctx = dataclasses.replace(ctx, results=tuple(results), params=call.params)
-        result = call_hook(call, hook_ctx)
+        outbox = effects(position, call) if effects is not None else None
+        hook_ctx = dataclasses.replace(
+            ctx, results=tuple(results), params=call.params,
+            config=outbox.wrap(ctx.config) if outbox is not None else ctx.config)
+        result = call_hook(call, hook_ctx, on_timeout=outbox.close if outbox else None)
         results.append(result)
         if result.status in ("block", "wait"):
             return ChainResult(ctx.node.id, ctx.boundary, result.status, result.status,
@@ -297,6 +325,12 @@ class Runtime:
         result = AdvanceResult(ref=state.ref, node=state.current_node, status=state.status)
         if state.status == "done":
             return result
+        if event is not None and event.delivery_id == state.last_event:
+            # The same delivery again (a retried job): it was consumed before; only what
+            # it left unfinished (an entry chain, an effect) runs, on a tick.
+            log.info("delivery %s already consumed by %s; evaluating on a tick",
+                     event.delivery_id, state.ref)
+            event = None
         # Bound the walk: without new events, a cycle of passing nodes must not spin.
         for _ in range(2 * len(self.graph.nodes) + 2):
             node = self.graph.node(state.current_node)
@@ -316,6 +350,8 @@ class Runtime:
                 self._publish(state, work_item, config, node, ())
                 return result
             chain = self._run(node, "exit", state, work_item, config, event, repo)
+            if event is not None:
+                state.last_event = event.delivery_id  # persisted with what follows
             event = None  # consumed by the first exit chain
             result.chains.append(chain)
             if chain.status != "pass":
@@ -413,10 +449,24 @@ class Runtime:
             visit=state.visit,
         )
         calls = node.entry if boundary == "entry" else node.exit
-        chain = run_chain(calls, ctx, only_validating=only_validating)
+        effects = self._effects(node, boundary, state, work_item) if record else None
+        chain = run_chain(calls, ctx, only_validating=only_validating, effects=effects)
         if record:
             self._record(state, chain, event)
         return chain
+
+    def _effects(self, node: Node, boundary: Boundary, state: WorkItemState,
+                 work_item: WorkItem) -> Callable[[int, HookCall], HookEffects]:
+        """The outbox factory of one chain run: effect ids ``<ref>/<node>/<visit>/<hook>``
+        + ``/<n>``, recorded in ``state.effects`` and saved before each side effect."""
+        keys = hook_keys(tuple(c.name for c in node.entry), tuple(c.name for c in node.exit))
+
+        def scope(position: int, call: HookCall) -> HookEffects:
+            hook_key = keys.get((boundary, position), call.name)
+            return HookEffects(state, self.store,
+                               f"{work_item.ref}/{node.id}/{state.visit}/{hook_key}")
+
+        return scope
 
     def _record(self, state: WorkItemState, chain: ChainResult, event: InboundEvent | None) -> None:
         state.results.setdefault(chain.node, {})[chain.boundary] = [
@@ -495,8 +545,9 @@ class Runtime:
         self.store.save(state)
         result.status, result.node = state.status, state.current_node
         result.messages = chain.messages
-        self._publish(state, work_item, config, node, chain.messages if chain.status == "block"
-                      else (), hook=stop.hook if stop else None)
+        shown = chain.messages if chain.status == "block" else tuple(
+            m for m in chain.messages if m.code in NOTEWORTHY_WAITS)
+        self._publish(state, work_item, config, node, shown, hook=stop.hook if stop else None)
         return result
 
     def _publish(
@@ -741,6 +792,10 @@ class Runtime:
     ) -> None:
         self.store.append_event(state.ref, type_, data, event.delivery_id if event else None)
 
+
+# Reasons a gate waits that the work item's people should read (why an approval did not
+# count), shown in the status comment; plain "waiting for a decision" is not repeated.
+NOTEWORTHY_WAITS = frozenset({"stale-approval", "reserved-for-human", "edited-by-other"})
 
 # Outcomes that move a work item forward, in the order recompute follows them.
 FORWARD_OUTCOMES = ("pass", "approved", "approved-with-comments", "docs-only")

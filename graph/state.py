@@ -55,6 +55,14 @@ class WorkItemState:
         forced: ``{from, to, reason, bypassed, undeclared, at}`` per forced move.
         status_digest: digest of the status comment last published.
         installation_id: the GitHub App installation the item was last seen through.
+        effects: the outbox of the current node visit: effect id (``<ref>/<node>/<visit>/
+            <hook>/<n>``) -> ``{op, integration, status: pending|done, attempts, at,
+            result}``; recorded before the side effect is performed and marked done
+            after it (never a body or a secret; see :mod:`graph.effects`).
+        last_event: delivery id of the last event an exit chain consumed; the same
+            delivery processed again (a retried job) is evaluated as a tick.
+        blocked_by_delivery: ``{delivery, event, reason, attempts, at}`` while a delivery
+            of this item is parked as a dead letter (later deliveries wait behind it).
         created_at, updated_at: Unix seconds.
     """
 
@@ -78,6 +86,9 @@ class WorkItemState:
     forced: list[dict[str, Any]] = field(default_factory=list)
     status_digest: str | None = None
     installation_id: int | None = None
+    effects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    last_event: str | None = None
+    blocked_by_delivery: dict[str, Any] | None = None
     created_at: float = field(default_factory=now)
     updated_at: float = field(default_factory=now)
     version: int = STATE_VERSION
@@ -99,6 +110,8 @@ class WorkItemState:
         self.attempts[node_id] = 0
         self.last_block.pop(node_id, None)
         self.visits[node_id] = self.visits.get(node_id, 0) + 1
+        # Effects key on the node visit: those of the visit just left are never replayed.
+        self.effects = {}
         self.history.append({"node": node_id, "via": via, "at": now(), "forced": forced})
 
     @property

@@ -105,8 +105,16 @@ class ReceiverSettings:
                 "REDIS_URL must be a redis://, rediss:// or unix:// URL, "
                 "e.g. REDIS_URL=redis://127.0.0.1:6379/0"
             )
-        queue_name = _token(env, "THE_LOOP_QUEUE", DEFAULT_QUEUE)
-        prefix = _token(env, "THE_LOOP_REDIS_PREFIX", DEFAULT_PREFIX)
+        # cli-config.yaml ($THE_LOOP_CONFIG) gives the defaults; the environment wins.
+        from graph.config import cli_config_from_env
+        from graph.context import ConfigFileError
+
+        try:
+            deployment = cli_config_from_env(env)
+        except ConfigFileError as exc:
+            raise SettingsError(str(exc)) from None
+        queue_name = _token(env, "THE_LOOP_QUEUE", deployment.queue.name or DEFAULT_QUEUE)
+        prefix = _token(env, "THE_LOOP_REDIS_PREFIX", deployment.state.prefix or DEFAULT_PREFIX)
         raw_max = env.get("THE_LOOP_MAX_BODY_BYTES") or str(DEFAULT_MAX_BODY_BYTES)
         try:
             max_body = int(raw_max)

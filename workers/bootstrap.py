@@ -7,38 +7,80 @@ from collections.abc import Mapping
 
 import redis
 
-from graph.compile import load_graph
+from graph.compile import Graph, load_graph
 from workers.service import DeliveryProcessor, GitHubFactory
 from workers.settings import WorkerSettings
 
 log = logging.getLogger("the_loop.worker")
 
+#: Operations the worker itself calls outside any hook, on every work item: the
+#: repository config and artifacts (get-file), a pull request's head (get-pull-request),
+#: the status and notice comments (list-comments, comment, update-comment) and who may
+#: decide (get-permission). (Reactions, ``add-reaction``, are best effort: a transport
+#: without it only loses them, with a warning at start-up.)
+WORKER_OPERATIONS: dict[str, frozenset[str]] = {
+    "github": frozenset(
+        {"get-file", "get-pull-request", "list-comments", "comment", "update-comment",
+         "get-permission"}
+    ),
+}
+
+
+def required_operations(graph: Graph) -> dict[str, frozenset[str]]:
+    """Integration -> operations this worker needs: the graph's hooks' plus its own."""
+    needed = {k: set(v) for k, v in graph.required_operations().items()}
+    for integration, ops in WORKER_OPERATIONS.items():
+        needed.setdefault(integration, set()).update(ops)
+    return {k: frozenset(v) for k, v in sorted(needed.items())}
+
 
 def github_factory(env: Mapping[str, str]) -> GitHubFactory | None:
-    """Installation id -> GitHub provider, or ``None`` when no credentials are configured.
+    """Installation id -> GitHub provider (the transport ``THE_LOOP_GITHUB_TRANSPORT``
+    selects), or ``None`` when no transport is available (the command line then works on
+    state alone; the worker instead fails at start-up, see :func:`build_processor`).
 
     Raises:
         integrations.github.GitHubConfigError: credentials are set but malformed.
+        integrations.providers.ProviderConfigError: an explicit transport that cannot run.
     """
-    from integrations.github import GitHubClients, GitHubSettings
+    from integrations.providers import ProviderConfigError, github_provider_from_env
 
-    settings = GitHubSettings.from_env(env)
-    if settings.mode is None:
-        log.warning("no GitHub credentials configured; enrolled work items cannot advance")
+    try:
+        return github_provider_from_env(env)
+    except ProviderConfigError:
+        if (env.get("THE_LOOP_GITHUB_TRANSPORT") or "auto").strip().lower() != "auto":
+            raise
+        log.warning("no GitHub transport available; enrolled work items cannot advance")
         return None
-    return GitHubClients(settings).for_installation
 
 
 def build_processor(
     env: Mapping[str, str], connection: redis.Redis | None = None
 ) -> DeliveryProcessor:
-    """Settings, Redis, graph and GitHub clients from ``env``.
+    """Settings, Redis, graph and the integrations' providers from ``env``; then the
+    capability check: every operation the graph's hooks (and the worker) need must be
+    implemented by the configured transport of its integration.
+
+    GitHub writes are spaced per installation across all workers through ``connection``
+    (:class:`integrations.throttle.WriteThrottle`).
 
     Raises:
         workers.settings.SettingsError, graph.compile.GraphError,
-        integrations.github.GitHubConfigError: at start-up, naming what to fix.
+        integrations.github.GitHubConfigError, integrations.providers.ProviderConfigError,
+        integrations.capabilities.CapabilityError: at start-up, naming what to fix.
     """
+    from integrations.capabilities import check_capabilities, hooks_needing
+    from integrations.providers import build_providers
+    from integrations.throttle import WriteThrottle
+
     settings = WorkerSettings.from_env(env)
     conn = connection or redis.Redis.from_url(settings.redis_url)
     graph = load_graph(settings.graph_path)
-    return DeliveryProcessor(settings, conn, graph, github_factory(env))
+    needed = required_operations(graph)
+    providers = build_providers(env, needed=needed, throttle=WriteThrottle(conn, settings.prefix))
+    check_capabilities(needed, providers, hooks=hooks_needing(graph))
+    github = providers.pop("github")
+    if dict(settings.reactions).get("enabled") and "add-reaction" not in github.operations:
+        log.warning("reactions are enabled but the GitHub transport %s cannot add them",
+                    github.transport)
+    return DeliveryProcessor(settings, conn, graph, github, integrations=providers)

@@ -13,6 +13,8 @@ DRIVE = "drive"  # advance the work item (enrolling it if it carries the label)
 DRIVE_IF_ENROLLED = "drive-if-enrolled"  # advance only a work item that already has state
 CONFIG = "config"  # repository configuration may have changed
 CI_ONLY = "ci"  # a CI result without a pull request reference: record it for verify-tests
+LABELS = "labels"  # a label removed: phase-label drift is noticed, never fought
+WITHDRAW = "withdraw"  # a comment deleted or a review dismissed: what it said is withdrawn
 IGNORE = "ignore"
 
 # (event, action) -> route; action None matches every action of the event.
@@ -21,18 +23,23 @@ ROUTES: dict[tuple[str, str | None], str] = {
     ("issues", "edited"): DRIVE,
     ("issues", "labeled"): DRIVE,
     ("issues", "reopened"): DRIVE,
+    ("issues", "unlabeled"): LABELS,
     ("issue_comment", "created"): DRIVE,
     ("issue_comment", "edited"): DRIVE,
+    ("issue_comment", "deleted"): WITHDRAW,
     ("pull_request", "opened"): DRIVE,
     ("pull_request", "edited"): DRIVE,
     ("pull_request", "labeled"): DRIVE,
     ("pull_request", "reopened"): DRIVE,
+    ("pull_request", "unlabeled"): LABELS,
     ("pull_request", "synchronize"): DRIVE,
     ("pull_request", "ready_for_review"): DRIVE,
     ("pull_request_review", "submitted"): DRIVE,
     ("pull_request_review", "edited"): DRIVE,
+    ("pull_request_review", "dismissed"): WITHDRAW,
     ("pull_request_review_comment", "created"): DRIVE,
     ("pull_request_review_comment", "edited"): DRIVE,
+    ("pull_request_review_comment", "deleted"): WITHDRAW,
     ("check_run", "completed"): DRIVE_IF_ENROLLED,
     ("check_suite", "completed"): DRIVE_IF_ENROLLED,
     ("workflow_run", "completed"): DRIVE_IF_ENROLLED,

@@ -12,21 +12,33 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 
 from graph.compile import Graph
-from graph.context import COLLABORATORS_PATH, Collaborators, ConfigFileError, HookConfig
+from graph.config import HarnessConfig, load_harness_config
+from graph.context import (
+    COLLABORATORS_PATH,
+    HARNESS_CONFIG_PATH,
+    Collaborators,
+    ConfigFileError,
+    HookConfig,
+)
+from graph.hooks.set_phase_label import PHASE_PREFIX
+from graph.markers import find_effect, marker
+from graph.model import InboundEvent, WorkItem
 from graph.ports import Integration, IntegrationError, NotFound
-from graph.runtime import Runtime
+from graph.runtime import AdvanceResult, Runtime
 from graph.state import StateStore
+from webhook.logs import bind as bind_log_context
+from workers import metrics as worker_metrics
 from workers import translate
 from workers.ci import RedisCI
 from workers.files import GitHubFiles
-from workers.router import CI_ONLY, CONFIG, DRIVE, IGNORE, route
+from workers.router import CI_ONLY, CONFIG, DRIVE, IGNORE, LABELS, WITHDRAW, route
 from workers.settings import WorkerSettings
 from workers.state import RedisStateStore
 
@@ -37,6 +49,40 @@ GitHubFactory = Callable[[int | None], Integration]
 
 class DeliveryFailed(RuntimeError):
     """Processing one delivery raised; the delivery was recorded as failed."""
+
+
+ALARM_TEXT = (
+    "**the-loop** · alarm: an approving comment on this work item was edited by someone "
+    "other than its author. Edited comments only count when their author edits them; this "
+    "one does not count."
+)
+WITHDRAWN_TEXT = (
+    "**the-loop** · the review that decided gate `{gate}` was {what} after the work item "
+    "moved on (it is now at `{node}`). The decision stays recorded; to return to the gate, "
+    "an operator runs `the-loop graph force --work-item {ref} --to {gate} --reason TEXT`."
+)
+DRIFT_TEXT = (
+    "**the-loop** · a `phase:` label was changed by hand. The work item is still at node "
+    "`{node}`; labels follow the graph, not the other way round. To move the phase, an "
+    "operator runs `the-loop graph force --work-item {ref} --to NODE --reason TEXT`."
+)
+
+
+@dataclass(frozen=True)
+class RepoConfig:
+    """A repository's configuration, read from its default branch."""
+
+    harness: HarnessConfig = field(default_factory=lambda: load_harness_config(None))
+    collaborators: Collaborators = field(default_factory=Collaborators)
+    harness_present: bool = False
+
+    def enrolment_label(self, settings: WorkerSettings) -> str:
+        """The harness file's label, else the deployment's (``THE_LOOP_ENROLMENT_LABEL``)."""
+        return self.harness.enrolment.label if self.harness_present else settings.enrolment_label
+
+    def spec_dir(self, settings: WorkerSettings) -> str:
+        """The harness file's spec directory template, else the deployment's."""
+        return self.harness.specs.directory if self.harness_present else settings.spec_dir
 
 
 @dataclass(frozen=True)
@@ -63,6 +109,7 @@ class DeliveryProcessor:
         github: installation id -> GitHub provider; ``None`` when no credentials are
             configured (enrolled work items then fail with a clear reason).
         store: state store (default: Redis under ``settings.prefix``).
+        classifier: the optional model classifier for gate feedback.
     """
 
     def __init__(
@@ -72,14 +119,20 @@ class DeliveryProcessor:
         graph: Graph,
         github: GitHubFactory | None,
         store: StateStore | None = None,
+        classifier: Callable[[str, Sequence[str]], str | None] | None = None,
+        integrations: Mapping[str, Integration] | None = None,
     ) -> None:
         self.settings = settings
         self.redis = connection
         self.graph = graph
         self.github = github
+        # Providers other than GitHub (slack, jira), shared by every work item.
+        self.integrations: dict[str, Integration] = dict(integrations or {})
         self.store = store or RedisStateStore(connection, settings.prefix)
         self.runtime = Runtime(graph, self.store)
-        self._collaborators: dict[str, tuple[float, Collaborators]] = {}
+        self._repo_configs: dict[str, tuple[float, RepoConfig]] = {}
+        self._permission_cache: dict[tuple[str, str], tuple[float, str]] = {}
+        self.classifier = classifier
 
     # -- keys (the receiver writes them; see webhook.enqueue) --------------------------
 
@@ -146,6 +199,7 @@ class DeliveryProcessor:
         if not record:
             return Handled(delivery_id, "ignored", "delivery record expired or already handled")
         event = _text(record.get("event", b""))
+        bind_log_context(delivery_id, _text(record.get("work_item", b"")) or None)
         try:
             handled = self.handle(delivery_id, event, record)
         except IntegrationError as exc:
@@ -160,6 +214,7 @@ class DeliveryProcessor:
             self.redis.delete(key)
         log.info("delivery=%s event=%s work_item=%s outcome=%s detail=%s", delivery_id, event,
                  _text(record.get("work_item", b"")) or "-", handled.outcome, handled.detail)
+        worker_metrics.count_handled(event, handled.outcome)
         return handled
 
     def _failed(
@@ -200,17 +255,28 @@ class DeliveryProcessor:
             return self._on_push(delivery_id, payload)
         if ref is None:
             return Handled(delivery_id, "ignored", "no issue or pull request in this delivery")
-        enrolled = self._carries_enrolment_label(payload)
-        if chosen.kind == DRIVE and not enrolled:
-            return Handled(delivery_id, "ignored",
-                           f"not a work item (no {self.settings.enrolment_label!r} label)")
-        if chosen.kind != DRIVE and self.store.load(ref) is None:  # drive-if-enrolled, CI
-            return Handled(delivery_id, "ignored", "not a work item")
         installation = record.get("installation_id")
         installation_id = int(_text(installation)) if installation not in (None, b"", "") else None
-        github = self._github(installation_id)
-        config = self._hook_config(github, payload, ref)
-        item = translate.work_item(ref, payload, self.settings.spec_dir)
+        github = self._github_or_none(installation_id)
+        repository = payload.get("repository") or {}
+        repo = str(repository.get("full_name"))
+        repo_config = (self._repo_config(github, repo, str(repository.get("default_branch")
+                                                          or "main"))
+                       if github is not None else RepoConfig())
+        label = repo_config.enrolment_label(self.settings)
+        if chosen.kind == LABELS or self._is_phase_label_event(payload, action):
+            return self._on_labels(delivery_id, ref, payload, github, label)
+        if chosen.kind == WITHDRAW:
+            return self._on_withdrawn(delivery_id, ref, event, payload, github)
+        enrolled = self._carries_enrolment_label(payload, label)
+        if chosen.kind == DRIVE and not enrolled:
+            return Handled(delivery_id, "ignored", f"not a work item (no {label!r} label)")
+        if chosen.kind != DRIVE and self.store.load(ref) is None:  # drive-if-enrolled, CI
+            return Handled(delivery_id, "ignored", "not a work item")
+        if github is None:
+            github = self._github(installation_id)  # raises, naming the variables to set
+        config = self._hook_config(github, payload, ref, repo_config)
+        item = translate.work_item(ref, payload, repo_config.spec_dir(self.settings))
         inbound = translate.inbound_event(event, delivery_id, payload)
         self.store.append_event(ref, "delivery.received", {
             "event": event,
@@ -219,29 +285,166 @@ class DeliveryProcessor:
             "actor": inbound.actor,
             "body_sha256": inbound.body_sha256,
         }, delivery_id)
-        if chosen.kind == DRIVE:
-            result = self.runtime.enrol(item, config, inbound)
-        else:
-            maybe = self.runtime.advance(item, config, inbound)
-            if maybe is None:
-                return Handled(delivery_id, "ignored", "not a work item")
-            result = maybe
-        if installation_id is not None:
-            state = self.store.load(ref)
-            if state is not None and state.installation_id != installation_id:
-                # `the-loop graph force` needs it to comment as the App.
-                state.installation_id = installation_id
-                self.store.save(state)
+        react = self._reactor(github, repo, inbound, config)
+        react("started")
+        try:
+            if chosen.kind == DRIVE:
+                result = self.runtime.enrol(item, config, inbound)
+            else:
+                maybe = self.runtime.advance(item, config, inbound)
+                if maybe is None:
+                    return Handled(delivery_id, "ignored", "not a work item")
+                result = maybe
+        except Exception:
+            react("error")
+            raise
+        worker_metrics.observe_advance(result)
+        self._after(item, github, result, installation_id, react)
         return Handled(delivery_id, "advanced", f"{result.status} at {result.node}")
+
+    def _after(self, item: WorkItem, github: Integration, result: AdvanceResult,
+               installation_id: int | None, react: Callable[[str], None]) -> None:
+        """Side effects that follow a saved advance: the decision comment, alarms, the
+        `decided` reaction, and the installation id `graph force` needs."""
+        state = self.store.load(item.ref)
+        if state is None:
+            return
+        for chain in result.chains:
+            for r in chain.results:
+                if r.data.get("alarm") == "edited-by-other":
+                    self.store.append_event(item.ref, "alarm", {
+                        "kind": "edited-by-other", "node": chain.node}, None)
+                    self._comment(github, item, f"{item.ref}/alarm/{len(state.decisions)}/"
+                                  f"{chain.node}", ALARM_TEXT)
+        for move in result.moves:
+            node = self.graph.node(move.source)
+            if node.is_gate:
+                decision = next((d for d in reversed(state.decisions)
+                                 if d.get("node") == move.source), {})
+                who = decision.get("actor") or "someone"
+                self._comment(
+                    github, item,
+                    f"{item.ref}/{move.source}/{state.visits.get(move.source, 1)}/decision",
+                    f"**the-loop** · @{who} decided **{move.on}** at `{move.source}`; "
+                    f"the work item moves to `{move.target}`.")
+                react("completed")
+        if installation_id is not None and state.installation_id != installation_id:
+            state.installation_id = installation_id  # `the-loop graph force` comments as the App
+            self.store.save(state)
+
+    def _comment(self, github: Integration, item: WorkItem, effect: str, text: str) -> None:
+        """Post ``text`` once per ``effect`` (marker lookup first); failures are logged."""
+        try:
+            comments = github.call("list-comments", repo=item.repository, number=item.id)
+            if any(find_effect(c.get("body")) == effect for c in comments["comments"]):
+                return
+            github.call("comment", repo=item.repository, number=item.id,
+                        body=f"{text}\n\n{marker(effect)}")
+        except Exception as exc:  # noqa: BLE001  (a notice must never wedge the graph)
+            log.warning("comment %s not posted (%s)", effect, type(exc).__name__)
+            self.store.append_event(item.ref, "notification.failed",
+                                    {"channel": "github-comment", "error": type(exc).__name__},
+                                    None)
+
+    def _reactor(self, github: Integration, repo: str, inbound: InboundEvent,
+                 config: HookConfig) -> Callable[[str], None]:
+        """Reactions on the triggering comment, per ``routing.reactions``: only on comments
+        by people authorized for some gate role (their text is never read for this)."""
+        reactions = dict(self.settings.reactions)
+        comment_id = inbound.comment_id
+        authorized = inbound.actor and any(
+            config.collaborators.is_authorized(inbound.actor, role)
+            for role in config.collaborators.roles)
+        enabled = (reactions.get("enabled") and comment_id and authorized
+                   and inbound.kind.startswith(("issue_comment.", "pull_request_review_comment.")))
+
+        def react(stage: str) -> None:
+            if not enabled:
+                return
+            try:
+                github.call("add-reaction", repo=repo, comment_id=comment_id,
+                            content=str(reactions[stage]))
+            except Exception as exc:  # noqa: BLE001  (a reaction must never wedge the graph)
+                log.warning("reaction %s not added (%s)", stage, type(exc).__name__)
+
+        return react
+
+    def _on_withdrawn(self, delivery_id: str, ref: str, event: str,
+                      payload: Mapping[str, Any], github: Integration | None) -> Handled:
+        """A deleted comment or a dismissed review withdraws what it said. Gates decide on
+        the event that carries a decision, so a gate still waiting holds nothing from it;
+        if its decision already moved the work item on, the-loop says so on the work item
+        (moving back is an operator's `graph force`, never automatic)."""
+        state = self.store.load(ref)
+        if state is None:
+            return Handled(delivery_id, "ignored", "not a work item")
+        source = payload.get("comment") or payload.get("review") or {}
+        source_id = source.get("id")
+        decided = [d for d in state.decisions if d.get("comment_id") == source_id
+                   and source_id is not None]
+        what = "review.dismissed" if event == "pull_request_review" else "feedback.withdrawn"
+        self.store.append_event(ref, what, {
+            "id": source_id, "decided": [d.get("node") for d in decided],
+        }, delivery_id)
+        if decided and github is not None:
+            gate = decided[-1].get("node")
+            item = translate.work_item(ref, payload)
+            self._comment(github, item, f"{ref}/withdrawn/{source_id}", WITHDRAWN_TEXT.format(
+                gate=gate, node=state.current_node, ref=ref,
+                what="dismissed" if event == "pull_request_review" else "deleted"))
+        return Handled(delivery_id, "ignored", f"{what}: recorded")
+
+    def _is_phase_label_event(self, payload: Mapping[str, Any], action: str | None) -> bool:
+        added = payload.get("label") or {}
+        return action in ("labeled", "unlabeled") and str(added.get("name", "")).startswith(
+            PHASE_PREFIX)
+
+    def _on_labels(self, delivery_id: str, ref: str, payload: Mapping[str, Any],
+                   github: Integration | None, enrolment_label: str) -> Handled:
+        """Phase labels changed by a person are noticed, not fought: the drift is recorded
+        in the event log and the work item is told once how to move the phase properly.
+        The-loop never re-adds the label in a loop (it sets labels only on entering a
+        node)."""
+        label = str((payload.get("label") or {}).get("name", ""))
+        sender = payload.get("sender") or {}
+        login = str(sender.get("login", ""))
+        if not label.startswith(PHASE_PREFIX):
+            return Handled(delivery_id, "ignored", "label change does not move a work item")
+        if sender.get("type") == "Bot" or login.casefold() in self.settings.bot_logins:
+            return Handled(delivery_id, "ignored", "the-loop's own phase label change")
+        state = self.store.load(ref)
+        if state is None:
+            return Handled(delivery_id, "ignored", "not a work item")
+        action = payload.get("action")
+        self.store.append_event(ref, "labels.drift", {
+            "action": action, "label": label, "actor": login, "node": state.current_node,
+        }, delivery_id)
+        if github is not None and not any(
+                e.type == "labels.drift-noted" for e in self.store.events(ref)):
+            item = translate.work_item(ref, payload)
+            self._comment(github, item, f"{ref}/drift", DRIFT_TEXT.format(
+                node=state.current_node, ref=ref))
+            self.store.append_event(ref, "labels.drift-noted", {"node": state.current_node},
+                                    delivery_id)
+        return Handled(delivery_id, "ignored", f"phase label {action} by a person: recorded")
 
     # -- helpers -----------------------------------------------------------------------
 
-    def _carries_enrolment_label(self, payload: Mapping[str, Any]) -> bool:
-        label = self.settings.enrolment_label
+    @staticmethod
+    def _carries_enrolment_label(payload: Mapping[str, Any], label: str) -> bool:
         if label in translate.labels_of(payload):
             return True
         added = payload.get("label") or {}
         return payload.get("action") == "labeled" and added.get("name") == label
+
+    def _github_or_none(self, installation_id: int | None) -> Integration | None:
+        """The GitHub provider, or ``None`` without credentials or an installation."""
+        if self.github is None:
+            return None
+        try:
+            return self.github(installation_id)
+        except IntegrationError:
+            return None
 
     def _github(self, installation_id: int | None) -> Integration:
         if self.github is None:
@@ -252,7 +455,8 @@ class DeliveryProcessor:
         return self.github(installation_id)
 
     def _hook_config(
-        self, github: Integration, payload: Mapping[str, Any], ref: str
+        self, github: Integration, payload: Mapping[str, Any], ref: str,
+        repo_config: RepoConfig,
     ) -> HookConfig:
         repository = payload.get("repository") or {}
         repo = str(repository.get("full_name"))
@@ -278,35 +482,87 @@ class DeliveryProcessor:
         ci = RedisCI(self.redis, self.settings.prefix, repo)
         if head and is_pr:
             ci.remember(head, ref)
+        harness = repo_config.harness
         return HookConfig(
-            collaborators=self._load_collaborators(github, repo, default_branch),
-            integrations={"github": github},
+            harness=harness.as_dict(),
+            policy=harness.as_dict(),
+            collaborators=repo_config.collaborators,
+            integrations={**self.integrations, "github": github},
             files=GitHubFiles(github, repo, resolve_ref),
-            enrolment_label=self.settings.enrolment_label,
+            enrolment_label=repo_config.enrolment_label(self.settings),
             bot_logins=self.settings.bot_logins,
             ci=ci,
             head_sha=head,
             head_ref=head_ref,
+            permissions=self._permissions(github, repo),
+            trees=self._trees(github, repo),
+            human_only=harness.requires_human,
+            classifier=self.classifier,
         )
 
-    def _load_collaborators(self, github: Integration, repo: str, branch: str) -> Collaborators:
-        """``.the-loop/collaborators.yaml`` from the default branch only (never from a PR
-        branch under review), cached for ``config_ttl`` seconds."""
-        cached = self._collaborators.get(repo)
+    def _permissions(self, github: Integration, repo: str) -> Callable[[str], str | None]:
+        """login -> GitHub permission on ``repo``, cached for ``config_ttl`` seconds."""
+
+        def permission(login: str) -> str | None:
+            key = (repo, login.casefold())
+            cached = self._permission_cache.get(key)
+            if cached and cached[0] > time.monotonic():
+                return cached[1]
+            try:
+                value = github.call("get-permission", repo=repo, login=login)["permission"]
+            except IntegrationError as exc:
+                log.warning("permission of a collaborator on %s unreadable (%s)", repo,
+                            type(exc).__name__)
+                return None  # fail closed: not authorized
+            self._permission_cache[key] = (time.monotonic() + self.settings.config_ttl, value)
+            return str(value)
+
+        return permission
+
+    @staticmethod
+    def _trees(github: Integration, repo: str) -> Callable[[str], str | None]:
+        """commit SHA -> tree SHA (to tell a rebase from new content)."""
+
+        def tree(sha: str) -> str | None:
+            if "get-commit" not in github.operations:
+                return None
+            try:
+                return str(github.call("get-commit", repo=repo, sha=sha)["tree_sha"])
+            except IntegrationError:
+                return None
+
+        return tree
+
+    def _repo_config(self, github: Integration, repo: str, branch: str) -> RepoConfig:
+        """``.the-loop/harness-config.yaml`` and ``collaborators.yaml`` from the default
+        branch only (never from a PR branch under review), cached for ``config_ttl``
+        seconds and refreshed on a push to the default branch. A broken file fails
+        closed: nobody is authorized, and the error is logged naming file, key and fix."""
+        cached = self._repo_configs.get(repo)
         if cached and cached[0] > time.monotonic():
             return cached[1]
+
+        def read(path: str) -> str | None:
+            try:
+                return str(github.call("get-file", repo=repo, path=path, ref=branch)["text"])
+            except NotFound:
+                return None
+
+        harness_text = read(HARNESS_CONFIG_PATH)
         try:
-            text = github.call("get-file", repo=repo, path=COLLABORATORS_PATH, ref=branch)["text"]
-        except NotFound:
-            text = None
-        try:
-            collaborators = Collaborators.parse(text, f"{repo}:{COLLABORATORS_PATH}")
+            harness = load_harness_config(harness_text, f"{repo}:{HARNESS_CONFIG_PATH}")
         except ConfigFileError as exc:
-            # Fail closed: nobody is authorized until the file is fixed.
+            log.error("%s", exc)
+            harness, harness_text = load_harness_config(None), None
+        try:
+            collaborators = Collaborators.parse(read(COLLABORATORS_PATH),
+                                                f"{repo}:{COLLABORATORS_PATH}")
+        except ConfigFileError as exc:
             log.error("%s", exc)
             collaborators = Collaborators()
-        self._collaborators[repo] = (time.monotonic() + self.settings.config_ttl, collaborators)
-        return collaborators
+        config = RepoConfig(harness, collaborators, harness_text is not None)
+        self._repo_configs[repo] = (time.monotonic() + self.settings.config_ttl, config)
+        return config
 
     def _fan_out(self, delivery_id: str, event: str, record: Mapping[str, Any],
                  refs: list[str]) -> int:
@@ -338,6 +594,6 @@ class DeliveryProcessor:
         repository = payload.get("repository") or {}
         repo = str(repository.get("full_name"))
         default = f"refs/heads/{repository.get('default_branch')}"
-        if payload.get("ref") == default and self._collaborators.pop(repo, None):
+        if payload.get("ref") == default and self._repo_configs.pop(repo, None):
             return Handled(delivery_id, "ignored", "default branch changed; config refreshed")
         return Handled(delivery_id, "ignored", "push does not move a work item")

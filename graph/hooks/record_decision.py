@@ -25,6 +25,8 @@ def record_decision(ctx: HookContext) -> HookResult:
                 "source": prior.data.get("source"),
                 "delivery": prior.data.get("delivery"),
                 "body_sha256": prior.data.get("body_sha256"),
+                "comment_id": prior.data.get("comment_id"),
+                "head_sha": prior.data.get("head_sha"),
                 "at": time.time(),
             }
             return HookResult.passed("record-decision", decision=decision)

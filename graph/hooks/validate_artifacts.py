@@ -45,14 +45,17 @@ def _sections_for(name: str, sections: Any) -> Sequence[str]:
     return list(sections or ())
 
 
-@hook("validate-artifacts", boundaries={"exit"}, params={"sections", "locked", "artifacts"},
-      validating=True)
+@hook("validate-artifacts", boundaries={"exit"},
+      params={"sections", "locked", "artifacts", "reviewed"}, validating=True)
 def validate_artifacts(ctx: HookContext) -> HookResult:
     """Check each artifact of the node (``produces``, or ``with.artifacts``) in the work
     item's spec directory at the revision ``ctx.config.files`` reads.
 
     Parameters (``with:``): ``sections`` — headings every artifact must have (a list), or
-    artifact name -> list; ``locked`` — the front matter must say ``locked: true``.
+    artifact name -> list; ``locked`` — the front matter must say ``locked: true``;
+    ``reviewed`` — artifacts that have passed a gate and so must carry their
+    ``## Review comments`` record (checked where the record can be written: a local
+    checkout or a pull request; an issue's decisions live in state and on the issue).
 
     Returns ``pass`` when all hold, else one ``block`` listing every finding with its path.
     """
@@ -82,6 +85,14 @@ def validate_artifacts(ctx: HookContext) -> HookResult:
                 findings.append(Message(
                     f"{path} is not locked (front matter needs 'locked: true')",
                     path=path, code="not-locked"))
+    recordable = ctx.repo is not None or ctx.work_item.kind == "pull_request"
+    for name in ctx.params.get("reviewed") or () if recordable else ():
+        path = f"{base}/{name}" if base else name
+        text = ctx.config.files.read_text(path)
+        if text is not None and "review comments" not in headings(text):
+            findings.append(Message(
+                f"{path} passed a gate but has no '## Review comments' section recording it",
+                path=path, code="review-record-missing"))
     if findings:
         return HookResult.blocked("validate-artifacts", *findings, checked=checked)
     return HookResult.passed("validate-artifacts", checked=checked)

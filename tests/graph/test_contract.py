@@ -402,3 +402,25 @@ def test_graph_change_continues_when_the_node_exists_and_refuses_when_not():
     rt.store.save(state)
     with pytest.raises(GraphMismatch, match="valid ids: .*the-loop graph force"):
         rt.advance(item, config, None)
+
+
+def test_an_artifact_that_passed_a_gate_must_keep_its_review_record(tmp_path):
+    """Given requirements.md was approved at its gate in a local checkout
+    When someone deletes its '## Review comments' section and design is evaluated
+    Then design blocks: a lost review is a finding, not a silent omission."""
+    (tmp_path / "specs/1").mkdir(parents=True)
+    (tmp_path / "specs/1/requirements.md").write_text(REQUIREMENTS)
+    (tmp_path / "specs/1/design.md").write_text(DESIGN)
+    config = HookConfig(collaborators=Collaborators.parse(COLLABORATORS),
+                        files=LocalFiles(tmp_path))
+    rt = Runtime(load_graph(), FileStateStore(tmp_path / ".the-loop/state"))
+    item = WorkItem(REF, 1, None, spec_dir="specs/1")
+    rt.enrol(item, config, None, repo=tmp_path)
+    (tmp_path / "specs/1/design.md").write_text(DESIGN)
+    r = rt.advance(item, config, comment("alice", "/approve"), repo=tmp_path)
+    assert r.node == "design-approval"  # requirements.md carries its record
+    rt.force(item, config, "design", "re-check design", repo=tmp_path)
+    (tmp_path / "specs/1/requirements.md").write_text(REQUIREMENTS)  # record removed
+    r = rt.advance(item, config, None, repo=tmp_path)
+    assert r.status in ("blocked", "escalated") and r.node == "design"
+    assert any(m.code == "review-record-missing" for m in r.messages)

@@ -1,0 +1,302 @@
+"""The outbox: every side effect a hook asks for, recorded before it is performed.
+
+When the runtime calls a hook it hands it each integration wrapped in an
+:class:`EffectProxy`. A side-effecting operation (anything but a read: ``get-*``,
+``list-*``, ``search-*``...) gets a stable effect id ``<ref>/<node>/<visit>/<hook>/<n>``
+(``n`` is the call's ordinal among the side effects of that hook run; ``<hook>`` is the
+hook's name, or ``<name>@<boundary><position>`` when the node calls the same hook more than
+once). The proxy records the effect as ``pending`` in the work item's state and **saves the
+state before performing it**, then marks it ``done`` with a summary of the result (never a
+body, a file's text or a secret) and saves again.
+
+Run the same hook again for the same node visit (a retried job, a worker killed mid-job)
+and:
+
+* a ``done`` effect is not performed again: the recorded result is returned;
+* a ``pending`` effect (the previous attempt may or may not have reached the target) is
+  reconciled with the target first, so it is idempotent there:
+
+  - ``comment``: the body carries the-loop's hidden marker (the hook's own, or one with the
+    effect id appended); ``list-comments`` finds a comment with that marker, which is
+    updated in place instead of posting another;
+  - ``put-file``: ``get-file`` on the branch; if the file already holds content an earlier
+    attempt of this effect wrote (compared by SHA-256 digest), nothing is committed;
+  - ``create-check-run``: ``list-check-runs`` by head SHA and name; an existing run is
+    updated (``update-check-run``) instead of creating a second one;
+  - labels, reactions, reviewer requests, ``update-*``: set semantics or idempotent at the
+    target already; performed again;
+  - any other operation (Slack, Jira...): when the integration implements ``find-effect``
+    (``find-effect(operation=..., effect=ID) -> {"found": bool, "result": {...}}``), it is asked
+    first; otherwise the operation is performed again (at least once).
+
+A transient failure of any call (``IntegrationError.retriable``: 5xx, rate limits, network)
+raises :class:`RetryLater`, which the runtime lets through to its caller: the delivery is
+retried later as a whole, and the outbox makes that replay safe. The graph core stays free
+of Redis and HTTP: state is saved through :class:`graph.state.StateStore`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from graph.context import HookConfig
+from graph.markers import find_effect, marker
+from graph.ports import Integration, IntegrationError, NotFound
+from graph.state import StateStore, WorkItemState
+
+log = logging.getLogger(__name__)
+
+#: Operation-name prefixes of reads: passed straight through, never recorded.
+READ_PREFIXES = ("get-", "list-", "search-", "read-", "find-", "fetch-")
+#: Result keys never kept in state (bodies, file contents, credentials).
+_PRIVATE_KEYS = frozenset({"body", "text", "content", "message", "token", "patch", "diff",
+                           "raw", "html", "blocks", "attachments"})
+_MAX_ITEMS = 200
+_MAX_TEXT = 300
+
+
+class RetryLater(Exception):  # noqa: N818  (a verdict, not an error class name)
+    """A transient failure (rate limit, 5xx, network): retry the delivery later.
+
+    Deliberately not an :class:`~graph.ports.IntegrationError`, so a hook that handles
+    integration errors itself does not turn a passing hiccup into a block.
+
+    Attributes:
+        integration, op, status: what failed, when known.
+    """
+
+    def __init__(self, message: str, *, integration: str | None = None, op: str | None = None,
+                 status: int | None = None) -> None:
+        super().__init__(message)
+        self.integration = integration
+        self.op = op
+        self.status = status
+
+    @classmethod
+    def from_error(cls, exc: IntegrationError) -> RetryLater:
+        """The retry verdict for a retriable integration error (its message is the-loop's
+        own: operation, target, status; never a response body)."""
+        return cls(str(exc), integration=exc.integration, op=exc.op, status=exc.status)
+
+
+def is_side_effect(op: str) -> bool:
+    """Whether ``op`` changes something outside the-loop (every operation but reads)."""
+    return not op.startswith(READ_PREFIXES)
+
+
+def hook_keys(entry: tuple[str, ...], exit_: tuple[str, ...]) -> dict[tuple[str, int], str]:
+    """(boundary, position) -> the ``<hook>`` segment of effect ids for a node's chains:
+    the hook's name, or ``<name>@<boundary><position>`` when the node calls it twice."""
+    names = list(entry) + list(exit_)
+    keys: dict[tuple[str, int], str] = {}
+    for boundary, calls in (("entry", entry), ("exit", exit_)):
+        for position, name in enumerate(calls):
+            unique = names.count(name) == 1
+            keys[(boundary, position)] = name if unique else f"{name}@{boundary}{position}"
+    return keys
+
+
+def digest(text: str) -> str:
+    """SHA-256 hex of ``text``."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def summary(result: Any) -> dict[str, Any]:
+    """What of an operation's result is kept in state: scalars and short lists of scalars,
+    without bodies, contents or credentials."""
+    if not isinstance(result, Mapping):
+        return {}
+    kept: dict[str, Any] = {}
+    for key, value in result.items():
+        if key in _PRIVATE_KEYS:
+            continue
+        if isinstance(value, str):
+            kept[key] = value[:_MAX_TEXT]
+        elif value is None or isinstance(value, (bool, int, float)):
+            kept[key] = value
+        elif isinstance(value, (list, tuple)) and all(
+                isinstance(v, (str, int, float, bool)) for v in value):
+            kept[key] = list(value)[:_MAX_ITEMS]
+    return kept
+
+
+class HookEffects:
+    """The effects of one hook run, recorded in ``state`` and saved through ``store``.
+
+    Args:
+        state: the work item's state (the runtime's own object; saved as a whole).
+        store: where it is saved.
+        prefix: ``<ref>/<node>/<visit>/<hook>``; effect ids are ``<prefix>/<n>``.
+    """
+
+    def __init__(self, state: WorkItemState, store: StateStore, prefix: str) -> None:
+        self.state = state
+        self.store = store
+        self.prefix = prefix
+        self._count = 0
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def wrap(self, config: HookConfig) -> HookConfig:
+        """``config`` with every integration wrapped in an :class:`EffectProxy`."""
+        if not config.integrations:
+            return config
+        wrapped = {name: EffectProxy(name, integration, self)
+                   for name, integration in config.integrations.items()}
+        return dataclasses.replace(config, integrations=wrapped)
+
+    def close(self) -> None:
+        """Refuse further effects: the hook ran past its timeout and was abandoned."""
+        with self._lock:
+            self._closed = True
+
+    def perform(self, name: str, integration: Integration, op: str,
+                params: dict[str, Any]) -> dict[str, Any]:
+        """Perform side effect ``op`` through ``integration`` exactly once per effect id.
+
+        Raises:
+            RetryLater: a transient failure, or the hook run was abandoned.
+            IntegrationError: a permanent refusal (left pending; a later run retries it).
+        """
+        with self._lock:
+            if self._closed:
+                raise RetryLater("the hook ran past its timeout; its effects stop here",
+                                 integration=name, op=op)
+            effect = f"{self.prefix}/{self._count}"
+            self._count += 1
+            previous = self.state.effects.get(effect)
+            if previous and previous.get("op") == op and previous.get("status") == "done":
+                return dict(previous.get("result") or {})
+            retry = bool(previous and previous.get("op") == op)
+            params = self._marked(op, params, effect)
+            record: dict[str, Any] = {
+                "op": op,
+                "integration": name,
+                "status": "pending",
+                "attempts": int(previous.get("attempts", 0)) + 1 if retry and previous else 1,
+                "at": time.time(),
+                "target": self._target(op, params, previous if retry else None),
+            }
+            self.state.effects[effect] = record
+            # Persist BEFORE the side effect: a crash from here on leaves it pending.
+            self.store.save(self.state)
+        try:
+            result = self._reconcile(integration, op, params, record, effect) if retry else None
+            if result is None:
+                result = integration.call(op, **params)
+        except IntegrationError as exc:
+            if exc.retriable:
+                raise RetryLater.from_error(exc) from exc
+            raise
+        with self._lock:
+            if self._closed:  # abandoned meanwhile: the runtime owns the state now
+                return result
+            record.update(status="done", result=summary(result), at=time.time())
+            self.store.save(self.state)
+        return result
+
+    # -- what identifies an effect at its target -----------------------------------------
+
+    @staticmethod
+    def _marked(op: str, params: dict[str, Any], effect: str) -> dict[str, Any]:
+        """A comment's body carries a marker (the hook's own, else the effect id's)."""
+        body = params.get("body")
+        if op == "comment" and isinstance(body, str) and find_effect(body) is None:
+            return {**params, "body": f"{body}\n\n{marker(effect)}"}
+        return params
+
+    @staticmethod
+    def _target(op: str, params: Mapping[str, Any],
+                previous: Mapping[str, Any] | None) -> dict[str, Any]:
+        before = dict((previous or {}).get("target") or {})
+        if op == "comment":
+            return {"marker": find_effect(params.get("body")), "number": params.get("number")}
+        if op == "put-file":
+            digests = list(before.get("digests") or [])
+            text = params.get("text")
+            if isinstance(text, str) and digest(text) not in digests:
+                digests.append(digest(text))
+            return {"path": params.get("path"), "branch": params.get("branch"),
+                    "digests": digests[-5:]}
+        if op == "create-check-run":
+            return {"name": params.get("name"), "head_sha": params.get("head_sha")}
+        return {}
+
+    def _reconcile(self, integration: Integration, op: str, params: dict[str, Any],
+                   record: Mapping[str, Any], effect: str) -> dict[str, Any] | None:
+        """For a pending effect: what the target already holds, made current; ``None``
+        when it has to be performed."""
+        ops = integration.operations
+        target = record.get("target") or {}
+        if op == "comment" and "list-comments" in ops and target.get("marker"):
+            listed = integration.call("list-comments", repo=params["repo"],
+                                      number=params["number"])
+            for comment in listed.get("comments", []):
+                if find_effect(comment.get("body")) == target["marker"]:
+                    if comment.get("body") != params["body"] and "update-comment" in ops:
+                        return integration.call("update-comment", repo=params["repo"],
+                                                comment_id=comment["id"], body=params["body"])
+                    return {"id": comment["id"], "reused": True}
+            return None
+        if op == "put-file" and "get-file" in ops:
+            try:
+                got = integration.call("get-file", repo=params["repo"], path=params["path"],
+                                       ref=params.get("branch"))
+            except NotFound:
+                return None
+            if digest(str(got.get("text", ""))) in (target.get("digests") or []):
+                return {"path": got.get("path"), "sha": got.get("sha"), "unchanged": True}
+            return None
+        if op == "create-check-run" and "list-check-runs" in ops:
+            runs = integration.call("list-check-runs", repo=params["repo"],
+                                    head_sha=params["head_sha"], name=params["name"])
+            for run in runs.get("check_runs", []):
+                if run.get("name") == params["name"]:
+                    if "update-check-run" not in ops:
+                        return {"id": run["id"], "reused": True}
+                    changes = {k: v for k, v in params.items()
+                               if k not in ("repo", "head_sha", "name")}
+                    return integration.call("update-check-run", repo=params["repo"],
+                                            check_run_id=run["id"], **changes)
+            return None
+        if "find-effect" in ops:
+            found = integration.call("find-effect", operation=op, effect=effect)
+            if found.get("found"):
+                return dict(found.get("result") or {})
+        return None
+
+
+class EffectProxy:
+    """An :class:`~graph.ports.Integration` that routes side effects through the outbox.
+
+    Reads pass straight through; a transient failure of any call raises
+    :class:`RetryLater`. Other attributes are the wrapped integration's.
+    """
+
+    def __init__(self, name: str, integration: Integration, effects: HookEffects) -> None:
+        self.name = name
+        self.operations = integration.operations
+        self._integration = integration
+        self._effects = effects
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._integration, attribute)
+
+    def __repr__(self) -> str:
+        return f"EffectProxy({self._integration!r})"
+
+    def call(self, op: str, **params: Any) -> dict[str, Any]:
+        if is_side_effect(op):
+            return self._effects.perform(self.name, self._integration, op, params)
+        try:
+            return self._integration.call(op, **params)
+        except IntegrationError as exc:
+            if exc.retriable:
+                raise RetryLater.from_error(exc) from exc
+            raise

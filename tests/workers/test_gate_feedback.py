@@ -1,0 +1,181 @@
+"""Gate feedback on real fixture payloads through the worker: repository config from the
+default branch, reactions, decision comments, edit alarms, stale reviews, withdrawals and
+phase-label drift."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from graph.compile import load_graph
+from graph.markers import find_effect
+from tests.conftest import load_fixture
+from tests.support.fakes import FakeGitHub
+from webhook.enqueue import DeliveryQueue
+from webhook.events import parse_delivery
+from workers.service import DeliveryProcessor
+from workers.settings import WorkerSettings
+from workers.state import RedisStateStore
+
+REPO = "Codertocat/Hello-World"
+REF1, REF2 = f"github:{REPO}#1", f"github:{REPO}#2"
+COLLABORATORS = "version: 1\nroles:\n  approver:\n    - {name: Coder, github: Codertocat}\n"
+REQUIREMENTS = "# R\n\n## Problem\n\nx\n\n## Requirements\n\ny\n"
+
+
+@pytest.fixture
+def env(redis_ns):
+    gh = FakeGitHub()
+    gh.put_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
+    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
+    settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
+    processor = DeliveryProcessor(settings, redis_ns.client, load_graph(), lambda _i: gh)
+    queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
+                          prefix=redis_ns.prefix)
+    store = RedisStateStore(redis_ns.client, redis_ns.prefix)
+
+    def deliver(event, payload):
+        body = json.dumps(payload).encode()
+        delivery = parse_delivery({"X-GitHub-Event": event,
+                                   "X-GitHub-Delivery": f"{redis_ns.token}-{uuid.uuid4()}",
+                                   "Content-Type": "application/json"}, body)
+        assert queue.enqueue(delivery)
+        return processor.process(delivery.delivery_id, event, delivery.work_item)
+
+    return gh, processor, store, deliver
+
+
+def fixture(event, name, *, enrol=True):
+    p = json.loads(load_fixture(event, name))
+    item = p.get("issue") or p.get("pull_request")
+    if enrol and item is not None:
+        item.setdefault("labels", []).append({"name": "the-loop"})
+    return p
+
+
+def enrol(deliver):
+    p = fixture("issues", "labeled")
+    p["label"] = {"name": "the-loop"}
+    deliver("issues", p)
+
+
+def comment(body, login="Codertocat", action="created"):
+    p = fixture("issue_comment", "created" if action == "created" else action)
+    p["sender"]["login"] = p["comment"]["user"]["login"] = login
+    p["comment"]["body"] = body
+    return p
+
+
+def effects(gh, number=1):
+    return [find_effect(c["body"]) or "" for c in gh.comments.get((REPO, number), [])]
+
+
+def test_an_authorized_approval_gets_reactions_and_a_decision_comment(env):
+    gh, processor, store, deliver = env
+    enrol(deliver)
+    deliver("issue_comment", comment("/approve"))
+    cid = json.loads(load_fixture("issue_comment", "created"))["comment"]["id"]
+    assert f"{REPO}:add-reaction:{cid}:eyes" in gh.actions
+    assert f"{REPO}:add-reaction:{cid}:hooray" in gh.actions
+    [decision] = [c for c in gh.comments[(REPO, 1)]
+                  if (find_effect(c["body"]) or "").endswith("/decision")]
+    assert "@Codertocat decided **approved** at `requirements-approval`" in decision["body"]
+    assert store.load(REF1).current_node == "design"
+
+
+def test_unauthorized_comments_get_no_reaction_and_change_nothing(env):
+    gh, processor, store, deliver = env
+    enrol(deliver)
+    deliver("issue_comment", comment("/approve", login="mallory"))
+    assert not [a for a in gh.actions if ":add-reaction:" in a]
+    assert store.load(REF1).current_node == "requirements-approval"
+
+
+def test_an_approval_edited_by_someone_else_never_counts_and_raises_an_alarm(env):
+    gh, processor, store, deliver = env
+    enrol(deliver)
+    edited = fixture("issue_comment", "edited")
+    edited["comment"]["body"] = "/approve"
+    edited["sender"]["login"] = "mallory"
+    deliver("issue_comment", edited)
+    state = store.load(REF1)
+    assert state.current_node == "requirements-approval" and state.decisions == []
+    assert "alarm" in [e.type for e in store.events(REF1)]
+    assert any("/alarm/" in e for e in effects(gh))
+    # The author editing their own comment is re-evaluated and counts.
+    edited["sender"]["login"] = "Codertocat"
+    deliver("issue_comment", edited)
+    assert store.load(REF1).current_node == "design"
+
+
+def test_harness_config_on_the_default_branch_sets_label_and_spec_dir(env):
+    gh, processor, store, deliver = env
+    gh.put_file(REPO, ".the-loop/harness-config.yaml",
+                "version: 1\nenrolment: {label: pdlc}\nspecs: {directory: 'docs/{number}'}\n",
+                ref="master")
+    p = fixture("issues", "labeled", enrol=False)
+    p["label"] = {"name": "the-loop"}
+    p["issue"]["labels"].append({"name": "the-loop"})
+    handled = deliver("issues", p)
+    assert handled[-1].outcome == "ignored" and "'pdlc'" in handled[-1].detail
+    p["label"] = {"name": "pdlc"}
+    p["issue"]["labels"].append({"name": "pdlc"})
+    deliver("issues", p)
+    state = store.load(REF1)
+    assert "docs/1/requirements.md" in state.parked_reason
+
+
+def test_a_review_of_an_older_commit_is_stale_and_the_item_says_why(env):
+    gh, processor, store, deliver = env
+    pr = fixture("pull_request", "labeled")
+    pr["label"] = {"name": "the-loop"}
+    head = pr["pull_request"]["head"]
+    for ref in (head["sha"], head["ref"]):
+        gh.put_file(REPO, "specs/2/requirements.md", REQUIREMENTS, ref=ref)
+    deliver("pull_request", pr)
+    assert store.load(REF2).current_node == "requirements-approval"
+    review = fixture("pull_request_review", "submitted")
+    review["review"]["state"] = "approved"
+    review["review"]["commit_id"] = "0" * 40
+    deliver("pull_request_review", review)
+    state = store.load(REF2)
+    assert state.current_node == "requirements-approval" and state.decisions == []
+    status = [c for c in gh.comments[(REPO, 2)] if (find_effect(c["body"]) or "")
+              .endswith("/status")]
+    assert "no longer counts" in status[-1]["body"]
+    review["review"]["commit_id"] = review["pull_request"]["head"]["sha"]
+    deliver("pull_request_review", review)
+    assert store.load(REF2).current_node == "design"
+    # The decision landed in the artifact on the pull request branch.
+    recorded = gh.op_get_file(REPO, "specs/2/requirements.md", ref=head["ref"])["text"]
+    assert "## Review comments" in recorded and "@Codertocat — approved" in recorded
+
+
+def test_a_deleted_deciding_comment_is_recorded_and_explained(env):
+    gh, processor, store, deliver = env
+    enrol(deliver)
+    deliver("issue_comment", comment("/approve"))
+    deleted = fixture("issue_comment", "deleted")
+    deliver("issue_comment", deleted)
+    withdrawn = [e for e in store.events(REF1) if e.type == "feedback.withdrawn"]
+    assert withdrawn and withdrawn[-1].data["decided"] == ["requirements-approval"]
+    assert any("/withdrawn/" in e for e in effects(gh))
+    assert store.load(REF1).current_node == "design"  # never moved back automatically
+
+
+def test_phase_label_drift_is_noticed_once_and_never_fought(env):
+    gh, processor, store, deliver = env
+    enrol(deliver)
+    before = list(gh.actions)
+    for _ in range(2):
+        p = fixture("issues", "unlabeled")
+        p["label"] = {"name": "phase:requirements-approval"}
+        deliver("issues", p)
+    drift = [e for e in store.events(REF1) if e.type == "labels.drift"]
+    assert len(drift) == 2 and drift[0].data["action"] == "unlabeled"
+    new_actions = gh.actions[len(before):]
+    assert not [a for a in new_actions if ":add-label:" in a]
+    assert [e for e in effects(gh) if e.endswith("/drift")] == [f"{REF1}/drift"]
+

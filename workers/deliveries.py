@@ -1,0 +1,348 @@
+"""Delivery bookkeeping around the queue: attempts, retries with backoff, dead letters.
+
+Every delivery is tried at most ``THE_LOOP_DELIVERY_ATTEMPTS`` times; an attempt starts
+when a worker begins handling it (so a worker killed while handling it counts). A failed
+attempt leaves the delivery at the head of its work item's inbox, holds that work item's
+later deliveries behind it for the backoff interval (``THE_LOOP_DELIVERY_BACKOFF``) and
+schedules a retry; other work items are not affected. When the attempts are used up the
+delivery is **parked**: recorded with its reason in the ``P:deliveries:failed`` hash and
+in RQ's ``FailedJobRegistry`` (job id = delivery id), taken off the inbox, and — when it
+belongs to a work item — the work item is held (its later deliveries wait in the inbox)
+and its state says why (``blocked_by_delivery``, ``parked_reason``).
+``the-loop deliveries retry ID`` puts it back at the head of the inbox and runs it again;
+``the-loop deliveries discard ID`` drops it and lets the held deliveries through.
+
+Redis keys (``P`` = prefix): ``P:deliveries:failed`` (hash: id -> JSON reason),
+``P:deliveries:retry`` (sorted set: id -> due time), ``P:backoff:REF`` (the work item
+waits until it expires), ``P:parked:REF`` (the parked delivery holding the work item),
+and the delivery record ``P:delivery:ID`` (fields ``attempts``, ``last_error``). Payload
+bodies are never logged; reasons are the-loop's own words.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from rq.job import Job, JobStatus
+from rq.queue import Queue
+from rq.registry import FailedJobRegistry
+
+from graph.state import StateStore
+from workers.settings import WorkerSettings
+
+log = logging.getLogger("the_loop.worker")
+
+JOB_FUNC = "workers.jobs.process_delivery"
+JOB_TIMEOUT = 300
+FAILURE_TTL = 7 * 24 * 3600
+
+#: Pop ``ARGV[1]`` from the inbox only if it is still the head (a lock that expired under
+#: a slow holder must never make it pop someone else's delivery).
+POP_IF_HEAD = """
+if redis.call('LINDEX', KEYS[1], 0) == ARGV[1] then
+  return redis.call('LPOP', KEYS[1])
+end
+return false
+"""
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class DeliveryError(RuntimeError):
+    """An operator command on a delivery cannot be carried out; the message says why."""
+
+
+@dataclass(frozen=True)
+class Parked:
+    """One dead letter, as ``the-loop deliveries failed`` lists it."""
+
+    delivery: str
+    event: str | None
+    work_item: str | None
+    reason: str
+    attempts: int
+    at: float
+    payload_kept: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"delivery": self.delivery, "event": self.event, "work_item": self.work_item,
+                "reason": self.reason, "attempts": self.attempts, "at": self.at,
+                "payload_kept": self.payload_kept}
+
+
+class Deliveries:
+    """Attempts, retries and dead letters of the deliveries on one queue.
+
+    Args:
+        connection: the Redis client (the queue's).
+        settings: worker settings (prefix, queue, attempts, backoff, lock timeout).
+        store: the work items' state (to say why a work item is held).
+    """
+
+    def __init__(self, connection: redis.Redis, settings: WorkerSettings,
+                 store: StateStore) -> None:
+        self.redis = connection
+        self.settings = settings
+        self.store = store
+        self._pop_if_head = connection.register_script(POP_IF_HEAD)
+
+    # -- keys -------------------------------------------------------------------------
+
+    @property
+    def failed_key(self) -> str:
+        return f"{self.settings.prefix}:deliveries:failed"
+
+    @property
+    def retry_key(self) -> str:
+        return f"{self.settings.prefix}:deliveries:retry"
+
+    def delivery_key(self, delivery_id: str) -> str:
+        return f"{self.settings.prefix}:delivery:{delivery_id}"
+
+    def inbox_key(self, ref: str) -> str:
+        return f"{self.settings.prefix}:inbox:{ref}"
+
+    def lock_key(self, ref: str) -> str:
+        return f"{self.settings.prefix}:lock:{ref}"
+
+    def backoff_key(self, ref: str) -> str:
+        return f"{self.settings.prefix}:backoff:{ref}"
+
+    def parked_key(self, ref: str) -> str:
+        return f"{self.settings.prefix}:parked:{ref}"
+
+    # -- while processing -------------------------------------------------------------
+
+    def begin_attempt(self, delivery_id: str) -> int:
+        """Count one more attempt at ``delivery_id`` (before handling it); return it."""
+        return int(self.redis.hincrby(self.delivery_key(delivery_id), "attempts", 1))
+
+    def held(self, ref: str) -> str | None:
+        """Why ``ref``'s inbox must not be drained now (a retry's backoff, a parked
+        delivery), or ``None``."""
+        backoff, parked = self.redis.mget(self.backoff_key(ref), self.parked_key(ref))
+        if parked is not None:
+            return f"held by parked delivery {_text(parked)}"
+        if backoff is not None:
+            return f"waiting to retry delivery {_text(backoff)}"
+        return None
+
+    def pop_if_head(self, ref: str, delivery_id: str) -> bool:
+        """Take ``delivery_id`` off ``ref``'s inbox if it is still the head."""
+        return self._pop_if_head(keys=[self.inbox_key(ref)], args=[delivery_id]) is not None
+
+    def schedule_retry(self, delivery_id: str, ref: str | None, attempt: int,
+                       reason: str) -> float:
+        """Retry ``delivery_id`` after the backoff for ``attempt``; until then its work
+        item's later deliveries wait. Returns the delay in seconds."""
+        delay = self.settings.backoff(attempt)
+        due = time.time() + delay
+        with self.redis.pipeline() as pipe:
+            pipe.hset(self.delivery_key(delivery_id), "last_error", reason[:500])
+            if ref:
+                pipe.set(self.backoff_key(ref), delivery_id, px=max(1, int(delay * 1000)))
+            pipe.zadd(self.retry_key, {delivery_id: due})
+            pipe.execute()
+        return delay
+
+    def park(self, delivery_id: str, event: str | None, ref: str | None, reason: str,
+             attempts: int) -> None:
+        """Record ``delivery_id`` as a dead letter and hold its work item, visibly.
+
+        Idempotent (a crash part-way through parks it again on the next attempt).
+        """
+        at = time.time()
+        self.redis.hset(self.failed_key, delivery_id, json.dumps({
+            "event": event, "work_item": ref, "reason": reason, "attempts": attempts,
+            "at": at}))
+        job = self._job(delivery_id, event or "", ref, status=JobStatus.FAILED)
+        FailedJobRegistry(self.settings.queue, connection=self.redis).add(
+            job, ttl=FAILURE_TTL, exc_string=f"parked after {attempts} attempts: {reason}")
+        self.redis.zrem(self.retry_key, delivery_id)
+        if not ref:
+            return
+        state = self.store.load(ref)
+        if state is None:
+            return  # not a work item: nothing to hold
+        if (state.blocked_by_delivery or {}).get("delivery") != delivery_id:
+            state.blocked_by_delivery = {
+                "delivery": delivery_id, "event": event, "reason": reason,
+                "attempts": attempts, "at": at, "previous_reason": state.parked_reason}
+            state.parked_reason = (
+                f"delivery {delivery_id} ({event}) failed {attempts} times and is parked "
+                f"({reason}); later deliveries wait until an operator runs "
+                f"`the-loop deliveries retry {delivery_id}` (or `discard`)")
+            self.store.save(state)
+            self.store.append_event(ref, "delivery.parked", {
+                "delivery": delivery_id, "event": event, "attempts": attempts,
+                "reason": reason}, delivery_id)
+        self.redis.set(self.parked_key(ref), delivery_id)
+        log.error("delivery=%s event=%s work_item=%s parked after %d attempts: %s",
+                  delivery_id, event, ref, attempts, reason)
+
+    # -- requeueing -------------------------------------------------------------------
+
+    def _job(self, job_id: str, event: str, ref: str | None, *, delivery_id: str | None = None,
+             status: JobStatus = JobStatus.QUEUED) -> Job:
+        delivery_id = delivery_id or job_id
+        return Job.create(
+            JOB_FUNC, args=(delivery_id, event, ref), connection=self.redis, id=job_id,
+            origin=self.settings.queue, result_ttl=0, failure_ttl=FAILURE_TTL,
+            timeout=JOB_TIMEOUT, description=f"{event} {delivery_id}", status=status)
+
+    def requeue(self, delivery_id: str, event: str, ref: str | None, *,
+                at_front: bool = False) -> str:
+        """Queue a job that processes ``delivery_id`` (its work item's inbox) again.
+
+        The job gets a fresh id (``<delivery>-r<hex>``): an earlier job of the delivery
+        may still be on record. Returns the job id.
+        """
+        job_id = f"{delivery_id}-r{uuid.uuid4().hex[:8]}"
+        job = self._job(job_id, event, ref, delivery_id=delivery_id)
+        Queue(self.settings.queue, connection=self.redis).enqueue_job(job, at_front=at_front)
+        return job_id
+
+    def release_due(self, now: float | None = None) -> int:
+        """Requeue the retries that are due; returns how many."""
+        due = self.redis.zrangebyscore(self.retry_key, 0, now or time.time(), start=0, num=500)
+        count = 0
+        for raw in due:
+            delivery_id = _text(raw)
+            event, ref = self.redis.hmget(self.delivery_key(delivery_id), "event", "work_item")
+            if event is not None:
+                # Enqueue first, then forget: a crash in between only duplicates the job,
+                # which finds nothing left to do.
+                self.requeue(delivery_id, _text(event), _text(ref or b"") or None)
+                count += 1
+            self.redis.zrem(self.retry_key, delivery_id)
+        return count
+
+    # -- operators --------------------------------------------------------------------
+
+    def failed(self) -> list[Parked]:
+        """The parked deliveries, oldest first."""
+        out = []
+        for raw_id, raw in self.redis.hgetall(self.failed_key).items():
+            delivery_id = _text(raw_id)
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                entry = {}
+            out.append(Parked(
+                delivery=delivery_id, event=entry.get("event"),
+                work_item=entry.get("work_item"), reason=str(entry.get("reason", "?")),
+                attempts=int(entry.get("attempts") or 0), at=float(entry.get("at") or 0),
+                payload_kept=bool(self.redis.exists(self.delivery_key(delivery_id)))))
+        return sorted(out, key=lambda p: p.at)
+
+    def retrying(self) -> list[dict[str, Any]]:
+        """Deliveries waiting for a retry: ``{delivery, due, attempts, last_error}``."""
+        out = []
+        for raw_id, due in self.redis.zrange(self.retry_key, 0, -1, withscores=True):
+            delivery_id = _text(raw_id)
+            attempts, error = self.redis.hmget(self.delivery_key(delivery_id), "attempts",
+                                               "last_error")
+            out.append({"delivery": delivery_id, "due": due,
+                        "attempts": int(attempts or 0),
+                        "last_error": _text(error) if error is not None else None})
+        return out
+
+    def _entry(self, delivery_id: str) -> Mapping[str, Any]:
+        raw = self.redis.hget(self.failed_key, delivery_id)
+        if raw is None:
+            raise DeliveryError(f"delivery {delivery_id} is not parked "
+                                "(see `the-loop deliveries failed`)")
+        entry: Mapping[str, Any] = json.loads(raw)
+        return entry
+
+    def _unhold(self, ref: str, delivery_id: str, what: str) -> None:
+        """Clear the hold ``delivery_id`` put on ``ref`` (state, marker key)."""
+        parked = self.redis.get(self.parked_key(ref))
+        if parked is not None and _text(parked) == delivery_id:
+            self.redis.delete(self.parked_key(ref))
+        state = self.store.load(ref)
+        if state is not None and (state.blocked_by_delivery or {}).get("delivery") == delivery_id:
+            state.parked_reason = state.blocked_by_delivery.get("previous_reason")
+            state.blocked_by_delivery = None
+            self.store.save(state)
+        self.store.append_event(ref, what, {"delivery": delivery_id}, delivery_id)
+
+    def _with_lock(self, ref: str):  # type: ignore[no-untyped-def]
+        lock = self.redis.lock(self.lock_key(ref), timeout=self.settings.lock_timeout,
+                               thread_local=False)
+        if not lock.acquire(blocking=True, blocking_timeout=max(30, self.settings.worker_ttl)):
+            raise DeliveryError(f"work item {ref} is busy (its lock is held); try again")
+        return lock
+
+    def retry(self, delivery_id: str) -> dict[str, Any]:
+        """Put parked ``delivery_id`` back at the head of its work item's inbox, with its
+        attempts reset, and queue a job for it. Returns what was done.
+
+        Raises:
+            DeliveryError: not parked, its payload is no longer kept, or its work item is
+                busy.
+        """
+        entry = self._entry(delivery_id)
+        key = self.delivery_key(delivery_id)
+        event = self.redis.hget(key, "event")
+        if event is None:
+            raise DeliveryError(
+                f"delivery {delivery_id}'s payload is no longer kept (deliveries are kept "
+                "7 days); ask GitHub to send it again: `the-loop redeliver --since 7d`")
+        ref = entry.get("work_item") or None
+        if ref:
+            lock = self._with_lock(ref)
+            try:
+                inbox = self.inbox_key(ref)
+                if self.redis.lpos(inbox, delivery_id) is None:
+                    self.redis.lpush(inbox, delivery_id)
+                self.redis.hset(key, "attempts", 0)
+                self._unhold(ref, delivery_id, "delivery.retried")
+            finally:
+                lock.release()
+        else:
+            self.redis.hset(key, "attempts", 0)
+        self._forget(delivery_id)
+        job_id = self.requeue(delivery_id, _text(event), ref, at_front=True)
+        return {"delivery": delivery_id, "work_item": ref, "job": job_id}
+
+    def discard(self, delivery_id: str) -> dict[str, Any]:
+        """Drop parked ``delivery_id`` for good and let its work item's held deliveries
+        through. Returns what was done.
+
+        Raises:
+            DeliveryError: not parked, or its work item is busy.
+        """
+        entry = self._entry(delivery_id)
+        ref = entry.get("work_item") or None
+        job_id = None
+        if ref:
+            lock = self._with_lock(ref)
+            try:
+                self.redis.lrem(self.inbox_key(ref), 0, delivery_id)
+                self._unhold(ref, delivery_id, "delivery.discarded")
+                head = self.redis.lindex(self.inbox_key(ref), 0)
+            finally:
+                lock.release()
+            if head is not None:
+                head_id = _text(head)
+                event = self.redis.hget(self.delivery_key(head_id), "event")
+                job_id = self.requeue(head_id, _text(event or b"?"), ref)
+        self.redis.delete(self.delivery_key(delivery_id))
+        self._forget(delivery_id)
+        return {"delivery": delivery_id, "work_item": ref, "job": job_id}
+
+    def _forget(self, delivery_id: str) -> None:
+        self.redis.hdel(self.failed_key, delivery_id)
+        self.redis.zrem(self.retry_key, delivery_id)
+        registry = FailedJobRegistry(self.settings.queue, connection=self.redis)
+        registry.remove(delivery_id, delete_job=True)

@@ -1,0 +1,160 @@
+"""Prometheus metrics of the worker, served by ``the-loop worker`` on its own port.
+
+``THE_LOOP_WORKER_METRICS_PORT`` (default 9101; ``0`` turns it off) on ``THE_LOOP_HOST``
+(default ``0.0.0.0``) serves ``/metrics`` from a thread (prometheus-client's
+``start_http_server``). Metrics (labels in braces):
+
+- ``the_loop_job_duration_seconds{event}``: wall time of one RQ job (a delivery, plus any
+  of its work item's deliveries queued before it);
+- ``the_loop_worker_deliveries_total{event, outcome}``: deliveries handled, ``outcome``
+  ``advanced``, ``ignored`` or ``failed``;
+- ``the_loop_hook_results_total{hook, status}``: hook results (``pass``, ``block``,
+  ``wait``, ``skip``) of every chain the runtime ran, counted from its ``AdvanceResult``;
+- the transport metrics of :mod:`integrations.metrics`, and prometheus-client's own
+  ``process_*`` and ``python_*`` metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client.metrics import disable_created_metrics
+
+from graph.runtime import AdvanceResult
+from integrations.metrics import ObservedFactory, ObservedIntegration
+from webhook.metric_labels import event_label
+
+__all__ = [
+    "DEFAULT_PORT",
+    "count_handled",
+    "event_of_job",
+    "instrument",
+    "job_args",
+    "metrics_port",
+    "observe_advance",
+    "observe_job",
+    "start_server",
+]
+
+log = logging.getLogger("the_loop.worker")
+
+DEFAULT_PORT = 9101
+PORT_ENV = "THE_LOOP_WORKER_METRICS_PORT"
+OUTCOMES = frozenset({"advanced", "ignored", "failed"})
+HOOK_STATUSES = frozenset({"pass", "block", "wait", "skip"})
+
+disable_created_metrics()
+
+JOB_SECONDS = Histogram(
+    "the_loop_job_duration_seconds",
+    "Wall time of one RQ job by GitHub event.",
+    ("event",),
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0),
+)
+DELIVERIES = Counter(
+    "the_loop_worker_deliveries",
+    "Deliveries handled by the worker by GitHub event and outcome.",
+    ("event", "outcome"),
+)
+HOOK_RESULTS = Counter(
+    "the_loop_hook_results",
+    "Hook results by hook and status.",
+    ("hook", "status"),
+)
+
+
+def job_args(job: Any) -> tuple[Any, ...]:
+    """An RQ job's positional arguments, or ``()`` when they cannot be read."""
+    try:
+        return tuple(job.args or ())
+    except Exception:  # noqa: BLE001  (RQ reports an unreadable job itself)
+        return ()
+
+
+def event_of_job(job: Any) -> str:
+    """The event label of an RQ job of ``workers.jobs.process_delivery``
+    (``(delivery_id, event, work_item)``); ``other`` for anything else."""
+    args = job_args(job)
+    return event_label(args[1] if len(args) > 1 else None)
+
+
+def observe_job(job: Any, seconds: float) -> None:
+    """Record one finished (or failed) job's wall time."""
+    JOB_SECONDS.labels(event_of_job(job)).observe(seconds)
+
+
+def count_handled(event: str, outcome: str) -> None:
+    """Count one handled delivery."""
+    DELIVERIES.labels(event_label(event), outcome if outcome in OUTCOMES else "other").inc()
+
+
+def observe_advance(result: AdvanceResult) -> None:
+    """Count the hook results of every chain in ``result``. Hook names are the graph
+    registry's (plus ``runtime`` for the runtime's own verdicts): a bounded set."""
+    for chain in result.chains:
+        for hook_result in chain.results:
+            status = hook_result.status if hook_result.status in HOOK_STATUSES else "other"
+            HOOK_RESULTS.labels(hook_result.hook, status).inc()
+
+
+def instrument(processor: Any) -> None:
+    """Count and time every integration call ``processor`` (a
+    :class:`workers.service.DeliveryProcessor`) makes: its GitHub provider's clients and
+    its other integrations (Slack, Jira) are wrapped once, at start-up."""
+    github = getattr(processor, "github", None)
+    if github is not None and not isinstance(github, ObservedFactory):
+        processor.github = ObservedFactory(github, name="github")
+    others = getattr(processor, "integrations", None)
+    if isinstance(others, dict):
+        for name, integration in list(others.items()):
+            if not isinstance(integration, ObservedIntegration):
+                others[name] = ObservedIntegration(integration, name=name)
+
+
+def metrics_port(env: Mapping[str, str]) -> int:
+    """``THE_LOOP_WORKER_METRICS_PORT`` (default 9101, 0 = off).
+
+    Raises:
+        ValueError: not an integer from 0 to 65535 (names the variable).
+    """
+    raw = (env.get(PORT_ENV) or str(DEFAULT_PORT)).strip()
+    try:
+        port = int(raw)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise ValueError(
+            f"{PORT_ENV} must be a port number (0 turns the worker's metrics off), "
+            f"e.g. {PORT_ENV}={DEFAULT_PORT}"
+        )
+    return port
+
+
+def start_server(env: Mapping[str, str] | None = None) -> Any | None:
+    """Serve the worker's metrics on ``THE_LOOP_WORKER_METRICS_PORT``.
+
+    Returns:
+        the server (call ``shutdown()`` to stop it), or ``None`` when the port is 0 or
+        taken (a warning says so; the worker runs on without metrics).
+
+    Raises:
+        ValueError: the port setting is invalid.
+    """
+    env = os.environ if env is None else env
+    port = metrics_port(env)
+    if port == 0:
+        return None
+    host = (env.get("THE_LOOP_HOST") or "0.0.0.0").strip()
+    try:
+        server, _thread = start_http_server(port, addr=host)
+    except OSError as exc:
+        log.warning("worker metrics not served: %s:%d is not available (%s); set %s to "
+                    "a free port, or 0", host, port, exc.strerror or type(exc).__name__,
+                    PORT_ENV)
+        return None
+    log.info("worker metrics on http://%s:%d/metrics", host, port)
+    return server
