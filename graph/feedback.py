@@ -85,3 +85,42 @@ def publish_status(config: HookConfig, work_item: WorkItem, body: str) -> int | 
             return int(comment["id"])
     posted = github.call("comment", repo=work_item.repository, number=work_item.id, body=body)
     return int(posted["id"])
+
+
+CHECK_NAME = "the-loop"
+# work item status -> (check run status, conclusion)
+CHECK_STATES = {
+    "active": ("in_progress", None),
+    "waiting": ("in_progress", None),
+    "escalated": ("completed", "action_required"),
+    "blocked": ("completed", "failure"),
+    "done": ("completed", "success"),
+}
+
+
+def publish_check(
+    config: HookConfig, work_item: WorkItem, phase: str, status: str, summary: str = ""
+) -> int | None:
+    """Create or update (by name and head SHA) the ``the-loop`` check run for
+    ``work_item``'s pull request head. Returns its id, or ``None`` where there is no pull
+    request head or no GitHub integration. Raises what the integration raises."""
+    github = config.integrations.get("github")
+    sha = config.head_sha
+    if github is None or work_item.repository is None or not sha:
+        return None
+    state, conclusion = CHECK_STATES.get(status, ("in_progress", None))
+    title = f"phase {phase}: {status}"
+    fields = {"status": state, "conclusion": conclusion, "title": title,
+              "summary": summary or f"the-loop: {work_item.ref} is {status} at phase {phase}."}
+    existing = github.call("list-check-runs", repo=work_item.repository, head_sha=sha,
+                           name=CHECK_NAME)["check_runs"]
+    # A completed run is not reopened: a new run (GitHub shows the latest by name) says
+    # the work item is in progress again.
+    if existing and not (existing[0].get("status") == "completed" and conclusion is None):
+        run_id = int(existing[0]["id"])
+        github.call("update-check-run", repo=work_item.repository, check_run_id=run_id,
+                    **fields)
+        return run_id
+    created = github.call("create-check-run", repo=work_item.repository, head_sha=sha,
+                          name=CHECK_NAME, **fields)
+    return int(created["id"])

@@ -22,7 +22,7 @@ from typing import Any
 from graph.compile import Graph, HookCall, Node
 from graph.context import HookConfig
 from graph.effects import HookEffects, RetryLater, hook_keys
-from graph.feedback import digest, publish_status, render_status
+from graph.feedback import digest, publish_check, publish_status, render_status
 from graph.markers import marker
 from graph.model import Boundary, HookContext, HookResult, InboundEvent, Message, Session, WorkItem
 from graph.ports import IntegrationError
@@ -570,6 +570,13 @@ class Runtime:
         body_digest = digest(body)
         if body_digest == state.status_digest:
             return
+        if any(c.name == "publish-check" for c in node.entry):
+            try:
+                publish_check(config, work_item, node.phase, state.status,
+                              "; ".join(m.text for m in messages))
+            except Exception as exc:  # noqa: BLE001  (recorded; the graph must not wedge)
+                self._log(state, "notification.failed",
+                          {"channel": "github-check", "error": type(exc).__name__}, None)
         try:
             published = publish_status(config, work_item, body)
         except Exception as exc:  # noqa: BLE001  (recorded; the graph must not wedge)

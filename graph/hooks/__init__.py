@@ -8,6 +8,8 @@ from graph.hooks import (  # noqa: F401  (imported for registration)
     is_docs_only,
     lint_artifacts,
     log_entry,
+    notify,
+    publish_check,
     record_decision,
     record_feedback,
     request_review,

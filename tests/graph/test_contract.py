@@ -424,3 +424,27 @@ def test_an_artifact_that_passed_a_gate_must_keep_its_review_record(tmp_path):
     r = rt.advance(item, config, None, repo=tmp_path)
     assert r.status in ("blocked", "escalated") and r.node == "design"
     assert any(m.code == "review-record-missing" for m in r.messages)
+
+
+def test_publish_check_tracks_phase_and_gate_state_on_the_pr_head():
+    """Given a pull request work item
+    When it enters requirements, blocks on a missing file, then waits at its gate
+    Then the `the-loop` check run on the head shows in progress, failure, then a new run
+      in progress for the gate."""
+    gh = FakeGitHub()
+    config = HookConfig(collaborators=Collaborators.parse(COLLABORATORS),
+                        integrations={"github": gh}, files=Files(gh), head_sha="abc",
+                        head_ref="feature")
+    item = WorkItem(REF, 1, REPO, kind="pull_request", spec_dir="specs/1")
+    rt = Runtime(load_graph(), MemoryStateStore())
+    rt.enrol(item, config, None)
+    runs = [r for r in gh.check_runs.values() if r["name"] == "the-loop"]
+    assert len(runs) == 1 and runs[0]["head_sha"] == "abc"
+    assert (runs[0]["status"], runs[0]["conclusion"]) == ("completed", "failure")
+    assert "requirements.md does not exist" in runs[0]["summary"]
+    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    rt.advance(item, config, None)
+    runs = sorted((r for r in gh.check_runs.values() if r["name"] == "the-loop"),
+                  key=lambda r: r["id"])
+    assert len(runs) == 2 and runs[-1]["status"] == "in_progress"
+    assert "requirements-approval" in runs[-1]["title"]

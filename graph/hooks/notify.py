@@ -1,0 +1,64 @@
+"""``notify``: tell the people of the roles the harness config names for an event.
+
+Slack users get a direct message through the Slack transport (by their Slack user id from
+``collaborators.yaml``); GitHub logins are @mentioned by the-loop's own comments. A
+failed notification is recorded and never wedges the graph (specification, "Error
+handling": notification hook fails -> record and continue).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from graph.model import HookContext, HookResult
+from graph.ports import IntegrationError
+from graph.registry import hook
+
+DEFAULT_EVENT = "phase-approval-pending"
+TEXTS = {
+    "phase-approval-pending": "the-loop: {ref} is waiting for your decision at phase {phase}.",
+    "phase-approved": "the-loop: {ref} passed phase {phase}.",
+    "changes-requested": "the-loop: changes were requested on {ref} at phase {phase}.",
+    "work-item-blocked": "the-loop: {ref} is blocked at phase {phase}.",
+    "work-item-done": "the-loop: {ref} is done.",
+}
+
+
+def roles_for(ctx: HookContext, event: str) -> tuple[str, ...]:
+    """Roles ``notifications.events[event]`` names in the harness config (default: the
+    node's role for ``phase-approval-pending``)."""
+    notifications = ctx.config.harness.get("notifications") if ctx.config.harness else None
+    events = notifications.get("events") if isinstance(notifications, Mapping) else None
+    if isinstance(events, Mapping) and event in events:
+        return tuple(str(r) for r in events[event] or ())
+    return (ctx.node.role,) if event == DEFAULT_EVENT else ()
+
+
+@hook("notify", requires={"slack": {"post-message"}}, boundaries={"entry"}, params={"event"})
+def notify(ctx: HookContext) -> HookResult:
+    """``with: {event: NAME}`` (default ``phase-approval-pending``).
+
+    Returns ``skip`` when no Slack transport is configured or nobody with a Slack id holds
+    the roles; otherwise ``pass`` with ``sent``/``failed`` counts (failures recorded, not
+    raised).
+    """
+    name = "notify"
+    event = str(ctx.params.get("event") or DEFAULT_EVENT)
+    slack = ctx.config.integrations.get("slack")
+    if slack is None:
+        return HookResult.skipped(name, "no Slack transport configured")
+    people = {p.slack for role in roles_for(ctx, event)
+              for p in ctx.config.collaborators.people(role) if p.slack}
+    if not people:
+        return HookResult.skipped(name, f"nobody with a Slack id holds the roles for {event}")
+    text = TEXTS.get(event, "the-loop: {ref} — {phase}").format(
+        ref=ctx.work_item.ref, phase=ctx.node.phase)
+    sent, failed = 0, []
+    for user in sorted(people):
+        try:
+            slack.call("post-message", channel=user, text=text)
+            sent += 1
+        except IntegrationError as exc:
+            failed.append({"status": exc.status, "retriable": exc.retriable})
+    return HookResult.passed(name, event=event, sent=sent, failed=len(failed),
+                             notification_failed=bool(failed))
