@@ -119,6 +119,13 @@ def absent_globals(conn) -> tuple[str, ...]:  # noqa: ANN001
     return tuple(k for k in RQ_GLOBAL_LOCKS if not conn.exists(k))
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """(total, idle) jiffies of the whole machine, from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return sum(fields), fields[3] + fields[4]  # idle + iowait
+
+
 def cpu_busy_pct(seconds: float = 1.0) -> float:
     """Whole-machine CPU busy percentage over ``seconds`` (from /proc/stat), to notice
     other load on the machine while benchmarking."""
@@ -151,6 +158,22 @@ def wait_quiet(max_wait: float = 0.0, threshold: float = 25.0) -> float:
     return busy
 
 
+def code_version() -> dict[str, Any]:
+    """The commit measured and how many files differed from it (the tree is shared)."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    status = git("status", "--porcelain")
+    return {"commit": git("rev-parse", "--short", "HEAD"),
+            "changed_files": len(status.splitlines()) if status else 0}
+
+
 def cleanup_redis(conn, token: str, worker_keys: tuple[str, ...] = (),  # noqa: ANN001
                   created_globals: tuple[str, ...] = ()) -> int:
     """Delete the keys of one run: those containing ``token``, ``worker_keys``, and the
@@ -163,7 +186,7 @@ def cleanup_redis(conn, token: str, worker_keys: tuple[str, ...] = (),  # noqa: 
     if created_globals:
         deleted += conn.unlink(*created_globals)
     batch: list[bytes] = []
-    for key in conn.scan_iter(match=f"*{token}*", count=1000):
+    for key in conn.scan_iter(match=f"*{token}*", count=500):
         batch.append(key)
         if len(batch) >= 500:
             deleted += conn.unlink(*batch)

@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -150,18 +151,50 @@ def run_wrk(app: App, seconds: float, threads: int, connections: int, body_file:
     return result
 
 
+class Sampler:
+    """Once a second: whole-machine CPU busy % and the app's workers' CPU % (of one
+    CPU), to tell a stall caused by other load on the machine from one in the app."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        total0, idle0 = c.cpu_ticks()
+        app0 = self.app.cpu_seconds()
+        while not self._stop.wait(1.0):
+            total1, idle1 = c.cpu_ticks()
+            app1 = self.app.cpu_seconds()
+            busy = 100 * (1 - (idle1 - idle0) / max(total1 - total0, 1))
+            self.samples.append((round(busy, 1), round(100 * (app1 - app0), 1)))
+            total0, idle0, app0 = total1, idle1, app1
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def run_openloop(app: App, rate: float, seconds: float, body_file: Path, signature: str,
                  id_prefix: str) -> dict[str, Any]:
     argv = [c.PYTHON, str(HERE / "openloop.py"), "--url", app.url, "--rate", str(rate),
             "--seconds", str(seconds), "--body", str(body_file), "--signature", signature,
             "--event", EVENT, "--id-prefix", id_prefix]
     cpu0 = app.cpu_seconds()
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60)
+    with Sampler(app) as sampler:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60)
     cpu1 = app.cpu_seconds()
     if out.returncode != 0:
         raise SystemExit(f"openloop failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
     result = json.loads(out.stdout.strip().splitlines()[-1])
     result["app_cpu_pct"] = round(100 * (cpu1 - cpu0) / result["duration_s"], 1)
+    # Per second: [machine busy %, app workers' CPU % of one CPU] (client start-up first).
+    result["cpu_by_second"] = sampler.samples
     return result
 
 
@@ -266,11 +299,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 runs[name].append(run)
                 print(f"  ingest {name:8s} round {r + 1}: {run['rps']:8.1f} req/s "
                       f"(app CPU {run['app_cpu_us_per_request']} us/req)", file=sys.stderr)
-        rps = {k: round(sum(x["rps"] for x in v) / len(v), 1) for k, v in runs.items()}
+        rps = {k: round(sum(x["rps"] for x in v) / max(len(v), 1), 1) for k, v in runs.items()}
         result["throughput"] = {
             "receiver_rps": rps["receiver"],
             "bare_rps": rps["bare"],
-            "ratio": round(rps["receiver"] / rps["bare"], 3),
+            "ratio": round(rps["receiver"] / rps["bare"], 3) if rps["bare"] else None,
             "runs": runs,
         }
         result["rss_after_throughput_kib"] = {k: a.rss() for k, a in apps.items()}
@@ -314,7 +347,7 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     lines = [
         f"{'ingest':<28}{'receiver':>12}{'bare':>12}",
         f"{'max throughput, req/s':<28}{t['receiver_rps']:>12}{t['bare_rps']:>12}",
-        f"{'  ratio receiver/bare':<28}{t['ratio']:>12.1%}",
+        f"{'  ratio receiver/bare':<28}{t['ratio'] or 0:>12.1%}",
     ]
     for key in ("p50", "p99", "max"):
         lines.append(f"{f'latency @{rate:g} req/s {key}, ms':<28}"

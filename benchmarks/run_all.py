@@ -67,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     wq = ["--wait-quiet", str(args.wait_quiet)]
     if args.quick:
         ing_args = ["--seconds", "3", "--rounds", "1", "--rate-seconds", "4", *wq]
-        wrk_args = ["--count", "500", "--compare-count", "200", "--fork-count", "10", *wq]
+        wrk_args = ["--count", "300", "--compare-count", "100", "--fork-count", "3", *wq]
     else:
         ing_args = ["--seconds", "6", "--rounds", "2", "--rate-seconds", "8", *wq]
-        wrk_args = ["--count", "2000", "--compare-count", "500", "--fork-count", "30", *wq]
+        wrk_args = ["--count", "1500", "--compare-count", "400", "--fork-count", "10", *wq]
 
     started = time.time()
     mach = c.machine()
@@ -78,10 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     ing = ingest.main(ing_args)
     print("worker benchmark ...", file=sys.stderr)
     wrk = worker.main(wrk_args)
+    code = c.code_version()
     result = {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
         "elapsed_s": round(time.time() - started, 1),
         "machine": mach,
+        "code": code,
         "targets": TARGETS,
         "ingest": ing,
         "worker": wrk,
@@ -91,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(result, f, indent=2)
         f.write("\n")
     print(f"\nmachine: {mach['nproc']} CPUs, {mach['cpu_model']}, {mach['mem_gib']} GiB, "
-          f"Python {mach['python']}; run took {result['elapsed_s']} s")
+          f"Python {mach['python']}; commit {code['commit']} "
+          f"(+{code['changed_files']} changed files); run took {result['elapsed_s']} s")
     print()
     print("\n".join(ingest.summary_lines(ing)))
     print()

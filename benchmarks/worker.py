@@ -25,14 +25,20 @@ and when the process exits; ``rate = count / (exit - first dequeue)``. Also repo
 queue. Peak RSS from ``/usr/bin/time -v`` (max over the process and its children).
 Every delivery must be handled (record deleted, nothing failed) or the run is flagged.
 
+The worker needs transports for GitHub and Slack to start; routine deliveries use neither
+beyond reading the repository config once per process, so the run gets dummy tokens and
+a loopback fake GitHub API answering 404 (its request count is reported per run). The
+worker's metrics port is turned off (``THE_LOOP_WORKER_METRICS_PORT=0``).
+
 Redis: DB 13, keys carry a unique token and are deleted afterwards (never FLUSHDB).
 
-    .venv/bin/python benchmarks/worker.py [--count 5000] [--compare-count 1000] [--json out]
+    .venv/bin/python benchmarks/worker.py [--count 1500] [--compare-count 400] [--json out]
 """
 
 from __future__ import annotations
 
 import argparse
+import http.server
 import json
 import os
 import re
@@ -52,6 +58,44 @@ from webhook.enqueue import DeliveryQueue
 from webhook.events import parse_delivery
 
 TIME = "/usr/bin/time"
+
+
+class FakeGitHub:
+    """A loopback stand-in for the GitHub API: every request gets 404 Not Found (so the
+    worker finds no repository config files and caches that), and is counted. Routine
+    deliveries should cost about two requests per repository per worker process."""
+
+    def __init__(self) -> None:
+        self.requests: dict[str, int] = {}
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                key = f"{self.command} {self.path.split('?')[0]}"
+                fake.requests[key] = fake.requests.get(key, 0) + 1
+                body = b'{"message": "Not Found", "documentation_url": ""}'
+                self.send_response(404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def take_counts(self) -> dict[str, int]:
+        counts, self.requests = self.requests, {}
+        return counts
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def _load(rel: str) -> dict:
@@ -154,7 +198,7 @@ def run_burst(argv: list[str], env: dict[str, str], conn: redis.Redis, queue_key
         result["startup_s"] = round(marks["first"] - t0, 3)
         result["drain_s"] = round(t_exit - marks["first"], 3)
         result["rate"] = round(count / (t_exit - marks["first"]), 1)
-    if rc != 0:
+    if rc != 0 or (count and "first" not in marks):
         result["log_tail"] = log_file.read_text(errors="replace").splitlines()[-10:]
     return result
 
@@ -172,14 +216,30 @@ def check_handled(conn: redis.Redis, prefix: str, queue_name: str, ids: list[str
     }
 
 
+def first_failure(conn: redis.Redis, queue_name: str) -> str | None:
+    """The last line of the first RQ-failed job's exception, to say why a run failed."""
+    ids = conn.zrange(f"rq:failed:{queue_name}", 0, 0)
+    if not ids:
+        return None
+    from rq.job import Job
+
+    try:
+        job_id = ids[0].decode() if isinstance(ids[0], bytes) else str(ids[0])
+        result = Job.fetch(job_id, connection=conn).latest_result()
+    except Exception as exc:  # noqa: BLE001 - diagnostics only
+        return f"could not read the failure ({type(exc).__name__})"
+    text = (getattr(result, "exc_string", None) or "").strip()
+    return text.splitlines()[-1] if text else None
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description="Worker benchmark (one burst worker process).")
-    p.add_argument("--count", type=int, default=5000,
-                   help="deliveries for the-loop worker (default 5000)")
-    p.add_argument("--compare-count", type=int, default=1000,
-                   help="deliveries for stock rq SimpleWorker (default 1000; 0 skips)")
-    p.add_argument("--fork-count", type=int, default=300,
-                   help="deliveries for stock forking rq Worker (default 300; 0 skips)")
+    p.add_argument("--count", type=int, default=1500,
+                   help="deliveries for the-loop worker (default 1500)")
+    p.add_argument("--compare-count", type=int, default=400,
+                   help="deliveries for stock rq SimpleWorker (default 400; 0 skips)")
+    p.add_argument("--fork-count", type=int, default=10,
+                   help="deliveries for stock forking rq Worker (default 10; 0 skips)")
     p.add_argument("--work-items", type=int, default=1000,
                    help="distinct issues the comments are spread over (default 1000)")
     p.add_argument("--wait-quiet", type=float, default=0.0,
@@ -195,8 +255,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     conn.ping()
     created_globals = c.absent_globals(conn)
     dq = DeliveryQueue(conn, queue_name=queue_name, prefix=prefix)
+    # The worker refuses to start without the transports its graph needs (GitHub, Slack).
+    # Routine deliveries call neither (beyond reading the repository config once), so
+    # they get dummy tokens (not credentials) and GitHub a loopback fake answering 404.
+    github = FakeGitHub()
     env = c.clean_env(REDIS_URL=c.BENCH_REDIS_URL, THE_LOOP_QUEUE=queue_name,
-                      THE_LOOP_REDIS_PREFIX=prefix, THE_LOOP_LOG_LEVEL="WARNING")
+                      THE_LOOP_REDIS_PREFIX=prefix, THE_LOOP_LOG_LEVEL="WARNING",
+                      THE_LOOP_WORKER_METRICS_PORT="0",
+                      GH_TOKEN="bench-dummy-token", THE_LOOP_GITHUB_TRANSPORT="api",
+                      THE_LOOP_GITHUB_API_URL=github.url,
+                      THE_LOOP_GITHUB_RETRIES="0", THE_LOOP_GITHUB_TIMEOUT="1",
+                      THE_LOOP_SLACK_TOKEN="xoxb-bench-dummy")
     rq_bin = str(c.VENV_BIN / "rq")
     variants = [
         ("the-loop LoopWorker", args.count,
@@ -231,6 +300,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             empty = run_burst(cmd, env, conn, dq.queue_key, workers_set, 0, scratch,
                               f"{label}-empty")
             worker_keys.update(empty.pop("worker_keys"))  # type: ignore[arg-type]
+            github.take_counts()
             batch = deliveries[:count]
             enqueue_s = enqueue_all(conn, dq, batch)
             busy = c.wait_quiet(args.wait_quiet)
@@ -238,6 +308,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                             label.replace(" ", "_"))
             worker_keys.update(run.pop("worker_keys"))  # type: ignore[arg-type]
             run["count"] = count
+            run["github_requests"] = github.take_counts()
             run["machine_busy_pct_before"] = busy
             run["enqueue_rate"] = round(count / enqueue_s, 1)
             run["empty_queue_wall_s"] = empty["wall_s"]
@@ -250,12 +321,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             run["check"] = check_handled(conn, prefix, queue_name,
                                          [h["X-GitHub-Delivery"] for h, _ in batch])
             run["ok"] = run["returncode"] == 0 and not any(run["check"].values())
+            if run["check"]["rq_failed"]:
+                run["first_failure"] = first_failure(conn, queue_name)
             result["runs"][label] = run
             print(f"  worker {label:22s}: {run.get('rate')} deliveries/s, peak RSS "
                   f"{(run.get('max_rss_kib') or 0) / 1024:.1f} MiB, ok={run['ok']}",
                   file=sys.stderr)
             c.cleanup_redis(conn, token, tuple(worker_keys))
     finally:
+        github.close()
         c.cleanup_redis(conn, token, tuple(worker_keys), created_globals)
         shutil.rmtree(scratch, ignore_errors=True)
     if args.json:

@@ -30,8 +30,10 @@ and:
     first; otherwise the operation is performed again (at least once).
 
 A transient failure of any call (``IntegrationError.retriable``: 5xx, rate limits, network)
-raises :class:`RetryLater`, which the runtime lets through to its caller: the delivery is
-retried later as a whole, and the outbox makes that replay safe. The graph core stays free
+raises :class:`RetryLater` (a retriable ``IntegrationError``). A hook that handles
+integration errors itself (``notify`` records a failed notification and goes on) keeps
+doing so; anywhere else the runtime lets it through to its caller: the delivery is retried
+later as a whole, and the outbox makes that replay safe. The graph core stays free
 of Redis and HTTP: state is saved through :class:`graph.state.StateStore`.
 """
 
@@ -61,22 +63,17 @@ _MAX_ITEMS = 200
 _MAX_TEXT = 300
 
 
-class RetryLater(Exception):  # noqa: N818  (a verdict, not an error class name)
+class RetryLater(IntegrationError):  # noqa: N818  (a verdict, not an error class name)
     """A transient failure (rate limit, 5xx, network): retry the delivery later.
 
-    Deliberately not an :class:`~graph.ports.IntegrationError`, so a hook that handles
-    integration errors itself does not turn a passing hiccup into a block.
-
-    Attributes:
-        integration, op, status: what failed, when known.
+    Always ``retriable``. A hook may catch it as an ``IntegrationError`` (to record and go
+    on); uncaught, it stops the chain without a verdict (see :func:`graph.runtime.call_hook`).
     """
 
-    def __init__(self, message: str, *, integration: str | None = None, op: str | None = None,
+    def __init__(self, message: str, *, integration: str, op: str,
                  status: int | None = None) -> None:
-        super().__init__(message)
-        self.integration = integration
-        self.op = op
-        self.status = status
+        super().__init__(message, integration=integration, op=op, status=status,
+                         retriable=True)
 
     @classmethod
     def from_error(cls, exc: IntegrationError) -> RetryLater:

@@ -8,42 +8,55 @@ Three pieces, in the order they are built at start-up:
 * :class:`GitHubClients` -- the composition point. It owns the credentials and hands out
   one :class:`GitHubApi` per GitHub App installation (or one for a personal token).
 * :class:`GitHubApi` -- the provider the graph core calls: ``call(op, **params) -> dict``.
+  The operations themselves live in :mod:`integrations.github_ops`, shared with the
+  ``cli`` transport (:mod:`integrations.github_cli`); this module only sends their REST
+  requests through PyGithub's requester (authentication, App installation tokens,
+  pacing, retries).
 
 Protocol facts used here come from the GitHub REST API documentation pages named in the
 docstrings ("Create an installation access token for an app", "Add labels to an issue",
-...). PyGithub objects are created lazily (``Github(lazy=True)``): getting a repository,
-issue or comment object costs no request; only reading an attribute that the object does
-not hold yet (or calling a method such as ``create_comment``) sends one.
+...).
+
+Limits: PyGithub paces requests per process (``seconds_between_requests`` /
+``seconds_between_writes``); :class:`LoopRetry` retries rate limits and idempotent 5xx a
+bounded number of times and never sleeps longer than :data:`MAX_RATE_LIMIT_WAIT`; an
+optional :class:`integrations.throttle.WriteThrottle` spaces writes per installation
+across every worker through Redis.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import inspect
+import logging
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import requests
 from github import Auth, Github, GithubException
 from github.GithubException import RateLimitExceededException as _RateLimited
-from github.GithubObject import CompletableGithubObject
 from github.GithubRetry import GithubRetry
-from github.IssueComment import IssueComment
-from github.Repository import Repository
 from urllib3.util.retry import Retry
 
-from graph.ports import IntegrationError, NotFound, UnsupportedOperation
+from graph.ports import IntegrationError
+from integrations.github_ops import (
+    OPERATIONS,
+    REACTIONS,
+    GitHubOperations,
+    Reply,
+    error_codes,
+    http_error,
+    says_rate_limit,
+)
 
-_T = TypeVar("_T", bound=CompletableGithubObject)
+if TYPE_CHECKING:
+    from integrations.throttle import WriteThrottle
 
 __all__ = [
     "DEFAULT_API_URL",
+    "OPERATIONS",
     "REACTIONS",
     "GitHubApi",
     "GitHubClients",
@@ -54,16 +67,15 @@ __all__ = [
 DEFAULT_API_URL = "https://api.github.com"
 USER_AGENT = "the-loop (PyGithub)"
 
-#: Reaction contents GitHub accepts ("Create reaction for an issue comment").
-REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
-
 #: Longest rate-limit back-off (seconds) PyGithub may sleep inside one call. Longer waits
 #: surface as a retriable IntegrationError so the job queue, not a blocked worker, waits.
 MAX_RATE_LIMIT_WAIT = 10.0
 
-#: HTTP methods PyGithub may retry on 5xx. POST is left out on purpose: a retried
-#: "Create an issue comment" whose first attempt did reach GitHub posts the comment twice.
-RETRY_METHODS = frozenset({"GET", "HEAD", "PUT", "PATCH", "DELETE"})
+#: HTTP methods PyGithub may retry (5xx, rate limits). POST and PUT are left out on
+#: purpose: a retried "Create an issue comment" whose first attempt did reach GitHub posts
+#: the comment twice, and a retried "Create or update file contents" would commit on top
+#: of itself.
+RETRY_METHODS = frozenset({"GET", "HEAD", "PATCH", "DELETE"})
 
 _ENV_API_URL = "THE_LOOP_GITHUB_API_URL"
 _ENV_APP_ID = "THE_LOOP_GITHUB_APP_ID"
@@ -282,12 +294,23 @@ class GitHubClients:
         settings: the GitHub settings.
         retry: overrides the retry policy derived from ``settings.retries``: an int (plain
             urllib3 retries), a ``urllib3.Retry``, or ``None`` for the settings' policy.
+        throttle: cross-worker write spacing handed to every :class:`GitHubApi` (keyed by
+            installation id), or ``None``.
 
     Raises:
         GitHubConfigError: at construction, when the settings hold no credentials at all.
     """
 
-    def __init__(self, settings: GitHubSettings, *, retry: int | Retry | None = None) -> None:
+    transport = "api"
+    operations = frozenset(OPERATIONS)
+
+    def __init__(
+        self,
+        settings: GitHubSettings,
+        *,
+        retry: int | Retry | None = None,
+        throttle: WriteThrottle | None = None,
+    ) -> None:
         if settings.mode is None:
             raise GitHubConfigError(
                 "no GitHub credentials: set THE_LOOP_GITHUB_APP_ID and "
@@ -296,6 +319,7 @@ class GitHubClients:
             )
         self.settings = settings
         self._retry: int | Retry = retry if retry is not None else _retry_policy(settings.retries)
+        self.throttle = throttle
         self._lock = threading.Lock()
         self._apis: dict[int | None, GitHubApi] = {}
         self._app_auth: Auth.AppAuth | None = None
@@ -341,7 +365,9 @@ class GitHubClients:
         with self._lock:
             api = self._apis.get(key)
             if api is None:
-                api = GitHubApi(self._new_github(key), installation_id=key)
+                api = GitHubApi(
+                    self._new_github(key), installation_id=key, throttle=self.throttle
+                )
                 self._apis[key] = api
             return api
 
@@ -373,17 +399,52 @@ class GitHubClients:
         )
 
 
+class LoopRetry(GithubRetry):
+    """PyGithub's retry policy (``GithubRetry``), bounded for a queue worker.
+
+    * Only :data:`RETRY_METHODS` are retried -- on 5xx and on rate limits (429, and 403
+      with ``Retry-After`` or a rate-limit message) alike. A POST or PUT is never sent
+      twice by the transport: if the first attempt's write landed and only its answer was
+      lost, a second one would duplicate it. Those come back as retriable errors, and the
+      runtime's effect log (``graph/effects.py``) retries them idempotently, reconciling
+      with what GitHub already holds.
+    * A wait GitHub asks for (``Retry-After``, or until ``X-RateLimit-Reset`` for the
+      primary limit) is honoured when it is at most ``max_rate_limit_wait`` seconds;
+      a longer one is not slept inside the worker: the answer comes back at once as a
+      retriable :class:`~graph.ports.IntegrationError` (with ``retry_after`` set) and the
+      job queue waits instead.
+    """
+
+    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+        if status_code == 429 and self._is_method_retryable(method):
+            return bool(self.total)
+        return super().is_retry(method, status_code, has_retry_after)
+
+    def increment(  # type: ignore[override]
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: Any = None,
+        error: Exception | None = None,
+        _pool: Any = None,
+        _stacktrace: Any = None,
+    ) -> Retry:
+        if response is not None and self.max_rate_limit_wait is not None:
+            wait = self.get_retry_after(response)
+            if wait is not None and wait > self.max_rate_limit_wait:
+                raise _RateLimited(response.status, {"message": "retry later"}, response.headers)
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
 def _retry_policy(retries: int) -> Retry:
     # raise_on_status=False: when retries run out, hand back the last response so PyGithub
     # raises a GithubException with its status (instead of requests' RetryError).
-    # respect_retry_after_header=False: never sleep for a server-chosen Retry-After inside a
-    # worker; a 429/503 comes back as a retriable IntegrationError instead.
-    return GithubRetry(
+    return LoopRetry(
         total=retries,
         backoff_factor=0.5,
         allowed_methods=RETRY_METHODS,
         raise_on_status=False,
-        respect_retry_after_header=False,
+        respect_retry_after_header=True,
         max_rate_limit_wait=MAX_RATE_LIMIT_WAIT,
     )
 
@@ -391,348 +452,63 @@ def _retry_policy(retries: int) -> Retry:
 # --------------------------------------------------------------------------- the API
 
 
-_OPERATIONS: dict[str, str] = {
-    "get-repository": "get_repository",
-    "get-pull-request": "get_pull_request",
-    "add-label": "add_label",
-    "remove-label": "remove_label",
-    "ensure-label": "ensure_label",
-    "comment": "comment",
-    "update-comment": "update_comment",
-    "list-comments": "list_comments",
-    "add-reaction": "add_reaction",
-    "get-file": "get_file",
-}
+class GitHubApi(GitHubOperations):
+    """The ``api`` transport: the GitHub operations over PyGithub's requester.
 
+    See :class:`integrations.github_ops.GitHubOperations` for the operations, their
+    results and errors. Build instances through :class:`GitHubClients`; the constructor
+    takes a ready ``github.Github`` (created with ``lazy=True``).
 
-class GitHubApi:
-    """GitHub operations for one identity (an App installation or a token).
-
-    Implements :class:`graph.ports.Integration`: ``call(op, **params) -> dict``. ``repo``
-    is always ``"OWNER/NAME"``; ``number`` is an issue or pull-request number (they share
-    one sequence). Each operation is also a method (``add-label`` -> :meth:`add_label`).
-
-    Errors (every method and :meth:`call`):
-        UnsupportedOperation: ``op`` is not in :attr:`operations`.
-        IntegrationError: bad or missing parameters (``status`` None, not retriable); GitHub
-            answered with an error status (``status`` set; ``retriable`` for 5xx, 429 and
-            403 rate limits); the network failed or timed out (``status`` None, retriable).
-        NotFound: GitHub answered 404 (missing, or not visible to this identity).
-        Messages name the operation, target and HTTP status, never the response body or a
-        credential.
-
-    Build instances through :class:`GitHubClients`; the constructor takes a ready
-    ``github.Github`` (created with ``lazy=True``).
+    Args:
+        gh: the PyGithub client (its requester sends every request).
+        installation_id: the App installation this client acts for (``None``: a token).
+        throttle: cross-worker write spacing, keyed by installation.
     """
 
-    name = "github"
-    operations: frozenset[str] = frozenset(_OPERATIONS)
+    transport = "api"
 
-    def __init__(self, gh: Github, *, installation_id: int | None = None) -> None:
+    def __init__(
+        self,
+        gh: Github,
+        *,
+        installation_id: int | None = None,
+        throttle: WriteThrottle | None = None,
+    ) -> None:
         self._gh = gh
         self.installation_id = installation_id
+        self.throttle = throttle
+        self.throttle_key = (
+            f"installation:{installation_id}" if installation_id is not None else "token"
+        )
 
     def __repr__(self) -> str:
         return f"GitHubApi(installation_id={self.installation_id!r})"
+
+    @property
+    def rate_limit_remaining(self) -> int | None:
+        """``X-RateLimit-Remaining`` of the last answer (PyGithub's requester keeps it;
+        no request is made), or ``None`` before the first. Read by integrations.metrics."""
+        remaining = self._gh.requester.rate_limiting[0]
+        return remaining if isinstance(remaining, int) and remaining >= 0 else None
 
     def close(self) -> None:
         """Close the underlying HTTP connection pool."""
         self._gh.close()
 
-    # -- dispatch ---------------------------------------------------------------------
-
-    def call(self, op: str, **params: Any) -> dict[str, Any]:
-        """Perform operation ``op`` with keyword ``params``; see the method of that name.
-
-        Raises:
-            UnsupportedOperation: unknown ``op``.
-            IntegrationError: parameters do not fit the operation, or GitHub refused it.
-        """
-        method_name = _OPERATIONS.get(op)
-        if method_name is None:
-            raise UnsupportedOperation(
-                f"github does not implement operation {op!r}; it implements: "
-                f"{', '.join(sorted(self.operations))}",
-                integration=self.name,
-                op=op,
+    def _send(
+        self,
+        op: str,
+        method: str,
+        path: str,
+        *,
+        target: str,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+    ) -> Reply:
+        try:
+            headers, data = self._gh.requester.requestJsonAndCheck(
+                method, path, parameters=dict(query) if query else None, input=body
             )
-        method: Callable[..., dict[str, Any]] = getattr(self, method_name)
-        try:
-            inspect.signature(method).bind(**params)
-        except TypeError as exc:
-            raise IntegrationError(
-                f"github {op}: bad parameters ({exc})", integration=self.name, op=op
-            ) from None
-        return method(**params)
-
-    # -- operations -------------------------------------------------------------------
-
-    def get_repository(self, repo: str) -> dict[str, Any]:
-        """``get-repository``: ``GET /repos/{owner}/{repo}`` ("Get a repository").
-
-        Returns:
-            ``{"full_name": str, "default_branch": str}``
-        """
-        op = "get-repository"
-        r = self._repo(op, repo)
-        with self._errors(op, repo):
-            _fetch(r)  # a lazy Repository answers full_name from its URL without a GET
-            return {"full_name": r.full_name, "default_branch": r.default_branch}
-
-    def get_pull_request(self, repo: str, number: int) -> dict[str, Any]:
-        """``get-pull-request``: ``GET /repos/{owner}/{repo}/pulls/{pull_number}``
-        ("Get a pull request").
-
-        Returns:
-            ``{"number": int, "head_sha": str, "head_ref": str, "base_ref": str,
-            "state": "open" | "closed"}`` (a merged pull request is ``"closed"``).
-        """
-        op = "get-pull-request"
-        n = _number(op, "number", number)
-        r = self._repo(op, repo)
-        with self._errors(op, f"{repo}#{n}"):
-            pr = _fetch(r.get_pull(n))
-            return {
-                "number": pr.number,
-                "head_sha": pr.head.sha,
-                "head_ref": pr.head.ref,
-                "base_ref": pr.base.ref,
-                "state": pr.state,
-            }
-
-    def add_label(self, repo: str, number: int, label: str) -> dict[str, Any]:
-        """``add-label``: ``POST /repos/{owner}/{repo}/issues/{issue_number}/labels`` with
-        ``{"labels": [label]}`` ("Add labels to an issue"). Adding a label already present is
-        a no-op; GitHub creates a repository label that does not exist yet.
-
-        Returns:
-            ``{"labels": [str, ...]}`` -- every label name on the issue after the call, as
-            GitHub reports it in the response.
-        """
-        op = "add-label"
-        n = _number(op, "number", number)
-        name = _text(op, "label", label)
-        r = self._repo(op, repo)
-        with self._errors(op, f"{repo}#{n}"):
-            issue = r.get_issue(n)
-            _, data = self._gh.requester.requestJsonAndCheck(
-                "POST", f"{issue.url}/labels", input={"labels": [name]}
-            )
-            return {"labels": _label_names(data)}
-
-    def remove_label(self, repo: str, number: int, label: str) -> dict[str, Any]:
-        """``remove-label``: ``DELETE /repos/{owner}/{repo}/issues/{issue_number}/labels/{name}``
-        ("Remove a label from an issue").
-
-        Set semantics: GitHub answers 404 when the label is not on the issue; that counts
-        as success, and because the 404 carries no label list the result is then
-        ``{"labels": None}`` ("unknown"). Note that a 404 cannot be told apart from a
-        missing issue or repository, which therefore also returns ``{"labels": None}``.
-
-        Returns:
-            ``{"labels": [str, ...]}`` (names left on the issue) or ``{"labels": None}``.
-        """
-        op = "remove-label"
-        n = _number(op, "number", number)
-        name = _text(op, "label", label)
-        r = self._repo(op, repo)
-        try:
-            with self._errors(op, f"{repo}#{n}"):
-                issue = r.get_issue(n)
-                _, data = self._gh.requester.requestJsonAndCheck(
-                    "DELETE", f"{issue.url}/labels/{urllib.parse.quote(name, safe='')}"
-                )
-                return {"labels": _label_names(data)}
-        except NotFound:
-            return {"labels": None}
-
-    def ensure_label(
-        self, repo: str, label: str, color: str = "ededed", description: str = ""
-    ) -> dict[str, Any]:
-        """``ensure-label``: make sure the repository has a label named ``label``.
-
-        ``GET /repos/{owner}/{repo}/labels/{name}`` ("Get a label"); on 404,
-        ``POST /repos/{owner}/{repo}/labels`` ("Create a label"). A 422 ``already_exists``
-        (another worker created it in between) counts as ``created: False``. An existing
-        label's color and description are left as they are.
-
-        Args:
-            color: six hex digits without ``#`` (a leading ``#`` is dropped).
-
-        Returns:
-            ``{"label": str, "created": bool}`` -- the label's name as GitHub spells it.
-        """
-        op = "ensure-label"
-        name = _text(op, "label", label)
-        color = _text(op, "color", color).lstrip("#")
-        if not isinstance(description, str):
-            raise _bad(op, "description must be a string")
-        r = self._repo(op, repo)
-        target = f"{repo} label {name!r}"
-        try:
-            with self._errors(op, target):
-                existing = _fetch(r.get_label(name))  # lazy Label knows its name from its URL
-                return {"label": existing.name, "created": False}
-        except NotFound:
-            pass
-        try:
-            with self._errors(op, target):
-                created = r.create_label(name, color, description)
-                return {"label": created.name, "created": True}
-        except IntegrationError as exc:
-            if exc.status == 422 and _already_exists(exc.__cause__):
-                return {"label": name, "created": False}
-            raise
-
-    def comment(self, repo: str, number: int, body: str) -> dict[str, Any]:
-        """``comment``: ``POST /repos/{owner}/{repo}/issues/{issue_number}/comments``
-        ("Create an issue comment"; works for pull requests too). Not retried on 5xx, so a
-        comment is never posted twice by this call.
-
-        Returns:
-            ``{"id": int, "url": str}`` -- the comment id and its ``html_url``.
-        """
-        op = "comment"
-        n = _number(op, "number", number)
-        text = _text(op, "body", body)
-        r = self._repo(op, repo)
-        with self._errors(op, f"{repo}#{n}"):
-            created = r.get_issue(n).create_comment(text)
-            return {"id": created.id, "url": created.html_url}
-
-    def update_comment(self, repo: str, comment_id: int, body: str) -> dict[str, Any]:
-        """``update-comment``: ``PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}``
-        ("Update an issue comment").
-
-        Returns:
-            ``{"id": int, "url": str}`` -- the comment id and its ``html_url``.
-        """
-        op = "update-comment"
-        cid = _number(op, "comment_id", comment_id)
-        text = _text(op, "body", body)
-        comment = self._comment(op, repo, cid)
-        with self._errors(op, f"{repo} comment {cid}"):
-            comment.edit(text)
-            return {"id": comment.id, "url": comment.html_url}
-
-    def list_comments(self, repo: str, number: int) -> dict[str, Any]:
-        """``list-comments``: ``GET /repos/{owner}/{repo}/issues/{issue_number}/comments``
-        ("List issue comments"), 100 per page, following ``Link: rel="next"`` to the end.
-
-        Returns:
-            ``{"comments": [{"id": int, "user": str, "body": str}, ...]}`` oldest first;
-            ``user`` is the login (``"ghost"`` for a deleted account).
-        """
-        op = "list-comments"
-        n = _number(op, "number", number)
-        r = self._repo(op, repo)
-        with self._errors(op, f"{repo}#{n}"):
-            return {
-                "comments": [
-                    {
-                        "id": c.id,
-                        "user": c.user.login if c.user is not None else "ghost",
-                        "body": c.body or "",
-                    }
-                    for c in r.get_issue(n).get_comments()
-                ]
-            }
-
-    def add_reaction(self, repo: str, comment_id: int, content: str) -> dict[str, Any]:
-        """``add-reaction``: ``POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions``
-        ("Create reaction for an issue comment"). Adding the same reaction twice returns the
-        existing one (GitHub answers 200 instead of 201).
-
-        Args:
-            content: one of :data:`REACTIONS` (``+1 -1 laugh confused heart hooray rocket eyes``).
-
-        Returns:
-            ``{"id": int}`` -- the reaction id.
-        """
-        op = "add-reaction"
-        cid = _number(op, "comment_id", comment_id)
-        if content not in REACTIONS:
-            allowed = ", ".join(sorted(REACTIONS))
-            raise _bad(op, f"content must be one of {allowed}, got {content!r}")
-        comment = self._comment(op, repo, cid)
-        with self._errors(op, f"{repo} comment {cid}"):
-            return {"id": comment.create_reaction(content).id}
-
-    def get_file(self, repo: str, path: str, ref: str | None = None) -> dict[str, Any]:
-        """``get-file``: ``GET /repos/{owner}/{repo}/contents/{path}?ref=`` ("Get repository
-        content"). Files of 1-100 MB, for which that endpoint returns no content, are read
-        through ``GET /repos/{owner}/{repo}/git/blobs/{file_sha}`` ("Get a blob").
-
-        Args:
-            path: file path in the repository (a leading ``/`` is ignored).
-            ref: branch, tag or commit sha; ``None`` means the default branch.
-
-        Returns:
-            ``{"path": str, "sha": str, "ref": ref, "text": str}`` -- ``sha`` is the blob
-            sha, ``ref`` echoes the argument, ``text`` is the UTF-8-decoded content.
-
-        Raises:
-            NotFound: no such path or ref, or the path is a directory, symlink or submodule.
-            IntegrationError: the file is not UTF-8 text (not retriable).
-        """
-        op = "get-file"
-        clean = _text(op, "path", path).strip("/")
-        if not clean:
-            raise NotFound(
-                f"github {op}: {repo}: the repository root is a directory, not a file",
-                integration=self.name,
-                op=op,
-                status=None,
-            )
-        if ref is not None:
-            ref = _text(op, "ref", ref)
-        r = self._repo(op, repo)
-        target = f"{repo}:{clean}" + (f"@{ref}" if ref else "")
-        with self._errors(op, target):
-            content = r.get_contents(clean, ref=ref) if ref is not None else r.get_contents(clean)
-            if isinstance(content, list) or content.type != "file":
-                kind = "directory" if isinstance(content, list) else content.type
-                raise NotFound(
-                    f"github {op}: {target} is a {kind}, not a file",
-                    integration=self.name,
-                    op=op,
-                    status=None,
-                )
-            if content.encoding == "base64":
-                raw_b64, sha = content.content, content.sha
-            else:  # "none": file larger than 1 MB, fetch the blob instead
-                blob = r.get_git_blob(content.sha)
-                raw_b64, sha = blob.content, blob.sha
-            try:
-                raw = base64.b64decode(raw_b64 or "")
-                text = raw.decode("utf-8")
-            except (binascii.Error, UnicodeDecodeError):
-                raise IntegrationError(
-                    f"github {op}: {target} is not UTF-8 text",
-                    integration=self.name,
-                    op=op,
-                ) from None
-            return {"path": content.path, "sha": sha, "ref": ref, "text": text}
-
-    # -- helpers ----------------------------------------------------------------------
-
-    def _repo(self, op: str, repo: str) -> Repository:
-        if not isinstance(repo, str):
-            raise _bad(op, f"repo must be 'OWNER/NAME', got {repo!r}")
-        owner, _, name = repo.partition("/")
-        if not owner or not name or "/" in name or any(c.isspace() for c in repo):
-            raise _bad(op, f"repo must be 'OWNER/NAME', got {repo!r}")
-        return self._gh.get_repo(repo)  # lazy: no request yet
-
-    def _comment(self, op: str, repo: str, comment_id: int) -> IssueComment:
-        r = self._repo(op, repo)
-        # Lazy object; PyGithub builds it the same way in Issue.get_comment().
-        return IssueComment(self._gh.requester, url=f"{r.url}/issues/comments/{comment_id}")
-
-    @contextmanager
-    def _errors(self, op: str, target: str) -> Iterator[None]:
-        try:
-            yield
         except GithubException as exc:
             raise _from_github(op, target, exc) from exc
         except requests.exceptions.RequestException as exc:
@@ -742,78 +518,36 @@ class GitHubApi:
                 op=op,
                 retriable=True,
             ) from exc
+        return Reply({str(k).lower(): str(v) for k, v in (headers or {}).items()}, data)
 
 
 def _from_github(op: str, target: str, exc: GithubException) -> IntegrationError:
-    status = exc.status
-    headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
-    message = f"github {op} on {target} failed: HTTP {status}"
-    if status == 404:
-        return NotFound(
-            f"{message} (not found, or not visible to this installation/token)",
-            integration="github",
-            op=op,
-            status=status,
-        )
-    rate_limited = status == 429 or (
-        status == 403
-        and (
-            isinstance(exc, _RateLimited)
-            or headers.get("x-ratelimit-remaining") == "0"
-            or "retry-after" in headers
-        )
-    )
-    retriable = rate_limited or (isinstance(status, int) and status >= 500)
-    if rate_limited:
-        reset = headers.get("retry-after") or headers.get("x-ratelimit-reset")
-        message += " (rate limited" + (f"; retry-after/reset {reset}" if reset else "") + ")"
-    elif status == 401:
-        message += (
-            " (credentials rejected: check THE_LOOP_GITHUB_APP_ID and the private key, or GH_TOKEN)"
-        )
-    elif status == 403:
-        message += " (forbidden: does the App installation or token have this permission?)"
-    elif status == 422:
-        message += " (validation failed)"
-    return IntegrationError(
-        message, integration="github", op=op, status=status, retriable=retriable
+    return http_error(
+        op,
+        target,
+        exc.status,
+        exc.headers,
+        rate_limited=isinstance(exc, _RateLimited) or says_rate_limit(exc.data),
+        codes=error_codes(exc.data),
     )
 
 
-def _fetch(obj: _T) -> _T:
-    """Complete a lazy PyGithub object now (one GET), so attributes that a lazy object
-    derives from its URL (``Repository.full_name``, ``Label.name``, ``PullRequest.number``)
-    come from GitHub's answer instead."""
-    _ = obj.raw_data  # public property; completes the object when it is not yet complete
-    return obj
+# --------------------------------------------------------------------------- logging
 
 
-def _already_exists(exc: BaseException | None) -> bool:
-    if not isinstance(exc, GithubException) or not isinstance(exc.data, dict):
-        return False
-    errors = exc.data.get("errors") or []
-    return any(isinstance(e, dict) and e.get("code") == "already_exists" for e in errors)
+class _RedactRequesterLog(logging.Filter):
+    """PyGithub's requester logs every request and response body at DEBUG: installation
+    access tokens, file contents and comment text. Keep the method, URL, status and
+    headers (its auth header is already masked); drop the bodies."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 9:
+            record.args = (*args[:5], "<body omitted>", *args[6:8], "<body omitted>")
+            return True
+        return record.levelno > logging.DEBUG  # an unknown DEBUG shape: drop it
 
 
-def _label_names(data: Any) -> list[str]:
-    if isinstance(data, dict):  # tolerate a {"labels": [...]} envelope
-        data = data.get("labels", [])
-    return [item["name"] for item in data or [] if isinstance(item, dict) and "name" in item]
-
-
-def _bad(op: str, detail: str) -> IntegrationError:
-    return IntegrationError(f"github {op}: bad parameters ({detail})", integration="github", op=op)
-
-
-def _number(op: str, name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        if isinstance(value, str) and value.isdigit() and int(value) >= 1:
-            return int(value)
-        raise _bad(op, f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
-def _text(op: str, name: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise _bad(op, f"{name} must be a non-empty string, got {value!r}")
-    return value
+_REQUESTER_LOG = logging.getLogger("github.Requester")
+if not any(isinstance(f, _RedactRequesterLog) for f in _REQUESTER_LOG.filters):
+    _REQUESTER_LOG.addFilter(_RedactRequesterLog())

@@ -19,12 +19,23 @@ if [ -z "${THE_LOOP_WEBHOOK_SECRET:-}" ]; then
   echo "the-loop: THE_LOOP_WEBHOOK_SECRET not set; using the development secret in .dev/webhook-secret"
 fi
 
+if [ -z "${THE_LOOP_GITHUB_APP_ID:-}${GH_TOKEN:-}${GITHUB_TOKEN:-}${THE_LOOP_GITHUB_TRANSPORT:-}" ] \
+   && ! command -v gh >/dev/null 2>&1; then
+  # No way to reach GitHub: say so, and run the worker acknowledge-only (explicit `none`).
+  export THE_LOOP_GITHUB_TRANSPORT=none
+  echo "the-loop: no GitHub credentials (THE_LOOP_GITHUB_APP_ID + THE_LOOP_GITHUB_PRIVATE_KEY, or GH_TOKEN) and no gh; the worker will acknowledge deliveries but cannot advance work items"
+fi
+
 PORT=${PORT:-8080}
 export PORT
+# Plain log lines in a terminal (the image and the chart keep the default, JSON lines);
+# the worker's metrics listen on loopback like the receiver.
+export THE_LOOP_LOG_FORMAT="${THE_LOOP_LOG_FORMAT:-text}"
+export THE_LOOP_HOST="${THE_LOOP_HOST:-127.0.0.1}"
 "$BIN/the-loop" graph validate
 "$BIN/the-loop" worker &
 worker=$!
-"$BIN/the-loop" serve --port "$PORT" --host "${THE_LOOP_HOST:-127.0.0.1}" &
+"$BIN/the-loop" serve --port "$PORT" --host "$THE_LOOP_HOST" &
 web=$!
 # Stop both on Ctrl-C or SIGTERM; waiting in the background lets the trap run at once.
 stop() { kill -TERM "$web" "$worker" 2>/dev/null || true; wait 2>/dev/null || true; }

@@ -7,7 +7,6 @@ Every ``--json`` output is one object: ``{"schemaVersion": 1, "action", "ok", "s
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 import uuid
@@ -27,10 +26,14 @@ def emit(action: str, ok: bool, status: str, **fields: Any) -> None:
 
 
 def _setup_logging() -> None:
-    logging.basicConfig(
-        level=os.environ.get("THE_LOOP_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    """JSON lines (``THE_LOOP_LOG_FORMAT=json``, the default) or text, on stdout, at
+    ``THE_LOOP_LOG_LEVEL``; RQ's loggers included (see webhook/logs.py)."""
+    from webhook.logs import configure
+
+    try:
+        configure()
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @click.group()
@@ -70,12 +73,13 @@ def worker(burst: bool) -> None:
     import redis
 
     from graph.compile import GraphError
+    from integrations.capabilities import CapabilityError
     from workers.settings import SettingsError
     from workers.worker import run_worker
 
     try:
         run_worker(burst=burst)
-    except (GraphError, SettingsError, ValueError) as exc:
+    except (GraphError, SettingsError, CapabilityError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     except redis.RedisError as exc:
         raise click.ClickException(
@@ -326,8 +330,41 @@ def app_manifest(fmt: str, name: str | None, webhook_url: str | None, homepage: 
         raise click.ClickException(str(exc)) from None
 
 
+# -- upgrade -------------------------------------------------------------------------
+
+
+@main.command("upgrade")
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--dry-run", is_flag=True, help="Print the moves; write nothing.")
+@click.option("--kind", type=click.Choice(["cli-config", "harness-config", "collaborators"]),
+              help="The file kind (default: by file name; any name but harness-config.yaml "
+                   "and collaborators.yaml is a cli-config).")
+def upgrade_cmd(files: tuple[str, ...], dry_run: bool, kind: str | None) -> None:
+    """Migrate config FILES (default: $THE_LOOP_CONFIG, else ./cli-config.yaml) to the
+    current version by deterministic key moves, keeping comments. Prints one line per
+    moved key; a second run changes nothing. Exits non-zero when a file cannot be read or
+    parsed, or still does not load after the migration."""
+    from graph.config import CLI_CONFIG_NAME, CONFIG_ENV, ConfigFileError
+    from the_loop.upgrade import upgrade_file
+
+    paths = list(files) or [os.environ.get(CONFIG_ENV) or CLI_CONFIG_NAME]
+    failed = 0
+    for path in paths:
+        try:
+            result = upgrade_file(path, kind=kind, dry_run=dry_run)
+        except ConfigFileError as exc:
+            click.echo(f"error: {exc}", err=True)
+            failed += 1
+            continue
+        for line in result.report(dry_run=dry_run):
+            click.echo(line)
+        failed += bool(result.problems)
+    if failed:
+        sys.exit(1)
+
+
 # Commands that drive the graph live in their own module; importing registers them.
-from the_loop import drivers  # noqa: E402,F401
+from the_loop import deliveries, drivers  # noqa: E402,F401
 
 if __name__ == "__main__":
     main()

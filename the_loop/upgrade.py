@@ -83,7 +83,7 @@ class Change:
             return f"conflict {self.key}: {self.detail}"
         if self.action == "removed":
             return f"removed empty {self.key}"
-        return f"{self.key} {self.detail}"
+        return self.detail
 
 
 @dataclass(frozen=True)
@@ -128,10 +128,10 @@ def migrate_document(doc: Any, kind: str) -> Migration:
     changes: list[Change] = []
     if "version" not in doc:
         _insert(doc, 0, "version", current)
-        changes.append(Change("version", "version", detail=f"added: {current}"))
+        changes.append(Change("version", "version", detail=f"added version: {current}"))
     elif version != current:
         doc["version"] = current
-        changes.append(Change("version", "version", detail=f"{version} -> {current}"))
+        changes.append(Change("version", "version", detail=f"version {version} -> {current}"))
     if kind == CLI_CONFIG:
         changes += _move_gh_binary(doc)
     return Migration(kind, version, current, tuple(changes))
@@ -142,15 +142,13 @@ def _move_gh_binary(doc: CommentedMap) -> list[Change]:
     if not found:
         return []
     target = dotted(GH_BINARY_TARGET)
-    existing = _lookup(doc, GH_BINARY_TARGET)
-    if existing is _ABSENT:
+    kept = _lookup(doc, GH_BINARY_TARGET)
+    if kept is _ABSENT:
         winner = found[0]
-        kept = winner.value
         parent = _lookup(doc, winner.path[:-1])
-        eol = _eol_comment(parent, winner.path[-1])
-        _set_target(doc, GH_BINARY_TARGET, parent[winner.path[-1]], eol)
-    else:
-        kept = existing
+        kept = parent[winner.path[-1]]
+        _set_target(doc, GH_BINARY_TARGET, kept, _eol_comment(parent, winner.path))
+        kept = winner.value
     changes: list[Change] = []
     for legacy in found:
         if legacy.value == kept:
@@ -165,6 +163,26 @@ def _move_gh_binary(doc: CommentedMap) -> list[Change]:
         _delete(container, key, parents[-2] if len(parents) > 1 else None)
         changes += _prune(doc, legacy.path[:-1])
     return changes
+
+
+def _eol_comment(parent: Any, path: tuple[str | int, ...]) -> tuple[str, int] | None:
+    """The end-of-line comment of ``parent[path[-1]]`` and the column that keeps its gap to
+    the value once the key is ``GH_BINARY_TARGET`` (same indentation step as the file)."""
+    key = path[-1]
+    eol = _read(parent, key)[0]
+    token = parent.ca.items.get(key, [None] * 3)[2]
+    if not eol or token is None:
+        return None
+    try:
+        key_column = parent.lc.key(key)[1]
+    except (KeyError, TypeError, AttributeError):
+        return eol, 0
+    value_end = key_column + len(f"{key}: {parent[key]}")
+    gap = max(1, (getattr(token.start_mark, "column", 0) or 0) - value_end)
+    step = key_column // (len(path) - 1) if len(path) > 1 and key_column else 2
+    new_key = GH_BINARY_TARGET[-1]
+    new_end = step * (len(GH_BINARY_TARGET) - 1) + len(f"{new_key}: {parent[key]}")
+    return eol, new_end + gap
 
 
 def _prune(doc: CommentedMap, path: tuple[str | int, ...]) -> list[Change]:
@@ -192,43 +210,44 @@ def _in_schema(path: tuple[str | int, ...]) -> bool:
     return True
 
 
-def _set_target(doc: CommentedMap, path: tuple[str, ...], value: Any, eol: str | None) -> None:
-    """Create ``path`` (``integrations`` goes right after ``version``) and set ``value``."""
+def _set_target(
+    doc: CommentedMap, path: tuple[str, ...], value: Any, eol: tuple[str, int] | None
+) -> None:
+    """Set ``path`` to ``value``, creating the mappings it needs (a new top-level key goes
+    right after ``version``); ``eol`` is an end-of-line comment and its column."""
     node = doc
-    for depth, part in enumerate(path):
-        last = depth == len(path) - 1
-        if not last and isinstance(node.get(part), CommentedMap):
-            node = node[part]
-            continue
-        if last:
-            new: Any = value
-        else:
-            new = CommentedMap()
-            inner = new
-            for deeper in path[depth + 1:-1]:
-                inner[deeper] = CommentedMap()
-                inner = inner[deeper]
-            inner[path[-1]] = value
-            if eol:
-                inner.ca.items[path[-1]] = [None, None, CommentToken(eol + "\n", CommentMark(0)),
-                                            None]
-        if part in node:  # a non-mapping in the way; the schema will name it afterwards
-            raise UpgradeError(f"{dotted(path[:depth + 1])} must be a mapping to receive "
-                               f"{dotted(path)}")
-        keys = list(node)
-        pos = keys.index("version") + 1 if node is doc and "version" in keys else len(keys)
-        _insert(node, pos, part, new)
-        if last and eol:
-            node.ca.items[part] = [None, None, CommentToken(eol + "\n", CommentMark(0)), None]
-        return
+    depth = 0
+    while depth < len(path) - 1 and isinstance(node.get(path[depth]), CommentedMap):
+        node = node[path[depth]]
+        depth += 1
+    if path[depth] in node:
+        raise UpgradeError(f"{dotted(path[:depth + 1])} must be a mapping to receive "
+                           f"{dotted(path)}; fix it by hand, then run the upgrade again")
+    new: Any = value
+    for part in reversed(path[depth + 1:]):
+        new = CommentedMap([(part, new)])
+    leaf = new
+    for part in path[depth + 1:-1]:
+        leaf = leaf[part]
+    keys = list(node)
+    pos = keys.index("version") + 1 if node is doc and "version" in keys else len(keys)
+    _insert(node, pos, path[depth], new)
+    if eol:
+        holder = node if depth == len(path) - 1 else leaf
+        entry = holder.ca.items.setdefault(path[-1], [None, None, None, None])
+        _, lines = _read(holder, path[-1])
+        entry[2] = CommentToken(_join(eol[0], lines), CommentMark(eol[1]))
 
 
 # -- comment-preserving edits ----------------------------------------------------------
 #
-# ruamel.yaml keeps the comment lines that follow a node in that node's comment token (for
-# a mapping entry ca.items[key][2], for a sequence item ca.items[index][0]); the token's
-# text is the end-of-line comment (or nothing) followed by the full lines after it. A plain
-# ``del`` would drop those lines, which belong to whatever comes next.
+# ruamel.yaml keeps the comment lines after a node with that node: for a mapping entry in
+# ca.items[key][2], for a sequence item in ca.items[index][0]; that token's text is the
+# end-of-line comment (or nothing) followed by the full lines after it, indentation
+# included. Lines between a key and the first entry of its block value may instead sit in
+# ca.items[key][3] (a list of one-line tokens, placed by column; shared with the value's
+# ca.comment[1]). A plain ``del`` drops the lines after the deleted entry, which belong to
+# whatever comes next; the helpers below move them.
 
 
 _ABSENT: Any = object()
@@ -237,12 +256,11 @@ _ABSENT: Any = object()
 def _lookup(doc: Any, path: Sequence[str | int]) -> Any:
     node = doc
     for part in path:
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
-            node = node[part]
-        else:
+        found = (isinstance(node, dict) and part in node) or (
+            isinstance(node, list) and isinstance(part, int) and part < len(node))
+        if not found:
             return _ABSENT
+        node = node[part]
     return node
 
 
@@ -263,48 +281,35 @@ def _is_flow(node: Any) -> bool:
         return False
 
 
+def _is_block(value: Any) -> bool:
+    return isinstance(value, CommentedMap | CommentedSeq) and len(value) > 0 \
+        and not _is_flow(value)
+
+
 def _last_leaf(container: Any, key: Any) -> tuple[Any, Any]:
+    """The entry whose comment token holds the lines after ``container[key]``'s subtree."""
     value = container[key]
-    if isinstance(value, CommentedMap) and len(value) and not _is_flow(value):
-        return _last_leaf(value, list(value)[-1])
-    if isinstance(value, CommentedSeq) and len(value) and not _is_flow(value):
-        return _last_leaf(value, len(value) - 1)
+    if _is_block(value):
+        return _last_leaf(value, list(value)[-1] if isinstance(value, CommentedMap)
+                          else len(value) - 1)
     return container, key
 
 
-def _slot_index(container: Any) -> int:
+def _index(container: Any) -> int:
     return 0 if isinstance(container, CommentedSeq) else 2
 
 
-def _token(container: Any, key: Any) -> CommentToken | None:
-    entry = container.ca.items.get(key)
-    if not entry:
-        return None
-    token = entry[_slot_index(container)]
-    return token if isinstance(token, CommentToken) else None
-
-
-def _set_token(container: Any, key: Any, value: str) -> None:
-    """Set the comment text after ``container[key]``; ``"\\n"`` clears it."""
-    index = _slot_index(container)
-    token = _token(container, key)
-    if value in ("", "\n"):
-        if token is not None:
-            container.ca.items[key][index] = None
-            child = container[key] if key in container or isinstance(key, int) else None
-            comment = getattr(getattr(child, "ca", None), "comment", None)
-            if comment and comment[0] is token:
-                comment[0] = None
-        return
-    if token is not None:
-        token.value = value
-        return
-    entry = container.ca.items.setdefault(key, [None, None, None, None])
-    entry[index] = CommentToken(value, CommentMark(0))
+def _token_lines(token: CommentToken) -> list[str]:
+    """A one-line "pre" token as raw lines (its column becomes indentation)."""
+    column = getattr(token.start_mark, "column", 0) or 0
+    lines = token.value.splitlines(keepends=True)
+    if lines and lines[0].strip() and not lines[0].startswith(" "):
+        lines[0] = " " * column + lines[0]
+    return lines
 
 
 def _split(value: str) -> tuple[str | None, list[str]]:
-    """A comment token's text as (end-of-line comment, following full lines)."""
+    """A trailing comment token's text as (end-of-line comment, following full lines)."""
     if value.startswith("#"):
         eol, _, rest = value.partition("\n")
         return eol, rest.splitlines(keepends=True)
@@ -317,49 +322,79 @@ def _join(eol: str | None, lines: Sequence[str]) -> str:
     return (eol or "") + "\n" + body
 
 
-def _eol_comment(container: Any, key: Any) -> str | None:
-    token = _token(container, key)
-    return _split(token.value)[0] if token is not None else None
+def _read(container: Any, key: Any) -> tuple[str | None, list[str]]:
+    """(end-of-line comment, full comment lines) after the line of ``container[key]``."""
+    entry = container.ca.items.get(key)
+    if not entry:
+        return None, []
+    token = entry[_index(container)]
+    eol, lines = _split(token.value) if isinstance(token, CommentToken) else (None, [])
+    if _index(container) == 2 and len(entry) > 3 and entry[3]:
+        for pre in entry[3]:
+            lines += _token_lines(pre)
+    return eol, lines
+
+
+def _write(container: Any, key: Any, eol: str | None, lines: Sequence[str]) -> None:
+    """Replace what :func:`_read` returns; the end-of-line token keeps its column."""
+    index = _index(container)
+    entry = container.ca.items.setdefault(key, [None, None, None, None])
+    token = entry[index] if isinstance(entry[index], CommentToken) else None
+    value = container[key]
+    block = _is_block(value)
+    if block and index == 2:
+        first = eol + "\n" if eol else None
+        rest = [CommentToken("".join(lines), CommentMark(0))] if lines else None
+    else:
+        first = _join(eol, lines) if eol or lines else None
+        rest = None
+    if first is None:
+        entry[index] = None
+    elif token is not None:
+        token.value = first
+    else:
+        entry[index] = CommentToken(first, CommentMark(0))
+    if index == 2:
+        entry[3] = rest
+    if isinstance(value, CommentedMap | CommentedSeq):
+        value.ca.comment = [entry[index], rest] if block and (entry[index] or rest) else None
+    if not any(entry):
+        del container.ca.items[key]
 
 
 def _take_trailing(container: Any, key: Any) -> list[str]:
-    """Detach and return the full comment lines after ``container[key]``'s subtree."""
+    """Detach and return the comment lines after ``container[key]``'s subtree."""
     leaf = _last_leaf(container, key)
-    token = _token(*leaf)
-    if token is None:
-        return []
-    eol, lines = _split(token.value)
-    _set_token(*leaf, _join(eol, []) if eol else "\n")
+    eol, lines = _read(*leaf)
+    if lines:
+        _write(*leaf, eol, [])
     return lines
 
 
-def _append_to(slot: tuple[Any, Any], lines: Sequence[str]) -> None:
+def _append(slot: tuple[Any, Any], lines: Sequence[str]) -> None:
     if not lines:
         return
-    token = _token(*slot)
-    eol, existing = _split(token.value) if token is not None else (None, [])
+    eol, existing = _read(*slot)
     lines = list(lines)
     while existing and lines and not existing[-1].strip() and not lines[0].strip():
         lines.pop(0)  # no doubled blank line where a removed key was
-    _set_token(*slot, _join(eol, [*existing, *lines]))
+    _write(*slot, eol, [*existing, *lines])
 
 
 def _strip_heading(slot: tuple[Any, Any], column: int) -> None:
     """Drop the comment block directly above a removed key (same column, no blank line)."""
-    token = _token(*slot)
-    if token is None:
-        return
-    eol, lines = _split(token.value)
+    eol, lines = _read(*slot)
     kept = list(lines)
     while kept and kept[-1].lstrip().startswith("#") and \
             len(kept[-1]) - len(kept[-1].lstrip()) == column:
         kept.pop()
     if kept != lines:
-        _set_token(*slot, _join(eol, kept) if eol or kept else "\n")
+        _write(*slot, eol, kept)
 
 
 def _delete(container: CommentedMap, key: Any, parent: tuple[Any, Any] | None) -> None:
-    """Delete ``container[key]`` with its own comments, keeping the lines after it."""
+    """Delete ``container[key]`` with its own comments (end of line, the block directly
+    above), keeping the comment lines after it in place."""
     keys = list(container)
     index = keys.index(key)
     try:
@@ -370,21 +405,22 @@ def _delete(container: CommentedMap, key: Any, parent: tuple[Any, Any] | None) -
     before = _last_leaf(container, keys[index - 1]) if index else parent
     if before is not None and column is not None:
         _strip_heading(before, column)
+    # Comments between the removed key's line and the first entry under the parent key.
+    before_lines = _read(*parent) if parent is not None and not index else (None, [])
     container.ca.items.pop(key, None)
     del container[key]
-    if not trailing:
-        return
+    if not len(container):
+        container.fa.set_flow_style()  # emitted as {} with its comments after it
     if index:
-        _append_to(_last_leaf(container, keys[index - 1]), trailing)
+        _append(_last_leaf(container, keys[index - 1]), trailing)
     elif parent is not None:
-        _append_to(parent, trailing)
-    else:
+        _write(*parent, before_lines[0], before_lines[1])  # re-place for the new shape
+        _append(parent, trailing)
+    elif trailing:
         comment = container.ca.comment
-        if comment is None:
-            container.ca.comment = comment = [None, []]
-        if comment[1] is None:
-            comment[1] = []
-        comment[1].append(CommentToken(_join(None, trailing)[1:], CommentMark(0)))
+        pre = list(comment[1] or []) if comment else []
+        pre.append(CommentToken("".join(trailing), CommentMark(0)))
+        container.ca.comment = [comment[0] if comment else None, pre]
 
 
 def _insert(container: CommentedMap, pos: int, key: Any, value: Any) -> None:
@@ -393,7 +429,7 @@ def _insert(container: CommentedMap, pos: int, key: Any, value: Any) -> None:
     keys = list(container)
     trailing = _take_trailing(container, keys[pos - 1]) if pos else []
     container.insert(pos, key, value)
-    _append_to(_last_leaf(container, key), trailing)
+    _append(_last_leaf(container, key), trailing)
 
 
 # -- text and files --------------------------------------------------------------------
@@ -439,7 +475,13 @@ def upgrade_text(text: str, kind: str, source: str) -> tuple[str, Migration]:
     yaml.explicit_start = text.lstrip().startswith("---")
     out = io.StringIO()
     yaml.dump(doc, out)
-    return out.getvalue(), migration
+    new_text = out.getvalue()
+    try:
+        parse_yaml(new_text, source)
+    except InvalidConfigError as exc:  # a bug here must never reach the operator's file
+        raise UpgradeError(f"{source}: the migrated text would not parse ({exc}); nothing "
+                           "written — please report this with the file") from None
+    return new_text, migration
 
 
 @dataclass(frozen=True)
@@ -470,14 +512,16 @@ class UpgradeResult:
             lines = [f"{self.path}: already at version {m.to_version}; nothing to change"]
         else:
             lines = [f"{self.path}:"] + [f"  {c}" for c in m.changes]
-            summary = f"{m.count('moved')} moved, {m.count('conflict')} conflicts"
+            moved, conflicts = m.count("moved"), m.count("conflict")
+            summary = (f" ({moved} moved, {conflicts} conflict{'' if conflicts == 1 else 's'})"
+                       if moved or conflicts else "")
             if dry_run:
-                lines.append(f"{self.path}: dry run, nothing written "
-                             f"(would upgrade to version {m.to_version}; {summary})")
+                lines.append(f"{self.path}: dry run, nothing written; would upgrade to "
+                             f"version {m.to_version}{summary}")
             else:
-                lines.append(f"{self.path}: upgraded to version {m.to_version} ({summary})")
+                lines.append(f"{self.path}: upgraded to version {m.to_version}{summary}")
         if self.problems:
-            lines.append(f"{self.path}: still does not load:")
+            lines.append(f"{self.path}: still does not load (lines of the migrated text):")
             lines += [f"  {line}" for line in self.problems.splitlines()]
         return lines
 

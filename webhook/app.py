@@ -13,6 +13,9 @@ Checks run in this order (as Prow's hook server does), each failing fast:
 200 and is not queued. Every other event is deduplicated by delivery id and queued:
 202 when new, 200 when a duplicate. Redis trouble answers 503 with ``Retry-After``.
 Every error is ``{"ok": false, "error": <our own text>}``; bad input never gives a 500.
+
+Each answered delivery is counted (:mod:`webhook.metrics`, served at ``GET /metrics``), and
+its delivery id and work item are bound to the request's log lines (:mod:`webhook.logs`).
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ from webhook.events import (
     decode_body,
     read_delivery_headers,
 )
+from webhook.logs import bind as bind_log_context
+from webhook.logs import clear as clear_log_context
+from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from webhook.metrics import count_delivery, count_signature_failure, metrics_renderer
 from webhook.settings import ReceiverSettings
 from webhook.signature import verify_signature
 
@@ -140,6 +147,7 @@ def create_app(
     enqueue = queue.enqueue
     response_class = app.response_class
     redis_errors = redis_lib.RedisError
+    render_metrics = metrics_renderer(redis, settings.queue_name, queue.queue_key)
 
     def answer(payload: dict, status: int, headers: dict[str, str] | None = None) -> Response:
         return response_class(json.dumps(payload), status, headers, mimetype=_JSON)
@@ -153,15 +161,25 @@ def create_app(
             _safe(delivery_id), _safe(event), _safe(action), outcome, error.status,
             error.reason,
         )
+        count_delivery(event, action, error.status)
+        if isinstance(error, SignatureError):
+            count_signature_failure(bool(request.headers.get("X-Hub-Signature-256")))
         headers = {"Retry-After": RETRY_AFTER_SECONDS} if error.status == 503 else None
         return answer({"ok": False, "error": error.reason}, error.status, headers)
 
     @app.post("/webhook")
     def webhook() -> Response:
+        try:
+            return receive()
+        finally:
+            clear_log_context()  # the next request, or gunicorn's own lines, start clean
+
+    def receive() -> Response:
         headers = request.headers
         event = delivery_id = None
         try:
             event, delivery_id = read_delivery_headers(headers)
+            bind_log_context(delivery_id)
             signature = headers.get("X-Hub-Signature-256")
             if not signature:
                 raise SignatureError("missing X-Hub-Signature-256 header")
@@ -177,6 +195,7 @@ def create_app(
             verify_signature(body, signature, secrets)
             document, payload = decode_body(headers.get("Content-Type"), body)
             delivery = build_delivery(event, delivery_id, document, payload)
+            bind_log_context(delivery_id, delivery.work_item)
         except DeliveryError as error:
             return reject(error, delivery_id or headers.get("X-GitHub-Delivery"),
                           event or headers.get("X-GitHub-Event"))
@@ -185,6 +204,7 @@ def create_app(
             log.info(
                 "webhook delivery=%s event=ping action=- outcome=ping status=200", delivery_id
             )
+            count_delivery(event, delivery.action, 200)
             return response_class(_PING_BODY, 200, mimetype=_JSON)
 
         try:
@@ -201,9 +221,15 @@ def create_app(
             "webhook delivery=%s event=%s action=%s outcome=%s status=%d",
             delivery_id, event, _safe(delivery.action), outcome, status,
         )
+        count_delivery(event, delivery.action, status)
         if queued:
             return answer({"ok": True, "delivery": delivery_id, "queued": True}, 202)
         return answer({"ok": True, "delivery": delivery_id, "duplicate": True}, 200)
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        """Prometheus text format: the receiver's counters and the queue gauges."""
+        return response_class(render_metrics(), 200, content_type=METRICS_CONTENT_TYPE)
 
     @app.get("/healthz")
     def healthz() -> Response:

@@ -2,21 +2,18 @@
 
 Settings come from the environment (see :class:`webhook.settings.ReceiverSettings`);
 a missing ``THE_LOOP_WEBHOOK_SECRET`` stops the worker at boot with a message saying
-how to set it. ``THE_LOOP_LOG_LEVEL`` (default INFO) sets the level of the one line
-logged per delivery, unless logging was configured already.
+how to set it. Unless logging was configured already (gunicorn_conf.py does),
+``THE_LOOP_LOG_FORMAT`` and ``THE_LOOP_LOG_LEVEL`` configure it (:mod:`webhook.logs`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 
 from webhook.app import create_app
+from webhook.logs import configure
 
 if not logging.getLogger().handlers:
-    logging.basicConfig(
-        level=os.environ.get("THE_LOOP_LOG_LEVEL", "INFO").upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    configure()
 
 app = create_app()

@@ -26,6 +26,10 @@ WORKER_OPERATIONS: dict[str, frozenset[str]] = {
 }
 
 
+#: Integrations a deployment may leave unconfigured (the hooks using them then skip).
+OPTIONAL_INTEGRATIONS = frozenset({"slack", "jira"})
+
+
 def required_operations(graph: Graph) -> dict[str, frozenset[str]]:
     """Integration -> operations this worker needs: the graph's hooks' plus its own."""
     needed = {k: set(v) for k, v in graph.required_operations().items()}
@@ -54,6 +58,32 @@ def github_factory(env: Mapping[str, str]) -> GitHubFactory | None:
         return None
 
 
+def write_limits(env: Mapping[str, str]) -> dict[str, int]:
+    """GitHub's write budget per installation: ``THE_LOOP_GITHUB_WRITES_PER_MINUTE``
+    (default 80) and ``THE_LOOP_GITHUB_WRITES_PER_HOUR`` (default 500), GitHub's secondary
+    rate limits for content creation (a GitHub Enterprise Server's admin may set others).
+
+    Raises:
+        workers.settings.SettingsError: not a whole number, or per minute > per hour.
+    """
+    from workers.settings import SettingsError
+
+    limits = {}
+    for key, name, default in (("per_minute", "THE_LOOP_GITHUB_WRITES_PER_MINUTE", 80),
+                               ("per_hour", "THE_LOOP_GITHUB_WRITES_PER_HOUR", 500)):
+        raw = (env.get(name) or "").strip()
+        try:
+            limits[key] = int(raw) if raw else default
+        except ValueError:
+            raise SettingsError(f"{name} must be a whole number of writes") from None
+        if limits[key] < 11:
+            raise SettingsError(f"{name} must be at least 11")
+    if limits["per_minute"] > limits["per_hour"]:
+        raise SettingsError("THE_LOOP_GITHUB_WRITES_PER_MINUTE must not exceed "
+                            "THE_LOOP_GITHUB_WRITES_PER_HOUR")
+    return limits
+
+
 def build_processor(
     env: Mapping[str, str], connection: redis.Redis | None = None
 ) -> DeliveryProcessor:
@@ -69,16 +99,30 @@ def build_processor(
         integrations.github.GitHubConfigError, integrations.providers.ProviderConfigError,
         integrations.capabilities.CapabilityError: at start-up, naming what to fix.
     """
+    from graph.config import cli_config_from_env
     from integrations.capabilities import check_capabilities, hooks_needing
     from integrations.providers import build_providers
     from integrations.throttle import WriteThrottle
+    from workers.deployment import effective_env
 
     settings = WorkerSettings.from_env(env)
+    # cli-config.yaml's integrations block (transports, which variables hold credentials);
+    # the environment wins. A bad or legacy file already failed in WorkerSettings.
+    env = effective_env(env, cli_config_from_env(env))
     conn = connection or redis.Redis.from_url(settings.redis_url)
     graph = load_graph(settings.graph_path)
     needed = required_operations(graph)
-    providers = build_providers(env, needed=needed, throttle=WriteThrottle(conn, settings.prefix))
-    check_capabilities(needed, providers, hooks=hooks_needing(graph))
+    if (env.get("THE_LOOP_GITHUB_TRANSPORT") or "").strip().lower() == "none":
+        # An explicit choice (never a fallback): acknowledge deliveries, advance nothing.
+        log.warning("THE_LOOP_GITHUB_TRANSPORT=none: no GitHub transport; deliveries are "
+                    "acknowledged and every labelled work item's delivery fails, naming "
+                    "the variables to set")
+        return DeliveryProcessor(settings, conn, graph, None)
+    providers = build_providers(env, needed=needed,
+                                throttle=WriteThrottle(conn, settings.prefix, **write_limits(env)))
+    # Slack and Jira are opt-in: unconfigured, their hooks skip (notify without Slack).
+    check_capabilities(needed, providers, hooks=hooks_needing(graph),
+                       optional=OPTIONAL_INTEGRATIONS)
     github = providers.pop("github")
     if dict(settings.reactions).get("enabled") and "add-reaction" not in github.operations:
         log.warning("reactions are enabled but the GitHub transport %s cannot add them",

@@ -15,7 +15,8 @@ and its state says why (``blocked_by_delivery``, ``parked_reason``).
 Redis keys (``P`` = prefix): ``P:deliveries:failed`` (hash: id -> JSON reason),
 ``P:deliveries:retry`` (sorted set: id -> due time), ``P:backoff:REF`` (the work item
 waits until it expires), ``P:parked:REF`` (the parked delivery holding the work item),
-and the delivery record ``P:delivery:ID`` (fields ``attempts``, ``last_error``). Payload
+and the delivery record ``P:delivery:ID`` (fields ``attempts``, ``started``,
+``last_error``). Payload
 bodies are never logged; reasons are the-loop's own words.
 """
 
@@ -122,9 +123,16 @@ class Deliveries:
 
     # -- while processing -------------------------------------------------------------
 
-    def begin_attempt(self, delivery_id: str) -> int:
-        """Count one more attempt at ``delivery_id`` (before handling it); return it."""
-        return int(self.redis.hincrby(self.delivery_key(delivery_id), "attempts", 1))
+    def begin_attempt(self, delivery_id: str) -> tuple[int, bool]:
+        """Count one more attempt at ``delivery_id`` (before handling it). Returns the
+        attempt number (since the last operator retry) and whether it was ever started
+        before (then it is a replay: its effects may have begun)."""
+        key = self.delivery_key(delivery_id)
+        with self.redis.pipeline() as pipe:
+            pipe.hincrby(key, "attempts", 1)
+            pipe.hsetnx(key, "started", 1)
+            attempt, first = pipe.execute()
+        return int(attempt), not first
 
     def held(self, ref: str) -> str | None:
         """Why ``ref``'s inbox must not be drained now (a retry's backoff, a parked
@@ -219,9 +227,15 @@ class Deliveries:
             delivery_id = _text(raw)
             event, ref = self.redis.hmget(self.delivery_key(delivery_id), "event", "work_item")
             if event is not None:
+                work_item = _text(ref or b"") or None
+                if work_item:
+                    # The retry is due: its hold is over (do not let the job race the TTL).
+                    held_by = self.redis.get(self.backoff_key(work_item))
+                    if held_by is not None and _text(held_by) == delivery_id:
+                        self.redis.delete(self.backoff_key(work_item))
                 # Enqueue first, then forget: a crash in between only duplicates the job,
                 # which finds nothing left to do.
-                self.requeue(delivery_id, _text(event), _text(ref or b"") or None)
+                self.requeue(delivery_id, _text(event), work_item)
                 count += 1
             self.redis.zrem(self.retry_key, delivery_id)
         return count
@@ -344,5 +358,5 @@ class Deliveries:
     def _forget(self, delivery_id: str) -> None:
         self.redis.hdel(self.failed_key, delivery_id)
         self.redis.zrem(self.retry_key, delivery_id)
-        registry = FailedJobRegistry(self.settings.queue, connection=self.redis)
-        registry.remove(delivery_id, delete_job=True)
+        FailedJobRegistry(self.settings.queue, connection=self.redis).remove(delivery_id)
+        self.redis.delete(Job.key_for(delivery_id))

@@ -44,8 +44,8 @@ def process_delivery(delivery_id: str, event: str, work_item: str | None) -> str
     Returns:
         a one-line summary (RQ keeps no result: ``result_ttl=0``).
 
-    Raises:
-        workers.service.DeliveryFailed: this delivery's processing raised.
+    A delivery whose processing fails is retried later or parked as a dead letter by
+    the processor (:mod:`workers.deliveries`); the job itself then still succeeds.
     """
     handled = current_processor().process(delivery_id, event, work_item)
     return "; ".join(f"{h.delivery_id}:{h.outcome}" for h in handled) or "nothing to do"

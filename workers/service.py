@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
+import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +41,7 @@ from webhook.logs import bind as bind_log_context
 from workers import metrics as worker_metrics
 from workers import translate
 from workers.ci import RedisCI
+from workers.deliveries import Deliveries
 from workers.files import GitHubFiles
 from workers.router import CI_ONLY, CONFIG, DRIVE, IGNORE, LABELS, WITHDRAW, route
 from workers.settings import WorkerSettings
@@ -133,6 +138,12 @@ class DeliveryProcessor:
         self._repo_configs: dict[str, tuple[float, RepoConfig]] = {}
         self._permission_cache: dict[tuple[str, str], tuple[float, str]] = {}
         self.classifier = classifier
+        self.deliveries = Deliveries(connection, settings, self.store)
+        # Who holds a work item lock (its token starts with this); `the-loop worker` sets
+        # its RQ worker name, so a reaper can tell a dead holder's locks.
+        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self._held: dict[str, Any] = {}
+        self._held_guard = threading.Lock()
 
     # -- keys (the receiver writes them; see webhook.enqueue) --------------------------
 
@@ -154,80 +165,130 @@ class DeliveryProcessor:
     def process(self, delivery_id: str, event: str, work_item: str | None) -> list[Handled]:
         """Process ``delivery_id`` (and, for a work item, every delivery queued before it).
 
-        Returns what was handled. Raises :class:`DeliveryFailed` when ``delivery_id``
-        itself failed, so RQ records the job as failed.
+        Returns what was handled. A delivery that fails is retried later (``retrying``)
+        or, its attempts used up, parked as a dead letter (``failed``; recorded in RQ's
+        FailedJobRegistry and the failed-deliveries hash by
+        :meth:`workers.deliveries.Deliveries.park`); neither raises here.
         """
-        handled = self.drain(work_item) if work_item else [self._handle_one(delivery_id)]
-        for h in handled:
-            if h.delivery_id == delivery_id and h.outcome == "failed":
-                raise DeliveryFailed(f"delivery {delivery_id} failed: {h.detail}")
-        return handled
+        if work_item:
+            return self.drain(work_item)
+        return [self._handle_one(delivery_id, None)]
 
     def drain(self, ref: str) -> list[Handled]:
         """Handle ``ref``'s inbox in order while holding its lock.
 
         A job that finds the lock held returns at once: the holder re-checks the inbox
-        after releasing, so a delivery queued meanwhile is never stranded.
+        after releasing, so a delivery queued meanwhile is never stranded. Nothing is
+        handled while the work item waits for a retry's backoff (the scheduled retry
+        drains it) or is held by a parked delivery. The lock expires after
+        ``lock_timeout`` seconds unless extended (:meth:`heartbeat`).
         """
-        inbox = self.inbox_key(ref)
         handled: list[Handled] = []
         while True:
-            lock = self.redis.lock(self.lock_key(ref), timeout=self.settings.lock_timeout)
-            if not lock.acquire(blocking=False):
+            if self.deliveries.held(ref):
                 return handled
+            lock = self.redis.lock(self.lock_key(ref), timeout=self.settings.lock_timeout,
+                                   thread_local=False)
+            if not lock.acquire(blocking=False, token=f"{self.owner}|{uuid.uuid4().hex}"):
+                return handled
+            with self._held_guard:
+                self._held[ref] = lock
+            stop = False
             try:
-                while True:
-                    head = self.redis.lindex(inbox, 0)
-                    if head is None:
+                while not stop:
+                    head = self.redis.lindex(self.inbox_key(ref), 0)
+                    if head is None or self.deliveries.held(ref):
                         break
-                    handled.append(self._handle_one(_text(head)))
+                    outcome = self._handle_one(_text(head), ref)
+                    handled.append(outcome)
+                    if outcome.outcome == "retrying":
+                        break  # stays at the head; the scheduled retry drains on
                     # Pop only after handling: a crash leaves the delivery at the head.
-                    self.redis.lpop(inbox)
+                    if not self.deliveries.pop_if_head(ref, outcome.delivery_id):
+                        log.warning("inbox of %s changed under its lock holder; stopping", ref)
+                        stop = True
             finally:
+                with self._held_guard:
+                    self._held.pop(ref, None)
                 try:
                     lock.release()
                 except redis.exceptions.LockError:
                     log.warning("work item lock for %s expired while draining", ref)
-            if not self.redis.llen(inbox):
+            if stop or not self.redis.llen(self.inbox_key(ref)):
                 return handled
+
+    def heartbeat(self) -> int:
+        """Extend every work item lock this processor holds (called every third of
+        ``lock_timeout`` by ``the-loop worker``); returns how many were extended."""
+        with self._held_guard:
+            held = list(self._held.items())
+        extended = 0
+        for ref, lock in held:
+            try:
+                lock.reacquire()
+                extended += 1
+            except redis.exceptions.LockError:
+                log.warning("work item lock for %s was lost while held", ref)
+        return extended
 
     # -- one delivery ------------------------------------------------------------------
 
-    def _handle_one(self, delivery_id: str) -> Handled:
+    def _handle_one(self, delivery_id: str, ref: str | None) -> Handled:
         key = self.delivery_key(delivery_id)
         record = {_text(k): v for k, v in self.redis.hgetall(key).items()}
-        if not record:
+        if "event" not in record:
+            if record:
+                self.redis.delete(key)  # only bookkeeping left of an expired record
             return Handled(delivery_id, "ignored", "delivery record expired or already handled")
         event = _text(record.get("event", b""))
         bind_log_context(delivery_id, _text(record.get("work_item", b"")) or None)
-        try:
-            handled = self.handle(delivery_id, event, record)
-        except IntegrationError as exc:
-            # Our own message (operation, status, the fix); never a response body.
-            reason = f"{exc.integration} {exc.op}: {exc}"
-            log.error("delivery=%s event=%s failed: %s", delivery_id, event, reason)
-            handled = self._failed(delivery_id, event, record, reason)
-        except Exception as exc:
-            log.exception("delivery=%s event=%s failed", delivery_id, event)
-            handled = self._failed(delivery_id, event, record, type(exc).__name__)
+        attempt, replay = self.deliveries.begin_attempt(delivery_id)
+        record["replay"] = b"1" if replay else b""
+        if attempt > self.settings.delivery_attempts:
+            # Its earlier attempts never finished (the worker died each time).
+            reason = (f"processing did not finish in {attempt - 1} attempts "
+                      "(the worker stopped each time)")
+            handled = self._failed(delivery_id, event, record, reason, attempt - 1)
         else:
-            self.redis.delete(key)
+            try:
+                handled = self.handle(delivery_id, event, record)
+            except IntegrationError as exc:
+                # Our own message (operation, status, the fix); never a response body.
+                reason = f"{exc.integration} {exc.op}: {exc}"
+                (log.warning if exc.retriable else log.error)(
+                    "delivery=%s event=%s failed (attempt %d): %s", delivery_id, event,
+                    attempt, reason)
+                handled = self._failed(delivery_id, event, record, reason, attempt)
+            except Exception as exc:
+                log.exception("delivery=%s event=%s failed (attempt %d)", delivery_id, event,
+                              attempt)
+                handled = self._failed(delivery_id, event, record, type(exc).__name__, attempt)
+            else:
+                self.redis.delete(key)
         log.info("delivery=%s event=%s work_item=%s outcome=%s detail=%s", delivery_id, event,
                  _text(record.get("work_item", b"")) or "-", handled.outcome, handled.detail)
         worker_metrics.count_handled(event, handled.outcome)
         return handled
 
     def _failed(
-        self, delivery_id: str, event: str, record: Mapping[str, Any], reason: str
+        self, delivery_id: str, event: str, record: Mapping[str, Any], reason: str,
+        attempt: int,
     ) -> Handled:
-        """Record ``delivery_id`` in the failed-deliveries hash with ``reason``."""
-        self.redis.hset(self.failed_key, delivery_id, json.dumps({
-            "event": event,
-            "work_item": _text(record.get("work_item", b"")) or None,
-            "reason": reason,
-            "at": time.time(),
-        }))
+        """Retry ``delivery_id`` after a backoff, or park it once its attempts are used up
+        (see :mod:`workers.deliveries`)."""
+        ref = _text(record.get("work_item", b"")) or None
+        if attempt < self.settings.delivery_attempts:
+            delay = self.deliveries.schedule_retry(delivery_id, ref, attempt, reason)
+            return Handled(delivery_id, "retrying",
+                           f"attempt {attempt} failed ({reason}); retry in {delay:g} s")
+        self.deliveries.park(delivery_id, event, ref, reason, attempt)
         return Handled(delivery_id, "failed", reason)
+
+    def _received_before(self, ref: str, delivery_id: str) -> bool:
+        """Whether ``ref``'s log already has ``delivery.received`` for ``delivery_id``
+        (an earlier attempt logged it before it failed or its worker died)."""
+        return any(e.type == "delivery.received" and e.caused_by == delivery_id
+                   for e in reversed(self.store.events(ref)))
 
     def handle(self, delivery_id: str, event: str, record: Mapping[str, Any]) -> Handled:
         """Route and process one delivery record (the hash the receiver wrote).
@@ -278,13 +339,14 @@ class DeliveryProcessor:
         config = self._hook_config(github, payload, ref, repo_config)
         item = translate.work_item(ref, payload, repo_config.spec_dir(self.settings))
         inbound = translate.inbound_event(event, delivery_id, payload)
-        self.store.append_event(ref, "delivery.received", {
-            "event": event,
-            "action": action,
-            "delivery": delivery_id,
-            "actor": inbound.actor,
-            "body_sha256": inbound.body_sha256,
-        }, delivery_id)
+        if not (record.get("replay") and self._received_before(ref, delivery_id)):
+            self.store.append_event(ref, "delivery.received", {
+                "event": event,
+                "action": action,
+                "delivery": delivery_id,
+                "actor": inbound.actor,
+                "body_sha256": inbound.body_sha256,
+            }, delivery_id)
         react = self._reactor(github, repo, inbound, config)
         react("started")
         try:

@@ -1,26 +1,40 @@
 """The RQ worker process: ``the-loop worker [--burst]``.
 
 It runs jobs in-process (RQ's ``SimpleWorker``: no fork per job), which is what lets one
-process handle hundreds of routine deliveries a second; a job that crashes the process
-is left in RQ's started-job registry and handled by RQ's abandoned-job cleanup.
+process handle hundreds of routine deliveries a second. A job whose process dies (SIGKILL,
+OOM) is left in RQ's started-job registry; the reaper of any other worker
+(:mod:`workers.reaper`) sees that its worker stopped beating and requeues it.
+
+Redis trouble does not crash-loop the process: RQ already waits and reconnects while it
+waits for jobs; when its loop gives up (a Redis error while finishing a job) or Redis is
+down at start-up, :func:`run_worker` starts a fresh RQ worker after an exponential
+backoff (redis-py's ``Retry`` with ``ExponentialBackoff``, capped at 30 s), until Redis
+answers again or the process is told to stop.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 from rq import Queue, SimpleWorker
+from rq.exceptions import StopRequested
 
 from webhook.logs import bind as bind_log_context
 from webhook.logs import clear as clear_log_context
 from workers import jobs
 from workers import metrics as worker_metrics
 from workers.bootstrap import build_processor
+from workers.reaper import Reaper
+from workers.service import DeliveryProcessor
 
 log = logging.getLogger("the_loop.worker")
 
@@ -68,12 +82,81 @@ def run_worker(
     worker_metrics.instrument(processor)
     jobs.install(processor)
     queue = Queue(processor.settings.queue, connection=processor.redis)
-    worker = LoopWorker([queue], connection=processor.redis, name=name)
-    log.info("worker %s on queue %s", worker.name, queue.name)
     server = worker_metrics.start_server(env)
     try:
-        return worker.work(burst=burst, logging_level=env.get("THE_LOOP_LOG_LEVEL", "INFO"),
-                           with_scheduler=False)
+        return work_with_reconnect(processor, queue, burst=burst, name=name,
+                                   logging_level=env.get("THE_LOOP_LOG_LEVEL", "INFO"))
+    except StopRequested:
+        return False
     finally:
         if server is not None:
             server.shutdown()
+
+
+class WorkerLoopEnded(redis.exceptions.ConnectionError):
+    """RQ's work loop returned without being asked to stop (it logs why: a Redis error
+    while finishing a job); a fresh worker is started after a backoff."""
+
+
+#: Backoff between two starts of the RQ worker while Redis is unavailable.
+RECONNECT_BACKOFF = ExponentialBackoff(cap=30.0, base=1.0)
+
+
+def work_with_reconnect(
+    processor: DeliveryProcessor,
+    queue: Queue,
+    *,
+    burst: bool = False,
+    name: str | None = None,
+    logging_level: str = "INFO",
+    retries: int = -1,
+) -> bool:
+    """Work ``queue`` with a :class:`LoopWorker` and its :class:`~workers.reaper.Reaper`;
+    on a Redis connection error (or RQ's loop giving up) start a fresh one after an
+    exponential backoff, ``retries`` times (``-1``: until Redis answers again).
+
+    Each start is a new RQ worker (a new name), so the reaper of another worker can take
+    back what the previous one held.
+
+    Raises:
+        redis.exceptions.ConnectionError: the retries ran out.
+        rq.exceptions.StopRequested: a stop signal arrived while waiting to reconnect.
+    """
+    starts = [0]
+
+    def once() -> bool:
+        starts[0] += 1
+        worker_name = name if starts[0] == 1 or name is None else f"{name}-{starts[0]}"
+        worker = LoopWorker([queue], connection=processor.redis, name=worker_name)
+        reaper = Reaper(processor, worker.name)
+        reaper.register()
+        reaper.reap()  # before the first job: take back what dead workers left
+        reaper.start()
+        log.info("worker %s on queue %s", worker.name, queue.name)
+        try:
+            worked = worker.work(burst=burst, logging_level=logging_level,
+                                 with_scheduler=False)
+        finally:
+            reaper.stop()
+            reaper.deregister()
+        asked_to_stop = (getattr(worker, "_stop_requested", False)
+                         or getattr(worker, "_shutdown_requested_date", None) is not None)
+        if not burst and not asked_to_stop:
+            raise WorkerLoopEnded(f"worker {worker.name} stopped on its own")
+        return worked
+
+    def waiting(error: Exception) -> None:
+        log.warning("Redis unavailable (%s: %s); starting the worker again after a backoff",
+                    type(error).__name__, error)
+        if threading.current_thread() is threading.main_thread():
+            # RQ's handlers ask Redis for the worker's state; while waiting, just stop.
+            def stop(signum: int, frame: Any) -> None:
+                raise StopRequested()
+
+            signal.signal(signal.SIGTERM, stop)
+            signal.signal(signal.SIGINT, stop)
+
+    policy = Retry(RECONNECT_BACKOFF, retries,
+                   supported_errors=(redis.exceptions.ConnectionError,
+                                     redis.exceptions.TimeoutError))
+    return policy.call_with_retry(once, waiting)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
+from graph.effects import RetryLater
 from graph.markers import MARKER_RE
 from graph.model import HookContext, HookResult, Message
 from graph.ports import IntegrationError
@@ -73,6 +74,8 @@ def record_feedback(ctx: HookContext) -> HookResult:
         try:
             _write(ctx, path, lambda text: append_entry(
                 text, date=date, login=login, outcome=outcome, bullets=bullets))
+        except RetryLater:
+            raise  # transient: the delivery is retried, the decision is not lost
         except (IntegrationError, OSError, ValueError) as exc:
             return HookResult.blocked(name, Message(
                 f"could not record the review in {path} ({type(exc).__name__})",

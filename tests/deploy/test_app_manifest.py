@@ -26,8 +26,9 @@ PACKAGED = REPO_ROOT / "the_loop" / "app.yml"
 SENT_WITHOUT_SUBSCRIPTION = {"ping", "installation", "installation_repositories"}
 
 # Exactly what the-loop's operations need (issue 8): labels, comments and reactions
-# (issues, pull_requests), config and artifact files (contents), CI results (checks,
-# statuses, actions), and metadata, which every App has.
+# (issues, pull_requests), config and artifact files, and committing review records with
+# put-file (contents: write), CI results and the transport's check runs (checks; statuses,
+# actions), and metadata, which every App has.
 EXPECTED_PERMISSIONS = {
     "issues": "write",
     "pull_requests": "write",

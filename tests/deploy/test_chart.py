@@ -5,11 +5,13 @@ fields fail), and the properties that matter asserted on the rendered objects.""
 from __future__ import annotations
 
 import json
+import shutil
 from typing import Any
 
 import pytest
 import yaml
 
+from graph.config import load_cli_config
 from tests.deploy.conftest import (
     CHART_DIR,
     RELEASE,
@@ -38,7 +40,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "image": {"repository": "registry.example.com/acme/the-loop", "tag": "0.1.0"},
         "imagePullSecrets": [{"name": "registry"}],
         "secret": {"name": "acme-loop"},
-        "config": {"version": 1, "notify": {"slack": {"channel": "#delivery"}}},
+        "config": {"version": 2, "queue": {"name": "the-loop"}},
         "env": {"THE_LOOP_LOG_LEVEL": "DEBUG", "THE_LOOP_GITHUB_WRITE_INTERVAL": 2},
         "web": {"env": {"THE_LOOP_ACCESS_LOG": "-"}, "autoscaling": {"enabled": True},
                 "gunicorn": {"workers": 4, "threads": 8}},
@@ -111,7 +113,9 @@ def test_worker_runs_the_loop_worker_and_web_runs_the_receiver(scenario):
     name, values, rendered = scenario
     (worker,) = containers(rendered.get("Deployment", WORKER))
     assert worker["command"] == ["the-loop", "worker"]
-    assert "ports" not in worker and "readinessProbe" not in worker
+    # The worker's only port is its /metrics (tests/observability/test_chart_metrics.py).
+    assert [p["name"] for p in worker.get("ports", [])] in ([], ["metrics"])
+    assert "readinessProbe" not in worker
     (web,) = containers(rendered.get("Deployment", WEB))
     port = values.get("web", {}).get("port", 8080)
     assert web["command"] == ["the-loop", "serve", "--host", "0.0.0.0", "--port", str(port)]
@@ -212,7 +216,9 @@ def _assert_builtin_redis_serves(rendered: Rendered, redis_values: dict[str, Any
 def test_config_file_is_mounted_where_the_loop_config_points(scenario):
     _, values, rendered = scenario
     configmap = rendered.get("ConfigMap", f"{FULLNAME}-config")
-    assert yaml.safe_load(configmap["data"]["cli-config.yaml"]) == values.get("config", {})
+    text = configmap["data"]["cli-config.yaml"]
+    assert (yaml.safe_load(text) or {}) == values.get("config", {})
+    load_cli_config(text, "cli-config.yaml")  # the-loop itself accepts the mounted file
     for deployment in (WEB, WORKER):
         workload = rendered.get("Deployment", deployment)
         (container,) = containers(workload)
@@ -329,6 +335,38 @@ def test_helm_test_pod_checks_readyz_through_the_service(scenario):
     assert f"http://{FULLNAME}:{port}/readyz" in script
 
 
+def _with_versions(tmp_path, version: str, app_version: str):
+    """A copy of the chart whose Chart.yaml says ``version`` and ``appVersion``."""
+    copy = tmp_path / f"the-loop-{version}"
+    shutil.copytree(CHART_DIR, copy)
+    chart = yaml.safe_load((copy / "Chart.yaml").read_text())
+    assert chart["version"] != version and chart["appVersion"] != app_version
+    chart.update(version=version, appVersion=app_version)
+    (copy / "Chart.yaml").write_text(yaml.safe_dump(chart, sort_keys=False))
+    return copy
+
+
+def test_upgrading_the_loop_leaves_the_builtin_redis_pod_alone(helm, tmp_path):
+    """A new chart or app version changes no field of the Redis pod template, so the
+    StatefulSet does not restart Redis (docs/upgrade.md: no 503s from an upgrade)."""
+    def templates(chart_dir) -> dict[str, Any]:
+        with helm.Chart.load(str(chart_dir)) as chart:
+            rendered = Rendered(chart.render(None, name=RELEASE, namespace="loop",
+                                             is_install=False))
+        return {kind: rendered.get(kind, name)["spec"]["template"]
+                for kind, name in (("StatefulSet", REDIS), ("Deployment", WEB))}
+
+    before = templates(CHART_DIR)
+    after = templates(_with_versions(tmp_path, "9.8.7", "9.8.7"))
+    assert after["StatefulSet"] == before["StatefulSet"]
+    # Negative control: the bump did reach the release (the-loop's own pods do roll).
+    assert after["Deployment"] != before["Deployment"]
+    labels = before["StatefulSet"]["metadata"]["labels"]
+    assert labels == {"app.kubernetes.io/name": "the-loop",
+                      "app.kubernetes.io/instance": RELEASE,
+                      "app.kubernetes.io/component": "redis"}
+
+
 def test_no_rendered_value_looks_like_a_credential(helm):
     """Nothing in the rendered defaults carries a PEM block or a token-looking literal."""
     rendered = render(helm, SCENARIOS["external-redis-ingress-hpa"])
@@ -347,8 +385,12 @@ def test_no_rendered_value_looks_like_a_credential(helm):
     ({"worker": {"replicas": -1}}, "/worker/replicas"),
     ({"redis": {"url": "http://redis:6379"}}, "/redis/url"),
     ({"ingress": {"enabled": True}}, "/ingress/host"),
-    ({"env": {"THE_LOOP_WEBHOOK_SECRET": "s3cret"}}, "THE_LOOP_WEBHOOK_SECRET"),
-    ({"web": {"env": {"THE_LOOP_GITHUB_PRIVATE_KEY": "pem"}}}, "THE_LOOP_GITHUB_PRIVATE_KEY"),
+    ({"env": {"THE_LOOP_WEBHOOK_SECRET": "s3cret"}}, "/env/THE_LOOP_WEBHOOK_SECRET"),
+    ({"web": {"env": {"THE_LOOP_GITHUB_PRIVATE_KEY": "pem"}}},
+     "/web/env/THE_LOOP_GITHUB_PRIVATE_KEY"),
+    ({"env": {"THE_LOOP_WEB_WORKERS": 4}}, "use web.gunicorn.workers"),
+    ({"worker": {"env": {"THE_LOOP_WORKER_METRICS_PORT": "0"}}}, "use worker.metrics.port"),
+    ({"env": {"not-a-name": "x"}}, "not-a-name"),
     ({"secret": {"name": "Not_A_Name"}}, "/secret/name"),
     ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
     ({"replicas": 3}, "replicas"),  # a misplaced key is refused, not ignored
@@ -359,6 +401,46 @@ def test_schema_rejects_wrong_values_at_install(helm, bad, where):
     assert where in str(caught.value)
     report = helm.lint(str(CHART_DIR), bad, strict=True)
     assert report["errors"], f"helm lint accepted {bad}"
+
+
+def _refused_env(helm) -> dict[str, str]:
+    with helm.Chart.load(str(CHART_DIR)) as chart:
+        properties = chart.schema["definitions"]["plainEnv"]["properties"]
+    return {name: rule["const"] for name, rule in properties.items()}
+
+
+def test_schema_refuses_every_variable_the_chart_sets_or_that_serve_ignores(helm):
+    """What a template sets (beyond the user's own env) must be refused under env, or the
+    pod would get the variable twice (and one of the two silently loses)."""
+    refused = set(_refused_env(helm))
+    set_by_chart: set[str] = set()
+    for values in SCENARIOS.values():
+        rendered = render(helm, values)
+        for deployment, component in ((WEB, "web"), (WORKER, "worker")):
+            given = {**values.get("env", {}), **values.get(component, {}).get("env", {})}
+            (container,) = containers(rendered.get("Deployment", deployment))
+            set_by_chart |= set(env_of(container)) - set(given)
+    assert set_by_chart - refused == set()
+    assert SECRET_VARS | {"GH_TOKEN", "GITHUB_TOKEN"} <= refused
+    # `the-loop serve --host 0.0.0.0 --port N` ignores these two: web.port sets the port.
+    assert {"PORT", "THE_LOOP_BIND"} <= refused
+
+
+@pytest.mark.parametrize("where", ["env", "web.env", "worker.env"])
+def test_schema_names_the_path_and_the_fix_of_a_refused_variable(helm, where):
+    for name, reason in _refused_env(helm).items():
+        values: dict[str, Any] = {name: "4"}
+        for part in reversed(where.split(".")):
+            values = {part: values}
+        with pytest.raises(helm.HelmValuesError) as caught:
+            render(helm, values)
+        message = str(caught.value)
+        assert f"at '/{where.replace('.', '/')}/{name}'" in message
+        assert reason in message and reason.startswith("refused here: ")
+        # Typing the reason itself as the value does not get through either.
+        values_again = json.loads(json.dumps(values).replace('"4"', json.dumps(reason)))
+        with pytest.raises(helm.HelmValuesError):
+            render(helm, values_again)
 
 
 def test_schema_accepts_the_shipped_defaults(helm):

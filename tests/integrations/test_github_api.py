@@ -51,7 +51,28 @@ SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
     "list-comments": {"comments": (list,)},
     "add-reaction": {"id": (int,)},
     "get-file": {"path": (str,), "sha": (str,), "ref": (str, type(None)), "text": (str,)},
+    "put-file": {"path": (str,), "sha": (str,), "commit": (str,)},
+    "list-pull-files": {"files": (list,)},
+    "request-reviewers": {"requested": (list,)},
+    "get-permission": {"permission": (str,)},
+    "list-reviews": {"reviews": (list,)},
+    "create-check-run": {"id": (int,)},
+    "update-check-run": {"id": (int,)},
+    "list-check-runs": {"check_runs": (list,)},
 }
+#: Keys (and value types) of the items of list results.
+ITEM_SHAPES: dict[str, tuple[str, dict[str, tuple[type, ...]]]] = {
+    "list-comments": ("comments", {"id": (int,), "user": (str,), "body": (str,)}),
+    "list-reviews": (
+        "reviews",
+        {"id": (int,), "user": (str,), "state": (str,), "commit_id": (str, type(None))},
+    ),
+    "list-check-runs": (
+        "check_runs",
+        {"id": (int,), "name": (str,), "status": (str,), "conclusion": (str, type(None))},
+    ),
+}
+PERMISSIONS = ("admin", "maintain", "write", "triage", "read", "none")
 
 
 def assert_shape(op: str, result: dict[str, Any]) -> None:
@@ -62,11 +83,16 @@ def assert_shape(op: str, result: dict[str, Any]) -> None:
         assert isinstance(result[key], types), (op, key, result[key])
     if op in ("add-label", "remove-label") and result["labels"] is not None:
         assert all(isinstance(n, str) for n in result["labels"])
-    if op == "list-comments":
-        for c in result["comments"]:
-            assert set(c) == {"id", "user", "body"}
-            assert isinstance(c["id"], int) and isinstance(c["user"], str)
-            assert isinstance(c["body"], str)
+    if op in ("list-pull-files", "request-reviewers"):
+        assert all(isinstance(n, str) for n in next(iter(result.values())))
+    if op == "get-permission":
+        assert result["permission"] in PERMISSIONS
+    if op in ITEM_SHAPES:
+        key, item_shape = ITEM_SHAPES[op]
+        for item in result[key]:
+            assert set(item) == set(item_shape), (op, item)
+            for name, types in item_shape.items():
+                assert isinstance(item[name], types), (op, name, item[name])
     json.dumps(result)  # JSON-serialisable, as the Integration protocol requires
 
 
@@ -376,6 +402,209 @@ def test_get_file_not_utf8(api: GitHubApi, rs: responses.RequestsMock) -> None:
     with pytest.raises(IntegrationError, match="not UTF-8") as info:
         api.call("get-file", repo=REPO, path="logo.png")
     assert not info.value.retriable
+
+
+def _put_answer(path: str, sha: str = "b" * 40, commit: str = "c" * 40) -> dict[str, Any]:
+    return {"content": {"path": path, "sha": sha, "type": "file"}, "commit": {"sha": commit}}
+
+
+def test_put_file_updates_with_sha_precondition(
+    api: GitHubApi, rs: responses.RequestsMock
+) -> None:
+    import base64
+
+    rs.put(
+        f"{R}/contents/specs/1/the%20design.md",
+        json=_put_answer("specs/1/the design.md"),
+        match=[
+            matchers.json_params_matcher(
+                {
+                    "message": "record review",
+                    "content": base64.b64encode("héllo\n".encode()).decode(),
+                    "branch": "feature",
+                    "sha": "a" * 40,
+                }
+            )
+        ],
+    )
+    result = api.call(
+        "put-file",
+        repo=REPO,
+        path="/specs/1/the design.md",
+        branch="feature",
+        text="héllo\n",
+        sha="a" * 40,
+        message="record review",
+    )
+    assert result == {"path": "specs/1/the design.md", "sha": "b" * 40, "commit": "c" * 40}
+    assert_shape("put-file", result)
+
+
+def test_put_file_without_sha_creates(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.put(f"{R}/contents/new.md", status=201, json=_put_answer("new.md"))
+    api.call("put-file", repo=REPO, path="new.md", branch="main", text="", sha=None)
+    sent = body_of(rs.calls[0])
+    assert "sha" not in sent and sent["message"] == "the-loop: update new.md"
+
+
+def test_put_file_stale_sha_is_a_409_conflict(rs: responses.RequestsMock) -> None:
+    api = GitHubClients(fast(token=TOKEN, retries=2)).for_installation(None)
+    rs.put(f"{R}/contents/a.md", status=409, json={"message": "a.md does not match"})
+    with pytest.raises(IntegrationError) as info:
+        api.call("put-file", repo=REPO, path="a.md", branch="b", text="x", sha="1" * 40)
+    assert (info.value.status, info.value.retriable) == (409, False)
+    assert "conflict" in str(info.value)
+
+
+def test_put_file_is_not_retried_on_5xx(rs: responses.RequestsMock) -> None:
+    api = GitHubClients(fast(token=TOKEN, retries=2)).for_installation(None)
+    rs.put(f"{R}/contents/a.md", status=502, json={"message": "x"})
+    with pytest.raises(IntegrationError) as info:
+        api.call("put-file", repo=REPO, path="a.md", branch="b", text="x", sha="1" * 40)
+    assert (info.value.status, info.value.retriable) == (502, True)
+    assert len(rs.calls) == 1
+
+
+def test_list_pull_files_follows_pages_and_renames(
+    api: GitHubApi, rs: responses.RequestsMock
+) -> None:
+    page2 = f"https://api.github.com/repos/{REPO}/pulls/4/files?per_page=100&page=2"
+    rs.get(
+        f"{R}/pulls/4/files",
+        json=[{"filename": "a.py"}, {"filename": "docs/b.md", "previous_filename": "b.md"}],
+        headers={"Link": f'<{page2}>; rel="next"'},
+        match=[matchers.query_param_matcher({"per_page": "100"})],
+    )
+    rs.get(f"{R}/pulls/4/files", json=[{"filename": "c.md"}])
+    result = api.call("list-pull-files", repo=REPO, number=4)
+    assert result == {"files": ["a.py", "docs/b.md", "b.md", "c.md"]}
+    assert_shape("list-pull-files", result)
+
+
+def test_request_reviewers(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.post(
+        f"{R}/pulls/4/requested_reviewers",
+        status=201,
+        json={"number": 4, "requested_reviewers": [{"login": "alice"}, {"login": "bob"}]},
+        match=[matchers.json_params_matcher({"reviewers": ["bob"]})],
+    )
+    result = api.call("request-reviewers", repo=REPO, number=4, reviewers=["bob"])
+    assert result == {"requested": ["alice", "bob"]}
+    assert_shape("request-reviewers", result)
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ({"permission": "write", "role_name": "maintain"}, "maintain"),
+        ({"permission": "read", "role_name": "triage"}, "triage"),
+        ({"permission": "admin", "role_name": "admin"}, "admin"),
+        ({"permission": "write", "role_name": "security-reviewer"}, "write"),  # custom role
+        ({"permission": "none"}, "none"),
+    ],
+)
+def test_get_permission_prefers_role_name(
+    api: GitHubApi, rs: responses.RequestsMock, answer: dict[str, Any], expected: str
+) -> None:
+    rs.get(f"{R}/collaborators/some%5Bbot%5D/permission", json=answer | {"user": {}})
+    result = api.call("get-permission", repo=REPO, login="some[bot]")
+    assert result == {"permission": expected}
+    assert_shape("get-permission", result)
+
+
+def test_list_reviews(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.get(
+        f"{R}/pulls/4/reviews",
+        json=[
+            {"id": 1, "user": {"login": "alice"}, "state": "APPROVED", "commit_id": "a" * 40},
+            {"id": 2, "user": None, "state": "COMMENTED", "commit_id": None, "body": "x"},
+        ],
+    )
+    result = api.call("list-reviews", repo=REPO, number=4)
+    assert result == {
+        "reviews": [
+            {"id": 1, "user": "alice", "state": "APPROVED", "commit_id": "a" * 40},
+            {"id": 2, "user": "ghost", "state": "COMMENTED", "commit_id": None},
+        ]
+    }
+    assert_shape("list-reviews", result)
+
+
+def test_check_runs(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.post(
+        f"{R}/check-runs",
+        status=201,
+        json={"id": 77, "name": "the-loop"},
+        match=[
+            matchers.json_params_matcher(
+                {
+                    "name": "the-loop",
+                    "head_sha": "a" * 40,
+                    "status": "in_progress",
+                    "output": {"title": "design", "summary": "waiting for approval"},
+                }
+            )
+        ],
+    )
+    rs.patch(
+        f"{R}/check-runs/77",
+        json={"id": 77},
+        match=[
+            matchers.json_params_matcher(
+                {"conclusion": "success", "output": {"title": "done", "summary": "done"}}
+            )
+        ],
+    )
+    rs.get(
+        f"{R}/commits/{'a' * 40}/check-runs",
+        json={
+            "total_count": 1,
+            "check_runs": [
+                {"id": 77, "name": "the-loop", "status": "completed", "conclusion": "success"}
+            ],
+        },
+        match=[matchers.query_param_matcher({"per_page": "100", "check_name": "the-loop"})],
+    )
+    created = api.call(
+        "create-check-run",
+        repo=REPO,
+        head_sha="a" * 40,
+        name="the-loop",
+        status="in_progress",
+        title="design",
+        summary="waiting for approval",
+    )
+    assert created == {"id": 77}
+    assert_shape("create-check-run", created)
+    updated = api.call(
+        "update-check-run", repo=REPO, check_run_id=77, conclusion="success", title="done"
+    )
+    assert updated == {"id": 77}
+    assert_shape("update-check-run", updated)
+    listed = api.call("list-check-runs", repo=REPO, head_sha="a" * 40, name="the-loop")
+    assert listed == {
+        "check_runs": [
+            {"id": 77, "name": "the-loop", "status": "completed", "conclusion": "success"}
+        ]
+    }
+    assert_shape("list-check-runs", listed)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"status": "done"},
+        {"status": "completed"},  # needs a conclusion
+        {"status": "in_progress", "conclusion": "success"},
+        {"status": "completed", "conclusion": "great"},
+        {"status": "queued", "summary": "no title"},
+    ],
+)
+def test_check_run_parameters_are_checked_before_any_request(
+    api: GitHubApi, params: dict[str, Any]
+) -> None:
+    with pytest.raises(IntegrationError, match="bad parameters"):
+        api.call("create-check-run", repo=REPO, head_sha="a" * 40, name="x", **params)
 
 
 # --------------------------------------------------------------------------- dispatch

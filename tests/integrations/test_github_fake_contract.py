@@ -1,7 +1,9 @@
-"""Contract test: the real GitHubApi (PyGithub) against the fake GitHub served on loopback.
+"""Contract test: the real GitHub transports against the fake GitHub served on loopback.
 
-Each operation runs through the same code path as production, over HTTP, in both URL
-layouts (github.com and GHES ``/api/v3``) and both auth modes; results must have the
+Each operation runs through the same code path as production, over HTTP: the ``api``
+transport (PyGithub) in both URL layouts (github.com and GHES ``/api/v3``) and both auth
+modes, and the ``cli`` transport through a stand-in ``gh`` that forwards each ``gh api``
+run to the fake (``tests/integrations/fakecli.gh_forwarder``). Results must have the
 shapes the ``responses`` tests pin (``SHAPES``) and the fake must record the writes.
 If PyGithub starts calling an endpoint the fake lacks, these tests fail.
 """
@@ -17,6 +19,8 @@ import requests
 
 from graph.ports import IntegrationError, NotFound, UnsupportedOperation
 from integrations.github import GitHubApi, GitHubClients, GitHubSettings
+from integrations.github_cli import GitHubCli
+from tests.integrations.fakecli import gh_forwarder
 from tests.integrations.test_github_api import assert_shape, rsa_pem  # noqa: F401 (fixture)
 from tests.support.fake_github import FakeGitHub, serve
 
@@ -28,13 +32,13 @@ PAT = "ghp_contract_token"
 @dataclass
 class Env:
     fake: FakeGitHub
-    api: GitHubApi
-    clients: GitHubClients
+    api: GitHubApi | GitHubCli
+    clients: GitHubClients | None
     base_url: str
 
 
-@pytest.fixture(params=["app", "token-ghes"])
-def env(request: pytest.FixtureRequest, rsa_pem) -> Iterator[Env]:  # noqa: F811
+@pytest.fixture(params=["app", "token-ghes", "cli"])
+def env(request: pytest.FixtureRequest, rsa_pem, tmp_path) -> Iterator[Env]:  # noqa: F811
     fake = FakeGitHub(app_id=APP_ID, tokens=[PAT])
     fake.add_repo(REPO, default_branch="main")
     fake.put_file(REPO, "README.md", "# Hello ✓\n")
@@ -42,6 +46,14 @@ def env(request: pytest.FixtureRequest, rsa_pem) -> Iterator[Env]:  # noqa: F811
     fake.add_pull(REPO, 2, head_sha="c0ffee" + "0" * 34, head_ref="feature")
     url, stop = serve(fake)
     timing = {"write_interval": 0.0, "read_interval": 0.0, "retries": 0}
+    if request.param == "cli":
+        binary = gh_forwarder(tmp_path / "bin")
+        cli = GitHubCli(str(binary), env={"FAKE_GH_BASE": url, "GH_TOKEN": PAT}, retries=0)
+        try:
+            yield Env(fake, cli, None, url)
+        finally:
+            stop()
+        return
     if request.param == "app":
         settings = GitHubSettings(api_url=url, app_id=APP_ID, private_key=rsa_pem[0], **timing)
         installation = 31
@@ -169,6 +181,8 @@ def test_large_file_goes_through_blob_api(env: Env) -> None:
 
 
 def test_auth_and_token_reuse(env: Env) -> None:
+    if env.clients is None:
+        pytest.skip("the cli transport authenticates as the operator's gh login")
     env.api.call("get-repository", repo=REPO)
     env.clients.for_installation(env.api.installation_id).call(
         "add-label", repo=REPO, number=1, label="x"
@@ -204,6 +218,113 @@ def test_injected_faults_map_to_errors(env: Env) -> None:
     assert env.api.call("add-label", repo=REPO, number=1, label="x") == {"labels": ["x"]}
 
 
+def test_file_write_operations(env: Env) -> None:
+    fake, api = env.fake, env.api
+    created = api.call(
+        "put-file", repo=REPO, path="specs/2/review.md", branch="feature", text="one\n"
+    )
+    assert_shape("put-file", created)
+    assert created["path"] == "specs/2/review.md"
+    read = api.call("get-file", repo=REPO, path="specs/2/review.md", ref="feature")
+    assert (read["text"], read["sha"]) == ("one\n", created["sha"])
+    updated = api.call(
+        "put-file",
+        repo=REPO,
+        path="specs/2/review.md",
+        branch="feature",
+        text="two\n",
+        sha=read["sha"],
+        message="the-loop: record review",
+    )
+    assert updated["sha"] != created["sha"] and updated["commit"] != created["commit"]
+    assert fake.file(REPO, "specs/2/review.md", "feature") == "two\n"
+    with pytest.raises(IntegrationError) as stale:
+        api.call("put-file", repo=REPO, path="specs/2/review.md", branch="feature",
+                 text="three\n", sha=read["sha"])
+    assert (stale.value.status, stale.value.retriable) == (409, False)
+    with pytest.raises(IntegrationError) as missing_sha:
+        api.call("put-file", repo=REPO, path="specs/2/review.md", branch="feature", text="x")
+    assert missing_sha.value.status == 422
+    assert fake.file(REPO, "specs/2/review.md", "feature") == "two\n"
+    assert fake.actions == [f"{REPO}:put-file:feature:specs/2/review.md"] * 2
+
+
+def test_pull_request_operations(env: Env) -> None:
+    fake, api = env.fake, env.api
+    fake.set_pull_files(REPO, 2, [f"docs/{i}.md" for i in range(150)] + [("b.md", "a.md")])
+    files = api.call("list-pull-files", repo=REPO, number=2)
+    assert_shape("list-pull-files", files)
+    assert files["files"] == [f"docs/{i}.md" for i in range(150)] + ["b.md", "a.md"]
+
+    result = api.call("request-reviewers", repo=REPO, number=2, reviewers=["alice", "bob"])
+    assert result == {"requested": ["alice", "bob"]}
+    assert_shape("request-reviewers", result)
+    with pytest.raises(IntegrationError) as author:
+        api.call("request-reviewers", repo=REPO, number=2, reviewers=[fake.user_login])
+    assert author.value.status == 422
+    assert fake.requested_reviewers(REPO, 2) == ["alice", "bob"]
+
+    first = fake.add_review(REPO, 2, "alice", "CHANGES_REQUESTED")
+    second = fake.add_review(REPO, 2, "alice", "APPROVED", commit_id="d" * 40)
+    reviews = api.call("list-reviews", repo=REPO, number=2)
+    assert_shape("list-reviews", reviews)
+    assert reviews == {
+        "reviews": [
+            {"id": first, "user": "alice", "state": "CHANGES_REQUESTED",
+             "commit_id": "c0ffee" + "0" * 34},
+            {"id": second, "user": "alice", "state": "APPROVED", "commit_id": "d" * 40},
+        ]
+    }
+
+    fake.set_permission(REPO, "alice", "maintain")
+    fake.set_permission(REPO, "carol", "release-manager", permission="write")
+    for login, expected in (("alice", "maintain"), ("carol", "write"), ("mallory", "none")):
+        result = api.call("get-permission", repo=REPO, login=login)
+        assert result == {"permission": expected}
+        assert_shape("get-permission", result)
+    with pytest.raises(NotFound):
+        api.call("list-reviews", repo=REPO, number=999)
+    assert fake.actions == [f"{REPO}#2:request-reviewers:alice", f"{REPO}#2:request-reviewers:bob"]
+
+
+def test_check_run_operations(env: Env) -> None:
+    fake, api = env.fake, env.api
+    head = "c0ffee" + "0" * 34
+    if not api.installation_id:  # as on GitHub: only an App may write check runs
+        with pytest.raises(IntegrationError) as info:
+            api.call("create-check-run", repo=REPO, head_sha=head, name="the-loop",
+                     status="queued")
+        assert (info.value.status, info.value.retriable) == (403, False)
+        assert api.call("list-check-runs", repo=REPO, head_sha=head) == {"check_runs": []}
+        return
+    created = api.call("create-check-run", repo=REPO, head_sha=head, name="the-loop",
+                       status="in_progress", title="design", summary="waiting")
+    assert_shape("create-check-run", created)
+    other = api.call("create-check-run", repo=REPO, head_sha=head, name="lint",
+                     status="completed", conclusion="neutral", title="lint")
+    updated = api.call("update-check-run", repo=REPO, check_run_id=created["id"],
+                       status="completed", conclusion="failure", title="blocked",
+                       summary="design.md lacks a section")
+    assert updated == created
+    assert_shape("update-check-run", updated)
+    listed = api.call("list-check-runs", repo=REPO, head_sha=head)
+    assert_shape("list-check-runs", listed)
+    assert listed == {"check_runs": [
+        {"id": created["id"], "name": "the-loop", "status": "completed", "conclusion": "failure"},
+        {"id": other["id"], "name": "lint", "status": "completed", "conclusion": "neutral"},
+    ]}
+    only = api.call("list-check-runs", repo=REPO, head_sha=head, name="lint")
+    assert [r["id"] for r in only["check_runs"]] == [other["id"]]
+    stored = {c["id"]: c for c in fake.check_runs(REPO)}
+    assert stored[created["id"]]["output"] == {"title": "blocked",
+                                               "summary": "design.md lacks a section"}
+    assert fake.actions == [
+        f"{REPO}:create-check-run:the-loop",
+        f"{REPO}:create-check-run:lint",
+        f"{REPO}:update-check-run:{created['id']}",
+    ]
+
+
 def test_fake_rejects_bad_credentials(env: Env) -> None:
     base = env.base_url
     anonymous_write = requests.post(f"{base}/repos/{REPO}/issues/1/comments", json={"body": "x"})
@@ -218,9 +339,13 @@ def test_fake_rejects_bad_credentials(env: Env) -> None:
     assert unknown.status_code == 404 and unknown.json()["message"] == "Not Found"
 
 
-def _scenario(provider: Any) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+def _scenario(
+    provider: Any, *, checks: bool = True
+) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
     """Run one hook-like sequence of operations; return (op, result) pairs and id-free
-    actions so providers that number comments differently can be compared."""
+    actions so providers that number comments and check runs differently can be
+    compared. The provider's repository has pull request 2 (head ``feature``) changing
+    ``docs/a.md``, a review by alice, and alice as a maintainer."""
     results: list[tuple[str, dict[str, Any]]] = []
 
     def run(op: str, **params: Any) -> dict[str, Any]:
@@ -237,11 +362,29 @@ def _scenario(provider: Any) -> tuple[list[tuple[str, dict[str, Any]]], list[str
     run("update-comment", repo=REPO, comment_id=created["id"], body="Design phase done.")
     run("add-reaction", repo=REPO, comment_id=created["id"], content="rocket")
     run("list-comments", repo=REPO, number=1)
+    run("list-pull-files", repo=REPO, number=2)
+    run("request-reviewers", repo=REPO, number=2, reviewers=["alice"])
+    run("list-reviews", repo=REPO, number=2)
+    run("get-permission", repo=REPO, login="alice")
+    got = run("get-file", repo=REPO, path="docs/spec.md", ref="feature")
+    run("put-file", repo=REPO, path="docs/spec.md", branch="feature", text="edited\n",
+        sha=got["sha"], message="the-loop: edit")
+    check_id = "<no check run>"
+    if checks:
+        head = "c0ffee" + "0" * 34
+        check = run("create-check-run", repo=REPO, head_sha=head, name="the-loop",
+                    status="queued")
+        check_id = str(check["id"])
+        run("update-check-run", repo=REPO, check_run_id=check["id"], conclusion="success")
+        run("list-check-runs", repo=REPO, head_sha=head, name="the-loop")
     with pytest.raises(NotFound):
         provider.call("get-file", repo=REPO, path="missing.md")
     with pytest.raises(UnsupportedOperation):
         provider.call("delete-repository", repo=REPO)
-    return results, [a.replace(str(created["id"]), "<id>") for a in provider.actions]
+    return results, [
+        a.replace(str(created["id"]), "<id>").replace(check_id, "<check>")
+        for a in provider.actions
+    ]
 
 
 def test_in_memory_fake_matches_real_client(env: Env) -> None:
@@ -250,10 +393,19 @@ def test_in_memory_fake_matches_real_client(env: Env) -> None:
     fakes = pytest.importorskip("tests.support.fakes")
     memory = fakes.FakeGitHub()
     memory.put_file(REPO, "README.md", "# Hello ✓\n")
+    memory.put_file(REPO, "docs/spec.md", "on a branch\n", ref="feature")
+    memory.add_pull(REPO, 2, head_sha="c0ffee" + "0" * 34, head_ref="feature",
+                    files=["docs/a.md"])
+    memory.add_review(REPO, 2, "alice")
+    memory.set_permission(REPO, "alice", "maintain")
+    env.fake.set_pull_files(REPO, 2, ["docs/a.md"])
+    env.fake.add_review(REPO, 2, "alice")
+    env.fake.set_permission(REPO, "alice", "maintain")
     assert memory.operations == env.api.operations
 
-    real_results, real_actions = _scenario(RecordingApi(env.api, env.fake))
-    memory_results, memory_actions = _scenario(memory)
+    checks = env.api.installation_id is not None
+    real_results, real_actions = _scenario(RecordingApi(env.api, env.fake), checks=checks)
+    memory_results, memory_actions = _scenario(memory, checks=checks)
     assert [op for op, _ in memory_results] == [op for op, _ in real_results]
     for op, result in memory_results + real_results:
         assert_shape(op, result)

@@ -14,6 +14,10 @@ Action strings::
     OWNER/NAME#1:comment:<comment id>
     OWNER/NAME:update-comment:<comment id>
     OWNER/NAME:add-reaction:<comment id>:<content>
+    OWNER/NAME:put-file:<branch>:<path>
+    OWNER/NAME#1:request-reviewers:<login>          (one per login in the request)
+    OWNER/NAME:create-check-run:<name>
+    OWNER/NAME:update-check-run:<check run id>
 
 Use it in-process with Flask's test client (``fake.app.test_client()``), over loopback
 with :func:`serve`, or standalone: ``python -m tests.support.fake_github --port 8765
@@ -24,17 +28,20 @@ needs ``Authorization: Bearer <JWT>`` (structure and ``iss`` are checked, not th
 signature) and issues ``ghs_...`` tokens valid for one hour; every other endpoint needs
 ``Authorization: token <token>`` for writes (reads may be anonymous). Installation tokens
 act as :attr:`FakeGitHub.bot_login`, any other token as :attr:`FakeGitHub.user_login`
-(restrict them with ``tokens=``).
+(restrict them with ``tokens=``). As on GitHub, only installation tokens may create or
+update check runs (others get 403 "You must authenticate via a GitHub App.").
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import collections
 import contextlib
 import hashlib
 import itertools
 import json
+import random
 import re
 import threading
 import urllib.parse
@@ -65,8 +72,26 @@ ENDPOINTS = (
     "PATCH  /repos/{owner}/{repo}/issues/comments/{comment_id}",
     "POST   /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions",
     "GET    /repos/{owner}/{repo}/contents/{path}",
+    "PUT    /repos/{owner}/{repo}/contents/{path}",
     "GET    /repos/{owner}/{repo}/git/blobs/{sha}",
+    "GET    /repos/{owner}/{repo}/pulls/{number}/files",
+    "POST   /repos/{owner}/{repo}/pulls/{number}/requested_reviewers",
+    "GET    /repos/{owner}/{repo}/pulls/{number}/reviews",
+    "GET    /repos/{owner}/{repo}/collaborators/{username}/permission",
+    "POST   /repos/{owner}/{repo}/check-runs",
+    "PATCH  /repos/{owner}/{repo}/check-runs/{check_run_id}",
+    "GET    /repos/{owner}/{repo}/commits/{ref}/check-runs",
 )
+
+#: Role -> the coarse ``permission`` GitHub reports beside ``role_name``.
+_BASE_PERMISSION = {
+    "admin": "admin",
+    "maintain": "write",
+    "write": "write",
+    "triage": "read",
+    "read": "read",
+    "none": "none",
+}
 
 REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
 GHES_PREFIX = "/api/v3"
@@ -90,6 +115,16 @@ class _Fault:
     body: Any
     method: str | None
     times: int
+    after: bool = False  # handle the request, then answer with the fault (a lost answer)
+
+
+@dataclass
+class _Chaos:
+    rate: float
+    after_rate: float
+    statuses: tuple[tuple[int, dict[str, str]], ...]
+    rng: random.Random
+    pattern: re.Pattern[str]
 
 
 @dataclass
@@ -102,6 +137,8 @@ class _Repo:
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # lower(name) -> label
     issue_labels: dict[int, list[str]] = field(default_factory=dict)  # number -> names
+    permissions: dict[str, tuple[str, str]] = field(default_factory=dict)  # login -> roles
+    check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> check run
 
 
 def _now() -> str:
@@ -128,9 +165,11 @@ class FakeGitHub:
         installations: if given, the only installation ids that can get a token (404).
 
     Seeding (records no action): :meth:`add_repo`, :meth:`put_file`, :meth:`add_pull`,
-    :meth:`add_label`, :meth:`set_issue_labels`, :meth:`add_comment`. Reading:
-    :attr:`actions`, :attr:`requests`, :attr:`token_requests`, :meth:`comments`,
-    :meth:`labels`, :meth:`repo_labels`, :meth:`reactions`. Faults: :meth:`fail_next`.
+    :meth:`set_pull_files`, :meth:`add_review`, :meth:`set_permission`, :meth:`add_label`,
+    :meth:`set_issue_labels`, :meth:`add_comment`. Reading: :attr:`actions`,
+    :attr:`requests`, :attr:`token_requests`, :meth:`comments`, :meth:`labels`,
+    :meth:`repo_labels`, :meth:`reactions`, :meth:`file`, :meth:`requested_reviewers`,
+    :meth:`check_runs`. Faults: :meth:`fail_next`, :meth:`chaos` (counted in :attr:`injected`).
     """
 
     #: Files larger than this (bytes) come back from the contents API with
@@ -158,6 +197,8 @@ class FakeGitHub:
         self._reactions: dict[int, list[dict[str, Any]]] = {}  # comment id -> reactions
         self._issued: dict[str, int] = {}  # installation token -> installation id
         self._faults: list[_Fault] = []
+        self._chaos: _Chaos | None = None
+        self._injected: collections.Counter[str] = collections.Counter()
         self._actions: list[str] = []
         self._requests: list[RecordedRequest] = []
         self._token_requests: list[int] = []
@@ -195,8 +236,10 @@ class FakeGitHub:
         state: str = "open",
         title: str = "A pull request",
         user: str | None = None,
+        files: Iterable[str] = (),
     ) -> None:
-        """Create pull request ``number`` (base defaults to the default branch)."""
+        """Create pull request ``number`` (base defaults to the default branch) changing
+        ``files``."""
         with self._lock:
             r = self._repo_or_raise(repo)
             r.pulls[number] = {
@@ -207,7 +250,62 @@ class FakeGitHub:
                 "title": title,
                 "user": user or self.user_login,
                 "id": next(self._ids),
+                "files": [],
+                "requested": [],
+                "reviews": [],
             }
+        self.set_pull_files(repo, number, files)
+
+    def set_pull_files(
+        self, repo: str, number: int, files: Iterable[str | tuple[str, str]]
+    ) -> None:
+        """The files pull request ``number`` changes: paths, or ``(path, previous_path)``
+        for a rename."""
+        with self._lock:
+            pr = self._pull_or_raise(repo, number)
+            pr["files"] = []
+            for f in files:
+                path, previous = (f, None) if isinstance(f, str) else f
+                entry = {"filename": path, "status": "renamed" if previous else "modified"}
+                if previous:
+                    entry["previous_filename"] = previous
+                pr["files"].append(entry)
+
+    def add_review(
+        self,
+        repo: str,
+        number: int,
+        user: str,
+        state: str = "APPROVED",
+        *,
+        commit_id: str | None = None,
+        body: str = "",
+    ) -> int:
+        """Add a submitted review by ``user`` to pull request ``number``; returns its id."""
+        with self._lock:
+            pr = self._pull_or_raise(repo, number)
+            review = {
+                "id": next(self._ids),
+                "user": user,
+                "state": state,
+                "commit_id": commit_id or pr["head_sha"],
+                "body": body,
+                "submitted_at": _now(),
+            }
+            pr["reviews"].append(review)
+            return int(review["id"])
+
+    def set_permission(
+        self, repo: str, login: str, role: str, *, permission: str | None = None
+    ) -> None:
+        """Give ``login`` the repository role ``role`` (admin, maintain, write, triage,
+        read, or a custom role name with its base ``permission``)."""
+        with self._lock:
+            r = self._repo_or_raise(repo)
+            base = permission or _BASE_PERMISSION.get(role)
+            if base is None:
+                raise ValueError(f"custom role {role!r} needs permission=")
+            r.permissions[login.lower()] = (role, base)
 
     def add_label(
         self, repo: str, name: str, *, color: str = "ededed", description: str = ""
@@ -240,11 +338,14 @@ class FakeGitHub:
         body: Any = None,
         method: str | None = None,
         times: int = 1,
+        after: bool = False,
     ) -> None:
         """Answer the next ``times`` requests whose path matches ``path_regex``
         (``re.search``; the path includes any ``/api/v3`` prefix) and, if given, whose
         method is ``method``, with ``status``, ``headers`` and JSON ``body`` (default
         ``{"message": "Injected fault"}``) instead of handling them. Faults queue in order.
+        With ``after=True`` the request is handled (a write lands) and the fault replaces
+        its answer: the client sees an error for something that happened.
         """
         with self._lock:
             self._faults.append(
@@ -255,8 +356,37 @@ class FakeGitHub:
                     {"message": "Injected fault"} if body is None else body,
                     method.upper() if method else None,
                     times,
+                    after,
                 )
             )
+
+    def chaos(
+        self,
+        rate: float,
+        *,
+        after_rate: float = 0.0,
+        statuses: tuple[tuple[int, dict[str, str]], ...] = (
+            (502, {}),
+            (403, {"retry-after": "1"}),
+            (429, {"retry-after": "1"}),
+        ),
+        seed: int | None = None,
+        path_regex: str = r"^(?!.*/access_tokens)",
+    ) -> None:
+        """Fail a random fraction ``rate`` of the requests matching ``path_regex`` (default:
+        all but the installation-token endpoint) with one of ``statuses`` (default: 502,
+        a secondary rate limit -- 403 with ``retry-after`` -- and 429); of those faults, a
+        share ``after_rate`` is injected after handling (the answer is lost, the write
+        landed). ``rate=0`` turns it off. Counts are in :attr:`injected`."""
+        with self._lock:
+            self._chaos = _Chaos(rate, after_rate, statuses, random.Random(seed),
+                                 re.compile(path_regex)) if rate > 0 else None
+
+    @property
+    def injected(self) -> dict[str, int]:
+        """Faults injected so far: ``{"<status>": n, "<status>-after": n}``."""
+        with self._lock:
+            return dict(self._injected)
 
     # -- reading ----------------------------------------------------------------------
 
@@ -305,6 +435,23 @@ class FakeGitHub:
         with self._lock:
             return [lbl["name"] for lbl in self._repo_or_raise(repo).labels.values()]
 
+    def file(self, repo: str, path: str, ref: str | None = None) -> str | None:
+        """Text of ``path`` on ``ref`` (default branch when ``None``), or ``None``."""
+        with self._lock:
+            r = self._repo_or_raise(repo)
+            return r.files.get((ref or r.default_branch, path.strip("/")))
+
+    def requested_reviewers(self, repo: str, number: int) -> list[str]:
+        """Logins with a pending review request on pull request ``number``."""
+        with self._lock:
+            return list(self._pull_or_raise(repo, number)["requested"])
+
+    def check_runs(self, repo: str) -> list[dict[str, Any]]:
+        """Check runs of the repository, oldest first: ``{"id", "name", "head_sha",
+        "status", "conclusion", "output"}``."""
+        with self._lock:
+            return [dict(c) for c in self._repo_or_raise(repo).check_runs.values()]
+
     def reactions(self, repo: str, comment_id: int) -> list[tuple[str, str]]:
         """``(user, content)`` pairs on comment ``comment_id``."""
         with self._lock:
@@ -318,6 +465,12 @@ class FakeGitHub:
         if r is None:
             raise KeyError(f"fake GitHub has no repository {repo!r}; call add_repo() first")
         return r
+
+    def _pull_or_raise(self, repo: str, number: int) -> dict[str, Any]:
+        pr = self._repo_or_raise(repo).pulls.get(number)
+        if pr is None:
+            raise KeyError(f"fake GitHub has no pull request {repo}#{number}; call add_pull()")
+        return pr
 
     def _ensure_repo_label(
         self, r: _Repo, name: str, color: str = "ededed", description: str = ""
@@ -356,7 +509,17 @@ class FakeGitHub:
                 fault.times -= 1
                 if fault.times <= 0:
                     self._faults.remove(fault)
+                self._injected[f"{fault.status}{'-after' if fault.after else ''}"] += 1
                 return fault
+        chaos = self._chaos
+        if chaos is not None and chaos.pattern.search(path) and chaos.rng.random() < chaos.rate:
+            status, headers = chaos.rng.choice(chaos.statuses)
+            after = chaos.rng.random() < chaos.after_rate
+            self._injected[f"{status}{'-after' if after else ''}"] += 1
+            message = ("You have exceeded a secondary rate limit. Please wait a few minutes "
+                       "before you try again." if status in (403, 429) else "Server Error")
+            return _Fault(chaos.pattern, status, dict(headers), {"message": message}, None, 1,
+                          after)
         return None
 
 
@@ -492,12 +655,14 @@ def _create_app(fake: FakeGitHub) -> Flask:
                 )
             )
             fault = fake._take_fault(request.method, request.path)
-        if fault is not None:
+        g.after_fault = fault if fault is not None and fault.after else None
+        if fault is not None and not fault.after:
             resp = jsonify(fault.body)
             resp.status_code = fault.status
             resp.headers.update(fault.headers)
             return resp
         g.login = None
+        g.installation = None
         if "/access_tokens" in request.path:
             return None  # checked by the route
         if kind == "token":
@@ -505,6 +670,7 @@ def _create_app(fake: FakeGitHub) -> Flask:
                 installation = fake._issued.get(credential)
             if installation is not None:
                 g.login = fake.bot_login
+                g.installation = installation
             elif credential.startswith("ghs_") or (
                 fake._tokens is not None and credential not in fake._tokens
             ):
@@ -516,6 +682,17 @@ def _create_app(fake: FakeGitHub) -> Flask:
         elif request.method != "GET":
             return _error(401, "Requires authentication")
         return None
+
+    @app.after_request
+    def lose_answer(resp: Response) -> Response:
+        """A fault injected ``after``: the request was handled, its answer is lost."""
+        fault = g.get("after_fault")
+        if fault is None:
+            return resp
+        lost = jsonify(fault.body)
+        lost.status_code = fault.status
+        lost.headers.update(fault.headers)
+        return lost
 
     @app.errorhandler(404)
     def not_found(_: Exception) -> Response:
@@ -581,38 +758,40 @@ def _create_app(fake: FakeGitHub) -> Flask:
             pr = r.pulls.get(number) if r else None
             if r is None or pr is None:
                 return _error(404, "Not Found")
-            rj = repo_json(r)
-            owner_login = r.full_name.split("/")[0]
-            return jsonify(
-                {
-                    "id": pr["id"],
-                    "node_id": f"PR_{pr['id']}",
-                    "number": number,
-                    "url": f"{api_base()}/repos/{r.full_name}/pulls/{number}",
-                    "html_url": f"{web_base()}/{r.full_name}/pull/{number}",
-                    "issue_url": f"{api_base()}/repos/{r.full_name}/issues/{number}",
-                    "state": pr["state"],
-                    "title": pr["title"],
-                    "user": user_json(pr["user"]),
-                    "draft": False,
-                    "merged": False,
-                    "labels": issue_labels_json(r, number),
-                    "head": {
-                        "label": f"{owner_login}:{pr['head_ref']}",
-                        "ref": pr["head_ref"],
-                        "sha": pr["head_sha"],
-                        "user": user_json(owner_login),
-                        "repo": rj,
-                    },
-                    "base": {
-                        "label": f"{owner_login}:{pr['base_ref']}",
-                        "ref": pr["base_ref"],
-                        "sha": "0" * 40,
-                        "user": user_json(owner_login),
-                        "repo": rj,
-                    },
-                }
-            )
+            return jsonify(pull_json(r, number, pr))
+
+    def pull_json(r: _Repo, number: int, pr: dict[str, Any]) -> dict[str, Any]:
+        rj = repo_json(r)
+        owner_login = r.full_name.split("/")[0]
+        return {
+            "id": pr["id"],
+            "node_id": f"PR_{pr['id']}",
+            "number": number,
+            "url": f"{api_base()}/repos/{r.full_name}/pulls/{number}",
+            "html_url": f"{web_base()}/{r.full_name}/pull/{number}",
+            "issue_url": f"{api_base()}/repos/{r.full_name}/issues/{number}",
+            "state": pr["state"],
+            "title": pr["title"],
+            "user": user_json(pr["user"]),
+            "draft": False,
+            "merged": False,
+            "labels": issue_labels_json(r, number),
+            "requested_reviewers": [user_json(u) for u in pr["requested"]],
+            "head": {
+                "label": f"{owner_login}:{pr['head_ref']}",
+                "ref": pr["head_ref"],
+                "sha": pr["head_sha"],
+                "user": user_json(owner_login),
+                "repo": rj,
+            },
+            "base": {
+                "label": f"{owner_login}:{pr['base_ref']}",
+                "ref": pr["base_ref"],
+                "sha": "0" * 40,
+                "user": user_json(owner_login),
+                "repo": rj,
+            },
+        }
 
     # -- labels -----------------------------------------------------------------------
 
@@ -705,13 +884,40 @@ def _create_app(fake: FakeGitHub) -> Flask:
 
     # -- comments and reactions -------------------------------------------------------
 
-    @bp.get("/repos/<owner>/<name>/issues/<int:number>/comments")
-    def list_comments(owner: str, name: str, number: int) -> Response:
+    def paged(
+        items: list[Any],
+        to_json: Callable[[Any], Any],
+        envelope: Callable[[list[Any]], Any] | None = None,
+    ) -> Response:
+        """One page of ``items`` (``per_page``/``page`` query) with GitHub's Link header;
+        other query parameters are kept in the links."""
         try:
             per_page = max(1, min(100, int(request.args.get("per_page", 30))))
             page = max(1, int(request.args.get("page", 1)))
         except ValueError:
             return _error(422, "Invalid pagination")
+        chunk = [to_json(x) for x in items[(page - 1) * per_page : page * per_page]]
+        resp = jsonify(envelope(chunk) if envelope else chunk)
+        last = max(1, -(-len(items) // per_page))
+        url = f"{api_base()}{request.path.removeprefix(GHES_PREFIX)}"
+        extra = "".join(
+            f"&{urllib.parse.quote(k)}={urllib.parse.quote(v)}"
+            for k, v in request.args.items()
+            if k not in ("per_page", "page")
+        )
+        links = []
+        if page < last:
+            links.append(f'<{url}?per_page={per_page}&page={page + 1}{extra}>; rel="next"')
+            links.append(f'<{url}?per_page={per_page}&page={last}{extra}>; rel="last"')
+        if page > 1:
+            links.append(f'<{url}?per_page={per_page}&page={page - 1}{extra}>; rel="prev"')
+            links.append(f'<{url}?per_page={per_page}&page=1{extra}>; rel="first"')
+        if links:
+            resp.headers["Link"] = ", ".join(links)
+        return resp
+
+    @bp.get("/repos/<owner>/<name>/issues/<int:number>/comments")
+    def list_comments(owner: str, name: str, number: int) -> Response:
         with fake._lock:
             r = lookup(owner, name)
             if r is None:
@@ -721,20 +927,7 @@ def _create_app(fake: FakeGitHub) -> Flask:
                 for c in fake._comments.values()
                 if c["repo"] == r.full_name and c["number"] == number
             ]
-            chunk = items[(page - 1) * per_page : page * per_page]
-            resp = jsonify([comment_json(c) for c in chunk])
-        last = max(1, -(-len(items) // per_page))
-        url = f"{api_base()}{request.path.removeprefix(GHES_PREFIX)}"
-        links = []
-        if page < last:
-            links.append(f'<{url}?per_page={per_page}&page={page + 1}>; rel="next"')
-            links.append(f'<{url}?per_page={per_page}&page={last}>; rel="last"')
-        if page > 1:
-            links.append(f'<{url}?per_page={per_page}&page={page - 1}>; rel="prev"')
-            links.append(f'<{url}?per_page={per_page}&page=1>; rel="first"')
-        if links:
-            resp.headers["Link"] = ", ".join(links)
-        return resp
+            return paged(items, comment_json)
 
     @bp.post("/repos/<owner>/<name>/issues/<int:number>/comments")
     def create_comment(owner: str, name: str, number: int) -> Response:
@@ -889,6 +1082,246 @@ def _create_app(fake: FakeGitHub) -> Flask:
                         }
                     )
             return _error(404, "Not Found")
+
+    @bp.put("/repos/<owner>/<name>/contents/<path:path>")
+    def put_contents(owner: str, name: str, path: str) -> Response:
+        path = path.strip("/")
+        body = json_body()
+        if (
+            not isinstance(body, dict)
+            or not isinstance(body.get("message"), str)
+            or not isinstance(body.get("content"), str)
+        ):
+            return _error(422, "Invalid request.")
+        try:
+            data = base64.b64decode(body["content"], validate=True)
+            text = data.decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            return _error(422, "content is not valid Base64")
+        with fake._lock:
+            r = lookup(owner, name)
+            if r is None:
+                return _error(404, "Not Found")
+            branch = body.get("branch") or r.default_branch
+            current = r.files.get((branch, path))
+            sha = body.get("sha")
+            if current is not None and not sha:
+                return _error(422, 'Invalid request.\n\n"sha" wasn\'t supplied.')
+            if sha and (current is None or _blob_sha(current.encode("utf-8")) != sha):
+                return _error(409, f"{path} does not match {sha}")
+            r.files[(branch, path)] = text
+            commit = hashlib.sha1(
+                f"{branch}:{path}:{next(fake._ids)}".encode(), usedforsecurity=False
+            ).hexdigest()
+            fake._record(f"{r.full_name}:put-file:{branch}:{path}")
+            item = content_json(r, branch, path, text)
+            for key in ("content", "encoding"):
+                item.pop(key)
+            resp = jsonify(
+                {
+                    "content": item,
+                    "commit": {
+                        "sha": commit,
+                        "message": body["message"],
+                        "url": f"{api_base()}/repos/{r.full_name}/git/commits/{commit}",
+                    },
+                }
+            )
+        resp.status_code = 200 if current is not None else 201
+        return resp
+
+    # -- pull request files, reviewers and reviews ------------------------------------
+
+    def find_pull(owner: str, name: str, number: int) -> tuple[_Repo | None, Any]:
+        r = lookup(owner, name)
+        return r, (r.pulls.get(number) if r else None)
+
+    @bp.get("/repos/<owner>/<name>/pulls/<int:number>/files")
+    def list_pull_files(owner: str, name: str, number: int) -> Response:
+        with fake._lock:
+            r, pr = find_pull(owner, name, number)
+            if pr is None:
+                return _error(404, "Not Found")
+
+            def file_json(f: dict[str, Any]) -> dict[str, Any]:
+                return {
+                    "sha": _blob_sha(f["filename"].encode()),
+                    "filename": f["filename"],
+                    "status": f["status"],
+                    "additions": 1,
+                    "deletions": 0,
+                    "changes": 1,
+                    **({"previous_filename": f["previous_filename"]}
+                       if "previous_filename" in f else {}),
+                }
+
+            return paged(pr["files"], file_json)
+
+    @bp.post("/repos/<owner>/<name>/pulls/<int:number>/requested_reviewers")
+    def request_reviewers(owner: str, name: str, number: int) -> Response:
+        body = json_body()
+        reviewers = body.get("reviewers") if isinstance(body, dict) else None
+        if not isinstance(reviewers, list) or not all(isinstance(x, str) for x in reviewers):
+            return _error(422, "Invalid request.")
+        with fake._lock:
+            r, pr = find_pull(owner, name, number)
+            if r is None or pr is None:
+                return _error(404, "Not Found")
+            if any(x.lower() == pr["user"].lower() for x in reviewers):
+                return _error(
+                    422, "Review cannot be requested from pull request author."
+                )
+            for login in reviewers:
+                if login not in pr["requested"]:
+                    pr["requested"].append(login)
+                fake._record(f"{r.full_name}#{number}:request-reviewers:{login}")
+            resp = jsonify(pull_json(r, number, pr))
+        resp.status_code = 201
+        return resp
+
+    @bp.get("/repos/<owner>/<name>/pulls/<int:number>/reviews")
+    def list_reviews(owner: str, name: str, number: int) -> Response:
+        with fake._lock:
+            r, pr = find_pull(owner, name, number)
+            if r is None or pr is None:
+                return _error(404, "Not Found")
+
+            def review_json(v: dict[str, Any]) -> dict[str, Any]:
+                return {
+                    "id": v["id"],
+                    "node_id": f"PRR_{v['id']}",
+                    "user": user_json(v["user"]),
+                    "body": v["body"],
+                    "state": v["state"],
+                    "commit_id": v["commit_id"],
+                    "submitted_at": v["submitted_at"],
+                    "author_association": "COLLABORATOR",
+                    "html_url": f"{web_base()}/{r.full_name}/pull/{number}"
+                    f"#pullrequestreview-{v['id']}",
+                }
+
+            return paged(pr["reviews"], review_json)
+
+    @bp.get("/repos/<owner>/<name>/collaborators/<login>/permission")
+    def get_permission(owner: str, name: str, login: str) -> Response:
+        with fake._lock:
+            r = lookup(owner, name)
+            if r is None:
+                return _error(404, "Not Found")
+            role, permission = r.permissions.get(login.lower(), ("none", "none"))
+            return jsonify(
+                {"permission": permission, "role_name": role, "user": user_json(login)}
+            )
+
+    # -- check runs -------------------------------------------------------------------
+
+    def check_run_json(r: _Repo, c: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": c["id"],
+            "node_id": f"CR_{c['id']}",
+            "name": c["name"],
+            "head_sha": c["head_sha"],
+            "status": c["status"],
+            "conclusion": c["conclusion"],
+            "output": c["output"],
+            "url": f"{api_base()}/repos/{r.full_name}/check-runs/{c['id']}",
+            "html_url": f"{web_base()}/{r.full_name}/runs/{c['id']}",
+            "app": {"id": fake.app_id or 1, "slug": "the-loop"},
+        }
+
+    def check_run_fields(body: dict[str, Any], c: dict[str, Any]) -> Response | None:
+        if "status" in body:
+            if body["status"] not in ("queued", "in_progress", "completed"):
+                return _error(422, "Invalid request.")
+            c["status"] = body["status"]
+        if "conclusion" in body:
+            c["conclusion"] = body["conclusion"]
+            c["status"] = "completed"
+        if c["status"] == "completed" and not c["conclusion"]:
+            return _error(422, "Invalid request.\n\n\"conclusion\" wasn't supplied.")
+        if isinstance(body.get("output"), dict):
+            c["output"] = {
+                "title": body["output"].get("title"),
+                "summary": body["output"].get("summary"),
+            }
+        return None
+
+    def needs_app() -> Response | None:
+        if g.installation is None:
+            return _error(403, "You must authenticate via a GitHub App.")
+        return None
+
+    @bp.post("/repos/<owner>/<name>/check-runs")
+    def create_check_run(owner: str, name: str) -> Response:
+        denied = needs_app()
+        if denied is not None:
+            return denied
+        body = json_body()
+        if (
+            not isinstance(body, dict)
+            or not isinstance(body.get("name"), str)
+            or not isinstance(body.get("head_sha"), str)
+        ):
+            return _error(422, "Invalid request.")
+        with fake._lock:
+            r = lookup(owner, name)
+            if r is None:
+                return _error(404, "Not Found")
+            c: dict[str, Any] = {
+                "id": next(fake._ids),
+                "name": body["name"],
+                "head_sha": body["head_sha"],
+                "status": "queued",
+                "conclusion": None,
+                "output": {"title": None, "summary": None},
+            }
+            problem = check_run_fields(body, c)
+            if problem is not None:
+                return problem
+            r.check_runs[c["id"]] = c
+            fake._record(f"{r.full_name}:create-check-run:{c['name']}")
+            resp = jsonify(check_run_json(r, c))
+        resp.status_code = 201
+        return resp
+
+    @bp.patch("/repos/<owner>/<name>/check-runs/<int:check_run_id>")
+    def update_check_run(owner: str, name: str, check_run_id: int) -> Response:
+        denied = needs_app()
+        if denied is not None:
+            return denied
+        body = json_body()
+        if not isinstance(body, dict):
+            return _error(422, "Invalid request.")
+        with fake._lock:
+            r = lookup(owner, name)
+            c = r.check_runs.get(check_run_id) if r else None
+            if r is None or c is None:
+                return _error(404, "Not Found")
+            updated = dict(c)
+            problem = check_run_fields(body, updated)
+            if problem is not None:
+                return problem
+            c.update(updated)
+            fake._record(f"{r.full_name}:update-check-run:{check_run_id}")
+            return jsonify(check_run_json(r, c))
+
+    @bp.get("/repos/<owner>/<name>/commits/<ref>/check-runs")
+    def list_check_runs(owner: str, name: str, ref: str) -> Response:
+        with fake._lock:
+            r = lookup(owner, name)
+            if r is None:
+                return _error(404, "Not Found")
+            wanted = request.args.get("check_name")
+            latest: dict[str, dict[str, Any]] = {}
+            for c in r.check_runs.values():  # filter=latest: the newest run of each name
+                if c["head_sha"] == ref and (wanted is None or c["name"] == wanted):
+                    latest[c["name"]] = c
+            items = sorted(latest.values(), key=lambda c: c["id"])
+            return paged(
+                items,
+                lambda c: check_run_json(r, c),
+                lambda chunk: {"total_count": len(items), "check_runs": chunk},
+            )
 
     app.register_blueprint(bp)
     app.register_blueprint(bp, url_prefix=GHES_PREFIX, name="ghes")

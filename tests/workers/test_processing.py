@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -162,17 +163,18 @@ def test_a_failing_delivery_is_recorded_and_does_not_block_the_next(env):
     gh.op_ensure_label = broken
     bad = deliver(queue, "issues", enrol_payload())
     ok = deliver(queue, "issue_comment", load_fixture("issue_comment", "created"))
-    from workers.service import DeliveryFailed
     # set-phase-label raising is a terminal block (escalated), not a delivery failure.
     processor.process(bad, "issues", f"github:{REPO}#1")
     state = RedisStateStore(ns.client, ns.prefix).load(f"github:{REPO}#1")
     assert state.status == "escalated" and "set-phase-label" in state.parked_reason
     assert not ns.client.hexists(processor.failed_key, ok)
-    # A processing error outside the hooks is recorded as a failed delivery.
+    # A processing error outside the hooks, once its attempts are used up (one here), is
+    # parked as a failed delivery with its reason.
     processor.github = None
+    processor.settings = dataclasses.replace(processor.settings, delivery_attempts=1)
     again = deliver(queue, "issue_comment", comment_payload("Codertocat", "/approve"))
-    with pytest.raises(DeliveryFailed):
-        processor.process(again, "issue_comment", f"github:{REPO}#1")
+    handled = processor.process(again, "issue_comment", f"github:{REPO}#1")
+    assert [h.outcome for h in handled if h.delivery_id == again] == ["failed"]
     assert json.loads(ns.client.hget(processor.failed_key, again))["reason"].startswith(
         "github connect: no GitHub credentials: set THE_LOOP_GITHUB_APP_ID")
 

@@ -113,6 +113,13 @@ app.kubernetes.io/component: {{ .component }}
   mountPath: /tmp
 {{- end }}
 
+{{/* Prometheus scrape annotations for a pod serving GET /metrics on the given port. */}}
+{{- define "the-loop.scrapeAnnotations" -}}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ . | quote }}
+prometheus.io/path: /metrics
+{{- end }}
+
 {{/* Pod template annotations: roll the pods when cli-config.yaml changes. */}}
 {{- define "the-loop.podAnnotations" -}}
 checksum/config: {{ include (print $.Template.BasePath "/configmap.yaml") . | sha256sum }}

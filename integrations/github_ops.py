@@ -1,0 +1,896 @@
+"""GitHub operations, written once against a small REST transport.
+
+Both GitHub transports subclass :class:`GitHubOperations` and implement only
+:meth:`GitHubOperations._send` (one REST request):
+
+* ``api`` -- :class:`integrations.github.GitHubApi`, PyGithub's requester (App or token auth);
+* ``cli`` -- :class:`integrations.github_cli.GitHubCli`, ``gh api`` (the operator's gh auth).
+
+Every operation is therefore the same sequence of REST requests on both transports, which
+``tests/integrations/test_contract.py`` checks request by request. Paths are relative to
+the API root (``/repos/OWNER/NAME/...``); pagination follows GitHub's ``Link: rel="next"``
+URLs as they come. Writes (POST/PATCH/PUT/DELETE) pass through an optional cross-worker
+:class:`integrations.throttle.WriteThrottle` first.
+
+Endpoints are those of the GitHub REST API documentation, named in each docstring ("Add
+labels to an issue", ...).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import inspect
+import logging
+import re
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from graph.ports import IntegrationError, NotFound, UnsupportedOperation
+
+if TYPE_CHECKING:
+    from integrations.throttle import WriteThrottle
+
+log = logging.getLogger("the_loop.integrations.github")
+
+__all__ = [
+    "CHECK_CONCLUSIONS",
+    "CHECK_STATUSES",
+    "OPERATIONS",
+    "PERMISSIONS",
+    "REACTIONS",
+    "GitHubOperations",
+    "Reply",
+    "http_error",
+]
+
+#: Operation name -> method name. The operations every GitHub transport implements.
+OPERATIONS: dict[str, str] = {
+    "get-repository": "get_repository",
+    "get-pull-request": "get_pull_request",
+    "add-label": "add_label",
+    "remove-label": "remove_label",
+    "ensure-label": "ensure_label",
+    "comment": "comment",
+    "update-comment": "update_comment",
+    "list-comments": "list_comments",
+    "add-reaction": "add_reaction",
+    "get-file": "get_file",
+    "put-file": "put_file",
+    "list-pull-files": "list_pull_files",
+    "request-reviewers": "request_reviewers",
+    "get-permission": "get_permission",
+    "list-reviews": "list_reviews",
+    "create-check-run": "create_check_run",
+    "update-check-run": "update_check_run",
+    "list-check-runs": "list_check_runs",
+}
+
+#: Reaction contents GitHub accepts ("Create reaction for an issue comment").
+REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
+#: Repository roles, strongest first ("Get repository permissions for a user").
+PERMISSIONS = ("admin", "maintain", "write", "triage", "read", "none")
+#: Check run statuses an App may set ("Create a check run").
+CHECK_STATUSES = frozenset({"queued", "in_progress", "completed"})
+CHECK_CONCLUSIONS = frozenset(
+    {"action_required", "cancelled", "failure", "neutral", "success", "skipped", "timed_out"}
+)
+#: Requests that change something on GitHub; these are throttled.
+WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+#: Upper bound of pages one list operation follows (100 items each).
+MAX_PAGES = 100
+
+_NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One successful REST answer: lower-cased ``headers`` and the decoded JSON ``data``
+    (``None`` for an empty body)."""
+
+    headers: Mapping[str, str] = field(default_factory=dict)
+    data: Any = None
+
+
+class GitHubOperations:
+    """The GitHub operations (see :data:`OPERATIONS`), for one identity.
+
+    Implements :class:`graph.ports.Integration`: ``call(op, **params) -> dict``. ``repo``
+    is always ``"OWNER/NAME"``; ``number`` is an issue or pull-request number (they share
+    one sequence). Each operation is also a method (``add-label`` -> :meth:`add_label`).
+
+    Errors (every method and :meth:`call`):
+        UnsupportedOperation: ``op`` is not in :attr:`operations`.
+        IntegrationError: bad or missing parameters (``status`` None, not retriable); GitHub
+            answered with an error status (``status`` set; ``retriable`` for 5xx, 429 and
+            403 rate limits); the network or the transport failed (``status`` None,
+            retriable).
+        NotFound: GitHub answered 404 (missing, or not visible to this identity).
+        Messages name the operation, target and HTTP status, never the response body or a
+        credential.
+
+    Subclasses set :attr:`transport` and implement :meth:`_send`.
+    """
+
+    name = "github"
+    transport = "?"
+    operations: frozenset[str] = frozenset(OPERATIONS)
+
+    #: Cross-worker write spacing (``None``: only the transport's own pacing).
+    throttle: WriteThrottle | None = None
+    #: The throttle bucket: ``installation:<id>``, ``token`` or ``cli``.
+    throttle_key: str = "token"
+
+    # -- transport ----------------------------------------------------------------------
+
+    def _send(
+        self,
+        op: str,
+        method: str,
+        path: str,
+        *,
+        target: str,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+    ) -> Reply:
+        """Send one request. ``path`` is ``/repos/...`` (relative to the API root) or an
+        absolute URL GitHub handed out (a pagination link).
+
+        Raises:
+            IntegrationError / NotFound: built with :func:`http_error` for HTTP errors.
+        """
+        raise NotImplementedError
+
+    def _request(
+        self,
+        op: str,
+        method: str,
+        path: str,
+        *,
+        target: str,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        expected: frozenset[int] = frozenset(),
+    ) -> Reply:
+        """Throttle a write, send, and log a failure: 401/403 and rate limits as warnings,
+        404 at info (a repository the App cannot see answers 404) -- unless its status is
+        ``expected`` by the operation (a label that is not there)."""
+        if method in WRITE_METHODS and self.throttle is not None:
+            self.throttle.acquire(self.throttle_key, op=op)
+        try:
+            return self._send(op, method, path, target=target, query=query, body=body)
+        except IntegrationError as exc:
+            if exc.status not in expected:
+                _log_failure(exc)
+            raise
+
+    def _paginate(
+        self,
+        op: str,
+        path: str,
+        *,
+        target: str,
+        query: Mapping[str, Any] | None = None,
+        list_item: str | None = None,
+    ) -> list[Any]:
+        """GET ``path`` 100 per page, following ``Link: rel="next"`` (at most
+        :data:`MAX_PAGES` pages)."""
+        items: list[Any] = []
+        url: str | None = path
+        params: Mapping[str, Any] | None = {"per_page": 100, **(query or {})}
+        for _ in range(MAX_PAGES):
+            assert url is not None
+            reply = self._request(op, "GET", url, target=target, query=params)
+            page = reply.data
+            if list_item is not None and isinstance(page, dict):
+                page = page.get(list_item)
+            items.extend(page if isinstance(page, list) else [])
+            url = next_link(reply.headers.get("link"))
+            if url is None:
+                break
+            params = None  # the next link carries the query
+        return items
+
+    # -- dispatch -----------------------------------------------------------------------
+
+    def call(self, op: str, **params: Any) -> dict[str, Any]:
+        """Perform operation ``op`` with keyword ``params``; see the method of that name.
+
+        Raises:
+            UnsupportedOperation: unknown ``op``.
+            IntegrationError: parameters do not fit the operation, or GitHub refused it.
+        """
+        method_name = OPERATIONS.get(op)
+        if method_name is None or op not in self.operations:
+            raise UnsupportedOperation(
+                f"github ({self.transport}) does not implement operation {op!r}; it "
+                f"implements: {', '.join(sorted(self.operations))}",
+                integration=self.name,
+                op=op,
+            )
+        method: Callable[..., dict[str, Any]] = getattr(self, method_name)
+        try:
+            inspect.signature(method).bind(**params)
+        except TypeError as exc:
+            raise IntegrationError(
+                f"github {op}: bad parameters ({exc})", integration=self.name, op=op
+            ) from None
+        return method(**params)
+
+    # -- repositories and pull requests -------------------------------------------------
+
+    def get_repository(self, repo: str) -> dict[str, Any]:
+        """``get-repository``: ``GET /repos/{owner}/{repo}`` ("Get a repository").
+
+        Returns:
+            ``{"full_name": str, "default_branch": str}`` as GitHub spells them.
+        """
+        op = "get-repository"
+        data = self._request(op, "GET", _repo_path(op, repo), target=repo).data
+        return {"full_name": data["full_name"], "default_branch": data["default_branch"]}
+
+    def get_pull_request(self, repo: str, number: int) -> dict[str, Any]:
+        """``get-pull-request``: ``GET /repos/{owner}/{repo}/pulls/{pull_number}``
+        ("Get a pull request").
+
+        Returns:
+            ``{"number": int, "head_sha": str, "head_ref": str, "base_ref": str,
+            "state": "open" | "closed"}`` (a merged pull request is ``"closed"``).
+        """
+        op = "get-pull-request"
+        n = _number(op, "number", number)
+        path = f"{_repo_path(op, repo)}/pulls/{n}"
+        pr = self._request(op, "GET", path, target=f"{repo}#{n}").data
+        return {
+            "number": pr["number"],
+            "head_sha": pr["head"]["sha"],
+            "head_ref": pr["head"]["ref"],
+            "base_ref": pr["base"]["ref"],
+            "state": pr["state"],
+        }
+
+    def list_pull_files(self, repo: str, number: int) -> dict[str, Any]:
+        """``list-pull-files``: ``GET /repos/{owner}/{repo}/pulls/{pull_number}/files``
+        ("List pull requests files"), every page (GitHub lists at most 3000 files).
+
+        Returns:
+            ``{"files": [str, ...]}`` -- every path the pull request touches, in GitHub's
+            order: each file's path and, for a rename, also its previous path.
+        """
+        op = "list-pull-files"
+        n = _number(op, "number", number)
+        path = f"{_repo_path(op, repo)}/pulls/{n}/files"
+        paths: list[str] = []
+        for item in self._paginate(op, path, target=f"{repo}#{n}"):
+            for key in ("filename", "previous_filename"):
+                value = item.get(key) if isinstance(item, dict) else None
+                if isinstance(value, str) and value and value not in paths:
+                    paths.append(value)
+        return {"files": paths}
+
+    def request_reviewers(self, repo: str, number: int, reviewers: list[str]) -> dict[str, Any]:
+        """``request-reviewers``: ``POST /repos/{owner}/{repo}/pulls/{pull_number}/
+        requested_reviewers`` with ``{"reviewers": [...]}`` ("Request reviewers for a pull
+        request"). GitHub answers 422 for a login that cannot review (the author, or not
+        a collaborator).
+
+        Returns:
+            ``{"requested": [str, ...]}`` -- every login with a pending review request
+            after the call, as GitHub reports it.
+        """
+        op = "request-reviewers"
+        n = _number(op, "number", number)
+        if (
+            not isinstance(reviewers, list | tuple)
+            or not reviewers
+            or not all(isinstance(r, str) and r.strip() for r in reviewers)
+        ):
+            raise _bad(op, f"reviewers must be a non-empty list of logins, got {reviewers!r}")
+        path = f"{_repo_path(op, repo)}/pulls/{n}/requested_reviewers"
+        data = self._request(
+            op, "POST", path, target=f"{repo}#{n}", body={"reviewers": list(reviewers)}
+        ).data
+        requested = (data or {}).get("requested_reviewers") or []
+        return {"requested": [u["login"] for u in requested if isinstance(u, dict)]}
+
+    def list_reviews(self, repo: str, number: int) -> dict[str, Any]:
+        """``list-reviews``: ``GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews``
+        ("List reviews for a pull request"), every page, oldest first.
+
+        Returns:
+            ``{"reviews": [{"id": int, "user": str, "state": str, "commit_id": str|None}]}``
+            -- ``state`` as GitHub spells it (``APPROVED``, ``CHANGES_REQUESTED``,
+            ``COMMENTED``, ``DISMISSED``, ``PENDING``); ``user`` is ``"ghost"`` for a
+            deleted account.
+        """
+        op = "list-reviews"
+        n = _number(op, "number", number)
+        path = f"{_repo_path(op, repo)}/pulls/{n}/reviews"
+        return {
+            "reviews": [
+                {
+                    "id": r["id"],
+                    "user": _login(r.get("user")),
+                    "state": str(r.get("state") or ""),
+                    "commit_id": r.get("commit_id"),
+                }
+                for r in self._paginate(op, path, target=f"{repo}#{n}")
+                if isinstance(r, dict)
+            ]
+        }
+
+    def get_permission(self, repo: str, login: str) -> dict[str, Any]:
+        """``get-permission``: ``GET /repos/{owner}/{repo}/collaborators/{username}/
+        permission`` ("Get repository permissions for a user").
+
+        GitHub's ``permission`` is one of admin/write/read/none (maintain counts as write,
+        triage as read); ``role_name`` is the finer role. The role name is returned when
+        it is one of :data:`PERMISSIONS`, else (a custom role) the base ``permission``.
+
+        Returns:
+            ``{"permission": "admin" | "maintain" | "write" | "triage" | "read" | "none"}``
+
+        Raises:
+            NotFound: no such user (or repository not visible).
+        """
+        op = "get-permission"
+        user = _text(op, "login", login)
+        path = f"{_repo_path(op, repo)}/collaborators/{_quote(user)}/permission"
+        data = self._request(op, "GET", path, target=f"{repo} user {user}").data or {}
+        for key in ("role_name", "permission"):
+            if data.get(key) in PERMISSIONS:
+                return {"permission": data[key]}
+        return {"permission": "none"}
+
+    # -- labels -------------------------------------------------------------------------
+
+    def add_label(self, repo: str, number: int, label: str) -> dict[str, Any]:
+        """``add-label``: ``POST /repos/{owner}/{repo}/issues/{issue_number}/labels`` with
+        ``{"labels": [label]}`` ("Add labels to an issue"). Adding a label already present is
+        a no-op; GitHub creates a repository label that does not exist yet.
+
+        Returns:
+            ``{"labels": [str, ...]}`` -- every label name on the issue after the call, as
+            GitHub reports it in the response.
+        """
+        op = "add-label"
+        n = _number(op, "number", number)
+        name = _text(op, "label", label)
+        path = f"{_repo_path(op, repo)}/issues/{n}/labels"
+        data = self._request(op, "POST", path, target=f"{repo}#{n}", body={"labels": [name]}).data
+        return {"labels": _label_names(data)}
+
+    def remove_label(self, repo: str, number: int, label: str) -> dict[str, Any]:
+        """``remove-label``: ``DELETE /repos/{owner}/{repo}/issues/{issue_number}/labels/{name}``
+        ("Remove a label from an issue").
+
+        Set semantics: GitHub answers 404 when the label is not on the issue; that counts
+        as success, and because the 404 carries no label list the result is then
+        ``{"labels": None}`` ("unknown"). Note that a 404 cannot be told apart from a
+        missing issue or repository, which therefore also returns ``{"labels": None}``.
+
+        Returns:
+            ``{"labels": [str, ...]}`` (names left on the issue) or ``{"labels": None}``.
+        """
+        op = "remove-label"
+        n = _number(op, "number", number)
+        name = _text(op, "label", label)
+        path = f"{_repo_path(op, repo)}/issues/{n}/labels/{_quote(name)}"
+        try:
+            data = self._request(
+                op, "DELETE", path, target=f"{repo}#{n}", expected=frozenset({404})
+            ).data
+        except NotFound:
+            return {"labels": None}
+        return {"labels": _label_names(data)}
+
+    def ensure_label(
+        self, repo: str, label: str, color: str = "ededed", description: str = ""
+    ) -> dict[str, Any]:
+        """``ensure-label``: make sure the repository has a label named ``label``.
+
+        ``GET /repos/{owner}/{repo}/labels/{name}`` ("Get a label"); on 404,
+        ``POST /repos/{owner}/{repo}/labels`` ("Create a label"). A 422 ``already_exists``
+        (another worker created it in between) counts as ``created: False``. An existing
+        label's color and description are left as they are.
+
+        Args:
+            color: six hex digits without ``#`` (a leading ``#`` is dropped).
+
+        Returns:
+            ``{"label": str, "created": bool}`` -- the label's name as GitHub spells it.
+        """
+        op = "ensure-label"
+        name = _text(op, "label", label)
+        color = _text(op, "color", color).lstrip("#")
+        if not isinstance(description, str):
+            raise _bad(op, "description must be a string")
+        base = _repo_path(op, repo)
+        target = f"{repo} label {name!r}"
+        try:
+            existing = self._request(
+                op, "GET", f"{base}/labels/{_quote(name)}", target=target,
+                expected=frozenset({404}),
+            )
+            return {"label": existing.data["name"], "created": False}
+        except NotFound:
+            pass
+        try:
+            created = self._request(
+                op,
+                "POST",
+                f"{base}/labels",
+                target=target,
+                body={"name": name, "color": color, "description": description},
+                expected=frozenset({422}),
+            )
+        except IntegrationError as exc:
+            if exc.status == 422 and "already_exists" in getattr(exc, "codes", ()):
+                return {"label": name, "created": False}
+            raise
+        return {"label": created.data["name"], "created": True}
+
+    # -- comments and reactions ---------------------------------------------------------
+
+    def comment(self, repo: str, number: int, body: str) -> dict[str, Any]:
+        """``comment``: ``POST /repos/{owner}/{repo}/issues/{issue_number}/comments``
+        ("Create an issue comment"; works for pull requests too). Never retried on 5xx, so
+        a comment is never posted twice by this call.
+
+        Returns:
+            ``{"id": int, "url": str}`` -- the comment id and its ``html_url``.
+        """
+        op = "comment"
+        n = _number(op, "number", number)
+        text = _text(op, "body", body)
+        path = f"{_repo_path(op, repo)}/issues/{n}/comments"
+        data = self._request(op, "POST", path, target=f"{repo}#{n}", body={"body": text}).data
+        return {"id": data["id"], "url": data["html_url"]}
+
+    def update_comment(self, repo: str, comment_id: int, body: str) -> dict[str, Any]:
+        """``update-comment``: ``PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}``
+        ("Update an issue comment").
+
+        Returns:
+            ``{"id": int, "url": str}`` -- the comment id and its ``html_url``.
+        """
+        op = "update-comment"
+        cid = _number(op, "comment_id", comment_id)
+        text = _text(op, "body", body)
+        path = f"{_repo_path(op, repo)}/issues/comments/{cid}"
+        data = self._request(
+            op, "PATCH", path, target=f"{repo} comment {cid}", body={"body": text}
+        ).data
+        return {"id": data["id"], "url": data["html_url"]}
+
+    def list_comments(self, repo: str, number: int) -> dict[str, Any]:
+        """``list-comments``: ``GET /repos/{owner}/{repo}/issues/{issue_number}/comments``
+        ("List issue comments"), 100 per page, following ``Link: rel="next"`` to the end.
+
+        Returns:
+            ``{"comments": [{"id": int, "user": str, "body": str}, ...]}`` oldest first;
+            ``user`` is the login (``"ghost"`` for a deleted account).
+        """
+        op = "list-comments"
+        n = _number(op, "number", number)
+        path = f"{_repo_path(op, repo)}/issues/{n}/comments"
+        return {
+            "comments": [
+                {"id": c["id"], "user": _login(c.get("user")), "body": c.get("body") or ""}
+                for c in self._paginate(op, path, target=f"{repo}#{n}")
+                if isinstance(c, dict)
+            ]
+        }
+
+    def add_reaction(self, repo: str, comment_id: int, content: str) -> dict[str, Any]:
+        """``add-reaction``: ``POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions``
+        ("Create reaction for an issue comment"). Adding the same reaction twice returns the
+        existing one (GitHub answers 200 instead of 201).
+
+        Args:
+            content: one of :data:`REACTIONS` (``+1 -1 laugh confused heart hooray rocket eyes``).
+
+        Returns:
+            ``{"id": int}`` -- the reaction id.
+        """
+        op = "add-reaction"
+        cid = _number(op, "comment_id", comment_id)
+        if content not in REACTIONS:
+            allowed = ", ".join(sorted(REACTIONS))
+            raise _bad(op, f"content must be one of {allowed}, got {content!r}")
+        path = f"{_repo_path(op, repo)}/issues/comments/{cid}/reactions"
+        data = self._request(
+            op, "POST", path, target=f"{repo} comment {cid}", body={"content": content}
+        ).data
+        return {"id": data["id"]}
+
+    # -- files --------------------------------------------------------------------------
+
+    def get_file(self, repo: str, path: str, ref: str | None = None) -> dict[str, Any]:
+        """``get-file``: ``GET /repos/{owner}/{repo}/contents/{path}?ref=`` ("Get repository
+        content"). Files of 1-100 MB, for which that endpoint returns no content, are read
+        through ``GET /repos/{owner}/{repo}/git/blobs/{file_sha}`` ("Get a blob").
+
+        Args:
+            path: file path in the repository (a leading ``/`` is ignored).
+            ref: branch, tag or commit sha; ``None`` means the default branch.
+
+        Returns:
+            ``{"path": str, "sha": str, "ref": ref, "text": str}`` -- ``sha`` is the blob
+            sha, ``ref`` echoes the argument, ``text`` is the UTF-8-decoded content.
+
+        Raises:
+            NotFound: no such path or ref, or the path is a directory, symlink or submodule.
+            IntegrationError: the file is not UTF-8 text (not retriable).
+        """
+        op = "get-file"
+        clean = _text(op, "path", path).strip("/")
+        if not clean:
+            raise NotFound(
+                f"github {op}: {repo}: the repository root is a directory, not a file",
+                integration=self.name,
+                op=op,
+                status=None,
+            )
+        if ref is not None:
+            ref = _text(op, "ref", ref)
+        base = _repo_path(op, repo)
+        target = f"{repo}:{clean}" + (f"@{ref}" if ref else "")
+        query = {"ref": ref} if ref is not None else None
+        content = self._request(
+            op, "GET", f"{base}/contents/{urllib.parse.quote(clean)}", target=target, query=query
+        ).data
+        if not isinstance(content, dict) or content.get("type") != "file":
+            kind = "directory" if isinstance(content, list) else (content or {}).get("type")
+            raise NotFound(
+                f"github {op}: {target} is a {kind}, not a file",
+                integration=self.name,
+                op=op,
+                status=None,
+            )
+        if content.get("encoding") == "base64":
+            raw_b64, sha = content.get("content"), content["sha"]
+        else:  # "none": a file larger than 1 MB; fetch the blob instead
+            blob = self._request(
+                op, "GET", f"{base}/git/blobs/{content['sha']}", target=target
+            ).data
+            raw_b64, sha = blob.get("content"), blob["sha"]
+        try:
+            text = base64.b64decode(raw_b64 or "").decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            raise IntegrationError(
+                f"github {op}: {target} is not UTF-8 text", integration=self.name, op=op
+            ) from None
+        return {"path": content["path"], "sha": sha, "ref": ref, "text": text}
+
+    def put_file(
+        self,
+        repo: str,
+        path: str,
+        branch: str,
+        text: str,
+        sha: str | None = None,
+        message: str | None = None,
+    ) -> dict[str, Any]:
+        """``put-file``: ``PUT /repos/{owner}/{repo}/contents/{path}`` ("Create or update
+        file contents"): one commit on ``branch`` that sets ``path`` to ``text``.
+
+        Args:
+            sha: the blob sha the caller read (``get-file``); GitHub refuses the write with
+                409 when the file has changed since (a precondition). ``None`` creates the
+                file (GitHub answers 422 when it already exists).
+            message: the commit message (default ``the-loop: update <path>``).
+
+        Returns:
+            ``{"path": str, "sha": str, "commit": str}`` -- the new blob sha and the commit.
+
+        Raises:
+            IntegrationError: status 409 (stale ``sha``) or 422, not retriable. Never
+                retried on 5xx either: a retried write could land on top of itself.
+        """
+        op = "put-file"
+        clean = _text(op, "path", path).strip("/")
+        where = _text(op, "branch", branch)
+        if not isinstance(text, str):
+            raise _bad(op, f"text must be a string, got {type(text).__name__}")
+        if sha is not None:
+            sha = _text(op, "sha", sha)
+        msg = message if message is not None else f"the-loop: update {clean}"
+        msg = _text(op, "message", msg)
+        body: dict[str, Any] = {
+            "message": msg,
+            "content": base64.b64encode(text.encode("utf-8")).decode("ascii"),
+            "branch": where,
+        }
+        if sha is not None:
+            body["sha"] = sha
+        target = f"{repo}:{clean}@{where}"
+        url = f"{_repo_path(op, repo)}/contents/{urllib.parse.quote(clean)}"
+        data = self._request(op, "PUT", url, target=target, body=body).data
+        return {
+            "path": data["content"]["path"],
+            "sha": data["content"]["sha"],
+            "commit": data["commit"]["sha"],
+        }
+
+    # -- check runs ---------------------------------------------------------------------
+
+    def create_check_run(
+        self,
+        repo: str,
+        head_sha: str,
+        name: str,
+        status: str,
+        conclusion: str | None = None,
+        title: str | None = None,
+        summary: str | None = None,
+    ) -> dict[str, Any]:
+        """``create-check-run``: ``POST /repos/{owner}/{repo}/check-runs`` ("Create a check
+        run"). Needs a GitHub App with ``checks: write`` (a personal token gets 403).
+
+        Args:
+            status: ``queued``, ``in_progress`` or ``completed``.
+            conclusion: required with ``completed`` and only then: ``success``,
+                ``failure``, ``neutral``, ``cancelled``, ``skipped``, ``timed_out``,
+                ``action_required``.
+            title, summary: the check run's output (``summary`` defaults to ``title``).
+
+        Returns:
+            ``{"id": int}``
+        """
+        op = "create-check-run"
+        body = {
+            "name": _text(op, "name", name),
+            "head_sha": _text(op, "head_sha", head_sha),
+            **_check_fields(op, status, conclusion, title, summary, required_status=True),
+        }
+        path = f"{_repo_path(op, repo)}/check-runs"
+        data = self._request(op, "POST", path, target=f"{repo}@{head_sha}", body=body).data
+        return {"id": data["id"]}
+
+    def update_check_run(
+        self,
+        repo: str,
+        check_run_id: int,
+        status: str | None = None,
+        conclusion: str | None = None,
+        title: str | None = None,
+        summary: str | None = None,
+    ) -> dict[str, Any]:
+        """``update-check-run``: ``PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}``
+        ("Update a check run"); only the fields given change (see
+        :meth:`create_check_run` for their values).
+
+        Returns:
+            ``{"id": int}``
+        """
+        op = "update-check-run"
+        cid = _number(op, "check_run_id", check_run_id)
+        body = _check_fields(op, status, conclusion, title, summary, required_status=False)
+        if not body:
+            raise _bad(op, "nothing to update: give status, conclusion or title")
+        path = f"{_repo_path(op, repo)}/check-runs/{cid}"
+        data = self._request(op, "PATCH", path, target=f"{repo} check run {cid}", body=body).data
+        return {"id": data["id"]}
+
+    def list_check_runs(
+        self, repo: str, head_sha: str, name: str | None = None
+    ) -> dict[str, Any]:
+        """``list-check-runs``: ``GET /repos/{owner}/{repo}/commits/{ref}/check-runs``
+        ("List check runs for a Git reference"; the latest run of each name), every page,
+        filtered by ``check_name`` when ``name`` is given.
+
+        Returns:
+            ``{"check_runs": [{"id": int, "name": str, "status": str,
+            "conclusion": str | None}, ...]}``
+        """
+        op = "list-check-runs"
+        sha = _text(op, "head_sha", head_sha)
+        query = {"check_name": _text(op, "name", name)} if name is not None else None
+        path = f"{_repo_path(op, repo)}/commits/{_quote(sha)}/check-runs"
+        runs = self._paginate(op, path, target=f"{repo}@{sha}", query=query, list_item="check_runs")
+        return {
+            "check_runs": [
+                {
+                    "id": r["id"],
+                    "name": r.get("name"),
+                    "status": r.get("status"),
+                    "conclusion": r.get("conclusion"),
+                }
+                for r in runs
+                if isinstance(r, dict)
+            ]
+        }
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def http_error(
+    op: str,
+    target: str,
+    status: int | None,
+    headers: Mapping[str, Any] | None,
+    *,
+    rate_limited: bool = False,
+    codes: tuple[str, ...] = (),
+) -> IntegrationError:
+    """The IntegrationError for GitHub's error answer ``status`` to operation ``op``.
+
+    404 is :class:`NotFound`; 429, and 403 with ``x-ratelimit-remaining: 0``, a
+    ``retry-after`` header or ``rate_limited`` (the body said "rate limit"), are retriable
+    rate limits; 5xx are retriable; everything else is not -- in particular a repository
+    the App cannot see (404, or 403 "Resource not accessible by integration").
+
+    The message names the operation, target, status and the fix, never the body.
+    ``codes`` (GitHub's ``errors[].code`` values, e.g. ``already_exists``) and
+    ``retry_after`` (seconds, when GitHub said) are set as attributes.
+    """
+    lower = {str(k).lower(): str(v) for k, v in (headers or {}).items()}
+    message = f"github {op} on {target} failed: HTTP {status}"
+    retry_after = _seconds(lower.get("retry-after"))
+    if status == 404:
+        exc: IntegrationError = NotFound(
+            f"{message} (not found, or not visible to this installation/token)",
+            integration="github",
+            op=op,
+            status=status,
+        )
+    else:
+        limited = status == 429 or (
+            status == 403
+            and (
+                rate_limited
+                or lower.get("x-ratelimit-remaining") == "0"
+                or "retry-after" in lower
+            )
+        )
+        retriable = limited or (isinstance(status, int) and status >= 500)
+        if limited:
+            reset = lower.get("retry-after") or lower.get("x-ratelimit-reset")
+            message += " (rate limited" + (f"; retry-after/reset {reset}" if reset else "") + ")"
+        elif status == 401:
+            message += (
+                " (credentials rejected: check THE_LOOP_GITHUB_APP_ID and the private key, "
+                "or GH_TOKEN; for the cli transport run `gh auth status`)"
+            )
+        elif status == 403:
+            message += (
+                " (forbidden: is the App installed on this repository, and does the "
+                "installation or token have the permission this operation needs?)"
+            )
+        elif status == 409:
+            message += " (conflict: the target changed since it was read; re-read and retry)"
+        elif status == 422:
+            message += " (validation failed)"
+        exc = IntegrationError(
+            message, integration="github", op=op, status=status, retriable=retriable
+        )
+        exc.rate_limited = limited  # type: ignore[attr-defined]
+    exc.codes = tuple(codes)  # type: ignore[attr-defined]
+    exc.retry_after = retry_after  # type: ignore[attr-defined]
+    return exc
+
+
+def _log_failure(exc: IntegrationError) -> None:
+    if exc.status == 404:
+        log.info("%s", exc)
+    elif exc.status in (401, 403) or getattr(exc, "rate_limited", False):
+        log.warning("%s", exc)
+
+
+def error_codes(data: Any) -> tuple[str, ...]:
+    """``errors[].code`` values of a GitHub error body (e.g. ``("already_exists",)``)."""
+    if not isinstance(data, dict):
+        return ()
+    errors = data.get("errors") or []
+    if not isinstance(errors, list):
+        return ()
+    return tuple(str(e["code"]) for e in errors if isinstance(e, dict) and "code" in e)
+
+
+def says_rate_limit(data: Any) -> bool:
+    """Whether a GitHub error body's ``message`` names a (primary or secondary) rate limit."""
+    message = data.get("message") if isinstance(data, dict) else None
+    return isinstance(message, str) and "rate limit" in message.lower()
+
+
+def next_link(header: str | None) -> str | None:
+    """The ``rel="next"`` URL of a ``Link`` header, or ``None``."""
+    if not header:
+        return None
+    match = _NEXT_LINK.search(header)
+    return match.group(1) if match else None
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _seconds(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _check_fields(
+    op: str,
+    status: str | None,
+    conclusion: str | None,
+    title: str | None,
+    summary: str | None,
+    *,
+    required_status: bool,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    if status is None and required_status:
+        raise _bad(op, "status is required")
+    if status is not None:
+        if status not in CHECK_STATUSES:
+            raise _bad(op, f"status must be one of {', '.join(sorted(CHECK_STATUSES))}")
+        body["status"] = status
+    if conclusion is not None:
+        if conclusion not in CHECK_CONCLUSIONS:
+            raise _bad(op, f"conclusion must be one of {', '.join(sorted(CHECK_CONCLUSIONS))}")
+        if status not in (None, "completed"):
+            raise _bad(op, "a conclusion needs status 'completed'")
+        body["conclusion"] = conclusion
+    elif status == "completed":
+        raise _bad(op, "status 'completed' needs a conclusion")
+    if title is not None or summary is not None:
+        if title is None:
+            raise _bad(op, "an output summary needs a title")
+        body["output"] = {
+            "title": _text(op, "title", title),
+            "summary": summary if isinstance(summary, str) and summary.strip() else title,
+        }
+    return body
+
+
+def _repo_path(op: str, repo: str) -> str:
+    if not isinstance(repo, str):
+        raise _bad(op, f"repo must be 'OWNER/NAME', got {repo!r}")
+    owner, _, name = repo.partition("/")
+    if not owner or not name or "/" in name or any(c.isspace() for c in repo):
+        raise _bad(op, f"repo must be 'OWNER/NAME', got {repo!r}")
+    if not re.fullmatch(r"[A-Za-z0-9._-]+/[A-Za-z0-9._-]+", repo):
+        raise _bad(op, f"repo must be 'OWNER/NAME', got {repo!r}")
+    return f"/repos/{repo}"
+
+
+def _quote(segment: str) -> str:
+    return urllib.parse.quote(segment, safe="")
+
+
+def _login(user: Any) -> str:
+    if isinstance(user, dict) and isinstance(user.get("login"), str):
+        return user["login"]
+    return "ghost"
+
+
+def _label_names(data: Any) -> list[str]:
+    if isinstance(data, dict):  # tolerate a {"labels": [...]} envelope
+        data = data.get("labels", [])
+    return [item["name"] for item in data or [] if isinstance(item, dict) and "name" in item]
+
+
+def _bad(op: str, detail: str) -> IntegrationError:
+    return IntegrationError(f"github {op}: bad parameters ({detail})", integration="github", op=op)
+
+
+def _number(op: str, name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if isinstance(value, str) and value.isdigit() and int(value) >= 1:
+            return int(value)
+        raise _bad(op, f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _text(op: str, name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _bad(op, f"{name} must be a non-empty string, got {value!r}")
+    return value

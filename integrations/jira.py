@@ -1,0 +1,408 @@
+"""Jira transports: ``api`` (REST v3 with an API token) and ``cli`` (a jira-cli binary).
+
+Operations (both transports; ``issue`` is an issue key such as ``PROJ-12``)::
+
+    add-comment(issue, body)       -> {"issue": str, "id": str | None}
+    add-label(issue, label)        -> {"issue": str, "label": str}
+    transition-issue(issue, name)  -> {"issue": str, "transition": str}
+
+``api`` -- Jira Cloud REST API v3 on a ``requests`` session whose adapter retries with
+urllib3's ``Retry`` (:class:`BoundedRetry`): GET/PUT/DELETE on 429/5xx, POST only on 429
+(Jira refused it before acting, so no comment is posted twice), ``Retry-After`` honoured up
+to ``max_wait`` seconds. Endpoints: "Add comment" (``POST /rest/api/3/issue/{key}/comment``,
+body in Atlassian Document Format), "Edit issue" (``PUT /rest/api/3/issue/{key}`` with
+``{"update": {"labels": [{"add": label}]}}``), "Get transitions" and "Transition issue"
+(``GET``/``POST /rest/api/3/issue/{key}/transitions``; the transition is picked by its
+name, or the name of the status it leads to, case-insensitively). Auth: HTTP basic with
+the account's email and an API token, or a bearer token when no user is given.
+
+``cli`` -- the community jira-cli (github.com/ankitpokhrel/jira-cli) argument shapes,
+run with an argument array, no shell, bounded time and output::
+
+    jira issue comment add --no-input -- PROJ-12 "comment body"
+    jira issue edit --no-input --label=LABEL -- PROJ-12
+    jira issue move -- PROJ-12 "In Progress"
+
+The binary keeps its own configuration and token (``jira init``, ``JIRA_API_TOKEN``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import urllib.parse
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.exceptions import MaxRetryError, ResponseError
+from urllib3.util.retry import Retry
+
+from graph.ports import IntegrationError, NotFound, UnsupportedOperation
+from integrations.cli import run_bounded
+
+__all__ = ["BoundedRetry", "JiraApi", "JiraCli", "adf"]
+
+OPERATIONS = {
+    "add-comment": "add_comment",
+    "add-label": "add_label",
+    "transition-issue": "transition_issue",
+}
+MAX_RATE_LIMIT_WAIT = 10.0
+_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]*-[1-9][0-9]*")
+
+
+class BoundedRetry(Retry):
+    """urllib3's ``Retry``, plus: a 429 is retried for every method (the server refused
+    the request before acting on it), and a ``Retry-After`` longer than ``max_wait``
+    seconds ends the retries at once (the caller gets the 429 and the job queue waits)."""
+
+    def __init__(self, *args: Any, max_wait: float = MAX_RATE_LIMIT_WAIT, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.max_wait = max_wait
+
+    def new(self, **kw: Any) -> BoundedRetry:
+        kw.setdefault("max_wait", self.max_wait)
+        return super().new(**kw)  # type: ignore[return-value]
+
+    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+        if status_code == 429:
+            return bool(self.total)
+        return super().is_retry(method, status_code, has_retry_after)
+
+    def increment(  # type: ignore[override]
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: Any = None,
+        error: Exception | None = None,
+        _pool: Any = None,
+        _stacktrace: Any = None,
+    ) -> Retry:
+        if response is not None:
+            wait = self.get_retry_after(response)
+            if wait is not None and wait > self.max_wait:
+                raise MaxRetryError(_pool, url or "", ResponseError("Retry-After too long"))
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
+def jira_retry(retries: int = 3, max_wait: float = MAX_RATE_LIMIT_WAIT) -> BoundedRetry:
+    return BoundedRetry(
+        total=retries,
+        backoff_factor=0.5,
+        status_forcelist=(429, 500, 502, 503, 504),
+        allowed_methods=frozenset({"GET", "HEAD", "PUT", "DELETE"}),
+        respect_retry_after_header=True,
+        raise_on_status=False,
+        max_wait=max_wait,
+    )
+
+
+def adf(text: str) -> dict[str, Any]:
+    """Plain text as an Atlassian Document Format document: one paragraph per block of
+    lines separated by a blank line, line breaks kept."""
+    content: list[dict[str, Any]] = []
+    for block in re.split(r"\n\s*\n", text.strip()):
+        nodes: list[dict[str, Any]] = []
+        for i, line in enumerate(block.split("\n")):
+            if i:
+                nodes.append({"type": "hardBreak"})
+            if line:
+                nodes.append({"type": "text", "text": line})
+        if nodes:
+            content.append({"type": "paragraph", "content": nodes})
+    return {"type": "doc", "version": 1, "content": content}
+
+
+class _JiraBase:
+    name = "jira"
+    transport = "?"
+    operations: frozenset[str] = frozenset(OPERATIONS)
+
+    def call(self, op: str, **params: Any) -> dict[str, Any]:
+        """Perform ``op``; see the method of that name (``add-comment`` -> add_comment).
+
+        Raises:
+            UnsupportedOperation: unknown ``op``.
+            IntegrationError: bad parameters, or Jira refused the operation.
+        """
+        method_name = OPERATIONS.get(op)
+        if method_name is None:
+            raise UnsupportedOperation(
+                f"jira ({self.transport}) does not implement operation {op!r}; it implements: "
+                f"{', '.join(sorted(self.operations))}",
+                integration=self.name,
+                op=op,
+            )
+        method: Callable[..., dict[str, Any]] = getattr(self, method_name)
+        try:
+            inspect.signature(method).bind(**params)
+        except TypeError as exc:
+            raise _bad(op, str(exc)) from None
+        return method(**params)
+
+
+class JiraApi(_JiraBase):
+    """``api`` transport (Jira Cloud REST API v3).
+
+    Args:
+        base_url: the site, e.g. ``https://example.atlassian.net``.
+        token: API token (never shown by ``repr``).
+        user: the account's email for basic auth; ``None`` sends ``Bearer <token>``.
+        timeout: seconds per request.
+        retries: urllib3 retries (see :func:`jira_retry`).
+        session: a ready session (tests); its adapters are replaced.
+    """
+
+    transport = "api"
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        user: str | None = None,
+        timeout: float = 15.0,
+        retries: int = 3,
+        max_wait: float = MAX_RATE_LIMIT_WAIT,
+        session: requests.Session | None = None,
+    ) -> None:
+        parsed = urllib.parse.urlparse(base_url)
+        if parsed.scheme not in ("https", "http") or not parsed.hostname:
+            raise ValueError(
+                "THE_LOOP_JIRA_URL must be the site's https:// URL, e.g. "
+                "https://example.atlassian.net"
+            )
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self._session = session or requests.Session()
+        adapter = HTTPAdapter(max_retries=jira_retry(retries, max_wait))
+        self._session.mount("https://", adapter)
+        self._session.mount("http://", adapter)
+        self._session.headers.update(
+            {"Accept": "application/json", "User-Agent": "the-loop (requests)"}
+        )
+        if user:
+            self._session.auth = (user, token)
+        else:
+            self._session.headers["Authorization"] = f"Bearer {token}"
+
+    def __repr__(self) -> str:
+        return f"JiraApi(base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        self._session.close()
+
+    def _request(
+        self, op: str, method: str, key: str, suffix: str = "", body: Any = None
+    ) -> Any:
+        url = f"{self.base_url}/rest/api/3/issue/{urllib.parse.quote(key, safe='')}{suffix}"
+        try:
+            response = self._session.request(method, url, json=body, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise IntegrationError(
+                f"jira {op} on {key}: request failed ({type(exc).__name__})",
+                integration=self.name, op=op, retriable=True,
+            ) from None
+        status = response.status_code
+        if status >= 400:
+            raise _http_error(op, key, status, response.headers.get("Retry-After"))
+        if status == 204 or not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            return None
+
+    def add_comment(self, issue: str, body: str) -> dict[str, Any]:
+        """``add-comment``: ``POST /rest/api/3/issue/{key}/comment`` with the text as an
+        ADF document (:func:`adf`).
+
+        Returns:
+            ``{"issue": key, "id": str}`` -- the comment id.
+        """
+        op = "add-comment"
+        key = _issue(op, issue)
+        text = _text(op, "body", body)
+        data = self._request(op, "POST", key, "/comment", {"body": adf(text)}) or {}
+        cid = data.get("id")
+        return {"issue": key, "id": str(cid) if cid is not None else None}
+
+    def add_label(self, issue: str, label: str) -> dict[str, Any]:
+        """``add-label``: ``PUT /rest/api/3/issue/{key}`` with
+        ``{"update": {"labels": [{"add": label}]}}`` (adding a present label is a no-op).
+
+        Returns:
+            ``{"issue": key, "label": label}``
+        """
+        op = "add-label"
+        key = _issue(op, issue)
+        name = _label(op, label)
+        self._request(op, "PUT", key, "", {"update": {"labels": [{"add": name}]}})
+        return {"issue": key, "label": name}
+
+    def transition_issue(self, issue: str, name: str) -> dict[str, Any]:
+        """``transition-issue``: ``GET /rest/api/3/issue/{key}/transitions``, pick the
+        transition called ``name`` (or leading to the status ``name``; case-insensitive),
+        ``POST`` it.
+
+        Returns:
+            ``{"issue": key, "transition": str}`` -- the transition's name as Jira spells it.
+
+        Raises:
+            IntegrationError: no such transition from the issue's current status (the
+                message lists the available ones; not retriable).
+        """
+        op = "transition-issue"
+        key = _issue(op, issue)
+        wanted = _text(op, "name", name).strip().casefold()
+        data = self._request(op, "GET", key, "/transitions") or {}
+        transitions = [t for t in data.get("transitions") or [] if isinstance(t, dict)]
+        chosen = next(
+            (t for t in transitions if str(t.get("name", "")).casefold() == wanted), None
+        ) or next(
+            (
+                t
+                for t in transitions
+                if str((t.get("to") or {}).get("name", "")).casefold() == wanted
+            ),
+            None,
+        )
+        if chosen is None:
+            names = ", ".join(repr(t.get("name")) for t in transitions) or "none"
+            raise IntegrationError(
+                f"jira {op} on {key}: no transition {name!r} from its current status "
+                f"(available: {names})",
+                integration=self.name, op=op,
+            )
+        self._request(op, "POST", key, "/transitions", {"transition": {"id": str(chosen["id"])}})
+        return {"issue": key, "transition": str(chosen.get("name"))}
+
+
+class JiraCli(_JiraBase):
+    """``cli`` transport: a jira-cli compatible binary (argument shapes in the module
+    docstring).
+
+    Args:
+        binary: executable name on ``PATH`` or a path.
+        env: the environment it runs with (``None``: this process's).
+        timeout: seconds per run.
+        max_output: bytes of output accepted per run.
+    """
+
+    transport = "cli"
+
+    def __init__(
+        self,
+        binary: str = "jira",
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
+        max_output: int = 1024 * 1024,
+    ) -> None:
+        self.binary = binary
+        self._env = dict(os.environ if env is None else env)
+        self._env.setdefault("NO_COLOR", "1")
+        self.timeout = timeout
+        self.max_output = max_output
+
+    def __repr__(self) -> str:
+        return f"JiraCli(binary={self.binary!r})"
+
+    def _run(self, op: str, key: str, args: list[str]) -> None:
+        result = run_bounded(
+            [self.binary, *args], timeout=self.timeout, max_output=self.max_output,
+            env=self._env,
+        )
+        where = f"jira {op} on {key} (cli: {self.binary})"
+        if result.error is not None:
+            raise IntegrationError(
+                f"{where}: cannot run it ({result.error}): install jira-cli or set "
+                "THE_LOOP_JIRA_CLI_BINARY", integration=self.name, op=op,
+            )
+        if result.timed_out:
+            raise IntegrationError(f"{where}: no answer within {self.timeout:g} s (killed)",
+                                   integration=self.name, op=op, retriable=True)
+        if result.overflow:
+            raise IntegrationError(f"{where}: output larger than {self.max_output} bytes",
+                                   integration=self.name, op=op)
+        if result.returncode != 0:
+            stderr = result.stderr.decode("utf-8", "replace")
+            if re.search(r"\b404\b|not found|does not exist", stderr, re.IGNORECASE):
+                raise NotFound(f"{where}: not found (exit {result.returncode})",
+                               integration=self.name, op=op, status=404)
+            raise IntegrationError(f"{where}: exit {result.returncode}",
+                                   integration=self.name, op=op,
+                                   retriable=bool(re.search(r"\b(429|5\d\d)\b", stderr)))
+
+    def add_comment(self, issue: str, body: str) -> dict[str, Any]:
+        """``add-comment``: ``jira issue comment add --no-input -- KEY BODY``.
+
+        Returns:
+            ``{"issue": key, "id": None}`` (jira-cli does not print the comment id).
+        """
+        op = "add-comment"
+        key = _issue(op, issue)
+        text = _text(op, "body", body)
+        self._run(op, key, ["issue", "comment", "add", "--no-input", "--", key, text])
+        return {"issue": key, "id": None}
+
+    def add_label(self, issue: str, label: str) -> dict[str, Any]:
+        """``add-label``: ``jira issue edit --no-input --label=LABEL -- KEY``."""
+        op = "add-label"
+        key = _issue(op, issue)
+        name = _label(op, label)
+        if name.startswith("-"):  # jira-cli reads --label=-x as "remove x"
+            raise _bad(op, "the cli transport cannot add a label starting with '-'")
+        self._run(op, key, ["issue", "edit", "--no-input", f"--label={name}", "--", key])
+        return {"issue": key, "label": name}
+
+    def transition_issue(self, issue: str, name: str) -> dict[str, Any]:
+        """``transition-issue``: ``jira issue move -- KEY NAME``."""
+        op = "transition-issue"
+        key = _issue(op, issue)
+        state = _text(op, "name", name).strip()
+        self._run(op, key, ["issue", "move", "--", key, state])
+        return {"issue": key, "transition": state}
+
+
+def _http_error(op: str, key: str, status: int, retry_after: str | None) -> IntegrationError:
+    message = f"jira {op} on {key} failed: HTTP {status}"
+    if status == 404:
+        return NotFound(message + " (no such issue, or not visible to this account)",
+                        integration="jira", op=op, status=status)
+    retriable = status == 429 or status >= 500
+    if status == 429:
+        message += " (rate limited" + (f"; retry-after {retry_after}" if retry_after else "") + ")"
+    elif status in (401, 403):
+        message += (" (check THE_LOOP_JIRA_USER and THE_LOOP_JIRA_TOKEN, and the account's "
+                    "permission on the project)")
+    elif status == 400:
+        message += " (rejected: see the issue's fields and workflow)"
+    return IntegrationError(message, integration="jira", op=op, status=status,
+                            retriable=retriable)
+
+
+def _issue(op: str, issue: Any) -> str:
+    if not isinstance(issue, str) or not _KEY.fullmatch(issue.strip()):
+        raise _bad(op, f"issue must be an issue key such as PROJ-12, got {issue!r}")
+    return issue.strip().upper()
+
+
+def _label(op: str, label: Any) -> str:
+    name = _text(op, "label", label).strip()
+    if any(c.isspace() for c in name):
+        raise _bad(op, "a Jira label cannot contain spaces")
+    return name
+
+
+def _text(op: str, name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _bad(op, f"{name} must be a non-empty string")
+    return value
+
+
+def _bad(op: str, detail: str) -> IntegrationError:
+    return IntegrationError(f"jira {op}: bad parameters ({detail})", integration="jira", op=op)

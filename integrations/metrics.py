@@ -1,0 +1,136 @@
+"""Prometheus metrics of the transports: every ``Integration.call`` counted and timed.
+
+:class:`ObservedIntegration` wraps any :class:`graph.ports.Integration`, and
+:class:`ObservedFactory` a GitHub provider so each client it hands out is wrapped (the
+worker does both at start-up, ``workers.metrics.instrument``); the graph core stays free
+of Prometheus. Metrics (labels in braces):
+
+- ``the_loop_transport_calls_total{integration, operation, outcome}``: ``outcome`` is
+  ``ok``, ``not_found``, ``rate_limited``, ``error`` (the system refused or failed: an
+  :class:`~graph.ports.IntegrationError`), ``unsupported`` (an operation the transport
+  lacks) or ``exception`` (anything else raised);
+- ``the_loop_transport_call_duration_seconds{integration, operation}``: wall time of a
+  call, retries and pacing included;
+- ``the_loop_github_rate_limit_remaining{installation}``: GitHub's
+  ``X-RateLimit-Remaining`` after the last answer, per App installation id (``token``
+  for a personal token), for a transport that reports it (``rate_limit_remaining``).
+
+``operation`` is one of the integration's own ``operations`` (else ``other``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client.metrics import disable_created_metrics
+
+from graph.ports import Integration, IntegrationError, NotFound, UnsupportedOperation
+
+__all__ = ["ObservedFactory", "ObservedIntegration", "outcome_of"]
+
+OTHER = "other"
+
+disable_created_metrics()
+
+CALLS = Counter(
+    "the_loop_transport_calls",
+    "Integration calls by integration, operation and outcome.",
+    ("integration", "operation", "outcome"),
+)
+CALL_SECONDS = Histogram(
+    "the_loop_transport_call_duration_seconds",
+    "Wall time of integration calls (retries and request pacing included).",
+    ("integration", "operation"),
+    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
+)
+RATE_LIMIT_REMAINING = Gauge(
+    "the_loop_github_rate_limit_remaining",
+    "GitHub's X-RateLimit-Remaining after the last answer, per App installation.",
+    ("installation",),
+    multiprocess_mode="mostrecent",
+)
+
+
+def outcome_of(exc: BaseException | None) -> str:
+    """The ``outcome`` label for a call that raised ``exc`` (``None``: it returned)."""
+    if exc is None:
+        return "ok"
+    if isinstance(exc, NotFound):
+        return "not_found"
+    if isinstance(exc, UnsupportedOperation):
+        return "unsupported"
+    if isinstance(exc, IntegrationError):
+        if exc.retriable and exc.status in (403, 429):
+            return "rate_limited"
+        return "error"
+    return "exception"
+
+
+class ObservedIntegration:
+    """An :class:`~graph.ports.Integration` that counts and times ``call``.
+
+    Everything else (``operations``, ``name``, ``close`` ...) is the wrapped object's.
+
+    Args:
+        inner: the integration to wrap.
+        name: the ``integration`` label (default: ``inner.name``, else its class name).
+    """
+
+    def __init__(self, inner: Integration, *, name: str | None = None) -> None:
+        self._inner = inner
+        self.operations = frozenset(getattr(inner, "operations", ()))
+        self._integration = str(
+            name or getattr(inner, "name", None) or type(inner).__name__.lower())
+        installation = getattr(inner, "installation_id", None)
+        self._installation = "token" if installation is None else str(installation)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __repr__(self) -> str:
+        return f"ObservedIntegration({self._inner!r})"
+
+    def call(self, op: str, **params: Any) -> dict[str, Any]:
+        operation = op if op in self.operations else OTHER
+        error: BaseException | None = None
+        start = time.perf_counter()
+        try:
+            return self._inner.call(op, **params)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            CALL_SECONDS.labels(self._integration, operation).observe(
+                time.perf_counter() - start)
+            CALLS.labels(self._integration, operation, outcome_of(error)).inc()
+            remaining = getattr(self._inner, "rate_limit_remaining", None)
+            if isinstance(remaining, int) and not isinstance(remaining, bool):
+                RATE_LIMIT_REMAINING.labels(self._installation).set(remaining)
+
+
+class ObservedFactory:
+    """A GitHub provider (installation id -> integration) whose integrations are
+    observed; every other attribute (``transport``, ``operations``, ``close`` ...) is the
+    wrapped provider's.
+
+    Args:
+        inner: the provider, e.g. :class:`integrations.providers.GitHubProvider`.
+        name: the ``integration`` label (default: the integrations' own ``name``).
+    """
+
+    def __init__(self, inner: Callable[[int | None], Integration], *,
+                 name: str | None = None) -> None:
+        self._inner = inner
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._inner, attr)
+
+    def __call__(self, installation_id: int | None) -> Integration:
+        return ObservedIntegration(  # type: ignore[return-value]
+            self._inner(installation_id), name=self._name)
+
+    for_installation = __call__

@@ -1,0 +1,294 @@
+"""The outbox: side effects recorded before they are performed, replayed at most once."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+
+import pytest
+
+from graph.compile import compile_graph, load_graph
+from graph.context import Collaborators, HookConfig
+from graph.effects import EffectProxy, HookEffects, RetryLater, hook_keys, is_side_effect
+from graph.markers import find_effect
+from graph.model import HookResult, InboundEvent, WorkItem
+from graph.ports import IntegrationError
+from graph.registry import HookRegistry
+from graph.runtime import Runtime
+from graph.state import MemoryStateStore, WorkItemState
+from tests.support.fakes import FakeGitHub
+
+REPO = "Codertocat/Hello-World"
+REF = f"github:{REPO}#1"
+COLLABORATORS = "version: 1\nroles:\n  approver:\n    - {name: Alice, github: alice}\n"
+REQUIREMENTS = "# Requirements\n\n## Problem\n\nx\n\n## Requirements\n\ny\n"
+DESIGN = "# Design\n\n## Overview\n\nx\n\n## Security design\n\ny\n"
+
+
+class Flaky:
+    """Wraps a provider; ``faults[op]`` is a list of ``"before"``/``"after"``: fail the next
+    call of ``op`` with a retriable 502 before performing it, or after performing it (the
+    write landed, the answer was lost)."""
+
+    def __init__(self, inner: FakeGitHub) -> None:
+        self.inner = inner
+        self.name = "github"
+        self.operations = inner.operations
+        self.faults: dict[str, list[str]] = {}
+        self.calls: list[str] = []
+
+    def call(self, op, **params):
+        self.calls.append(op)
+        mode = self.faults.get(op, [None]).pop(0) if self.faults.get(op) else None
+        if mode == "before":
+            raise IntegrationError(f"github {op}: HTTP 502", integration="github", op=op,
+                                   status=502, retriable=True)
+        result = self.inner.call(op, **params)
+        if mode == "after":
+            raise IntegrationError(f"github {op}: HTTP 502", integration="github", op=op,
+                                   status=502, retriable=True)
+        return result
+
+
+class Files:
+    def __init__(self, gh: FakeGitHub) -> None:
+        self.gh = gh
+        self.revision = "main"
+
+    def read_text(self, path):
+        return self.gh.files.get((REPO, "main", path))
+
+
+class SpyStore(MemoryStateStore):
+    """Remembers the effects dict at every save."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.saved_effects: list[dict] = []
+
+    def save(self, state):
+        self.saved_effects.append(json.loads(json.dumps(state.effects)))
+        super().save(state)
+
+
+def setup(store=None):
+    gh = FakeGitHub()
+    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    flaky = Flaky(gh)
+    config = HookConfig(collaborators=Collaborators.parse(COLLABORATORS),
+                        integrations={"github": flaky}, files=Files(gh))
+    item = WorkItem(ref=REF, id=1, repository=REPO, spec_dir="specs/1")
+    return gh, flaky, config, item, Runtime(load_graph(), store or MemoryStateStore())
+
+
+def approve(delivery="d-approve"):
+    return InboundEvent("issue_comment.created", delivery, actor="alice", actor_type="User",
+                        body="/approve")
+
+
+def marked(gh):
+    return [find_effect(c["body"]) for c in gh.comments.get((REPO, 1), [])]
+
+
+def test_reads_pass_through_and_everything_else_is_a_side_effect():
+    assert not is_side_effect("get-file") and not is_side_effect("list-comments")
+    for op in ("add-label", "remove-label", "ensure-label", "comment", "update-comment",
+               "add-reaction", "put-file", "create-check-run", "update-check-run",
+               "post-message", "jira-transition"):
+        assert is_side_effect(op)
+
+
+def test_hook_keys_disambiguate_a_hook_called_twice_in_one_node():
+    keys = hook_keys(("set-phase-label", "log-entry"), ("validate-artifacts", "log-entry"))
+    assert keys[("entry", 0)] == "set-phase-label"
+    assert keys[("entry", 1)] == "log-entry@entry1"
+    assert keys[("exit", 1)] == "log-entry@exit1"
+
+
+def test_each_effect_is_saved_pending_before_it_is_performed_and_done_after():
+    """Given a fresh work item
+    When it is enrolled (set-phase-label and the status comment run)
+    Then every side effect was in saved state as pending before the call reached GitHub,
+      and is done afterwards, with ids <ref>/<node>/<visit>/<hook>/<n>."""
+    store = SpyStore()
+    gh, flaky, config, item, runtime = setup(store)
+    seen_pending: list[bool] = []
+    original = flaky.inner.call
+
+    def checking(op, **params):
+        if op in ("ensure-label", "add-label"):
+            latest = store.saved_effects[-1]
+            seen_pending.append(any(e["op"] == op and e["status"] == "pending"
+                                    for e in latest.values()))
+        return original(op, **params)
+
+    flaky.inner.call = checking
+    runtime.enrol(item, config, None)
+    assert seen_pending and all(seen_pending)
+    # The entry chain of requirements-approval ran last: its effects are the ones kept.
+    effects = store.load(REF).effects
+    prefix = f"{REF}/requirements-approval/1/"
+    assert {k.rsplit("/", 1)[0] for k in effects} == {
+        prefix + "set-phase-label", prefix + "request-review"}
+    assert all(e["status"] == "done" for e in effects.values())
+    assert effects[prefix + "set-phase-label/1"]["op"] == "add-label"
+
+
+def test_state_never_holds_a_comment_body():
+    gh, flaky, config, item, runtime = setup()
+    runtime.enrol(item, config, None)
+    raw = json.dumps(runtime.store.load(REF).to_dict())
+    assert "Please review" not in raw and "Reviewers" not in raw
+
+
+def test_a_transient_failure_is_retried_later_not_escalated():
+    """Given GitHub answers 502 to the add-label of the first entry chain
+    When the item is enrolled
+    Then the runtime raises RetryLater (no block, no escalation, nothing decided), and
+      a second attempt completes the entry chain."""
+    gh, flaky, config, item, runtime = setup()
+    flaky.faults["add-label"] = ["before"]
+    with pytest.raises(RetryLater):
+        runtime.enrol(item, config, None)
+    state = runtime.store.load(REF)
+    assert state.status == "active" and state.escalated is None and state.entry_pending
+    pending = [e for e in state.effects.values() if e["status"] == "pending"]
+    assert [e["op"] for e in pending] == ["add-label"]
+    result = runtime.enrol(item, config, None)
+    assert (result.status, result.node) == ("waiting", "requirements-approval")
+
+
+def test_a_comment_whose_answer_was_lost_is_found_by_its_marker_not_posted_twice():
+    """Given the review request's POST reaches GitHub but the answer is a 502
+    When the job is retried
+    Then the pending effect is reconciled through list-comments: one review request."""
+    gh, flaky, config, item, runtime = setup()
+    flaky.faults["comment"] = ["after"]
+    with pytest.raises(RetryLater):
+        runtime.enrol(item, config, None)
+    runtime.enrol(item, config, None)
+    requests = [m for m in marked(gh) if m and m.endswith("/request-review")]
+    assert requests == [f"{REF}/requirements-approval/1/request-review"]
+    assert runtime.store.load(REF).status == "waiting"
+
+
+def test_a_done_effect_is_not_performed_again_and_returns_its_recorded_result():
+    store = MemoryStateStore()
+    state = WorkItemState(REF, "g", "n")
+    gh = FakeGitHub()
+    effects = HookEffects(state, store, f"{REF}/n/1/h")
+    first = effects.perform("github", gh, "add-label", {"repo": REPO, "number": 1,
+                                                        "label": "x"})
+    again = HookEffects(store.load(REF) or state, store, f"{REF}/n/1/h")
+    second = again.perform("github", gh, "add-label", {"repo": REPO, "number": 1,
+                                                       "label": "x"})
+    assert first == second == {"labels": ["x"]}
+    assert gh.actions.count(f"{REPO}#1:add-label:x") == 1
+
+
+def test_a_comment_without_a_marker_gets_the_effect_id_as_its_marker():
+    state, store, gh = WorkItemState(REF, "g", "n"), MemoryStateStore(), FakeGitHub()
+    proxy = EffectProxy("github", gh, HookEffects(state, store, f"{REF}/n/2/notify"))
+    proxy.call("comment", repo=REPO, number=1, body="hello")
+    assert marked(gh) == [f"{REF}/n/2/notify/0"]
+    assert "hello" not in json.dumps(state.effects)
+
+
+def test_a_file_commit_is_compared_by_content_before_it_is_made_again():
+    """Given a put-file that landed but whose answer was lost
+    When the hook runs again and re-derives the text from the (already updated) file
+    Then the content an earlier attempt wrote is recognised: one commit, not two."""
+    store, gh = MemoryStateStore(), FakeGitHub()
+    flaky = Flaky(gh)
+    gh.put_file(REPO, "specs/1/requirements.md", "base\n", ref="feature")
+    state = WorkItemState(REF, "g", "n")
+
+    def hook_run(current_state):
+        proxy = EffectProxy("github", flaky, HookEffects(current_state, store,
+                                                         f"{REF}/gate/1/record-feedback"))
+        got = proxy.call("get-file", repo=REPO, path="specs/1/requirements.md", ref="feature")
+        return proxy.call("put-file", repo=REPO, path="specs/1/requirements.md",
+                          branch="feature", text=got["text"] + "entry\n", sha=got["sha"])
+
+    flaky.faults["put-file"] = ["after"]
+    with pytest.raises(RetryLater):
+        hook_run(state)
+    result = hook_run(store.load(REF))
+    assert result["unchanged"] is True
+    assert gh.files[(REPO, "feature", "specs/1/requirements.md")] == "base\nentry\n"
+    assert gh.actions.count(f"{REPO}:put-file:feature:specs/1/requirements.md") == 1
+
+
+def test_a_check_run_is_found_by_name_and_head_sha_before_creating_another():
+    store, gh = MemoryStateStore(), FakeGitHub()
+    flaky = Flaky(gh)
+    state = WorkItemState(REF, "g", "n")
+
+    def hook_run(current_state):
+        proxy = EffectProxy("github", flaky, HookEffects(current_state, store,
+                                                         f"{REF}/n/1/report"))
+        return proxy.call("create-check-run", repo=REPO, head_sha="abc", name="the-loop",
+                          status="completed", conclusion="success")
+
+    flaky.faults["create-check-run"] = ["after"]
+    with pytest.raises(RetryLater):
+        hook_run(state)
+    hook_run(store.load(REF))
+    assert [r["name"] for r in gh.check_runs.values()] == ["the-loop"]
+
+
+def test_the_same_delivery_again_is_a_tick_one_approve_never_approves_two_gates():
+    """Given an approval that moved the item to design-approval (design.md present)
+    When the same delivery is processed again (a retried job)
+    Then it is evaluated as a tick: design-approval keeps waiting."""
+    gh, flaky, config, item, runtime = setup()
+    gh.put_file(REPO, "specs/1/design.md", DESIGN)
+    runtime.enrol(item, config, None)
+    event = approve()
+    first = runtime.advance(item, config, event)
+    assert (first.node, first.status) == ("design-approval", "waiting")
+    again = runtime.advance(item, config, event)
+    assert (again.node, again.status) == ("design-approval", "waiting")
+    assert [d["node"] for d in runtime.store.load(REF).decisions] == ["requirements-approval"]
+
+
+def test_a_crash_after_the_decision_replays_only_what_was_left():
+    """Given the approval's next node entry fails transiently after the edge was taken
+    When the delivery is retried
+    Then the decision is recorded once and the entry chain finishes."""
+    gh, flaky, config, item, runtime = setup()
+    runtime.enrol(item, config, None)
+    flaky.faults["add-label"] = ["after"]
+    with pytest.raises(RetryLater):
+        runtime.advance(item, config, approve())
+    state = runtime.store.load(REF)
+    assert state.current_node == "design" and state.entry_pending
+    runtime.advance(item, config, approve())
+    state = runtime.store.load(REF)
+    assert [d["node"] for d in state.decisions] == ["requirements-approval"]
+    assert state.current_node == "design" and not state.entry_pending
+    assert gh.labels[(REPO, 1)] == ["phase:design"]
+
+
+def test_an_abandoned_hook_run_performs_no_further_effect():
+    reg = HookRegistry()
+    gh = FakeGitHub()
+
+    @reg.hook("slow", timeout=0.2)
+    def slow(ctx):
+        time.sleep(0.5)
+        github = ctx.config.integrations["github"]
+        with contextlib.suppress(RetryLater):
+            github.call("add-label", repo=REPO, number=1, label="late")
+        return HookResult.passed("slow")
+
+    graph = compile_graph("start: n\nnodes:\n  - {id: n, entry: [slow]}\n  - {id: m}\n"
+                          "edges:\n  - {from: n, to: m, on: pass}\n",
+                          source="t.yaml", registry=reg)
+    runtime = Runtime(graph, MemoryStateStore())
+    result = runtime.enrol(WorkItem(REF, id=1, repository=REPO),
+                           HookConfig(integrations={"github": gh}), None)
+    assert result.status == "blocked"
+    time.sleep(0.5)
+    assert not [a for a in gh.actions if "late" in a]

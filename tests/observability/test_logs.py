@@ -1,0 +1,180 @@
+"""JSON log lines: the delivery id and work item on every line where known, never a
+secret or a payload body; the settings that choose the format."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import runpy
+import uuid
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rq import Queue
+
+from graph.compile import load_graph
+from tests.conftest import REPO_ROOT, load_fixture, signed_post
+from tests.support.fakes import FakeGitHub
+from the_loop.cli import main
+from webhook import logs
+from webhook.app import create_app
+from webhook.enqueue import DeliveryQueue
+from webhook.events import parse_delivery
+from webhook.settings import ReceiverSettings
+from workers import jobs
+from workers.service import DeliveryProcessor
+from workers.settings import WorkerSettings
+from workers.worker import LoopWorker
+
+SECRET = "log-secret-6f1c2b"
+REPO = "Codertocat/Hello-World"
+REF = f"github:{REPO}#1"
+
+
+@pytest.fixture
+def json_lines():
+    """Root gets a JSON handler (as `the-loop worker` and gunicorn configure it) writing
+    to a buffer; yields a function returning the parsed lines so far."""
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(logs.json_formatter())
+    handler.addFilter(logs.ContextFilter())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    levels = {name: logging.getLogger(name).level for name in ("the_loop", "rq", "graph")}
+    for name in levels:
+        logging.getLogger(name).setLevel(logging.INFO)
+    logs.clear()
+
+    def lines() -> list[dict]:
+        return [json.loads(line) for line in buffer.getvalue().splitlines() if line]
+
+    lines.text = buffer.getvalue  # type: ignore[attr-defined]
+    try:
+        yield lines
+    finally:
+        root.removeHandler(handler)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+        logs.clear()
+
+
+def test_receiver_lines_carry_delivery_id_and_work_item_and_no_secret(redis_ns, json_lines):
+    settings = ReceiverSettings(secrets=(SECRET.encode(),), redis_url=redis_ns.url,
+                                queue_name=redis_ns.queue_name, redis_prefix=redis_ns.prefix)
+    client = create_app(settings, redis=redis_ns.client).test_client()
+    body = load_fixture("issues", "opened")
+    title = json.loads(body)["issue"]["title"]
+    good, bad = redis_ns.new_id(), redis_ns.new_id()
+    assert signed_post(client, body, event="issues", secret=SECRET,
+                       delivery=good).status_code == 202
+    assert signed_post(client, body, event="issues", secret="wrong-secret-91ab",
+                       delivery=bad).status_code == 401
+    assert logs.DELIVERY_ID.get() is None and logs.WORK_ITEM.get() is None  # cleared
+
+    lines = [line for line in json_lines() if line["logger"] == "the_loop.webhook"]
+    by_delivery = {line["delivery_id"]: line for line in lines}
+    assert by_delivery[good]["work_item"] == REF
+    assert by_delivery[good]["level"] == "INFO" and "outcome=queued" in by_delivery[good][
+        "message"]
+    assert "work_item" not in by_delivery[bad]  # refused before the body was read
+    assert "status=401" in by_delivery[bad]["message"]
+    for line in lines:
+        assert {"timestamp", "level", "logger", "message"} <= line.keys()
+    text = json_lines.text()
+    for secret_or_body in (SECRET, "wrong-secret-91ab", title, '"action": "opened"'):
+        assert secret_or_body not in text
+
+
+def test_worker_lines_carry_delivery_id_and_work_item(redis_ns, json_lines):
+    gh = FakeGitHub()
+    settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
+    jobs.install(DeliveryProcessor(settings, redis_ns.client, load_graph(), lambda _i: gh))
+    try:
+        queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
+                              prefix=redis_ns.prefix)
+        payload = json.loads(load_fixture("issue_comment", "created"))
+        payload["issue"]["labels"].append({"name": "the-loop"})
+        marker = f"do-not-log-{uuid.uuid4().hex}"
+        payload["comment"]["body"] = f"/approve {marker}"
+        delivery = str(uuid.uuid4())
+        assert queue.enqueue(parse_delivery(
+            {"X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": delivery,
+             "Content-Type": "application/json"}, json.dumps(payload).encode()))
+        LoopWorker([Queue(redis_ns.queue_name, connection=redis_ns.client)],
+                   connection=redis_ns.client, name=f"w-{redis_ns.new_id()}").work(
+            burst=True, with_scheduler=False)
+    finally:
+        jobs.install(None)
+
+    lines = json_lines()
+    mine = [line for line in lines if line.get("delivery_id") == delivery]
+    outcome = [line for line in mine if line["logger"] == "the_loop.worker"
+               and "outcome=" in line["message"]]
+    assert outcome and all(line["work_item"] == REF for line in outcome)
+    # RQ's own lines about the job carry the delivery id too.
+    assert any(line["logger"].startswith("rq") and "Job OK" in line["message"]
+               for line in mine)
+    assert marker not in json_lines.text()
+    assert logs.DELIVERY_ID.get() is None  # cleared after the job
+
+
+def test_formats_and_their_settings():
+    json_cfg = logs.logging_dict({"THE_LOOP_LOG_FORMAT": "json"})
+    assert json_cfg["formatters"]["the_loop"]["()"] is logs.json_formatter
+    assert json_cfg["handlers"]["stdout"]["stream"] == "ext://sys.stdout"
+    assert logs.logging_dict({})["formatters"]["the_loop"]["()"] is logs.json_formatter
+    text_cfg = logs.logging_dict({"THE_LOOP_LOG_FORMAT": "TEXT", "THE_LOOP_LOG_LEVEL": "debug"})
+    assert text_cfg["formatters"]["the_loop"]["()"] is logs.text_formatter
+    assert text_cfg["root"]["level"] == "DEBUG"
+    with pytest.raises(ValueError, match="THE_LOOP_LOG_FORMAT"):
+        logs.logging_dict({"THE_LOOP_LOG_FORMAT": "xml"})
+    with pytest.raises(ValueError, match="THE_LOOP_LOG_LEVEL"):
+        logs.logging_dict({"THE_LOOP_LOG_LEVEL": "LOUD"})
+    gunicorn = logs.logging_dict({}, gunicorn=True)["loggers"]
+    assert gunicorn["gunicorn.error"]["handlers"] == [] and gunicorn["gunicorn.error"]["propagate"]
+
+
+def test_worker_command_refuses_an_unknown_log_format():
+    result = CliRunner().invoke(main, ["worker", "--burst"],
+                                env={"THE_LOOP_LOG_FORMAT": "yaml"})
+    assert result.exit_code != 0
+    assert "THE_LOOP_LOG_FORMAT must be json or text" in result.output
+
+
+CONF = REPO_ROOT / "webhook" / "gunicorn_conf.py"
+
+
+def test_gunicorn_conf_logs_json_and_manages_the_metrics_directory(monkeypatch, tmp_path):
+    monkeypatch.delenv("THE_LOOP_LOG_FORMAT", raising=False)
+    monkeypatch.delenv("THE_LOOP_ACCESS_LOG", raising=False)
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    conf = runpy.run_path(str(CONF))
+    assert conf["graceful_timeout"] == 30
+    assert conf["logconfig_dict"]["formatters"]["the_loop"]["()"] is not None
+    assert "gunicorn.access" in conf["logconfig_dict"]["loggers"]
+    assert issubclass(conf["logger_class"], __import__("gunicorn.glogging").glogging.Logger)
+
+    # A directory named by the operator: emptied of stale files at start, kept at exit.
+    stale = tmp_path / "counter_123.db"
+    stale.write_bytes(b"x")
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    conf["on_starting"](None)
+    assert not stale.exists() and tmp_path.is_dir()
+    conf["on_exit"](None)
+    assert tmp_path.is_dir()
+
+    # None named: a fresh one under the temporary directory, removed at exit.
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
+    conf["on_starting"](None)
+    made = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    assert made.is_dir() and made.name == f"the-loop-metrics-{os.getpid()}"
+    conf["on_exit"](None)
+    assert not made.exists()
+
+    monkeypatch.setenv("THE_LOOP_LOG_FORMAT", "csv")
+    with pytest.raises(SystemExit, match="THE_LOOP_LOG_FORMAT"):
+        runpy.run_path(str(CONF))

@@ -1,0 +1,320 @@
+"""At-least-once processing on the real Redis: retries with backoff, dead letters, the
+reaper taking back a dead worker's job and lock, and reconnecting to Redis."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+
+import pytest
+import redis
+from rq import Queue
+from rq.registry import FailedJobRegistry, StartedJobRegistry
+
+from graph.compile import load_graph
+from graph.ports import IntegrationError
+from tests.conftest import load_fixture
+from tests.support.fakes import FakeGitHub
+from webhook.enqueue import DeliveryQueue
+from webhook.events import parse_delivery
+from workers import jobs
+from workers import worker as worker_module
+from workers.deliveries import DeliveryError
+from workers.reaper import Reaper
+from workers.service import DeliveryProcessor
+from workers.settings import WorkerSettings
+from workers.worker import LoopWorker, work_with_reconnect
+
+REPO = "Codertocat/Hello-World"
+REF = f"github:{REPO}#1"
+COLLABORATORS = "version: 1\nroles:\n  approver:\n    - {name: Coder, github: Codertocat}\n"
+REQUIREMENTS = "# R\n\n## Problem\n\nx\n\n## Requirements\n\ny\n"
+
+
+@pytest.fixture
+def env(redis_ns):
+    gh = FakeGitHub()
+    gh.put_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
+    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
+    settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name,
+                              delivery_attempts=3, delivery_backoff=(1.5,), lock_timeout=5,
+                              worker_ttl=2, reap_interval=0.2)
+    processor = DeliveryProcessor(settings, redis_ns.client, load_graph(), lambda _i: gh)
+    queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
+                          prefix=redis_ns.prefix)
+    jobs.install(processor)
+    yield gh, processor, queue, redis_ns
+    jobs.install(None)
+
+
+def deliver(queue, ns, event, payload):
+    body = json.dumps(payload).encode()
+    delivery = parse_delivery({"X-GitHub-Event": event,
+                               "X-GitHub-Delivery": f"{ns.token}-{uuid.uuid4().hex[:12]}",
+                               "Content-Type": "application/json"}, body)
+    assert queue.enqueue(delivery)
+    return delivery.delivery_id
+
+
+def enrol_payload(number=1):
+    p = json.loads(load_fixture("issues", "labeled"))
+    p["label"] = {"name": "the-loop"}
+    p["issue"]["labels"].append({"name": "the-loop"})
+    p["issue"]["number"] = number
+    return p
+
+
+def comment_payload(login, body, number=1):
+    p = json.loads(load_fixture("issue_comment", "created"))
+    p["issue"]["labels"].append({"name": "the-loop"})
+    p["issue"]["number"] = number
+    p["sender"]["login"] = p["comment"]["user"]["login"] = login
+    p["comment"]["body"] = body
+    return p
+
+
+def break_runtime(processor):
+    """Every advance raises (a bug, a poison payload)."""
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    for name in ("enrol", "advance"):
+        original = getattr(processor.runtime, name)
+
+        def broken(item, *args, _original=original, **kwargs):
+            if item.ref == REF:
+                raise RuntimeError("boom")
+            return _original(item, *args, **kwargs)
+
+        setattr(processor.runtime, name, broken)
+
+
+def skip_backoff(processor, ns):
+    """As if the backoff had passed: the hold expires and the due retry is requeued."""
+    ns.client.delete(processor.deliveries.backoff_key(REF))
+    processor.deliveries.release_due(time.time() + 3600)
+
+
+def work(ns, name=None):
+    w = LoopWorker([Queue(ns.queue_name, connection=ns.client)], connection=ns.client,
+                   name=name or f"w-{ns.new_id()}")
+    w.work(burst=True, with_scheduler=False)
+
+
+def received(processor, ref=REF):
+    return [e.caused_by for e in processor.store.events(ref) if e.type == "delivery.received"]
+
+
+def flaky_ensure_label(gh, failures):
+    """ensure-label answers a retriable 502 ``failures`` times, then works."""
+    original = gh.op_ensure_label
+    left = [failures]
+
+    def ensure(**params):
+        if left[0] > 0:
+            left[0] -= 1
+            raise IntegrationError("github ensure-label on x failed: HTTP 502",
+                                   integration="github", op="ensure-label", status=502,
+                                   retriable=True)
+        return original(**params)
+
+    gh.op_ensure_label = ensure
+
+
+def test_a_transient_failure_is_retried_after_a_backoff_and_order_is_kept(env):
+    """Given GitHub answers 502 once while the item is enrolled
+    When the enrolment and a later comment are processed
+    Then the enrolment is retried after its backoff (the comment waits behind it), both are
+      received exactly once, in order, and nothing is parked."""
+    gh, processor, queue, ns = env
+    flaky_ensure_label(gh, 1)
+    first = deliver(queue, ns, "issues", enrol_payload())
+    second = deliver(queue, ns, "issue_comment", comment_payload("mallory", "/approve"))
+    work(ns)
+    assert processor.deliveries.held(REF) is not None  # in backoff
+    assert ns.client.lrange(processor.inbox_key(REF), 0, -1) == [first.encode(),
+                                                                  second.encode()]
+    assert processor.deliveries.release_due() == 0  # not due yet
+    time.sleep(1.6)
+    assert processor.deliveries.release_due() == 1
+    work(ns)
+    assert received(processor) == [first, second]
+    state = processor.store.load(REF)
+    assert (state.current_node, state.status) == ("requirements-approval", "waiting")
+    assert processor.deliveries.failed() == []
+    assert not ns.client.llen(processor.inbox_key(REF))
+
+
+def test_a_poison_delivery_is_parked_visibly_and_holds_only_its_own_work_item(env):
+    """Given a delivery whose processing fails every time
+    When it has been tried delivery_attempts times
+    Then it is parked (failed hash with its reason, RQ's FailedJobRegistry), its work
+      item's state says why and its later delivery waits, while another work item moves;
+      `retry` runs it again (now healthy) and the held delivery follows, in order."""
+    gh, processor, queue, ns = env
+    enrolled = deliver(queue, ns, "issues", enrol_payload())
+    work(ns)
+    assert processor.store.load(REF).status == "waiting"
+    poison = deliver(queue, ns, "issue_comment", comment_payload("Codertocat", "/approve"))
+    later = deliver(queue, ns, "issue_comment", comment_payload("mallory", "hello"))
+    break_runtime(processor)
+    for _ in range(3):
+        work(ns)
+        skip_backoff(processor, ns)
+    other = deliver(queue, ns, "issues", enrol_payload(number=2))
+    work(ns)
+    parked = processor.deliveries.failed()
+    assert [(p.delivery, p.reason, p.attempts) for p in parked] == [(poison, "RuntimeError", 3)]
+    assert poison in FailedJobRegistry(ns.queue_name, connection=ns.client).get_job_ids()
+    state = processor.store.load(REF)
+    assert state.blocked_by_delivery["delivery"] == poison
+    assert poison in state.parked_reason and "deliveries retry" in state.parked_reason
+    assert ns.client.lrange(processor.inbox_key(REF), 0, -1) == [later.encode()]
+    assert received(processor, f"github:{REPO}#2") == [other]  # not held
+    del processor.runtime.enrol, processor.runtime.advance  # healthy again
+    done = processor.deliveries.retry(poison)
+    assert done["work_item"] == REF
+    work(ns)
+    assert received(processor) == [enrolled, poison, later]
+    state = processor.store.load(REF)
+    assert state.blocked_by_delivery is None and state.current_node == "design"
+    assert processor.deliveries.failed() == []
+    assert poison not in FailedJobRegistry(ns.queue_name, connection=ns.client).get_job_ids()
+
+
+def test_discard_drops_a_parked_delivery_and_lets_the_held_ones_through(env):
+    gh, processor, queue, ns = env
+    processor.settings = processor.deliveries.settings = WorkerSettings(
+        prefix=ns.prefix, queue=ns.queue_name, delivery_attempts=1)
+    deliver(queue, ns, "issues", enrol_payload())
+    work(ns)
+    break_runtime(processor)
+    poison = deliver(queue, ns, "issue_comment", comment_payload("Codertocat", "/approve"))
+    later = deliver(queue, ns, "issue_comment", comment_payload("mallory", "/approve"))
+    work(ns)
+    assert [p.delivery for p in processor.deliveries.failed()] == [poison]
+    del processor.runtime.enrol, processor.runtime.advance  # healthy again
+    processor.deliveries.discard(poison)
+    work(ns)
+    assert received(processor)[-2:] == [poison, later]
+    types = [e.type for e in processor.store.events(REF) if e.caused_by == poison]
+    assert types[-2:] == ["delivery.parked", "delivery.discarded"]
+    assert processor.store.load(REF).blocked_by_delivery is None
+    with pytest.raises(DeliveryError, match="not parked"):
+        processor.deliveries.retry(poison)
+
+
+def test_a_delivery_that_kills_its_worker_every_time_is_parked(env):
+    """Attempts are counted before handling: a delivery whose handling never finishes
+    (the worker dies each time) is parked on the attempt after the last."""
+    gh, processor, queue, ns = env
+    d = deliver(queue, ns, "issues", enrol_payload())
+    ns.client.hset(processor.delivery_key(d), "attempts", 3)  # three deaths so far
+    handled = processor.process(d, "issues", REF)
+    assert [(h.delivery_id, h.outcome) for h in handled] == [(d, "failed")]
+    assert "did not finish in 3 attempts" in processor.deliveries.failed()[0].reason
+
+
+def test_a_replayed_delivery_is_received_once(env):
+    """Given a worker that died after logging delivery.received (attempt 1 never finished)
+    When the delivery is handled again
+    Then the log has its delivery.received once, and the item advanced once."""
+    gh, processor, queue, ns = env
+    d = deliver(queue, ns, "issues", enrol_payload())
+    processor.store.append_event(REF, "delivery.received", {"delivery": d}, d)
+    ns.client.hset(processor.delivery_key(d), mapping={"attempts": 1, "started": 1})
+    work(ns)
+    assert received(processor) == [d]
+    assert processor.store.load(REF).current_node == "requirements-approval"
+
+
+def test_the_reaper_takes_back_a_dead_workers_job_and_lock(env):
+    """Given a worker that took a delivery's job, locked its work item and was SIGKILLed
+      (its execution is in RQ's StartedJobRegistry, its liveness key expired)
+    When another worker's reaper runs
+    Then the lock is released, the job requeued, and the delivery processed once."""
+    gh, processor, queue, ns = env
+    d = deliver(queue, ns, "issues", enrol_payload())
+    rq_queue = Queue(ns.queue_name, connection=ns.client)
+    dead = LoopWorker([rq_queue], connection=ns.client, name=f"dead-{ns.token}")
+    job, _ = Queue.dequeue_any([rq_queue], None, connection=ns.client)
+    dead.prepare_execution(job)
+    dead.prepare_job_execution(job, remove_from_intermediate_queue=True)
+    lock = ns.client.lock(processor.lock_key(REF), timeout=60)
+    assert lock.acquire(blocking=False, token=f"{dead.name}|abc")
+    ns.client.sadd(f"{ns.prefix}:workers", dead.name)  # registered, never beats again
+    assert job.id in StartedJobRegistry(ns.queue_name, connection=ns.client).get_job_ids(
+        cleanup=False)
+
+    live = Reaper(processor, f"live-{ns.token}")
+    live.register()
+    assert processor.drain(REF) == []  # the dead worker's lock blocks it
+    counts = live.reap()
+    assert counts["abandoned"] == 1
+    assert ns.client.get(processor.lock_key(REF)) is None
+    assert not StartedJobRegistry(ns.queue_name, connection=ns.client).get_job_ids(
+        cleanup=False)
+    work(ns)
+    assert received(processor) == [d]
+    assert not ns.client.sismember(f"{ns.prefix}:workers", dead.name)
+    live.deregister()
+
+
+def test_a_live_workers_lock_is_extended_and_never_taken(env):
+    gh, processor, queue, ns = env
+    reaper = Reaper(processor, f"live-{ns.token}")
+    reaper.register()
+    lock = ns.client.lock(processor.lock_key(REF), timeout=1, thread_local=False)
+    assert lock.acquire(blocking=False, token=f"{reaper.name}|x")
+    processor._held[REF] = lock
+    time.sleep(0.6)
+    reaper.beat()
+    time.sleep(0.6)
+    assert ns.client.get(processor.lock_key(REF)) is not None  # extended past 1 s
+    reaper.reap()
+    assert ns.client.get(processor.lock_key(REF)) is not None
+    processor._held.clear()
+    reaper.deregister()
+
+
+def test_the_worker_reconnects_with_backoff_instead_of_crashing(env, monkeypatch, caplog):
+    """Given Redis is unreachable
+    When the worker starts
+    Then it retries with a bounded exponential backoff and, once retries run out, raises
+      Redis' ConnectionError (the CLI names REDIS_URL)."""
+    gh, processor, queue, ns = env
+    from redis.backoff import ConstantBackoff, NoBackoff
+
+    monkeypatch.setattr(worker_module, "RECONNECT_BACKOFF", ConstantBackoff(0.05))
+    down = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2,
+                       retry=redis.retry.Retry(NoBackoff(), 0))
+    broken = DeliveryProcessor(processor.settings, down, processor.graph, processor.github)
+    with caplog.at_level(logging.WARNING, logger="the_loop.worker"), \
+            pytest.raises(redis.exceptions.ConnectionError):
+        work_with_reconnect(broken, Queue(ns.queue_name, connection=down), burst=True,
+                            retries=3)
+    waits = [r for r in caplog.records if "Redis unavailable" in r.getMessage()]
+    assert len(waits) == 4  # the first try and three retries, each logged
+
+
+def test_the_worker_serves_once_redis_answers_again(env, monkeypatch):
+    gh, processor, queue, ns = env
+    from redis.backoff import ConstantBackoff
+
+    monkeypatch.setattr(worker_module, "RECONNECT_BACKOFF", ConstantBackoff(0.05))
+    d = deliver(queue, ns, "issues", enrol_payload())
+    failures = [2]
+    original = Reaper.register
+
+    def flaky(self):
+        if failures[0]:
+            failures[0] -= 1
+            raise redis.exceptions.ConnectionError("Redis is loading")
+        return original(self)
+
+    monkeypatch.setattr(Reaper, "register", flaky)
+    rq_queue = Queue(ns.queue_name, connection=ns.client)
+    assert work_with_reconnect(processor, rq_queue, burst=True, name=f"w-{ns.token}")
+    assert received(processor) == [d]

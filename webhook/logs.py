@@ -1,0 +1,171 @@
+"""Log lines of the receiver and the worker: JSON lines (default) or text, on stdout.
+
+``THE_LOOP_LOG_FORMAT`` is ``json`` (the default: one JSON object per line, for a log
+collector) or ``text`` (``make run`` sets it); ``THE_LOOP_LOG_LEVEL`` (default ``INFO``)
+is the level. A JSON line has ``timestamp`` (UTC, ISO 8601), ``level``, ``logger`` and
+``message``, plus ``delivery_id`` and ``work_item`` whenever they are known, and
+``exc_info`` with a traceback.
+
+The delivery id and work item travel in two :mod:`contextvars`: the receiver binds them
+per request, the worker per delivery it handles (:func:`bind`), and a filter on the
+handler copies them onto every record, from whichever logger (the-loop's, the graph's,
+RQ's, PyGithub's). Nothing here logs payload bodies or secrets; callers never pass them.
+
+Used by ``webhook/gunicorn_conf.py`` (``logconfig_dict``) and by ``the-loop worker``
+(:func:`configure`). This module imports only the standard library (and, when the JSON
+format is configured, ``python-json-logger``): gunicorn's master loads it.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.config
+import os
+from collections.abc import Mapping
+from contextvars import ContextVar
+from typing import Any
+
+__all__ = [
+    "DELIVERY_ID",
+    "FORMATS",
+    "WORK_ITEM",
+    "ContextFilter",
+    "bind",
+    "clear",
+    "configure",
+    "json_formatter",
+    "log_format",
+    "logging_dict",
+    "text_formatter",
+]
+
+DELIVERY_ID: ContextVar[str | None] = ContextVar("the_loop_delivery_id", default=None)
+WORK_ITEM: ContextVar[str | None] = ContextVar("the_loop_work_item", default=None)
+
+FORMATS = ("json", "text")
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+_JSON_FIELDS = "%(levelname)s %(name)s %(message)s"
+_JSON_RENAMES = {"levelname": "level", "name": "logger"}
+
+
+def bind(delivery_id: str | None, work_item: str | None = None) -> None:
+    """Put ``delivery_id`` and ``work_item`` on every log line of this thread/context
+    from now on (``None`` leaves the field out)."""
+    DELIVERY_ID.set(delivery_id)
+    WORK_ITEM.set(work_item)
+
+
+def clear() -> None:
+    """Drop the delivery id and work item from the context."""
+    DELIVERY_ID.set(None)
+    WORK_ITEM.set(None)
+
+
+class ContextFilter(logging.Filter):
+    """Copy the bound delivery id and work item onto each record (when set).
+
+    Attached to handlers, so it sees records of every logger that reaches them.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        delivery_id = DELIVERY_ID.get()
+        if delivery_id is not None:
+            record.delivery_id = delivery_id
+        work_item = WORK_ITEM.get()
+        if work_item is not None:
+            record.work_item = work_item
+        return True
+
+
+def json_formatter() -> logging.Formatter:
+    """One JSON object per record: ``timestamp``, ``level``, ``logger``, ``message``, then
+    ``delivery_id``/``work_item`` (when bound), any ``extra=`` fields and ``exc_info``."""
+    from pythonjsonlogger.json import JsonFormatter
+
+    return JsonFormatter(_JSON_FIELDS, rename_fields=dict(_JSON_RENAMES), timestamp=True)
+
+
+def text_formatter() -> logging.Formatter:
+    """``TIME LEVEL LOGGER MESSAGE``, as before JSON lines existed."""
+    return logging.Formatter(TEXT_FORMAT)
+
+
+def log_format(env: Mapping[str, str] | None = None) -> str:
+    """``THE_LOOP_LOG_FORMAT`` (``json`` or ``text``; default ``json``).
+
+    Raises:
+        ValueError: another value, naming the variable and the choices.
+    """
+    env = os.environ if env is None else env
+    value = (env.get("THE_LOOP_LOG_FORMAT") or "json").strip().lower()
+    if value not in FORMATS:
+        raise ValueError(
+            f"THE_LOOP_LOG_FORMAT must be json or text, not {value!r}: "
+            "e.g. THE_LOOP_LOG_FORMAT=json"
+        )
+    return value
+
+
+def _level(env: Mapping[str, str]) -> str:
+    level = (env.get("THE_LOOP_LOG_LEVEL") or "INFO").strip().upper()
+    if not isinstance(logging.getLevelName(level), int):
+        raise ValueError(
+            f"THE_LOOP_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, not {level!r}"
+        )
+    return level
+
+
+def logging_dict(env: Mapping[str, str] | None = None, *, gunicorn: bool = False) -> dict[str, Any]:
+    """A :func:`logging.config.dictConfig` dictionary: one stdout handler on the root
+    logger, in the format and at the level ``env`` asks for.
+
+    Args:
+        env: environment (default ``os.environ``).
+        gunicorn: also route gunicorn's ``gunicorn.error`` and ``gunicorn.access`` loggers
+            to that handler (gunicorn's ``logconfig_dict``).
+    """
+    env = os.environ if env is None else env
+    fmt = log_format(env)
+    level = _level(env)
+    formatter = {"()": json_formatter if fmt == "json" else text_formatter}
+    config: dict[str, Any] = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"context": {"()": ContextFilter}},
+        "formatters": {"the_loop": formatter},
+        "handlers": {
+            "stdout": {
+                "class": "logging.StreamHandler",
+                "stream": "ext://sys.stdout",
+                "formatter": "the_loop",
+                "filters": ["context"],
+            },
+        },
+        "root": {"level": level, "handlers": ["stdout"]},
+        # RQ adds its own (coloured, stderr) handlers unless a handler is already in
+        # effect; configured here, its lines come through ours.
+        "loggers": {"rq": {"level": level, "propagate": True}},
+    }
+    if gunicorn:
+        # Configured loggers lose gunicorn's own handlers: their lines reach ours once.
+        config["loggers"].update({
+            "gunicorn.error": {"level": level, "handlers": [], "propagate": True},
+            "gunicorn.access": {"level": "INFO", "handlers": [], "propagate": True},
+        })
+    return config
+
+
+def configure(env: Mapping[str, str] | None = None) -> None:
+    """Configure logging for a the-loop process (``the-loop worker``) from ``env``.
+
+    Raises:
+        ValueError: ``THE_LOOP_LOG_FORMAT`` or ``THE_LOOP_LOG_LEVEL`` is invalid.
+    """
+    json_lines = log_format(os.environ if env is None else env) == "json"
+    logging.config.dictConfig(logging_dict(env))
+    if json_lines:
+        # JSON: keep RQ's terminal colour codes out of the message text.
+        from rq.logutils import colorizer
+
+        colorizer.notty = True
+

@@ -1,0 +1,177 @@
+"""Prometheus metrics of the receiver, served at ``GET /metrics``.
+
+Under gunicorn every worker process writes its counters to files in
+``PROMETHEUS_MULTIPROC_DIR`` (``webhook/gunicorn_conf.py`` sets and clears it) and a
+scrape merges them (prometheus-client's multiprocess mode); without it (the Flask test
+client, a single process) the process's default registry is served.
+
+Metrics (labels in braces):
+
+- ``the_loop_webhook_deliveries_total{event, action, code}``: requests to
+  ``POST /webhook`` by GitHub event, action and HTTP status answered;
+- ``the_loop_webhook_signature_failures_total{reason}``: 401s for the signature,
+  ``reason`` ``missing`` (no ``X-Hub-Signature-256``) or ``invalid`` (malformed, or no
+  configured secret matches);
+- ``the_loop_queue_depth{queue}`` and ``the_loop_queue_oldest_job_age_seconds{queue}``:
+  read from Redis at scrape time (one pipelined ``LLEN``/``LINDEX``, one ``HGET``).
+
+Label values come from fixed sets (:mod:`webhook.metric_labels`): an event or action
+GitHub did not document for the App's events is counted as ``other``, an absent action
+as ``none``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import redis as redis_lib
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.metrics import disable_created_metrics
+from rq.job import Job
+from rq.utils import utcparse
+
+from webhook.metric_labels import action_label, event_label
+
+__all__ = [
+    "CONTENT_TYPE",
+    "QueueCollector",
+    "count_delivery",
+    "count_signature_failure",
+    "metrics_renderer",
+]
+
+log = logging.getLogger("the_loop.webhook")
+
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+
+# Created-time series (``*_created``) double the series count and say nothing useful here.
+disable_created_metrics()
+
+DELIVERIES = Counter(
+    "the_loop_webhook_deliveries",
+    "Requests to POST /webhook by GitHub event, action and HTTP status code answered.",
+    ("event", "action", "code"),
+)
+SIGNATURE_FAILURES = Counter(
+    "the_loop_webhook_signature_failures",
+    "Deliveries answered 401 for their signature: missing header, or invalid "
+    "(malformed, or no configured secret matches).",
+    ("reason",),
+)
+
+# (event, action, code) after capping -> the labelled child: the hot path pays a dict
+# lookup, not prometheus-client's label handling. Bounded by the fixed label sets.
+_children: dict[tuple[str, str, int], Any] = {}
+
+
+def count_delivery(event: str | None, action: str | None, code: int) -> None:
+    """Count one answered ``POST /webhook``."""
+    key = (event_label(event), action_label(action), code)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = DELIVERIES.labels(key[0], key[1], str(code))
+    child.inc()
+
+
+_SIGNATURE_REASONS = {
+    reason: SIGNATURE_FAILURES.labels(reason) for reason in ("missing", "invalid")
+}
+
+
+def count_signature_failure(header_present: bool) -> None:
+    """Count one delivery refused for its signature."""
+    _SIGNATURE_REASONS["invalid" if header_present else "missing"].inc()
+
+
+class QueueCollector:
+    """Queue depth and the age of the oldest queued job, read from Redis on each scrape.
+
+    Args:
+        redis: the receiver's Redis client (2 s timeouts).
+        queue_name: the RQ queue name.
+        queue_key: its Redis list (``rq:queue:NAME``).
+
+    A scrape while Redis is unreachable leaves both gauges out (and ``/readyz`` fails).
+    """
+
+    def __init__(self, redis: redis_lib.Redis, queue_name: str, queue_key: str) -> None:
+        self.redis = redis
+        self.queue_name = queue_name
+        self.queue_key = queue_key
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            depth, age = self._read()
+        except redis_lib.RedisError as exc:
+            log.warning("metrics: queue depth unavailable (%s)", type(exc).__name__)
+            return
+        depth_metric = GaugeMetricFamily(
+            "the_loop_queue_depth", "Jobs waiting in the RQ queue.", labels=("queue",))
+        depth_metric.add_metric((self.queue_name,), depth)
+        age_metric = GaugeMetricFamily(
+            "the_loop_queue_oldest_job_age_seconds",
+            "Seconds since the oldest waiting job was enqueued (0 when the queue is empty).",
+            labels=("queue",))
+        age_metric.add_metric((self.queue_name,), age)
+        yield depth_metric
+        yield age_metric
+
+    def _read(self) -> tuple[int, float]:
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.llen(self.queue_key)
+        pipe.lindex(self.queue_key, 0)  # RQ pushes right and pops left: the head is oldest
+        depth, head = pipe.execute()
+        if not head:
+            return int(depth), 0.0
+        job_id = head.decode() if isinstance(head, bytes) else str(head)
+        raw = self.redis.hget(Job.key_for(job_id), "enqueued_at")
+        if not raw:
+            return int(depth), 0.0
+        try:
+            enqueued = utcparse(raw.decode() if isinstance(raw, bytes) else str(raw))
+        except ValueError:
+            return int(depth), 0.0
+        return int(depth), max(0.0, time.time() - enqueued.timestamp())
+
+
+class _Forward:
+    """A collector that yields another registry's metrics (the process's default one)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        return self.registry.collect()
+
+
+def metrics_renderer(
+    redis: redis_lib.Redis, queue_name: str, queue_key: str
+) -> Callable[[], bytes]:
+    """The body of ``GET /metrics`` for one app: the receiver's counters (merged across
+    gunicorn workers when ``PROMETHEUS_MULTIPROC_DIR`` is set) and the queue gauges."""
+    registry = CollectorRegistry()
+    multiproc_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if multiproc_dir:
+        from prometheus_client import multiprocess
+
+        multiprocess.MultiProcessCollector(registry, path=multiproc_dir)
+    else:
+        registry.register(_Forward(REGISTRY))
+    registry.register(QueueCollector(redis, queue_name, queue_key))
+
+    def render() -> bytes:
+        return generate_latest(registry)
+
+    return render
