@@ -366,8 +366,8 @@ class DeliveryProcessor:
 
     def _after(self, item: WorkItem, github: Integration, result: AdvanceResult,
                installation_id: int | None, react: Callable[[str], None]) -> None:
-        """Side effects that follow a saved advance: the decision comment, alarms, the
-        `decided` reaction, and the installation id `graph force` needs."""
+        """Side effects that follow a saved advance: alarms, the `decided` reaction, and
+        the installation id `graph force` needs."""
         state = self.store.load(item.ref)
         if state is None:
             return
@@ -378,18 +378,9 @@ class DeliveryProcessor:
                         "kind": "edited-by-other", "node": chain.node}, None)
                     self._comment(github, item, f"{item.ref}/alarm/{len(state.decisions)}/"
                                   f"{chain.node}", ALARM_TEXT)
-        for move in result.moves:
-            node = self.graph.node(move.source)
-            if node.is_gate:
-                decision = next((d for d in reversed(state.decisions)
-                                 if d.get("node") == move.source), {})
-                who = decision.get("actor") or "someone"
-                self._comment(
-                    github, item,
-                    f"{item.ref}/{move.source}/{state.visits.get(move.source, 1)}/decision",
-                    f"**the-loop** · @{who} decided **{move.on}** at `{move.source}`; "
-                    f"the work item moves to `{move.target}`.")
-                react("completed")
+        # The decision comment itself is record-decision's (through the outbox).
+        if any(self.graph.node(move.source).is_gate for move in result.moves):
+            react("completed")
         if installation_id is not None and state.installation_id != installation_id:
             state.installation_id = installation_id  # `the-loop graph force` comments as the App
             self.store.save(state)

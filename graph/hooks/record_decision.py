@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import time
 
+from graph.markers import effect_id, marker
 from graph.model import HookContext, HookResult, Message
 from graph.registry import hook
 
 
-@hook("record-decision", boundaries={"exit"})
+OUTCOME_WORDS = {
+    "approved": "approved",
+    "approved-with-comments": "approved with comments",
+    "changes-requested": "requested changes",
+}
+
+
+@hook("record-decision", requires={"github": {"comment"}}, boundaries={"exit"})
 def record_decision(ctx: HookContext) -> HookResult:
     """Find the classification earlier in the chain (a result whose data carries
     ``outcome`` and ``actor``) and pass with ``data["decision"]`` = ``{node, outcome,
     actor, source, delivery, body_sha256, at}``; the runtime appends it to the state's
-    ``decisions``. Blocks (non-retriable) if no classification ran before it: that is a
-    graph error, and recording nothing must never look like a decision.
+    ``decisions``. On GitHub it also states the decision and who made it in a marked
+    comment on the work item (through the runtime's outbox: posted once per gate visit).
+    Blocks (non-retriable) if no classification ran before it: that is a graph error, and
+    recording nothing must never look like a decision.
     """
     for prior in reversed(ctx.results):
         if prior.status == "pass" and "outcome" in prior.data and "actor" in prior.data:
@@ -29,6 +39,7 @@ def record_decision(ctx: HookContext) -> HookResult:
                 "head_sha": prior.data.get("head_sha"),
                 "at": time.time(),
             }
+            _announce(ctx, str(decision["actor"]), str(decision["outcome"]))
             return HookResult.passed("record-decision", decision=decision)
     return HookResult.blocked(
         "record-decision",
@@ -36,3 +47,14 @@ def record_decision(ctx: HookContext) -> HookResult:
                 code="no-decision"),
         retriable=False,
     )
+
+
+def _announce(ctx: HookContext, actor: str, outcome: str) -> None:
+    github = ctx.config.integrations.get("github")
+    item = ctx.work_item
+    if github is None or item.repository is None or item.id is None:
+        return
+    effect = effect_id(item.ref, ctx.node.id, ctx.visit, "decision")
+    text = (f"**the-loop** · @{actor} {OUTCOME_WORDS.get(outcome, outcome)} at gate "
+            f"`{ctx.node.id}` (phase `{ctx.node.phase}`).\n\n{marker(effect)}")
+    github.call("comment", repo=item.repository, number=item.id, body=text)

@@ -81,7 +81,7 @@ def test_an_authorized_approval_gets_reactions_and_a_decision_comment(env):
     assert f"{REPO}:add-reaction:{cid}:hooray" in gh.actions
     [decision] = [c for c in gh.comments[(REPO, 1)]
                   if (find_effect(c["body"]) or "").endswith("/decision")]
-    assert "@Codertocat decided **approved** at `requirements-approval`" in decision["body"]
+    assert "@Codertocat approved at gate `requirements-approval`" in decision["body"]
     assert store.load(REF1).current_node == "design"
 
 
