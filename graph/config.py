@@ -317,6 +317,26 @@ class StateSettings:
 
 
 @dataclass(frozen=True)
+class ClassifierEndpoint:
+    """``classification.endpoint``: an OpenAI-compatible chat completions API."""
+
+    base_url: str = ""
+    model: str = ""
+    token_env: str = "THE_LOOP_CLASSIFIER_TOKEN"
+
+
+@dataclass(frozen=True)
+class Classification:
+    """``classification``: the optional model classifier (a harness ``command`` or an
+    ``endpoint``), with ``timeout`` seconds per attempt and ``retries``."""
+
+    command: tuple[str, ...] = ()
+    endpoint: ClassifierEndpoint = field(default_factory=ClassifierEndpoint)
+    timeout: int = 30
+    retries: int = 2
+
+
+@dataclass(frozen=True)
 class CliConfig:
     """``cli-config.yaml``, the deployment's configuration (*how*)."""
 
@@ -325,6 +345,7 @@ class CliConfig:
     webhooks: Webhooks = field(default_factory=Webhooks)
     queue: QueueSettings = field(default_factory=QueueSettings)
     state: StateSettings = field(default_factory=StateSettings)
+    classification: Classification = field(default_factory=Classification)
 
     @property
     def routing(self) -> Routing:

@@ -108,7 +108,11 @@ def build_processor(
     settings = WorkerSettings.from_env(env)
     # cli-config.yaml's integrations block (transports, which variables hold credentials);
     # the environment wins. A bad or legacy file already failed in WorkerSettings.
-    env = effective_env(env, cli_config_from_env(env))
+    deployment = cli_config_from_env(env)
+    env = effective_env(env, deployment)
+    from integrations.classifier import build_classifier
+
+    classifier = build_classifier(deployment.classification, env)
     conn = connection or redis.Redis.from_url(settings.redis_url)
     graph = load_graph(settings.graph_path)
     needed = required_operations(graph)
@@ -117,7 +121,7 @@ def build_processor(
         log.warning("THE_LOOP_GITHUB_TRANSPORT=none: no GitHub transport; deliveries are "
                     "acknowledged and every labelled work item's delivery fails, naming "
                     "the variables to set")
-        return DeliveryProcessor(settings, conn, graph, None)
+        return DeliveryProcessor(settings, conn, graph, None, classifier=classifier)
     providers = build_providers(env, needed=needed,
                                 throttle=WriteThrottle(conn, settings.prefix, **write_limits(env)))
     # Slack and Jira are opt-in: unconfigured, their hooks skip (notify without Slack).
@@ -127,4 +131,5 @@ def build_processor(
     if dict(settings.reactions).get("enabled") and "add-reaction" not in github.operations:
         log.warning("reactions are enabled but the GitHub transport %s cannot add them",
                     github.transport)
-    return DeliveryProcessor(settings, conn, graph, github, integrations=providers)
+    return DeliveryProcessor(settings, conn, graph, github, integrations=providers,
+                             classifier=classifier)
