@@ -200,3 +200,41 @@ def test_replaying_every_fixture_gets_no_5xx(stack):
     assert len(lines) == len(list(FIXTURES_DIR.glob("*/*/*.json")))
     codes = {line.split()[0] for line in lines}
     assert codes <= {"200", "202"}
+
+
+def test_a_pull_request_gate_records_the_review_in_the_artifact(stack):
+    """Given pull request #2 labelled the-loop, with requirements.md on its branch
+    When mallory approves it in a review, then Codertocat (an approver) approves it
+    Then the gate waits after mallory, moves to design after Codertocat, and the review
+      entry lands in requirements.md's '## Review comments' on the pull request branch."""
+    fake, url, env, store, _ = stack
+    pr = with_install(json.loads(load_fixture("pull_request", "labeled")))
+    pr["label"] = {"name": "the-loop"}
+    pr["pull_request"]["labels"].append({"name": "the-loop"})
+    head = pr["pull_request"]["head"]
+    fake.add_pull(REPO, 2, head_sha=head["sha"], head_ref=head["ref"], files=["src/app.py"])
+    for ref in (head["sha"], head["ref"]):
+        fake.put_file(REPO, "specs/2/requirements.md", REQUIREMENTS, ref=ref)
+    ref2 = f"github:{REPO}#2"
+    assert post(url, "pull_request", pr)[0].status_code == 202
+    wait_until(lambda: (s := store.load(ref2)) and s.status == "waiting",
+               what="pull request waiting at its gate")
+
+    review = with_install(json.loads(load_fixture("pull_request_review", "submitted")))
+    review["review"].update(state="approved", commit_id=head["sha"])
+    review["pull_request"]["labels"].append({"name": "the-loop"})
+    review["sender"]["login"] = review["review"]["user"]["login"] = "mallory"
+    assert post(url, "pull_request_review", review)[0].status_code == 202
+    wait_until(lambda: any(e.type == "delivery.received" and e.data["actor"] == "mallory"
+                           for e in store.events(ref2)), what="mallory's review handled")
+    assert store.load(ref2).current_node == "requirements-approval"
+    assert "## Review comments" not in fake.file(REPO, "specs/2/requirements.md",
+                                                 ref=head["ref"])
+
+    review["sender"]["login"] = review["review"]["user"]["login"] = "Codertocat"
+    review["review"]["id"] += 1
+    assert post(url, "pull_request_review", review)[0].status_code == 202
+    wait_until(lambda: store.load(ref2).current_node == "design", what="move to design")
+    recorded = fake.file(REPO, "specs/2/requirements.md", ref=head["ref"])
+    assert "## Review comments" in recorded and "@Codertocat — approved" in recorded
+    assert [d["actor"] for d in store.load(ref2).decisions] == ["Codertocat"]

@@ -448,3 +448,23 @@ def test_publish_check_tracks_phase_and_gate_state_on_the_pr_head():
                   key=lambda r: r["id"])
     assert len(runs) == 2 and runs[-1]["status"] == "in_progress"
     assert "requirements-approval" in runs[-1]["title"]
+
+
+def test_session_died_mid_node_re_enters_the_same_node_with_its_session():
+    """Given design is running in harness session S and the process dies mid-node
+      (its entry chain was interrupted: entry still pending)
+    When the work item is advanced again
+    Then it re-enters design, not another node, and keeps session S."""
+    gh, config, item, rt = service()
+    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    rt.enrol(item, config, None)
+    rt.advance(item, config, comment("alice", "/approve"))
+    state = rt.store.load(REF)
+    session = state.session["id"]
+    state.entry_pending, state.status = True, "active"  # died before the entry chain ended
+    rt.store.save(state)
+    result = rt.advance(item, config, None)
+    state = rt.store.load(REF)
+    assert result.node == "design" and state.current_node == "design"
+    assert state.session["id"] == session
+    assert state.visits["design"] == 1  # re-entered, not a new visit
