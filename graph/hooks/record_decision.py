@@ -8,7 +8,6 @@ from graph.markers import effect_id, marker
 from graph.model import HookContext, HookResult, Message
 from graph.registry import hook
 
-
 OUTCOME_WORDS = {
     "approved": "approved",
     "approved-with-comments": "approved with comments",
