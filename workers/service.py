@@ -3,8 +3,11 @@
 ``DeliveryProcessor`` owns the Redis connection, the compiled graph, the runtime and the
 GitHub clients; nothing else constructs them. Deliveries of one work item are processed
 one at a time, in arrival order, even with several workers: the receiver appends each
-delivery id to the work item's inbox list in the same atomic step that enqueues its RQ
-job, and whichever job holds the work item's lock drains the inbox head-first.
+delivery id to the work item's inbox list (and, when that made the inbox non-empty, lists
+the work item as ready and queues a wake-up job), and whichever worker holds the work
+item's lock drains the inbox head-first. A wake-up job (:meth:`DeliveryProcessor.dispatch`)
+takes work items off the ready list until it is empty or the job's time budget is used
+up; see :mod:`workers.inboxes`.
 """
 
 from __future__ import annotations
@@ -38,11 +41,13 @@ from graph.ports import Integration, IntegrationError, NotFound
 from graph.runtime import AdvanceResult, Runtime
 from graph.state import StateStore
 from webhook.logs import bind as bind_log_context
+from webhook.logs import clear as clear_log_context
 from workers import metrics as worker_metrics
 from workers import translate
 from workers.ci import RedisCI
 from workers.deliveries import Deliveries
 from workers.files import GitHubFiles
+from workers.inboxes import SHARED_INBOX, Step
 from workers.router import CI_ONLY, CONFIG, DRIVE, IGNORE, LABELS, WITHDRAW, route
 from workers.settings import WorkerSettings
 from workers.state import RedisStateStore
@@ -50,6 +55,10 @@ from workers.state import RedisStateStore
 log = logging.getLogger("the_loop.worker")
 
 GitHubFactory = Callable[[int | None], Integration]
+
+#: Ready refs one step may pop looking for a delivery (locked, held or empty ones are
+#: dropped from the list: their holder, a retry or an operator lists them again).
+DISPATCH_SKIP = 50
 
 
 class DeliveryFailed(RuntimeError):
@@ -135,10 +144,12 @@ class DeliveryProcessor:
         self.integrations: dict[str, Integration] = dict(integrations or {})
         self.store = store or RedisStateStore(connection, settings.prefix)
         self.runtime = Runtime(graph, self.store)
-        self._repo_configs: dict[str, tuple[float, RepoConfig]] = {}
+        self._repo_configs: dict[str, tuple[float, RepoConfig, str]] = {}
         self._permission_cache: dict[tuple[str, str], tuple[float, str]] = {}
         self.classifier = classifier
         self.deliveries = Deliveries(connection, settings, self.store)
+        self.inboxes = self.deliveries.inboxes
+        self._fan_out_queue: Any = None
         # Who holds a work item lock (its token starts with this); `the-loop worker` sets
         # its RQ worker name, so a reaper can tell a dead holder's locks.
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
@@ -163,7 +174,7 @@ class DeliveryProcessor:
     # -- job entry ---------------------------------------------------------------------
 
     def process(self, delivery_id: str, event: str, work_item: str | None) -> list[Handled]:
-        """Process ``delivery_id`` (and, for a work item, every delivery queued before it).
+        """Process ``delivery_id`` (and every delivery queued before it in its inbox).
 
         Returns what was handled. A delivery that fails is retried later (``retrying``)
         or, its attempts used up, parked as a dead letter (``failed``; recorded in RQ's
@@ -172,50 +183,132 @@ class DeliveryProcessor:
         """
         if work_item:
             return self.drain(work_item)
+        if self.redis.lpos(self.inbox_key(SHARED_INBOX), delivery_id) is not None:
+            return self.drain(SHARED_INBOX)
+        # A job queued before deliveries without a work item had an inbox.
         return [self._handle_one(delivery_id, None)]
+
+    def _token(self) -> str:
+        return f"{self.owner}|{uuid.uuid4().hex}"
+
+    def _hold(self, ref: str, token: str) -> None:
+        """Note that this processor holds ``ref``'s lock (:meth:`heartbeat` extends it)."""
+        lock = self.redis.lock(self.lock_key(ref), timeout=self.settings.lock_timeout,
+                               thread_local=False)
+        lock.local.token = token.encode()
+        with self._held_guard:
+            self._held[ref] = lock
+
+    def _unhold(self, ref: str | None) -> None:
+        if ref is not None:
+            with self._held_guard:
+                self._held.pop(ref, None)
+
+    def _let_go(self, ref: str | None, token: str) -> None:
+        """After an error mid-drain: release ``ref``'s lock and list it as ready again."""
+        if ref is None:
+            return
+        try:
+            self.inboxes.let_go(ref, token)
+        except redis.RedisError as exc:
+            log.warning("work item lock for %s not released (%s); it expires, or the reaper "
+                        "takes it back", ref, type(exc).__name__)
+
+    def _handle_step(self, step: Step) -> tuple[Handled, tuple[str, str, bool, bool, str]]:
+        """Handle the delivery ``step`` took; returns what happened and the ``done`` of
+        the next :meth:`workers.inboxes.Inboxes.step` (then ``more``)."""
+        ref, delivery_id, record = step.ref, step.delivery_id, step.record
+        if "event" not in record:
+            # Only bookkeeping left of an expired record (or nothing): drop it, pop it.
+            handled = Handled(delivery_id, "ignored", "delivery record expired or already handled")
+            return handled, (ref, delivery_id, True, bool(record), "more")
+        handled = self._handle_record(delivery_id, record, step.attempt, not step.first)
+        succeeded = handled.outcome not in ("retrying", "failed")
+        # A failed attempt stays at its inbox head (the retry drains on) -- except in the
+        # shared inbox, whose deliveries keep no order: the retry puts it back there.
+        keep = handled.outcome == "retrying" and ref != SHARED_INBOX
+        return handled, (ref, delivery_id, not keep, succeeded, "release" if keep else "more")
 
     def drain(self, ref: str) -> list[Handled]:
         """Handle ``ref``'s inbox in order while holding its lock.
 
-        A job that finds the lock held returns at once: the holder re-checks the inbox
-        after releasing, so a delivery queued meanwhile is never stranded. Nothing is
-        handled while the work item waits for a retry's backoff (the scheduled retry
-        drains it) or is held by a parked delivery. The lock expires after
-        ``lock_timeout`` seconds unless extended (:meth:`heartbeat`).
+        Returns at once when the lock is held (its holder re-checks the inbox as it lets
+        go, in the same atomic step), or the work item waits for a retry's backoff (the
+        scheduled retry lists it again) or is held by a parked delivery. The lock expires
+        after ``lock_timeout`` seconds unless extended (:meth:`heartbeat`).
         """
+        token = self._token()
         handled: list[Handled] = []
-        while True:
-            if self.deliveries.held(ref):
-                return handled
-            lock = self.redis.lock(self.lock_key(ref), timeout=self.settings.lock_timeout,
-                                   thread_local=False)
-            if not lock.acquire(blocking=False, token=f"{self.owner}|{uuid.uuid4().hex}"):
-                return handled
-            with self._held_guard:
-                self._held[ref] = lock
-            stop = False
-            try:
-                while not stop:
-                    head = self.redis.lindex(self.inbox_key(ref), 0)
-                    if head is None or self.deliveries.held(ref):
-                        break
-                    outcome = self._handle_one(_text(head), ref)
-                    handled.append(outcome)
-                    if outcome.outcome == "retrying":
-                        break  # stays at the head; the scheduled retry drains on
-                    # Pop only after handling: a crash leaves the delivery at the head.
-                    if not self.deliveries.pop_if_head(ref, outcome.delivery_id):
-                        log.warning("inbox of %s changed under its lock holder; stopping", ref)
-                        stop = True
-            finally:
-                with self._held_guard:
-                    self._held.pop(ref, None)
-                try:
-                    lock.release()
-                except redis.exceptions.LockError:
-                    log.warning("work item lock for %s expired while draining", ref)
-            if stop or not self.redis.llen(self.inbox_key(ref)):
-                return handled
+        step = self.inboxes.step(token, take=ref)
+        if step.what != "ok":
+            return handled
+        self._hold(ref, token)
+        try:
+            while step.what == "ok":
+                outcome, done = self._handle_step(step)
+                handled.append(outcome)
+                step = self.inboxes.step(token, done=done)
+                self._note(step)
+        except BaseException:
+            self._let_go(ref, token)
+            raise
+        finally:
+            self._unhold(ref)
+        return handled
+
+    def dispatch(self, budget: float | None = None) -> list[Handled]:
+        """One wake-up: take work items off the ready list and drain each (as
+        :meth:`drain` does) until the list is empty or ``budget`` seconds
+        (``dispatch_budget``) are used up; then, if work is left, queue a wake-up job.
+
+        ``P:wake`` is deleted first, so the next activation queues another wake-up job
+        and an idle worker joins in; while the ready list is long and no wake-up is
+        pending, this one queues one too.
+        """
+        budget = self.settings.dispatch_budget if budget is None else budget
+        self.redis.delete(self.inboxes.wake_key)
+        deadline = time.monotonic() + budget
+        token = self._token()
+        handled: list[Handled] = []
+        current: str | None = None
+        step = self.inboxes.step(token, ready=DISPATCH_SKIP)
+        try:
+            while True:
+                self._note(step)
+                if step.what != "ok":
+                    break
+                if step.ready and not step.wake_pending:
+                    self.inboxes.ensure_wake()  # more work than this worker: wake another
+                if step.ref != current:
+                    self._unhold(current)
+                    current = step.ref
+                    self._hold(current, token)
+                outcome, done = self._handle_step(step)
+                handled.append(outcome)
+                if time.monotonic() < deadline:
+                    step = self.inboxes.step(token, done=done, ready=DISPATCH_SKIP)
+                else:
+                    if done[4] == "more":
+                        done = (*done[:4], "yield")
+                    step = self.inboxes.step(token, done=done)
+                    self._note(step)
+                    self._unhold(current)
+                    current = None
+                    break
+        except BaseException:
+            self._let_go(current, token)
+            raise
+        finally:
+            self._unhold(current)
+            clear_log_context()  # the job's own lines are about no one delivery
+        if step.ready:
+            self.inboxes.ensure_wake()
+        return handled
+
+    def _note(self, step: Step) -> None:
+        if step.done in ("lost", "changed"):
+            log.warning("work item lock was %s while draining; stopping that work item",
+                        "lost" if step.done == "lost" else "kept but its inbox changed")
 
     def heartbeat(self) -> int:
         """Extend every work item lock this processor holds (called every third of
@@ -234,15 +327,26 @@ class DeliveryProcessor:
     # -- one delivery ------------------------------------------------------------------
 
     def _handle_one(self, delivery_id: str, ref: str | None) -> Handled:
+        """Handle one delivery outside any inbox (a job queued before deliveries without a
+        work item had one): read its record, count the attempt, delete it when done."""
         key = self.delivery_key(delivery_id)
         record = {_text(k): v for k, v in self.redis.hgetall(key).items()}
         if "event" not in record:
             if record:
                 self.redis.delete(key)  # only bookkeeping left of an expired record
             return Handled(delivery_id, "ignored", "delivery record expired or already handled")
+        attempt, replay = self.deliveries.begin_attempt(delivery_id)
+        handled = self._handle_record(delivery_id, record, attempt, replay)
+        if handled.outcome not in ("retrying", "failed"):
+            self.redis.delete(key)
+        return handled
+
+    def _handle_record(self, delivery_id: str, record: dict[str, Any], attempt: int,
+                       replay: bool) -> Handled:
+        """Handle one delivery whose attempt ``attempt`` was counted; a failure is
+        retried later or parked (:meth:`_failed`). Does not touch the record's key."""
         event = _text(record.get("event", b""))
         bind_log_context(delivery_id, _text(record.get("work_item", b"")) or None)
-        attempt, replay = self.deliveries.begin_attempt(delivery_id)
         record["replay"] = b"1" if replay else b""
         if attempt > self.settings.delivery_attempts:
             # Its earlier attempts never finished (the worker died each time).
@@ -263,8 +367,6 @@ class DeliveryProcessor:
                 log.exception("delivery=%s event=%s failed (attempt %d)", delivery_id, event,
                               attempt)
                 handled = self._failed(delivery_id, event, record, type(exc).__name__, attempt)
-            else:
-                self.redis.delete(key)
         log.info("delivery=%s event=%s work_item=%s outcome=%s detail=%s", delivery_id, event,
                  _text(record.get("work_item", b"")) or "-", handled.outcome, handled.detail)
         worker_metrics.count_handled(event, handled.outcome)
@@ -588,16 +690,26 @@ class DeliveryProcessor:
 
     def _repo_config(self, github: Integration, repo: str, branch: str) -> RepoConfig:
         """``.the-loop/harness-config.yaml`` and ``collaborators.yaml`` from the default
-        branch only (never from a PR branch under review), cached for ``config_ttl``
-        seconds and refreshed on a push to the default branch. A broken file fails
-        closed: nobody is authorized, and the error is logged naming file, key and fix."""
+        branch only (never from a PR branch under review). They are cached by the default
+        branch's commit SHA: a push to the default branch records its new head in Redis
+        (``P:head:OWNER/REPO``) for every worker; the files are read at that commit, and
+        read again only when the head moves (checked once per ``config_ttl`` seconds, or
+        every ``config_ttl`` seconds at the branch while no push has been seen). A broken
+        file fails closed: nobody is authorized, and the error is logged naming file, key
+        and fix."""
+        now = time.monotonic()
         cached = self._repo_configs.get(repo)
-        if cached and cached[0] > time.monotonic():
+        if cached and cached[0] > now:
+            return cached[1]
+        head = self.redis.get(f"{self.settings.prefix}:head:{repo}")
+        ref = _text(head) if head else branch
+        if cached and head and cached[2] == ref:
+            self._repo_configs[repo] = (now + self.settings.config_ttl, cached[1], ref)
             return cached[1]
 
         def read(path: str) -> str | None:
             try:
-                return str(github.call("get-file", repo=repo, path=path, ref=branch)["text"])
+                return str(github.call("get-file", repo=repo, path=path, ref=ref)["text"])
             except NotFound:
                 return None
 
@@ -614,7 +726,7 @@ class DeliveryProcessor:
             log.error("%s", exc)
             collaborators = Collaborators()
         config = RepoConfig(harness, collaborators, harness_text is not None)
-        self._repo_configs[repo] = (time.monotonic() + self.settings.config_ttl, config)
+        self._repo_configs[repo] = (time.monotonic() + self.settings.config_ttl, config, ref)
         return config
 
     def _fan_out(self, delivery_id: str, event: str, record: Mapping[str, Any],
@@ -623,8 +735,10 @@ class DeliveryProcessor:
         from webhook.enqueue import DeliveryQueue
         from webhook.events import Delivery
 
-        queue = DeliveryQueue(self.redis, queue_name=self.settings.queue,
-                              prefix=self.settings.prefix)
+        queue = self._fan_out_queue
+        if queue is None or queue.prefix != self.settings.prefix:
+            queue = self._fan_out_queue = DeliveryQueue(
+                self.redis, queue_name=self.settings.queue, prefix=self.settings.prefix)
         body = record["body"] if isinstance(record["body"], bytes) else str(
             record["body"]).encode()
         payload = json.loads(body)
@@ -647,6 +761,10 @@ class DeliveryProcessor:
         repository = payload.get("repository") or {}
         repo = str(repository.get("full_name"))
         default = f"refs/heads/{repository.get('default_branch')}"
-        if payload.get("ref") == default and self._repo_configs.pop(repo, None):
-            return Handled(delivery_id, "ignored", "default branch changed; config refreshed")
+        if payload.get("ref") == default and payload.get("after"):
+            # Every worker reads the new head; its config is read at that commit.
+            self.redis.set(f"{self.settings.prefix}:head:{repo}", str(payload["after"]),
+                           ex=30 * 24 * 3600)
+            self._repo_configs.pop(repo, None)
+            return Handled(delivery_id, "ignored", "default branch moved; config refreshed")
         return Handled(delivery_id, "ignored", "push does not move a work item")

@@ -179,3 +179,23 @@ def test_phase_label_drift_is_noticed_once_and_never_fought(env):
     assert not [a for a in new_actions if ":add-label:" in a]
     assert [e for e in effects(gh) if e.endswith("/drift")] == [f"{REF1}/drift"]
 
+
+
+def test_repository_config_is_read_at_the_default_branch_head_a_push_announces(env):
+    gh, processor, store, deliver = env
+    enrol(deliver)  # caches the config read at the branch (no harness file: label the-loop)
+    push = json.loads(load_fixture("push", "with-installation"))
+    push["repository"]["full_name"] = REPO
+    push["ref"] = f"refs/heads/{push['repository']['default_branch']}"
+    push["after"] = "a1b2c3" * 6 + "d4e5"
+    gh.put_file(REPO, ".the-loop/harness-config.yaml",
+                "version: 1\nenrolment: {label: pdlc}\n", ref=push["after"])
+    gh.put_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref=push["after"])
+    handled = deliver("push", push)
+    assert "config refreshed" in handled[-1].detail
+    p = fixture("issues", "labeled", enrol=False)
+    p["issue"]["number"] = 5
+    p["label"] = {"name": "pdlc"}
+    p["issue"]["labels"].append({"name": "pdlc"})
+    deliver("issues", p)
+    assert store.load(f"github:{REPO}#5") is not None  # enrolled by the new label
