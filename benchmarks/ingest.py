@@ -236,7 +236,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     conn = redis.Redis.from_url(c.BENCH_REDIS_URL)
     conn.ping()
     queue_name = f"{token}-q"
-    queue_key = f"rq:queue:{queue_name}"
+
+    def queued() -> int:
+        """Deliveries in the run's inboxes (every 202 appended one)."""
+        return sum(conn.llen(k) for k in conn.scan_iter(match=f"{token}:inbox:*", count=500))
     env = c.clean_env(
         REDIS_URL=c.BENCH_REDIS_URL,
         THE_LOOP_WEBHOOK_SECRET=secret,
@@ -293,8 +296,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     (redis_cpu(conn) - rcpu0) / max(run["requests"], 1) * 1e6)
                 run["machine_busy_pct_before"] = busy
                 if name == "receiver":
-                    # Every 202 is one queued job; wrk counts answered requests.
-                    run["queued"] = conn.llen(queue_key)
+                    # Every 202 is one delivery in an inbox; wrk counts answered requests.
+                    run["queued"] = queued()
                     c.cleanup_redis(conn, token)
                 runs[name].append(run)
                 print(f"  ingest {name:8s} round {r + 1}: {run['rps']:8.1f} req/s "
@@ -315,7 +318,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                        signature, f"{token}-fixed-{name}")
             fixed[name]["machine_busy_pct_before"] = busy
             if name == "receiver":
-                fixed[name]["queued"] = conn.llen(queue_key)
+                fixed[name]["queued"] = queued()
                 c.cleanup_redis(conn, token)
             lat = fixed[name]["latency_ms"]
             print(f"  fixed {args.rate:g} req/s {name:8s}: p50 {lat['p50']} ms, "

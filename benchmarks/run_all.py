@@ -38,7 +38,9 @@ def table(ing: dict, wrk: dict) -> list[str]:
     web_rss = max(w.get("VmHWM", 0) for w in ing["rss_kib"]["receiver"]["workers"]) / 1024
     loop = wrk["runs"].get("the-loop LoopWorker", {})
     wrate = loop.get("rate") or 0
-    wrss = (loop.get("max_rss_kib") or 0) / 1024
+    dense_label = next((k for k in wrk["runs"] if k.startswith("the-loop, ")), None)
+    dense = wrk["runs"].get(dense_label, {}) if dense_label else {}
+    wrss = max(loop.get("max_rss_kib") or 0, dense.get("max_rss_kib") or 0) / 1024
     rows = [
         ("ingest rps receiver / bare", f"{t['receiver_rps']:.0f} / {t['bare_rps']:.0f} "
          f"= {t['ratio']:.1%}", ">= 45%", t["ratio"] >= TARGETS["ingest_ratio"]),
@@ -47,8 +49,15 @@ def table(ing: dict, wrk: dict) -> list[str]:
          "p99 <= 25 ms", f["latency_ms"]["p99"] <= TARGETS["p99_ms"]),
         ("web worker peak RSS", f"{web_rss:.1f} MiB", "<= 80 MB",
          web_rss <= TARGETS["web_rss_mib"]),
-        ("worker deliveries/s (1 process)", f"{wrate:.0f}/s", ">= 400/s",
-         wrate >= TARGETS["worker_rate"]),
+        ("worker deliveries/s (1 process)", f"{wrate:.0f}/s (spread: 1-2 per work item)",
+         ">= 400/s", wrate >= TARGETS["worker_rate"]),
+    ]
+    if dense:
+        drate = dense.get("rate") or 0
+        rows.append((f"  same, {dense_label[len('the-loop, '):]}", f"{drate:.0f}/s (dense)",
+                     ">= 400/s",
+                     drate >= TARGETS["worker_rate"]))
+    rows += [
         ("RQ worker peak RSS", f"{wrss:.1f} MiB", "<= 120 MB",
          0 < wrss <= TARGETS["worker_rss_mib"]),
     ]
@@ -67,10 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     wq = ["--wait-quiet", str(args.wait_quiet)]
     if args.quick:
         ing_args = ["--seconds", "3", "--rounds", "1", "--rate-seconds", "4", *wq]
-        wrk_args = ["--count", "300", "--compare-count", "100", "--fork-count", "3", *wq]
+        wrk_args = ["--count", "600", "--compare-count", "300", "--fork-count", "300", *wq]
     else:
         ing_args = ["--seconds", "6", "--rounds", "2", "--rate-seconds", "8", *wq]
-        wrk_args = ["--count", "1500", "--compare-count", "400", "--fork-count", "10", *wq]
+        wrk_args = ["--count", "3000", "--compare-count", "1500", "--fork-count", "1500", *wq]
 
     started = time.time()
     mach = c.machine()

@@ -1,29 +1,43 @@
 """Worker benchmark: routine deliveries per second for ONE worker process, and its peak RSS.
 
 Pre-enqueues ``--count`` deliveries exactly as the receiver does
-(``webhook.events.parse_delivery`` + ``webhook.enqueue.DeliveryQueue.enqueue``), built
-from the real GitHub fixture payloads, then runs one worker in burst mode and times it.
+(``webhook.events.parse_delivery`` + ``webhook.enqueue.DeliveryQueue.enqueue``: each goes
+to its work item's inbox, the first activation queues one wake-up job), built from the
+real GitHub fixture payloads, then runs one worker in burst mode and times it.
 
 The mix is "routine" traffic (nothing enrolled, so no GitHub calls; every delivery is
 read, routed, and dropped or ignored):
 
-- 80% ``issue_comment``/``created`` (the three fixture variants) on ``--work-items``
-  different, non-enrolled issues (issue number rewritten) -> json parse, label check;
-- 8% ``push`` -> config route (json parse);
-- 6% ``status`` -> ignored by the router;
-- 6% ``check_run``/``completed`` with a pull request (number rewritten) -> state lookup.
+- 80% ``issue_comment``/``created`` (the three fixture variants) on non-enrolled issues
+  (issue number rewritten) -> label check (and a JSON parse when the body could carry
+  the label);
+- 8% ``push`` -> config route (shared inbox ``~``);
+- 6% ``status`` -> CI result recorded (shared inbox ``~``);
+- 6% ``check_run``/``completed`` with a pull request (number rewritten) -> CI result
+  recorded, state lookup.
+
+Two distributions over work items, each with ``--count`` deliveries:
+
+- **spread**: the comments and check runs over ``--work-items`` (default 1000) issues,
+  about one or two deliveries per work item -- every work item is a separate lock and
+  ready-list entry (the worst case for per-work-item overhead);
+- **dense**: the same over ``--dense-items`` (default 10) issues, ~100+ per work item.
 
 Workers compared (each on its own copy of the queue; counts differ to bound time):
 
-- ``the-loop worker --burst`` (``workers.worker.LoopWorker``), ``--count`` deliveries;
-- ``rq worker --burst -w rq.SimpleWorker`` (stock, in-process), ``--compare-count``;
-- ``rq worker --burst`` (stock forking ``rq.Worker``), ``--fork-count``.
+- ``the-loop worker --burst`` (``workers.worker.LoopWorker``), ``--count`` deliveries,
+  both distributions;
+- ``rq worker --burst -w rq.SimpleWorker`` (stock, in-process, running the same wake-up
+  job), ``--compare-count``, spread;
+- ``rq worker --burst`` (stock forking ``rq.Worker``: one fork per wake-up job),
+  ``--fork-count``, spread.
 
-Timing: a poller (every 5 ms) notes when the queue length first drops (first dequeue)
-and when the process exits; ``rate = count / (exit - first dequeue)``. Also reported:
-``count / (wall - startup)`` with startup = wall time of the same command on an empty
-queue. Peak RSS from ``/usr/bin/time -v`` (max over the process and its children).
-Every delivery must be handled (record deleted, nothing failed) or the run is flagged.
+Timing: a poller (every 5 ms) notes when the RQ queue first gets shorter (the wake-up
+job taken) and when the process exits; ``rate = count / (exit - first dequeue)``. Also
+reported: ``count / (wall - startup)`` with startup = wall time of the same command on an
+empty queue. Peak RSS from ``/usr/bin/time -v`` (max over the process and its children).
+Every delivery must be handled (record deleted, nothing failed, no inbox left) or the run
+is flagged.
 
 The worker needs transports for GitHub and Slack to start; routine deliveries use neither
 beyond reading the repository config once per process, so the run gets dummy tokens and
@@ -32,7 +46,7 @@ worker's metrics port is turned off (``THE_LOOP_WORKER_METRICS_PORT=0``).
 
 Redis: DB 13, keys carry a unique token and are deleted afterwards (never FLUSHDB).
 
-    .venv/bin/python benchmarks/worker.py [--count 1500] [--compare-count 400] [--json out]
+    .venv/bin/python benchmarks/worker.py [--count 3000] [--compare-count 1500] [--json out]
 """
 
 from __future__ import annotations
@@ -102,7 +116,8 @@ def _load(rel: str) -> dict:
     return json.loads((c.FIXTURES / rel).read_bytes())
 
 
-def build_deliveries(count: int, work_items: int, token: str) -> list[tuple[dict, bytes]]:
+def build_deliveries(count: int, work_items: int, token: str,
+                     tag: str = "") -> list[tuple[dict, bytes]]:
     """``count`` (headers, body) pairs in the routine mix (see module docstring)."""
     comments = [_load(f"issue_comment/{n}") for n in (
         "created.payload.json", "created.1.payload.json",
@@ -126,7 +141,7 @@ def build_deliveries(count: int, work_items: int, token: str) -> list[tuple[dict
             event, doc = "check_run", checks[i % 2]
             doc["check_run"]["pull_requests"][0]["number"] = number
         body = json.dumps(doc, indent=2).encode()
-        headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": f"{token}-{i}",
+        headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": f"{token}{tag}-{i}",
                    "Content-Type": "application/json"}
         out.append((headers, body))
     return out
@@ -155,7 +170,8 @@ def _time_v(path: Path) -> dict[str, float]:
 
 def run_burst(argv: list[str], env: dict[str, str], conn: redis.Redis, queue_key: str,
               workers_set: str, count: int, scratch: Path, label: str) -> dict[str, Any]:
-    """Run ``argv`` (a burst worker) once; time it from the queue's point of view."""
+    """Run ``argv`` (a burst worker) once; time it from the queue's point of view (the
+    first dequeue: the RQ queue gets shorter than it was at the start)."""
     time_file = scratch / f"{label}.time"
     log_file = scratch / f"{label}.log"
     use_time = os.access(TIME, os.X_OK)
@@ -163,12 +179,13 @@ def run_burst(argv: list[str], env: dict[str, str], conn: redis.Redis, queue_key
     seen_workers: set[str] = set()
     marks: dict[str, float] = {}
     stop = threading.Event()
+    queued_jobs = conn.llen(queue_key)
 
     def poll() -> None:
         while not stop.is_set():
             n = conn.llen(queue_key)
             now = time.perf_counter()
-            if "first" not in marks and n < count:
+            if "first" not in marks and n < queued_jobs:
                 marks["first"] = now
             if "empty" not in marks and n == 0:
                 marks["empty"] = now
@@ -208,8 +225,13 @@ def check_handled(conn: redis.Redis, prefix: str, queue_name: str, ids: list[str
     for delivery_id in ids:
         pipe.exists(f"{prefix}:delivery:{delivery_id}")
     left = sum(pipe.execute())
+    pipe = conn.pipeline(transaction=False)
+    for ref in conn.smembers(f"{prefix}:inboxes"):
+        pipe.llen(f"{prefix}:inbox:{ref.decode()}")
     return {
         "records_left": left,
+        "inbox_entries_left": sum(pipe.execute()),
+        "ready_left": conn.llen(f"{prefix}:ready"),
         "failed_deliveries": conn.hlen(f"{prefix}:deliveries:failed"),
         "rq_failed": conn.zcard(f"rq:failed:{queue_name}"),
         "queue_left": conn.llen(f"rq:queue:{queue_name}"),
@@ -234,14 +256,16 @@ def first_failure(conn: redis.Redis, queue_name: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description="Worker benchmark (one burst worker process).")
-    p.add_argument("--count", type=int, default=1500,
-                   help="deliveries for the-loop worker (default 1500)")
-    p.add_argument("--compare-count", type=int, default=400,
-                   help="deliveries for stock rq SimpleWorker (default 400; 0 skips)")
-    p.add_argument("--fork-count", type=int, default=10,
-                   help="deliveries for stock forking rq Worker (default 10; 0 skips)")
+    p.add_argument("--count", type=int, default=3000,
+                   help="deliveries for each the-loop worker run (default 3000)")
+    p.add_argument("--compare-count", type=int, default=1500,
+                   help="deliveries for stock rq SimpleWorker (default 1500; 0 skips)")
+    p.add_argument("--fork-count", type=int, default=1500,
+                   help="deliveries for stock forking rq Worker (default 1500; 0 skips)")
     p.add_argument("--work-items", type=int, default=1000,
                    help="distinct issues the comments are spread over (default 1000)")
+    p.add_argument("--dense-items", type=int, default=10,
+                   help="distinct issues of the dense run (default 10; 0 skips it)")
     p.add_argument("--wait-quiet", type=float, default=0.0,
                    help="before each measured run, wait up to this many seconds for the "
                         "machine to be < 25%% busy (default 0: only record how busy it was)")
@@ -267,47 +291,50 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                       THE_LOOP_GITHUB_RETRIES="0", THE_LOOP_GITHUB_TIMEOUT="1",
                       THE_LOOP_SLACK_TOKEN="xoxb-bench-dummy")
     rq_bin = str(c.VENV_BIN / "rq")
+    loop_cmd = [str(c.VENV_BIN / "the-loop"), "worker", "--burst"]
+    # (label, count, command, work items)
     variants = [
-        ("the-loop LoopWorker", args.count,
-         [str(c.VENV_BIN / "the-loop"), "worker", "--burst"]),
+        ("the-loop LoopWorker", args.count, loop_cmd, args.work_items),
+        (f"the-loop, {args.dense_items} items", args.count if args.dense_items else 0,
+         loop_cmd, args.dense_items),
         ("rq SimpleWorker", args.compare_count,
          [rq_bin, "worker", "--burst", "--quiet", "-w", "rq.SimpleWorker",
-          "-u", c.BENCH_REDIS_URL, "-n", f"{token}-simple", queue_name]),
+          "-u", c.BENCH_REDIS_URL, "-n", f"{token}-simple", queue_name], args.work_items),
         ("rq Worker (fork)", args.fork_count,
          [rq_bin, "worker", "--burst", "--quiet", "-u", c.BENCH_REDIS_URL,
-          "-n", f"{token}-fork", queue_name]),
+          "-n", f"{token}-fork", queue_name], args.work_items),
     ]
     scratch = Path(tempfile.mkdtemp(prefix="the-loop-wbench-"))
-    deliveries = build_deliveries(max(v[1] for v in variants), args.work_items, token)
     mix: dict[str, int] = {}
-    for headers, _ in deliveries[: args.count]:
+    for headers, _ in build_deliveries(args.count, args.work_items, token):
         mix[headers["X-GitHub-Event"]] = mix.get(headers["X-GitHub-Event"], 0) + 1
     result: dict[str, Any] = {
         "machine": c.machine(),
         "settings": {"count": args.count, "compare_count": args.compare_count,
                      "fork_count": args.fork_count, "work_items": args.work_items,
-                     "mix": mix, "log_level": "WARNING",
+                     "dense_items": args.dense_items, "mix": mix, "log_level": "WARNING",
                      "redis": c.BENCH_REDIS_URL.rsplit("@", 1)[-1]},
         "runs": {},
     }
     worker_keys: set[str] = set()
     workers_set = f"rq:workers:{queue_name}"
     try:
-        for label, count, cmd in variants:
-            if count <= 0:
+        for n, (label, count, cmd, items) in enumerate(variants):
+            if count <= 0 or items <= 0:
                 continue
             # Startup + shutdown on an empty queue (imports, graph load, registration).
             empty = run_burst(cmd, env, conn, dq.queue_key, workers_set, 0, scratch,
                               f"{label}-empty")
             worker_keys.update(empty.pop("worker_keys"))  # type: ignore[arg-type]
             github.take_counts()
-            batch = deliveries[:count]
+            batch = build_deliveries(count, items, token, tag=f"r{n}")
             enqueue_s = enqueue_all(conn, dq, batch)
             busy = c.wait_quiet(args.wait_quiet)
             run = run_burst(cmd, env, conn, dq.queue_key, workers_set, count, scratch,
                             label.replace(" ", "_"))
             worker_keys.update(run.pop("worker_keys"))  # type: ignore[arg-type]
             run["count"] = count
+            run["work_items"] = items
             run["github_requests"] = github.take_counts()
             run["machine_busy_pct_before"] = busy
             run["enqueue_rate"] = round(count / enqueue_s, 1)
@@ -324,7 +351,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if run["check"]["rq_failed"]:
                 run["first_failure"] = first_failure(conn, queue_name)
             result["runs"][label] = run
-            print(f"  worker {label:22s}: {run.get('rate')} deliveries/s, peak RSS "
+            print(f"  worker {label:24s}: {run.get('rate')} deliveries/s, peak RSS "
                   f"{(run.get('max_rss_kib') or 0) / 1024:.1f} MiB, ok={run['ok']}",
                   file=sys.stderr)
             c.cleanup_redis(conn, token, tuple(worker_keys))

@@ -147,7 +147,7 @@ def create_app(
     enqueue = queue.enqueue
     response_class = app.response_class
     redis_errors = redis_lib.RedisError
-    render_metrics = metrics_renderer(redis, settings.queue_name, queue.queue_key)
+    render_metrics = metrics_renderer(redis, settings.queue_name, settings.redis_prefix)
 
     def answer(payload: dict, status: int, headers: dict[str, str] | None = None) -> Response:
         return response_class(json.dumps(payload), status, headers, mimetype=_JSON)

@@ -12,8 +12,11 @@ Metrics (labels in braces):
 - ``the_loop_webhook_signature_failures_total{reason}``: 401s for the signature,
   ``reason`` ``missing`` (no ``X-Hub-Signature-256``) or ``invalid`` (malformed, or no
   configured secret matches);
-- ``the_loop_queue_depth{queue}`` and ``the_loop_queue_oldest_job_age_seconds{queue}``:
-  read from Redis at scrape time (one pipelined ``LLEN``/``LINDEX``, one ``HGET``).
+- ``the_loop_queue_depth{queue}``: deliveries waiting in the inboxes (every inbox in the
+  index ``P:inboxes``: ready, being drained, or held for a retry or a parked delivery);
+- ``the_loop_queue_oldest_job_age_seconds{queue}``: seconds since the oldest delivery of
+  the work item at the head of the ready list arrived (0 when nothing is ready): how far
+  behind the workers are. Both are read at scrape time with one Lua call.
 
 Label values come from fixed sets (:mod:`webhook.metric_labels`): an event or action
 GitHub did not document for the App's events is counted as ``other``, an absent action
@@ -33,8 +36,6 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, generate_lat
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics import disable_created_metrics
-from rq.job import Job
-from rq.utils import utcparse
 
 from webhook.metric_labels import action_label, event_label
 
@@ -65,6 +66,25 @@ SIGNATURE_FAILURES = Counter(
     ("reason",),
 )
 
+#: Deliveries waiting in the indexed inboxes, and when the oldest delivery of the work item
+#: at the head of the ready list arrived (its ``received_at``, or false).
+_BACKLOG = """
+local P = ARGV[1] .. ':'
+local depth = 0
+for _, ref in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  depth = depth + redis.call('LLEN', P .. 'inbox:' .. ref)
+end
+local received = false
+local ref = redis.call('LINDEX', KEYS[2], 0)
+if ref then
+  local id = redis.call('LINDEX', P .. 'inbox:' .. ref, 0)
+  if id then
+    received = redis.call('HGET', P .. 'delivery:' .. id, 'received_at')
+  end
+end
+return {depth, received}
+"""
+
 # (event, action, code) after capping -> the labelled child: the hot path pays a dict
 # lookup, not prometheus-client's label handling. Bounded by the fixed label sets.
 _children: dict[tuple[str, str, int], Any] = {}
@@ -94,16 +114,17 @@ class QueueCollector:
 
     Args:
         redis: the receiver's Redis client (2 s timeouts).
-        queue_name: the RQ queue name.
-        queue_key: its Redis list (``rq:queue:NAME``).
+        queue_name: the RQ queue name (the gauges' ``queue`` label).
+        prefix: prefix of the-loop's keys (the inboxes, their index, the ready list).
 
     A scrape while Redis is unreachable leaves both gauges out (and ``/readyz`` fails).
     """
 
-    def __init__(self, redis: redis_lib.Redis, queue_name: str, queue_key: str) -> None:
+    def __init__(self, redis: redis_lib.Redis, queue_name: str, prefix: str) -> None:
         self.redis = redis
         self.queue_name = queue_name
-        self.queue_key = queue_key
+        self.prefix = prefix
+        self._script = redis.register_script(_BACKLOG)
 
     def describe(self) -> list[Metric]:
         return []
@@ -115,32 +136,27 @@ class QueueCollector:
             log.warning("metrics: queue depth unavailable (%s)", type(exc).__name__)
             return
         depth_metric = GaugeMetricFamily(
-            "the_loop_queue_depth", "Jobs waiting in the RQ queue.", labels=("queue",))
+            "the_loop_queue_depth", "Deliveries waiting in the inboxes.", labels=("queue",))
         depth_metric.add_metric((self.queue_name,), depth)
         age_metric = GaugeMetricFamily(
             "the_loop_queue_oldest_job_age_seconds",
-            "Seconds since the oldest waiting job was enqueued (0 when the queue is empty).",
+            "Seconds since the oldest delivery of the first ready work item arrived "
+            "(0 when nothing is ready).",
             labels=("queue",))
         age_metric.add_metric((self.queue_name,), age)
         yield depth_metric
         yield age_metric
 
     def _read(self) -> tuple[int, float]:
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.llen(self.queue_key)
-        pipe.lindex(self.queue_key, 0)  # RQ pushes right and pops left: the head is oldest
-        depth, head = pipe.execute()
-        if not head:
-            return int(depth), 0.0
-        job_id = head.decode() if isinstance(head, bytes) else str(head)
-        raw = self.redis.hget(Job.key_for(job_id), "enqueued_at")
-        if not raw:
+        depth, received = self._script(
+            keys=(f"{self.prefix}:inboxes", f"{self.prefix}:ready"), args=(self.prefix,))
+        if not received:
             return int(depth), 0.0
         try:
-            enqueued = utcparse(raw.decode() if isinstance(raw, bytes) else str(raw))
+            arrived = float(received)
         except ValueError:
             return int(depth), 0.0
-        return int(depth), max(0.0, time.time() - enqueued.timestamp())
+        return int(depth), max(0.0, time.time() - arrived)
 
 
 class _Forward:
@@ -157,7 +173,7 @@ class _Forward:
 
 
 def metrics_renderer(
-    redis: redis_lib.Redis, queue_name: str, queue_key: str
+    redis: redis_lib.Redis, queue_name: str, prefix: str
 ) -> Callable[[], bytes]:
     """The body of ``GET /metrics`` for one app: the receiver's counters (merged across
     gunicorn workers when ``PROMETHEUS_MULTIPROC_DIR`` is set) and the queue gauges."""
@@ -169,7 +185,7 @@ def metrics_renderer(
         multiprocess.MultiProcessCollector(registry, path=multiproc_dir)
     else:
         registry.register(_Forward(REGISTRY))
-    registry.register(QueueCollector(redis, queue_name, queue_key))
+    registry.register(QueueCollector(redis, queue_name, prefix))
 
     def render() -> bytes:
         return generate_latest(registry)

@@ -4,7 +4,10 @@ Every delivery is tried at most ``THE_LOOP_DELIVERY_ATTEMPTS`` times; an attempt
 when a worker begins handling it (so a worker killed while handling it counts). A failed
 attempt leaves the delivery at the head of its work item's inbox, holds that work item's
 later deliveries behind it for the backoff interval (``THE_LOOP_DELIVERY_BACKOFF``) and
-schedules a retry; other work items are not affected. When the attempts are used up the
+schedules a retry; other work items are not affected. (A delivery about no work item is
+taken out of the shared inbox instead, which keeps no order, and put back when its retry
+is due.) A due retry lists the work item as ready again and makes sure a wake-up job is
+queued (:mod:`workers.inboxes`); no job is queued per delivery. When the attempts are used up the
 delivery is **parked**: recorded with its reason in the ``P:deliveries:failed`` hash and
 in RQ's ``FailedJobRegistry`` (job id = delivery id), taken off the inbox, and — when it
 belongs to a work item — the work item is held (its later deliveries wait in the inbox)
@@ -25,17 +28,16 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 from rq.job import Job, JobStatus
-from rq.queue import Queue
 from rq.registry import FailedJobRegistry
 
 from graph.state import StateStore
+from workers.inboxes import SHARED_INBOX, Inboxes
 from workers.settings import WorkerSettings
 
 log = logging.getLogger("the_loop.worker")
@@ -95,6 +97,7 @@ class Deliveries:
         self.settings = settings
         self.store = store
         self._pop_if_head = connection.register_script(POP_IF_HEAD)
+        self.inboxes = Inboxes(connection, settings)
 
     # -- keys -------------------------------------------------------------------------
 
@@ -208,19 +211,24 @@ class Deliveries:
             timeout=JOB_TIMEOUT, description=f"{event} {delivery_id}", status=status)
 
     def requeue(self, delivery_id: str, event: str, ref: str | None, *,
-                at_front: bool = False) -> str:
-        """Queue a job that processes ``delivery_id`` (its work item's inbox) again.
+                at_front: bool = False, wake: bool = True) -> str | None:
+        """Have ``delivery_id`` processed (again): list its work item as ready -- for a
+        delivery about no work item, first put it back in the shared inbox (at the head
+        with ``at_front``) unless it is there -- and make sure a wake-up job is queued.
 
-        The job gets a fresh id (``<delivery>-r<hex>``): an earlier job of the delivery
-        may still be on record. Returns the job id.
+        Returns the id of the wake-up job (new or already pending; ``None`` with
+        ``wake=False``). ``event`` is unused (kept for callers of the job-per-delivery
+        days).
         """
-        job_id = f"{delivery_id}-r{uuid.uuid4().hex[:8]}"
-        job = self._job(job_id, event, ref, delivery_id=delivery_id)
-        Queue(self.settings.queue, connection=self.redis).enqueue_job(job, at_front=at_front)
-        return job_id
+        if ref:
+            self.inboxes.mark_ready(ref)
+        else:
+            self.inboxes.mark_ready(SHARED_INBOX, delivery_id=delivery_id, at_front=at_front)
+        return self.inboxes.ensure_wake(tag=delivery_id) if wake else None
 
     def release_due(self, now: float | None = None) -> int:
-        """Requeue the retries that are due; returns how many."""
+        """List the work items of the retries that are due as ready again (one wake-up
+        job for all of them); returns how many."""
         due = self.redis.zrangebyscore(self.retry_key, 0, now or time.time(), start=0, num=500)
         count = 0
         for raw in due:
@@ -229,15 +237,17 @@ class Deliveries:
             if event is not None:
                 work_item = _text(ref or b"") or None
                 if work_item:
-                    # The retry is due: its hold is over (do not let the job race the TTL).
+                    # The retry is due: its hold is over (do not let the drain race the TTL).
                     held_by = self.redis.get(self.backoff_key(work_item))
                     if held_by is not None and _text(held_by) == delivery_id:
                         self.redis.delete(self.backoff_key(work_item))
-                # Enqueue first, then forget: a crash in between only duplicates the job,
-                # which finds nothing left to do.
-                self.requeue(delivery_id, _text(event), work_item)
+                # List first, then forget: a crash in between only lists it twice, which
+                # finds nothing left to do.
+                self.requeue(delivery_id, _text(event), work_item, wake=False)
                 count += 1
             self.redis.zrem(self.retry_key, delivery_id)
+        if count:
+            self.inboxes.ensure_wake()
         return count
 
     # -- operators --------------------------------------------------------------------

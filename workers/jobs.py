@@ -1,4 +1,11 @@
-"""RQ jobs. The receiver enqueues ``process_delivery`` by its import path."""
+"""RQ jobs, run by import path.
+
+``dispatch`` is the wake-up job the receiver (and a dispatcher with work left, the
+reaper, a due retry, ``the-loop deliveries retry|discard``) queues: it drains the inboxes
+on the ready list (:meth:`workers.service.DeliveryProcessor.dispatch`). ``process_delivery``
+is the job of the job-per-delivery days; it still works (it drains that delivery's inbox),
+so jobs queued by an older receiver are processed after an upgrade.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +38,20 @@ def current_processor() -> DeliveryProcessor:
             job = get_current_job()
             _processor = build_processor(os.environ, job.connection if job else None)
         return _processor
+
+
+def dispatch() -> str:
+    """One wake-up: drain the ready work items' inboxes until the ready list is empty or
+    ``THE_LOOP_DISPATCH_BUDGET`` seconds are used up (then another wake-up is queued).
+
+    Returns a one-line summary (RQ keeps no result: ``result_ttl=0``). A delivery whose
+    processing fails is retried later or parked by the processor; the job succeeds.
+    """
+    handled = current_processor().dispatch()
+    outcomes: dict[str, int] = {}
+    for h in handled:
+        outcomes[h.outcome] = outcomes.get(h.outcome, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items())) or "nothing to do"
 
 
 def process_delivery(delivery_id: str, event: str, work_item: str | None) -> str:

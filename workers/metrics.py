@@ -4,8 +4,9 @@
 (default ``0.0.0.0``) serves ``/metrics`` from a thread (prometheus-client's
 ``start_http_server``). Metrics (labels in braces):
 
-- ``the_loop_job_duration_seconds{event}``: wall time of one RQ job (a delivery, plus any
-  of its work item's deliveries queued before it);
+- ``the_loop_job_duration_seconds{event}``: wall time of one RQ job; ``event`` is
+  ``dispatch`` for a wake-up job (it drains many work items' deliveries), the GitHub
+  event for a job of the job-per-delivery days;
 - ``the_loop_worker_deliveries_total{event, outcome}``: deliveries handled, ``outcome``
   ``advanced``, ``ignored`` or ``failed``;
 - ``the_loop_hook_results_total{hook, status}``: hook results (``pass``, ``block``,
@@ -33,6 +34,7 @@ __all__ = [
     "count_handled",
     "event_of_job",
     "instrument",
+    "is_dispatch",
     "job_args",
     "metrics_port",
     "observe_advance",
@@ -51,7 +53,7 @@ disable_created_metrics()
 
 JOB_SECONDS = Histogram(
     "the_loop_job_duration_seconds",
-    "Wall time of one RQ job by GitHub event.",
+    "Wall time of one RQ job: a wake-up (event dispatch) or a delivery job by GitHub event.",
     ("event",),
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0),
 )
@@ -75,9 +77,23 @@ def job_args(job: Any) -> tuple[Any, ...]:
         return ()
 
 
+DISPATCH_LABEL = "dispatch"
+
+
+def is_dispatch(job: Any) -> bool:
+    """Whether ``job`` is a wake-up job (``workers.jobs.dispatch``)."""
+    try:
+        return bool(job.func_name == "workers.jobs.dispatch")
+    except Exception:  # noqa: BLE001  (RQ reports an unreadable job itself)
+        return False
+
+
 def event_of_job(job: Any) -> str:
-    """The event label of an RQ job of ``workers.jobs.process_delivery``
-    (``(delivery_id, event, work_item)``); ``other`` for anything else."""
+    """The event label of an RQ job: ``dispatch`` for a wake-up job, the event of a
+    ``workers.jobs.process_delivery`` job (``(delivery_id, event, work_item)``), ``other``
+    for anything else."""
+    if is_dispatch(job):
+        return DISPATCH_LABEL
     args = job_args(job)
     return event_label(args[1] if len(args) > 1 else None)
 

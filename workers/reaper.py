@@ -9,18 +9,29 @@ seconds each worker
 
 and one worker per round (a short Redis lock, ``P:reaper``)
 
-* requeues the retries that are due (:meth:`workers.deliveries.Deliveries.release_due`);
-* takes back the jobs of dead workers, built on RQ's registries: an execution in the
-  queue's ``StartedJobRegistry`` whose worker is a registered ``the-loop worker``
-  (``P:workers``) with no liveness key has been abandoned (SIGKILL, OOM, a lost node). Its
-  work item lock is deleted if that worker still holds it, the job is requeued under a
-  fresh id, and the stale registry entry removed. The delivery it was handling is still
-  at the head of its work item's inbox (the inbox is popped only after handling), and the
+* lists the work items of the retries that are due as ready again
+  (:meth:`workers.deliveries.Deliveries.release_due`);
+* sweeps the inbox index ``P:inboxes`` (:meth:`Reaper._stranded`): a work item lock held
+  by a registered ``the-loop worker`` (``P:workers``) whose liveness key expired is
+  deleted (a dispatcher SIGKILLed mid-drain, OOM, a lost node: it had taken the work item
+  off the ready list); every inbox that holds deliveries, has a free lock, is neither
+  backing off nor held by a parked delivery, and is not in ``P:ready`` (``LPOS``) is
+  appended to ``P:ready``; refs whose inbox is empty leave the index (checked in Lua, so
+  a delivery appended meanwhile keeps its ref). The delivery the dead worker was
+  handling is still at the head of its inbox (it is popped only after handling), and the
   outbox makes handling it again safe;
-* requeues jobs RQ itself failed by abandonment (``AbandonedJobError``, "stuck in
-  intermediate queue": RQ's own cleanup got there first, e.g. after every worker was
+* takes back the jobs of dead workers, built on RQ's registries: an execution in the
+  queue's ``StartedJobRegistry`` whose worker is dead has been abandoned; for a wake-up
+  job (``workers.jobs.dispatch``) its ``P:wake`` flag is deleted if it still names it and
+  a wake-up is queued again; a job of the job-per-delivery days
+  (``workers.jobs.process_delivery``) has its work item listed as ready. The stale
+  registry entry is removed;
+* does the same for jobs RQ itself failed by abandonment (``AbandonedJobError``, "stuck
+  in intermediate queue": RQ's own cleanup got there first, e.g. after every worker was
   down), and jobs left in RQ's intermediate queue by a worker that died between taking a
-  job and starting it.
+  job and starting it;
+* finally, when ``P:ready`` is not empty, makes sure a wake-up job is queued (``P:wake``
+  expires, so a wake-up lost any other way is replaced within ``WAKE_TTL_MS``).
 
 A delivery whose handling kills its worker every time is bounded like any other: each
 attempt is counted before it starts, and the last one parks it.
@@ -40,6 +51,7 @@ from rq.queue import Queue
 from rq.registry import FailedJobRegistry, StartedJobRegistry
 from rq.utils import parse_composite_key
 
+from webhook.enqueue import DISPATCH_FUNC
 from workers.service import DeliveryProcessor
 
 log = logging.getLogger("the_loop.worker")
@@ -151,10 +163,14 @@ class Reaper:
             return {}
         counts = {
             "retried": self.processor.deliveries.release_due(),
+            # Before _abandoned, which forgets dead workers (their locks are found here).
+            "stranded": self._stranded(),
             "abandoned": self._abandoned(),
             "failed": self._failed_by_abandonment(),
             "stuck": self._stuck_in_intermediate(),
         }
+        if self.processor.inboxes.ready_length():
+            self.processor.inboxes.ensure_wake()
         if any(counts.values()):
             log.info("reaper: %s", ", ".join(f"{k}={v}" for k, v in counts.items() if v))
         return counts
@@ -165,19 +181,61 @@ class Reaper:
             self.alive_key(name))
 
     def _requeue_job(self, job_id: str, why: str) -> bool:
-        """Queue the delivery job ``job_id`` again (fresh id) and forget the old one."""
+        """Redo what job ``job_id`` would have done and forget it: a wake-up job is
+        replaced (its ``P:wake`` flag dropped if it still names it); a delivery job of the
+        job-per-delivery days has its work item listed as ready."""
         try:
             job = Job.fetch(job_id, connection=self.redis)
-            delivery_id, event, ref = job.args[0], job.args[1], job.args[2]
+            func = job.func_name
         except Exception:  # noqa: BLE001  (gone, or not one of ours)
             return False
-        if job.func_name != "workers.jobs.process_delivery":
+        inboxes = self.processor.inboxes
+        if func == DISPATCH_FUNC:
+            inboxes.drop_wake(job_id)
+            new_id = inboxes.ensure_wake()
+            log.warning("reaper: wake-up job %s %s; woken again by %s", job_id, why, new_id)
+        elif func == "workers.jobs.process_delivery":
+            try:
+                delivery_id, event, ref = job.args[0], job.args[1], job.args[2]
+            except Exception:  # noqa: BLE001
+                return False
+            new_id = self.processor.deliveries.requeue(str(delivery_id), str(event), ref)
+            log.warning("reaper: job %s of delivery %s %s; its inbox is ready again (%s)",
+                        job_id, delivery_id, why, new_id)
+        else:
             return False
-        new_id = self.processor.deliveries.requeue(str(delivery_id), str(event), ref)
-        log.warning("reaper: job %s of delivery %s %s; requeued as %s", job_id, delivery_id,
-                    why, new_id)
         self.redis.delete(job.key)
         return True
+
+    def _stranded(self) -> int:
+        """Sweep the inbox index (see the module docstring); returns how many inboxes were
+        listed as ready again."""
+        inboxes = self.processor.inboxes
+        listed = 0
+        dead: dict[str, bool] = {}
+        # One snapshot of P:ready (not an LPOS per indexed ref: both can be long under a
+        # backlog); MARK_READY checks with LPOS, atomically, before it lists a ref.
+        ready = inboxes.listed()
+        for refs in inboxes.indexed():
+            _dropped, rows = inboxes.sweep(refs)
+            for row in rows:
+                locked = bool(row.lock_token)
+                if locked:
+                    owner = row.lock_token.partition("|")[0]
+                    if owner not in dead:
+                        dead[owner] = bool(owner) and self.is_dead(owner)
+                    if dead[owner] and self._delete_if_equal(
+                            keys=[self.processor.lock_key(row.ref)], args=[row.lock_token]):
+                        log.warning("reaper: released %s's lock on %s", owner, row.ref)
+                        locked = False
+                # A live holder drains it (or its lock expires: a later round lists it).
+                if locked or row.held or row.ref in ready:
+                    continue
+                if inboxes.mark_ready(row.ref, strict=True):
+                    listed += 1
+                    log.warning("reaper: %s had deliveries and nobody on it; ready again",
+                                row.ref)
+        return listed
 
     def _abandoned(self) -> int:
         registry = StartedJobRegistry(self.queue.name, connection=self.redis)

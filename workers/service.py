@@ -12,7 +12,6 @@ up; see :mod:`workers.inboxes`.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -40,6 +39,7 @@ from graph.model import InboundEvent, WorkItem
 from graph.ports import Integration, IntegrationError, NotFound
 from graph.runtime import AdvanceResult, Runtime
 from graph.state import StateStore
+from webhook.events import loads
 from webhook.logs import bind as bind_log_context
 from webhook.logs import clear as clear_log_context
 from workers import metrics as worker_metrics
@@ -276,13 +276,17 @@ class DeliveryProcessor:
             while True:
                 self._note(step)
                 if step.what != "ok":
+                    if step.what == "idle" and step.ready and time.monotonic() < deadline:
+                        # Every ref popped was locked, held or empty; more are listed.
+                        step = self.inboxes.step(token, ready=DISPATCH_SKIP)
+                        continue
                     break
-                if step.ready and not step.wake_pending:
-                    self.inboxes.ensure_wake()  # more work than this worker: wake another
                 if step.ref != current:
                     self._unhold(current)
                     current = step.ref
                     self._hold(current, token)
+                if step.ready and not step.wake_pending:
+                    self.inboxes.ensure_wake()  # more work than this worker: wake another
                 outcome, done = self._handle_step(step)
                 handled.append(outcome)
                 if time.monotonic() < deadline:
@@ -401,8 +405,15 @@ class DeliveryProcessor:
         ref = _text(record.get("work_item", b"")) or None
         chosen = route(event, action)
         if chosen.kind == IGNORE:
+            # Decided by the route alone: the body is neither read from Redis nor parsed.
             return Handled(delivery_id, "ignored", chosen.reason)
-        payload = json.loads(record["body"])
+        body = record.get("body")
+        if body is None:  # the drain fetches it for routed events only
+            body = self.redis.hget(self.delivery_key(delivery_id), "body")
+            if body is None:
+                return Handled(delivery_id, "ignored", "delivery record expired")
+            record = {**record, "body": body}
+        payload = loads(body)
         ci = translate.ci_result(event, payload)
         if ci is not None:
             store = RedisCI(self.redis, self.settings.prefix, ci.repository)
@@ -741,7 +752,7 @@ class DeliveryProcessor:
                 self.redis, queue_name=self.settings.queue, prefix=self.settings.prefix)
         body = record["body"] if isinstance(record["body"], bytes) else str(
             record["body"]).encode()
-        payload = json.loads(body)
+        payload = loads(body)
         installation = _text(record.get("installation_id", b"")) or None
         count = 0
         for i, ref in enumerate(sorted(refs)):

@@ -44,6 +44,10 @@ class WorkerSettings:
             (comma-separated; the last repeats; default ``10,60,300,900``).
         reap_interval: seconds between the reaper's rounds (heartbeat, due retries,
             abandoned jobs), ``THE_LOOP_REAP_INTERVAL`` (default 5).
+        dispatch_budget: seconds one wake-up job keeps taking work items off the ready
+            list before it queues another wake-up and returns, so RQ's own duties (and
+            a warm shutdown) get their turn, ``THE_LOOP_DISPATCH_BUDGET`` (default 10;
+            keep it well under the wake-up job's RQ timeout, 300 s).
 
     ``cli-config.yaml`` (``$THE_LOOP_CONFIG``) gives defaults for queue and state settings;
     an environment variable, when set, wins.
@@ -64,6 +68,7 @@ class WorkerSettings:
     delivery_attempts: int = 5
     delivery_backoff: tuple[float, ...] = (10.0, 60.0, 300.0, 900.0)
     reap_interval: float = 5.0
+    dispatch_budget: float = 10.0
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
@@ -149,4 +154,5 @@ class WorkerSettings:
             delivery_attempts=integer("THE_LOOP_DELIVERY_ATTEMPTS", 5),
             delivery_backoff=backoff("THE_LOOP_DELIVERY_BACKOFF", cls.delivery_backoff),
             reap_interval=seconds("THE_LOOP_REAP_INTERVAL", 5.0),
+            dispatch_budget=seconds("THE_LOOP_DISPATCH_BUDGET", 10.0),
         )

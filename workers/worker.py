@@ -1,9 +1,11 @@
 """The RQ worker process: ``the-loop worker [--burst]``.
 
-It runs jobs in-process (RQ's ``SimpleWorker``: no fork per job), which is what lets one
-process handle hundreds of routine deliveries a second. A job whose process dies (SIGKILL,
-OOM) is left in RQ's started-job registry; the reaper of any other worker
-(:mod:`workers.reaper`) sees that its worker stopped beating and requeues it.
+It runs jobs in-process (RQ's ``SimpleWorker``: no fork per job). Its jobs are wake-ups
+(``workers.jobs.dispatch``): one job drains many deliveries, so RQ's per-job bookkeeping
+is not paid per delivery. A worker that dies (SIGKILL, OOM) leaves its job in RQ's
+started-job registry and, mid-drain, a work item lock and an inbox that is on no ready
+list; the reaper of any other worker (:mod:`workers.reaper`) sees that it stopped beating,
+releases the lock, lists the inbox as ready again and queues a wake-up.
 
 Redis trouble does not crash-loop the process: RQ already waits and reconnects while it
 waits for jobs; when its loop gives up (a Redis error while finishing a job) or Redis is
@@ -43,14 +45,19 @@ class LoopWorker(SimpleWorker):
     """RQ's in-process worker. Kept as a named class so deployments can point RQ tooling
     (``rq info``, ``--worker-class``) at it.
 
-    Each job's log lines carry its delivery id and work item, and its wall time goes to
+    Each delivery's log lines carry its delivery id and work item (a wake-up job binds
+    each delivery it handles; another job, its own id), and each job's wall time goes to
     ``the_loop_job_duration_seconds``. On SIGTERM (or SIGINT) RQ's warm shutdown lets the
     current job finish, then the worker exits 0; a second signal stops it at once.
     """
 
     def execute_job(self, job: Any, queue: Queue) -> None:
-        args = worker_metrics.job_args(job)
-        bind_log_context(job.id, args[2] if len(args) > 2 and isinstance(args[2], str) else None)
+        if worker_metrics.is_dispatch(job):
+            bind_log_context(None)  # a wake-up covers many deliveries: each binds its own
+        else:
+            args = worker_metrics.job_args(job)
+            bind_log_context(job.id,
+                             args[2] if len(args) > 2 and isinstance(args[2], str) else None)
         start = time.perf_counter()
         try:
             super().execute_job(job, queue)

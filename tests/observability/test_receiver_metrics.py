@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import datetime
 import re
+import time
 
 import pytest
 from prometheus_client import REGISTRY
-from rq.job import Job
-from rq.utils import utcformat
 
 from tests.conftest import load_fixture, signed_post
 from tests.observability.helpers import samples, value
@@ -88,9 +86,9 @@ def test_oldest_job_age_is_read_from_the_head_of_the_queue(client, redis_ns):
     for delivery in (oldest, newest):
         assert signed_post(client, load_fixture("issues", "opened"), event="issues",
                            secret=SECRET, delivery=delivery).status_code == 202
-    two_minutes_ago = datetime.datetime.now(datetime.UTC) - datetime.timedelta(
-        seconds=120)
-    redis_ns.client.hset(Job.key_for(oldest), "enqueued_at", utcformat(two_minutes_ago))
+    # The work item at the head of the ready list: its oldest delivery arrived 2 min ago.
+    redis_ns.client.hset(f"{redis_ns.prefix}:delivery:{oldest}", "received_at",
+                         repr(time.time() - 120))
     parsed = scrape(client)
     assert value(parsed, "the_loop_queue_depth", queue=redis_ns.queue_name) == 2
     age = value(parsed, "the_loop_queue_oldest_job_age_seconds", queue=redis_ns.queue_name)

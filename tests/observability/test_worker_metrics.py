@@ -76,7 +76,7 @@ def test_processing_a_delivery_records_job_hook_and_transport_metrics(processing
     gh.put_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
     gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
     watched = {
-        "jobs": ("the_loop_job_duration_seconds_count", {"event": "issues"}),
+        "jobs": ("the_loop_job_duration_seconds_count", {"event": "dispatch"}),
         "advanced": ("the_loop_worker_deliveries_total",
                      {"event": "issues", "outcome": "advanced"}),
         "ignored": ("the_loop_worker_deliveries_total",
@@ -95,7 +95,7 @@ def test_processing_a_delivery_records_job_hook_and_transport_metrics(processing
     deliver(queue, "issue_comment", json.loads(load_fixture("issue_comment", "created")))
     work(ns)
     grew = {k: sample(n, **labels) - before[k] for k, (n, labels) in watched.items()}
-    assert grew["jobs"] == 1
+    assert grew["jobs"] == 1  # one wake-up job drained both deliveries
     assert grew["advanced"] == 1
     assert grew["ignored"] == 1  # not a work item: no label
     assert grew["phase_label"] >= 1

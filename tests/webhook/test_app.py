@@ -57,6 +57,14 @@ def queue_of(app: Flask) -> DeliveryQueue:
 
 
 def queued_ids(app: Flask, ns: RedisNamespace) -> list[str]:
+    """Delivery ids in this test's inboxes (work items' and the shared one)."""
+    prefix = f"{queue_of(app).prefix}:inbox:"
+    return [x.decode() for key in ns.existing_keys() if key.startswith(prefix)
+            for x in ns.client.lrange(key, 0, -1)]
+
+
+def wake_jobs(app: Flask, ns: RedisNamespace) -> list[str]:
+    """Job ids on the RQ queue: the wake-up jobs."""
     return [x.decode() for x in ns.client.lrange(queue_of(app).queue_key, 0, -1)]
 
 
@@ -86,9 +94,12 @@ def test_new_delivery_202_then_redelivery_200(client, app, redis_ns) -> None:
     assert queued_ids(app, redis_ns) == [delivery]
     inbox = queue_of(app).inbox_key("github:Codertocat/Hello-World#1")
     assert redis_ns.client.lrange(inbox, 0, -1) == [delivery.encode()]
-    assert Job.fetch(delivery, connection=redis_ns.client).args == (
-        delivery, "issues", "github:Codertocat/Hello-World#1",
-    )
+    # The inbox became non-empty: its work item is ready and one wake-up job is queued.
+    assert redis_ns.client.lrange(queue_of(app).ready_key, 0, -1) == [
+        b"github:Codertocat/Hello-World#1"]
+    assert wake_jobs(app, redis_ns) == [f"{delivery}-wake"]
+    job = Job.fetch(f"{delivery}-wake", connection=redis_ns.client)
+    assert (job.func_name, job.args) == ("workers.jobs.dispatch", ())
 
 
 def test_rotation_old_secret_accepted(client, redis_ns) -> None:
@@ -129,10 +140,11 @@ def test_every_fixture_is_accepted(client, app, redis_ns, item: tuple[str, Path]
     r = signed_post(client, path.read_bytes(), event=event, secret=SECRET, delivery=delivery)
     if event == "ping":
         assert r.status_code == 200
-        assert queued_ids(app, redis_ns) == []
+        assert queued_ids(app, redis_ns) == [] and wake_jobs(app, redis_ns) == []
     else:
         assert r.status_code == 202, r.get_data(as_text=True)
         assert queued_ids(app, redis_ns) == [delivery]
+        assert wake_jobs(app, redis_ns) == [f"{delivery}-wake"]
 
 
 def test_fixture_dir_is_populated() -> None:

@@ -1,4 +1,5 @@
-"""webhook.enqueue: atomic dedupe + enqueue on the real Redis, read back through RQ."""
+"""webhook.enqueue: atomic dedupe + inbox + wake-up on the real Redis, read back through
+RQ."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from rq.registry import FailedJobRegistry
 
 from tests.conftest import RedisNamespace, load_fixture
 from tests.webhook import jobs
-from webhook.enqueue import DEFAULT_JOB_FUNC, DeliveryQueue
+from webhook.enqueue import DEFAULT_JOB_FUNC, WAKE_TTL_MS, DeliveryQueue, wake_job
 from webhook.events import parse_delivery
 
-TEST_JOB_FUNC = "tests.webhook.jobs.record_delivery"
+TEST_JOB_FUNC = "tests.webhook.jobs.record_wake"
+REF1 = "github:Codertocat/Hello-World#1"
 
 
 def make_delivery(ns: RedisNamespace, event: str = "issues", name: str = "opened", **hdrs):
@@ -61,61 +63,83 @@ def test_new_delivery_writes_everything(redis_ns: RedisNamespace) -> None:
         b"body": d.body,
     }
     assert 0 < r.ttl(q.delivery_key(d.delivery_id)) <= 7 * 24 * 3600
-    assert r.lrange(q.queue_key, 0, -1) == [d.delivery_id.encode()]
-    assert q.queue_key == f"rq:queue:{redis_ns.queue_name}"
-    assert r.sismember("rq:queues", q.queue_key)
     assert r.lrange(q.inbox_key(d.work_item), 0, -1) == [d.delivery_id.encode()]
     assert q.inbox_key(d.work_item) == f"{redis_ns.prefix}:inbox:github:Codertocat/Hello-World#1"
+    # The inbox became non-empty (an activation): ready, indexed, and a wake-up job.
+    assert r.lrange(q.ready_key, 0, -1) == [REF1.encode()]
+    assert r.smembers(q.inboxes_key) == {REF1.encode()}
+    wake = q.wake_job_id(d.delivery_id)
+    assert r.get(q.wake_key) == wake.encode()
+    assert 0 < r.pttl(q.wake_key) <= WAKE_TTL_MS
+    assert r.lrange(q.queue_key, 0, -1) == [wake.encode()]
+    assert q.queue_key == f"rq:queue:{redis_ns.queue_name}"
+    assert r.sismember("rq:queues", q.queue_key)
     # RQ job hash has no expiry, like RQ's own enqueue (result_ttl/failure_ttl govern it).
-    assert r.ttl(Job.key_for(d.delivery_id)) == -1
+    assert r.ttl(Job.key_for(wake)) == -1
+    assert not r.exists(Job.key_for(d.delivery_id))  # no job per delivery
 
 
 def test_job_reads_back_as_a_normal_rq_job(redis_ns: RedisNamespace) -> None:
     q = make_queue(redis_ns)
     d = make_delivery(redis_ns)
     q.enqueue(d)
-    job = Job.fetch(d.delivery_id, connection=redis_ns.client)
-    assert job.func_name == DEFAULT_JOB_FUNC
-    assert job.args == (d.delivery_id, "issues", "github:Codertocat/Hello-World#1")
+    job = Job.fetch(q.wake_job_id(d.delivery_id), connection=redis_ns.client)
+    assert job.func_name == DEFAULT_JOB_FUNC == "workers.jobs.dispatch"
+    assert job.args == ()
     assert job.kwargs == {}
     assert job.origin == redis_ns.queue_name
     assert job.get_status() == JobStatus.QUEUED
     assert (job.result_ttl, job.failure_ttl, job.timeout) == (0, 7 * 24 * 3600, 300)
-    assert job.description == f"issues {d.delivery_id}"
-    assert job.enqueued_at is not None
+    assert job.description == "the-loop dispatch"
+    assert job.enqueued_at is not None and job.created_at is not None
     rq_queue = Queue(redis_ns.queue_name, connection=redis_ns.client)
-    assert rq_queue.job_ids == [d.delivery_id]
+    assert rq_queue.job_ids == [q.wake_job_id(d.delivery_id)]
     assert rq_queue in Queue.all(connection=redis_ns.client)
 
 
 def test_job_hash_matches_what_rq_itself_writes(redis_ns: RedisNamespace) -> None:
-    """Contract: same fields and values as Queue.enqueue_job, except timestamps/args."""
+    """Contract: the wake-up job hash the script writes from its constant template has the
+    same fields and values as Queue.enqueue_job writes, except the two timestamps."""
     q = make_queue(redis_ns)
     d = make_delivery(redis_ns)
     q.enqueue(d)
 
     rq_queue = Queue(redis_ns.queue_name, connection=redis_ns.client)
     theirs_id = redis_ns.new_id()
-    args = (theirs_id, d.event, d.work_item)
-    rq_queue.enqueue_job(
-        Job.create(
-            DEFAULT_JOB_FUNC, args=args, connection=redis_ns.client, id=theirs_id,
-            result_ttl=0, failure_ttl=7 * 24 * 3600, timeout=300,
-            description=f"{d.event} {theirs_id}",
-        )
-    )
-    ours = redis_ns.client.hgetall(Job.key_for(d.delivery_id))
+    rq_queue.enqueue_job(wake_job(redis_ns.client, redis_ns.queue_name, theirs_id))
+    ours = redis_ns.client.hgetall(Job.key_for(q.wake_job_id(d.delivery_id)))
     theirs = redis_ns.client.hgetall(Job.key_for(theirs_id))
     assert set(ours) == set(theirs)
     differing = {k for k in ours if ours[k] != theirs[k]}
-    assert differing <= {b"created_at", b"enqueued_at", b"data", b"description"}
-    # data differs only by the delivery id inside the pickled args.
-    assert zlib.decompress(ours[b"data"]).replace(
-        d.delivery_id.encode(), theirs_id.encode()
-    ) == zlib.decompress(theirs[b"data"])
+    assert differing <= {b"created_at", b"enqueued_at"}
+    assert zlib.decompress(ours[b"data"]) == zlib.decompress(theirs[b"data"])
     assert redis_ns.client.lrange(rq_queue.key, 0, -1) == [
-        d.delivery_id.encode(), theirs_id.encode()
+        q.wake_job_id(d.delivery_id).encode(), theirs_id.encode()
     ]
+
+
+def test_only_an_activation_wakes_and_only_one_wake_up_is_pending(redis_ns) -> None:
+    """A delivery to a non-empty inbox lists nothing and wakes nobody; an inbox that
+    becomes non-empty is listed as ready, but no second wake-up job is queued while one
+    is pending (P:wake); once a dispatcher took it (deleted P:wake), the next activation
+    queues another."""
+    q = make_queue(redis_ns)
+    r = redis_ns.client
+    first = make_delivery(redis_ns, "issues", "opened")  # issue #1
+    same = make_delivery(redis_ns, "issue_comment", "created")  # issue #1 too
+    other = make_delivery(redis_ns, "pull_request", "opened")  # PR #2
+    push = make_delivery(redis_ns, "push", "with-installation")  # no work item
+    assert all(q.enqueue(d) for d in (first, same, other))
+    assert r.lrange(q.inbox_key(REF1), 0, -1) == [
+        first.delivery_id.encode(), same.delivery_id.encode()]
+    assert r.lrange(q.ready_key, 0, -1) == [REF1.encode(),
+                                            b"github:Codertocat/Hello-World#2"]
+    assert r.lrange(q.queue_key, 0, -1) == [q.wake_job_id(first.delivery_id).encode()]
+    r.delete(q.wake_key)  # a dispatcher started
+    assert q.enqueue(push)
+    assert r.lrange(q.ready_key, -1, -1) == [b"~"]
+    assert r.lrange(q.queue_key, 0, -1) == [q.wake_job_id(first.delivery_id).encode(),
+                                            q.wake_job_id(push.delivery_id).encode()]
 
 
 def test_duplicate_writes_nothing(redis_ns: RedisNamespace) -> None:
@@ -130,16 +154,17 @@ def test_duplicate_writes_nothing(redis_ns: RedisNamespace) -> None:
     assert redis_ns.client.llen(q.inbox_key(d.work_item)) == 1
 
 
-def test_no_work_item_no_inbox(redis_ns: RedisNamespace) -> None:
+def test_no_work_item_goes_to_the_shared_inbox(redis_ns: RedisNamespace) -> None:
     q = make_queue(redis_ns)
     d = make_delivery(redis_ns, "push", "with-installation")
     assert d.work_item is None
     assert q.enqueue(d) is True
-    assert not any(":inbox:" in k for k in redis_ns.existing_keys())
-    assert redis_ns.client.hget(q.delivery_key(d.delivery_id), "installation_id") == b"1"
-    assert Job.fetch(d.delivery_id, connection=redis_ns.client).args == (
-        d.delivery_id, "push", None,
-    )
+    assert [k for k in redis_ns.existing_keys() if ":inbox:" in k] == [
+        f"{redis_ns.prefix}:inbox:~"]
+    assert redis_ns.client.lrange(q.inbox_key(None), 0, -1) == [d.delivery_id.encode()]
+    assert redis_ns.client.lrange(q.ready_key, 0, -1) == [b"~"]
+    record = redis_ns.client.hgetall(q.delivery_key(d.delivery_id))
+    assert record[b"installation_id"] == b"1" and record[b"work_item"] == b""
 
 
 def test_inbox_keeps_arrival_order(redis_ns: RedisNamespace) -> None:
@@ -230,11 +255,13 @@ def test_seen_ttl_is_used(redis_ns: RedisNamespace) -> None:
 
 
 def test_real_simple_worker_runs_the_job(redis_ns: RedisNamespace) -> None:
+    """A wake-up job written by the script (from the constant template) is performed by
+    a stock RQ SimpleWorker like any job RQ enqueued itself."""
     q = make_queue(redis_ns, job_func=TEST_JOB_FUNC)
     first = make_delivery(redis_ns, "pull_request", "opened")
     second = make_delivery(redis_ns, "push", "with-installation")
     assert q.enqueue(first) and q.enqueue(second)
-    jobs.recorded.clear()
+    jobs.woken.clear()
 
     rq_queue = Queue(redis_ns.queue_name, connection=redis_ns.client)
     worker = SimpleWorker(
@@ -242,11 +269,9 @@ def test_real_simple_worker_runs_the_job(redis_ns: RedisNamespace) -> None:
     )
     assert worker.work(burst=True) is True
 
-    assert jobs.recorded == [
-        (first.delivery_id, "pull_request", "github:Codertocat/Hello-World#2"),
-        (second.delivery_id, "push", None),
-    ]
+    # One wake-up for both (the second activation found one pending).
+    assert jobs.woken == [q.wake_job_id(first.delivery_id)]
     assert rq_queue.count == 0
     assert FailedJobRegistry(queue=rq_queue).count == 0
     # result_ttl=0: finished jobs are deleted right away.
-    assert not redis_ns.client.exists(Job.key_for(first.delivery_id))
+    assert not redis_ns.client.exists(Job.key_for(q.wake_job_id(first.delivery_id)))

@@ -15,6 +15,7 @@ from webhook.events import (
     PayloadTooLargeError,
     SignatureError,
     UnsupportedContentTypeError,
+    loads,
     parse_delivery,
     work_item_ref,
 )
@@ -130,6 +131,40 @@ def test_bad_payloads(ctype: str, body: bytes) -> None:
     with pytest.raises(BadPayloadError) as info:
         parse_delivery(headers(ctype=ctype), body)
     assert info.value.status == 400
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        b'{"a": 1, "b": [true, null, 1.5e3, "\\u00e9"], "c": {"d": "\xc3\xa9"}}',
+        b'{"n": NaN, "i": Infinity}',  # the standard library accepts these; orjson does not
+        b'{"lone": "\\ud800"}',  # a lone surrogate escape
+        '{"utf16": "x"}'.encode("utf-16"),  # json.loads detects UTF-16/32 in bytes
+        b'{"dup": 1, "dup": 2}',
+    ],
+)
+def test_loads_accepts_exactly_what_the_standard_library_accepts(document: bytes) -> None:
+    """loads (orjson first) gives the same value as json.loads, including for documents
+    orjson refuses, so the receiver answers a body the same with or without orjson."""
+    expected = json.loads(document)
+    got = loads(document)
+    assert json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True)
+
+
+def test_loads_reads_integers_beyond_64_bits_as_numbers() -> None:
+    """The one known difference from json.loads: orjson reads an integer beyond 64 bits
+    as a float (GitHub's ids stay below 2**53)."""
+    assert loads(b'{"big": 123456789012345678901234567890}')["big"] == pytest.approx(
+        123456789012345678901234567890)
+    assert loads(b'{"id": 9007199254740993}')["id"] == 9007199254740993  # int, exact
+
+
+def test_loads_refuses_what_the_standard_library_refuses() -> None:
+    for bad in (b"{not json", b"", b"\xff\xfe\x00"):
+        with pytest.raises(ValueError):
+            loads(bad)
+    with pytest.raises((ValueError, RecursionError)):
+        loads(b"[" * 100_000 + b"]" * 100_000)
 
 
 def test_bad_payload_reason_does_not_echo_body() -> None:

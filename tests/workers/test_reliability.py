@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
+import os
+import signal
 import time
 import uuid
 
@@ -260,6 +263,144 @@ def test_the_reaper_takes_back_a_dead_workers_job_and_lock(env):
     assert received(processor) == [d]
     assert not ns.client.sismember(f"{ns.prefix}:workers", dead.name)
     live.deregister()
+
+
+def _dispatch_until_killed(url, prefix, queue_name, owner, marker):
+    """A dispatcher (in a child process) whose handling of a delivery never finishes."""
+    client = redis.Redis.from_url(url)
+    settings = WorkerSettings(prefix=prefix, queue=queue_name, lock_timeout=60)
+    dispatcher = DeliveryProcessor(settings, client, load_graph(), None)
+    dispatcher.owner = owner
+
+    def stuck(delivery_id, event, record):
+        client.rpush(marker, delivery_id)
+        time.sleep(120)
+
+    dispatcher.handle = stuck
+    dispatcher.dispatch()
+
+
+def test_a_dispatcher_killed_mid_drain_is_recovered_by_the_reaper(env):
+    """Given a wake-up's dispatcher that took a work item off the ready list, locked it and
+      was SIGKILLed while handling its first delivery (a registered worker that no longer
+      beats)
+    When another worker's reaper runs
+    Then the dead dispatcher's lock is released, the work item is listed as ready again
+      and a wake-up is pending, and a worker handles every delivery once, in order."""
+    gh, processor, queue, ns = env
+    first = deliver(queue, ns, "issues", enrol_payload())
+    second = deliver(queue, ns, "issue_comment", comment_payload("mallory", "hello"))
+    other = deliver(queue, ns, "issues", enrol_payload(number=2))
+    ready_key = processor.inboxes.ready_key
+    assert ns.client.lrange(ready_key, 0, -1) == [REF.encode(), f"github:{REPO}#2".encode()]
+    dead = f"dead-{ns.token}"
+    ns.client.sadd(f"{ns.prefix}:workers", dead)  # registered; it never beats
+    marker = f"{ns.prefix}:taken"
+    child = multiprocessing.get_context("fork").Process(
+        target=_dispatch_until_killed, args=(ns.url, ns.prefix, ns.queue_name, dead, marker))
+    child.start()
+    try:
+        taken = ns.client.blpop([marker], timeout=30)
+        assert taken is not None and taken[1] == first.encode()
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(10)
+    # Killed mid-drain: the inbox still holds both deliveries, its ref is on no ready list,
+    # and the dead worker's lock is still there.
+    assert ns.client.lrange(processor.inbox_key(REF), 0, -1) == [first.encode(),
+                                                                  second.encode()]
+    assert REF.encode() not in ns.client.lrange(ready_key, 0, -1)
+    assert ns.client.get(processor.lock_key(REF)).decode().startswith(f"{dead}|")
+    assert processor.drain(REF) == []  # nobody else can take it meanwhile
+
+    live = Reaper(processor, f"live-{ns.token}")
+    live.register()
+    counts = live.reap()
+    assert counts["stranded"] == 1
+    assert ns.client.get(processor.lock_key(REF)) is None
+    assert REF.encode() in ns.client.lrange(ready_key, 0, -1)
+    assert ns.client.exists(processor.inboxes.wake_key)
+    work(ns)
+    assert received(processor) == [first, second]
+    assert received(processor, f"github:{REPO}#2") == [other]
+    assert processor.store.load(REF).current_node == "requirements-approval"
+    assert ns.client.hget(processor.delivery_key(first), "attempts") is None  # handled
+    assert not ns.client.llen(processor.inbox_key(REF))
+    assert processor.deliveries.failed() == []
+    ns.client.delete(live.round_key)  # the next round
+    assert live.reap()["stranded"] == 0
+    assert not ns.client.smembers(processor.inboxes.index_key)  # empty inboxes leave
+    live.deregister()
+
+
+def test_an_inbox_nobody_looks_after_is_listed_again(env):
+    """An inbox that holds deliveries while its ref is on no ready list and its lock is
+    free (its drain stopped on an error, say) is listed as ready by the reaper's sweep;
+    a held one (backing off) is left to its retry."""
+    gh, processor, queue, ns = env
+    d = deliver(queue, ns, "issues", enrol_payload())
+    ns.client.delete(processor.inboxes.ready_key, processor.inboxes.wake_key)
+    ns.client.set(processor.deliveries.backoff_key(REF), d, px=60_000)
+    reaper = Reaper(processor, f"live-{ns.token}")
+    reaper.register()
+    assert reaper.reap()["stranded"] == 0  # backing off: its retry lists it again
+    ns.client.delete(processor.deliveries.backoff_key(REF), reaper.round_key)
+    assert reaper.reap()["stranded"] == 1
+    assert ns.client.lrange(processor.inboxes.ready_key, 0, -1) == [REF.encode()]
+    work(ns)
+    assert received(processor) == [d]
+    reaper.deregister()
+
+
+def test_a_failing_delivery_about_no_work_item_does_not_hold_the_shared_inbox(env):
+    """Deliveries about no issue or pull request share one inbox, which keeps no order: a
+    failing one is taken out of it (the others go on) and put back when its retry is due."""
+    gh, processor, queue, ns = env
+    original = processor.handle
+    bad_ids: set[str] = set()
+
+    def handle(delivery_id, event, record):
+        if delivery_id in bad_ids:
+            raise RuntimeError("boom")
+        return original(delivery_id, event, record)
+
+    processor.handle = handle
+    push = json.loads(load_fixture("push", "with-installation"))
+    bad = deliver(queue, ns, "push", push)
+    bad_ids.add(bad)
+    good = deliver(queue, ns, "push", push)
+    shared = processor.inbox_key("~")
+    assert ns.client.lrange(shared, 0, -1) == [bad.encode(), good.encode()]
+    work(ns)
+    assert not ns.client.exists(processor.delivery_key(good))  # handled
+    assert ns.client.lrange(shared, 0, -1) == []
+    assert [r["delivery"] for r in processor.deliveries.retrying()] == [bad]
+    bad_ids.clear()
+    assert processor.deliveries.release_due(time.time() + 3600) == 1
+    assert ns.client.lrange(shared, 0, -1) == [bad.encode()]
+    assert b"~" in ns.client.lrange(processor.inboxes.ready_key, 0, -1)
+    work(ns)
+    assert not ns.client.exists(processor.delivery_key(bad))
+    assert processor.deliveries.retrying() == [] and processor.deliveries.failed() == []
+
+
+def test_a_wake_up_stops_at_its_budget_and_queues_the_next(env):
+    """A wake-up drains until its time budget is used up; then the work item it was on
+    goes back on the ready list and a wake-up job is queued for the rest."""
+    gh, processor, queue, ns = env
+    ids = [deliver(queue, ns, "issue_comment", comment_payload("mallory", f"hi {i}"))
+           for i in range(3)]
+    rq_queue = Queue(ns.queue_name, connection=ns.client)
+    rq_queue.empty()  # the receiver's wake-up: this test runs the dispatcher itself
+    handled = processor.dispatch(budget=0)
+    assert [h.delivery_id for h in handled] == ids[:1]
+    assert ns.client.lrange(processor.inbox_key(REF), 0, -1) == [i.encode() for i in ids[1:]]
+    assert ns.client.lrange(processor.inboxes.ready_key, 0, -1) == [REF.encode()]
+    assert len(rq_queue.job_ids) == 1  # the next wake-up
+    assert ns.client.get(processor.lock_key(REF)) is None
+    work(ns)
+    assert not ns.client.llen(processor.inbox_key(REF))
+    assert all(not ns.client.exists(processor.delivery_key(i)) for i in ids)
 
 
 def test_a_live_workers_lock_is_extended_and_never_taken(env):
