@@ -113,10 +113,10 @@ class Deliveries:
         return f"{self.settings.prefix}:delivery:{delivery_id}"
 
     def inbox_key(self, ref: str) -> str:
-        return f"{self.settings.prefix}:inbox:{ref}"
+        return self.inboxes.inbox_key(ref)
 
     def lock_key(self, ref: str) -> str:
-        return f"{self.settings.prefix}:lock:{ref}"
+        return self.inboxes.lock_key(ref)
 
     def backoff_key(self, ref: str) -> str:
         return f"{self.settings.prefix}:backoff:{ref}"

@@ -156,20 +156,20 @@ class DeliveryProcessor:
         self._held: dict[str, Any] = {}
         self._held_guard = threading.Lock()
 
-    # -- keys (the receiver writes them; see webhook.enqueue) --------------------------
+    # -- keys: one layout, defined in workers.deliveries / workers.inboxes --------------
 
     def delivery_key(self, delivery_id: str) -> str:
-        return f"{self.settings.prefix}:delivery:{delivery_id}"
+        return self.deliveries.delivery_key(delivery_id)
 
     def inbox_key(self, ref: str) -> str:
-        return f"{self.settings.prefix}:inbox:{ref}"
+        return self.inboxes.inbox_key(ref)
 
     def lock_key(self, ref: str) -> str:
-        return f"{self.settings.prefix}:lock:{ref}"
+        return self.inboxes.lock_key(ref)
 
     @property
     def failed_key(self) -> str:
-        return f"{self.settings.prefix}:deliveries:failed"
+        return self.deliveries.failed_key
 
     # -- job entry ---------------------------------------------------------------------
 
