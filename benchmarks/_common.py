@@ -21,10 +21,7 @@ if str(REPO) not in sys.path:
 
 VENV_BIN = REPO / ".venv" / "bin"
 PYTHON = str(VENV_BIN / "python") if (VENV_BIN / "python").exists() else sys.executable
-FIXTURES = Path(
-    os.environ.get("THE_LOOP_FIXTURES_DIR")
-    or REPO.parent / "shared" / "fixtures" / "github-webhooks"
-) / "api.github.com"
+FIXTURES = REPO / "tests" / "fixtures" / "github-webhooks" / "api.github.com"
 ISSUE_COMMENT = FIXTURES / "issue_comment" / "created.payload.json"
 BENCH_REDIS_URL = os.environ.get("THE_LOOP_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -6,7 +6,7 @@ calls -- and every check of :mod:`tests.support.faults` against a clean serial r
     .venv/bin/python benchmarks/faults.py --posts 4000 --items 80 --kills 8 --json
 
 Needs Redis at 127.0.0.1:6379 (``THE_LOOP_TEST_REDIS_URL``; database 14) and the GitHub
-payload fixtures (``../shared/fixtures/github-webhooks`` or ``THE_LOOP_FIXTURES_DIR``).
+payload fixtures (``tests/fixtures/github-webhooks``).
 It puts a unique token in every key, queue and delivery id it creates and deletes only
 those keys afterwards (never FLUSHDB). Exits 1 when a check failed.
 """

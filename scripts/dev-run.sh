@@ -41,5 +41,5 @@ web=$!
 stop() { kill -TERM "$web" "$worker" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap stop EXIT INT TERM
 echo "the-loop: receiver on http://127.0.0.1:$PORT/webhook (web pid $web, worker pid $worker)"
-echo "the-loop: try: THE_LOOP_WEBHOOK_SECRET=\$(cat .dev/webhook-secret) $BIN/the-loop replay ../shared/fixtures/github-webhooks --url http://127.0.0.1:$PORT/webhook"
+echo "the-loop: try: THE_LOOP_WEBHOOK_SECRET=\$(cat .dev/webhook-secret) $BIN/the-loop replay tests/fixtures/github-webhooks --url http://127.0.0.1:$PORT/webhook"
 wait -n "$web" "$worker"

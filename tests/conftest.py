@@ -20,10 +20,8 @@ import pytest
 import redis
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-FIXTURES_DIR = Path(
-    os.environ.get("THE_LOOP_FIXTURES_DIR")
-    or REPO_ROOT.parent / "shared" / "fixtures" / "github-webhooks"
-)
+# Real GitHub payloads, kept in the repository (see tests/fixtures/github-webhooks/README.md).
+FIXTURES_DIR = REPO_ROOT / "tests" / "fixtures" / "github-webhooks"
 TEST_REDIS_URL = os.environ.get("THE_LOOP_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
 # Global RQ sets that collect members (queue keys, worker keys) from every test.
 _SHARED_SETS = ("rq:queues", "rq:workers")

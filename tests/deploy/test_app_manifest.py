@@ -66,7 +66,8 @@ def test_top_level_and_packaged_manifest_are_identical():
 
 def test_manifest_ships_as_package_data():
     pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-    assert "app.yml" in pyproject["tool"]["setuptools"]["package-data"]["the_loop"]
+    package_data = pyproject["tool"]["setuptools"]["package-data"]
+    assert "app.yml" in package_data.get("the_loop", []) + package_data.get("*", [])
 
 
 def test_subscribed_events_are_exactly_the_handled_ones():

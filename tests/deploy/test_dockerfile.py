@@ -102,7 +102,8 @@ def test_build_context_is_an_allowlist_of_what_pip_install_needs():
     assert lines[0] == "*", "start from nothing, so secrets (.dev/) never enter the context"
     allowed = {ln[1:].rstrip("/") for ln in lines if ln.startswith("!")}
     pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-    top_packages = {p.split(".")[0] for p in pyproject["tool"]["setuptools"]["packages"]}
+    roots = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    top_packages = {p.split(".")[0].rstrip("*") for p in roots}
     needed = top_packages | {"pyproject.toml", pyproject["project"]["readme"]}
     assert needed <= allowed, f"missing from .dockerignore allowlist: {needed - allowed}"
     assert not {".dev", ".git", ".venv", "tests"} & allowed

@@ -322,8 +322,6 @@ class Stack:
             "THE_LOOP_LOCK_TIMEOUT": "15",
             "THE_LOOP_DELIVERY_ATTEMPTS": "12", "THE_LOOP_DELIVERY_BACKOFF": "0.1,0.3,0.6,1",
         }
-        if "THE_LOOP_FIXTURES_DIR" in os.environ:
-            self.env["THE_LOOP_FIXTURES_DIR"] = os.environ["THE_LOOP_FIXTURES_DIR"]
         self.web: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
         self._started = 0
