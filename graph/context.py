@@ -8,15 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 from graph.ports import Integration
 
-DEFAULT_SPEC_DIR = "specs/{number}"
 DEFAULT_ENROLMENT_LABEL = "the-loop"
-COLLABORATORS_PATH = ".the-loop/collaborators.yaml"
-HARNESS_CONFIG_PATH = ".the-loop/harness-config.yaml"
 
 
 class FileReader(Protocol):
@@ -30,27 +26,6 @@ class FileReader(Protocol):
     def revision(self) -> str:
         """A human-readable name of the revision read (branch, SHA, or ``"working tree"``)."""
         ...
-
-
-class LocalFiles:
-    """A :class:`FileReader` over a local checkout."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root.resolve()
-
-    @property
-    def revision(self) -> str:
-        return "working tree"
-
-    def read_text(self, path: str) -> str | None:
-        target = (self.root / path).resolve()
-        # Never read outside the checkout, whatever the graph or config says.
-        if self.root != target and self.root not in target.parents:
-            return None
-        try:
-            return target.read_text(encoding="utf-8")
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            return None
 
 
 class NoFiles:
@@ -78,57 +53,42 @@ class NoCI:
         return {}
 
 
-class ConfigFileError(ValueError):
-    """A per-repository config file is malformed; the message names the file and key."""
+class Member(Protocol):
+    """One person holding a role: their addresses on each provider (``None`` when unknown)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def github(self) -> str | None: ...
+
+    @property
+    def slack(self) -> str | None: ...
+
+    @property
+    def jira(self) -> str | None: ...
 
 
-@dataclass(frozen=True)
-class Person:
-    """One collaborator's addresses: GitHub login, Slack user id, Jira account id."""
+class Roles(Protocol):
+    """Who holds which role on the repository (the repository's collaborators file)."""
 
-    name: str
-    github: str | None = None
-    slack: str | None = None
-    jira: str | None = None
-
-
-@dataclass(frozen=True)
-class Collaborators:
-    """``.the-loop/collaborators.yaml``: role -> people -> addresses.
-
-    File shape::
-
-        version: 1
-        roles:
-          approver:
-            - {name: Alice, github: alice, slack: U012AB3CD}
-    """
-
-    roles: Mapping[str, tuple[Person, ...]] = field(default_factory=dict)
-
-    def people(self, role: str) -> tuple[Person, ...]:
+    def people(self, role: str) -> Sequence[Member]:
         """People holding ``role`` (empty when the role is not declared)."""
-        return self.roles.get(role, ())
+        ...
 
     def is_authorized(self, login: str | None, role: str) -> bool:
-        """Whether GitHub ``login`` holds ``role`` (GitHub logins compare case-insensitively)."""
-        if not login:
-            return False
-        wanted = login.casefold()
-        return any(p.github and p.github.casefold() == wanted for p in self.people(role))
+        """Whether GitHub ``login`` holds ``role``."""
+        ...
 
-    @classmethod
-    def parse(cls, text: str | None, source: str = COLLABORATORS_PATH) -> Collaborators:
-        """Parse the file's text; ``None`` (absent file) gives no roles (nobody authorized).
 
-        Delegates to :func:`graph.config.load_collaborators` (schema-validated; see there).
+class NoRoles:
+    """A :class:`Roles` that declares no role (nobody is authorized)."""
 
-        Raises:
-            ConfigFileError: naming ``source``, the key path, the line and the fix.
-        """
-        from graph.config import load_collaborators  # graph.config imports this module
+    def people(self, role: str) -> Sequence[Member]:
+        return ()
 
-        return load_collaborators(text, source)
+    def is_authorized(self, login: str | None, role: str) -> bool:
+        return False
 
 
 @dataclass(frozen=True)
@@ -156,7 +116,7 @@ class HookConfig:
     """
 
     harness: Mapping[str, Any] = field(default_factory=dict)
-    collaborators: Collaborators = field(default_factory=Collaborators)
+    collaborators: Roles = field(default_factory=NoRoles)
     integrations: Mapping[str, Integration] = field(default_factory=dict)
     files: FileReader = field(default_factory=NoFiles)
     enrolment_label: str = DEFAULT_ENROLMENT_LABEL

@@ -19,8 +19,8 @@ from typing import Any
 import jsonschema
 import requests
 
-from graph.config import Classification
 from integrations.cli import run_bounded
+from the_loop.config.deployment import Classification
 
 log = logging.getLogger(__name__)
 

@@ -344,7 +344,8 @@ def upgrade_cmd(files: tuple[str, ...], dry_run: bool, kind: str | None) -> None
     current version by deterministic key moves, keeping comments. Prints one line per
     moved key; a second run changes nothing. Exits non-zero when a file cannot be read or
     parsed, or still does not load after the migration."""
-    from graph.config import CLI_CONFIG_NAME, CONFIG_ENV, ConfigFileError
+    from the_loop.config.deployment import CLI_CONFIG_NAME, CONFIG_ENV
+    from the_loop.config.loader import ConfigFileError
     from the_loop.upgrade import upgrade_file
 
     paths = list(files) or [os.environ.get(CONFIG_ENV) or CLI_CONFIG_NAME]

@@ -14,10 +14,11 @@ from typing import Any
 import click
 
 from graph.compile import GraphError
-from graph.context import ConfigFileError, HookConfig
+from graph.context import HookConfig
 from graph.runtime import ForceError, GraphMismatch, NodeVerdict
 from graph.state import StateError
 from the_loop.cli import emit, graph_group, main
+from the_loop.config.loader import ConfigFileError
 from the_loop.local import Local, RefError, open_local
 
 REPO_OPTION = click.option(

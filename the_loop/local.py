@@ -10,16 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graph.compile import Graph, load_graph
-from graph.context import (
-    COLLABORATORS_PATH,
-    DEFAULT_SPEC_DIR,
-    Collaborators,
-    HookConfig,
-    LocalFiles,
-)
+from graph.context import HookConfig
 from graph.model import WorkItem
 from graph.runtime import Runtime
 from graph.state import FileStateStore, StateStore
+from the_loop.config.repository import COLLABORATORS_PATH, DEFAULT_SPEC_DIR, Collaborators
+from the_loop.stores import LocalFiles
 
 GITHUB_REF = re.compile(r"^github:(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)#(?P<number>\d+)$")
 LOCAL_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/#-]{0,199}$")
@@ -70,7 +66,7 @@ def open_local(
     keep state under ``<repo>/.the-loop/state``.
 
     Raises:
-        RefError, graph.compile.GraphError, graph.context.ConfigFileError.
+        RefError, graph.compile.GraphError, the_loop.config.loader.ConfigFileError.
     """
     env = os.environ if env is None else env
     repo = repo.resolve()

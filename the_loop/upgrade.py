@@ -36,18 +36,17 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import CommentMark
 from ruamel.yaml.tokens import CommentToken
 
-from graph.config import (
+from the_loop.config import load_config
+from the_loop.config.legacy import GH_BINARY_TARGET, find_legacy_keys
+from the_loop.config.loader import (
     CLI_CONFIG,
     CURRENT_VERSION,
-    GH_BINARY_TARGET,
     KINDS,
     ConfigFileError,
     ConfigIssue,
     InvalidConfigError,
     dotted,
-    find_legacy_keys,
     kind_for_path,
-    load_config,
     parse_yaml,
     schema,
     yaml_round_trip,
@@ -107,7 +106,7 @@ class Migration:
 
 
 def migrate_document(doc: Any, kind: str) -> Migration:
-    """Migrate a round-trip document (from :func:`graph.config.parse_yaml`) of ``kind`` to
+    """Migrate a round-trip document (from :func:`the_loop.config.loader.parse_yaml`) of ``kind`` to
     the current version, in place.
 
     Raises:
@@ -530,7 +529,7 @@ def upgrade_file(
     path: str | os.PathLike[str], *, kind: str | None = None, dry_run: bool = False
 ) -> UpgradeResult:
     """Migrate the file at ``path`` in place (atomically; not at all on ``dry_run`` or when
-    nothing changes). ``kind`` defaults to :func:`graph.config.kind_for_path`.
+    nothing changes). ``kind`` defaults to :func:`the_loop.config.loader.kind_for_path`.
 
     Raises:
         InvalidConfigError: the file is missing, unreadable or not YAML.

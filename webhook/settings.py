@@ -106,8 +106,8 @@ class ReceiverSettings:
                 "e.g. REDIS_URL=redis://127.0.0.1:6379/0"
             )
         # cli-config.yaml ($THE_LOOP_CONFIG) gives the defaults; the environment wins.
-        from graph.config import cli_config_from_env
-        from graph.context import ConfigFileError
+        from the_loop.config.deployment import cli_config_from_env
+        from the_loop.config.loader import ConfigFileError
 
         try:
             deployment = cli_config_from_env(env)

@@ -99,10 +99,10 @@ def build_processor(
         integrations.github.GitHubConfigError, integrations.providers.ProviderConfigError,
         integrations.capabilities.CapabilityError: at start-up, naming what to fix.
     """
-    from graph.config import cli_config_from_env
     from integrations.capabilities import check_capabilities, hooks_needing
     from integrations.providers import build_providers
     from integrations.throttle import WriteThrottle
+    from the_loop.config.deployment import cli_config_from_env
     from workers.deployment import effective_env
 
     settings = WorkerSettings.from_env(env)

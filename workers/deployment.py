@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from graph.config import CliConfig
+from the_loop.config.deployment import CliConfig
 
 GITHUB_API_DEFAULT = "https://api.github.com"
 

@@ -25,20 +25,21 @@ from typing import Any
 import redis
 
 from graph.compile import Graph
-from graph.config import HarnessConfig, load_harness_config
-from graph.context import (
-    COLLABORATORS_PATH,
-    HARNESS_CONFIG_PATH,
-    Collaborators,
-    ConfigFileError,
-    HookConfig,
-)
+from graph.context import HookConfig
 from graph.hooks.set_phase_label import PHASE_PREFIX
 from graph.markers import find_effect, marker
 from graph.model import InboundEvent, WorkItem
 from graph.ports import Integration, IntegrationError, NotFound
 from graph.runtime import AdvanceResult, Runtime
 from graph.state import StateStore
+from the_loop.config.loader import ConfigFileError
+from the_loop.config.repository import (
+    COLLABORATORS_PATH,
+    HARNESS_CONFIG_PATH,
+    Collaborators,
+    HarnessConfig,
+    load_harness_config,
+)
 from webhook.events import loads
 from webhook.logs import bind as bind_log_context
 from webhook.logs import clear as clear_log_context

@@ -6,7 +6,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from graph.context import DEFAULT_ENROLMENT_LABEL, DEFAULT_SPEC_DIR
+from graph.context import DEFAULT_ENROLMENT_LABEL
+from the_loop.config.repository import DEFAULT_SPEC_DIR
 
 
 class SettingsError(ValueError):
@@ -83,8 +84,8 @@ class WorkerSettings:
             SettingsError: naming the variable and the expected form.
         """
         env = os.environ if env is None else env
-        from graph.config import cli_config_from_env
-        from graph.context import ConfigFileError
+        from the_loop.config.deployment import cli_config_from_env
+        from the_loop.config.loader import ConfigFileError
 
         try:
             # cli-config.yaml ($THE_LOOP_CONFIG) gives the defaults; the environment wins.

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from graph.context import DEFAULT_SPEC_DIR
 from graph.model import InboundEvent, WorkItem
+from the_loop.config.repository import DEFAULT_SPEC_DIR
 
 
 def subject(payload: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -10,28 +10,34 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from graph.config import (
+from the_loop.config.deployment import (
+    CliConfig,
+    cli_config_from_env,
+    cli_config_from_path,
+    load_cli_config,
+)
+from the_loop.config.loader import (
     CLI_CONFIG,
     COLLABORATORS,
     HARNESS_CONFIG,
     KINDS,
-    CliConfig,
-    HarnessConfig,
+    ConfigFileError,
     InvalidConfigError,
     LegacyConfigError,
     as_dict,
-    cli_config_from_env,
-    cli_config_from_path,
-    collaborators_from_path,
-    harness_config_from_path,
     kind_for_path,
-    load_cli_config,
-    load_collaborators,
-    load_harness_config,
     schema,
     upgrade_command,
 )
-from graph.context import Collaborators, ConfigFileError, Person
+from the_loop.config.repository import (
+    Collaborators,
+    HarnessConfig,
+    Person,
+    collaborators_from_path,
+    harness_config_from_path,
+    load_collaborators,
+    load_harness_config,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "config"
@@ -78,9 +84,11 @@ def test_schema_is_valid_draft_2020_12_and_closed(kind):
 def test_schemas_ship_as_package_data(kind):
     from importlib import resources
 
-    assert resources.files("graph").joinpath("schemas", f"{kind}.schema.json").is_file()
+    assert resources.files("the_loop.config").joinpath("schemas", f"{kind}.schema.json").is_file()
+    # Namespace packages are found too, so the schemas folder is a package whose *.json ships.
     pyproject = (ROOT / "pyproject.toml").read_text()
-    assert '"schemas/*.json"' in pyproject
+    assert '"*" = ["*.yaml", "*.json"' in pyproject
+    assert '"the_loop*"' in pyproject
 
 
 def test_schema_defaults_match_the_dataclasses():

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 import yaml
 
-from graph.config import load_cli_config
 from tests.deploy.conftest import (
     CHART_DIR,
     RELEASE,
@@ -22,6 +21,7 @@ from tests.deploy.conftest import (
     render,
     walk,
 )
+from the_loop.config.deployment import load_cli_config
 
 FULLNAME = f"{RELEASE}-the-loop"
 WEB, WORKER, REDIS = f"{FULLNAME}-web", f"{FULLNAME}-worker", f"{FULLNAME}-redis"

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from graph.compile import compile_graph, load_graph
-from graph.context import Collaborators, HookConfig, LocalFiles
+from graph.context import HookConfig
 from graph.markers import find_effect
 from graph.model import HookResult, InboundEvent, Message, WorkItem
 from graph.registry import HookRegistry
@@ -17,6 +17,8 @@ from graph.review import approved_in, entries
 from graph.runtime import ForceError, GraphMismatch, Runtime
 from graph.state import FileStateStore, MemoryStateStore
 from tests.support.fakes import FakeGitHub
+from the_loop.config.repository import Collaborators
+from the_loop.stores import LocalFiles
 
 REPO = "Codertocat/Hello-World"
 REF = f"github:{REPO}#1"

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from graph.compile import compile_graph, load_graph
-from graph.context import Collaborators, HookConfig
+from graph.context import HookConfig
 from graph.effects import EffectProxy, HookEffects, RetryLater, hook_keys, is_side_effect
 from graph.markers import find_effect
 from graph.model import HookResult, InboundEvent, WorkItem
@@ -18,6 +18,7 @@ from graph.registry import HookRegistry
 from graph.runtime import Runtime
 from graph.state import MemoryStateStore, WorkItemState
 from tests.support.fakes import FakeGitHub
+from the_loop.config.repository import Collaborators
 
 REPO = "Codertocat/Hello-World"
 REF = f"github:{REPO}#1"

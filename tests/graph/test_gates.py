@@ -9,9 +9,10 @@ import pytest
 
 import graph.hooks.classify_feedback as cf
 from graph.compile import load_graph
-from graph.context import Collaborators, HookConfig
+from graph.context import HookConfig
 from graph.model import HookContext, InboundEvent, WorkItem
 from graph.runtime import run_chain
+from the_loop.config.repository import Collaborators
 
 COLLABORATORS = Collaborators.parse(
     "version: 1\nroles:\n  approver:\n    - {name: Alice, github: alice}\n")

@@ -3,13 +3,14 @@
 import pytest
 
 from graph.compile import compile_graph, load_graph
-from graph.context import Collaborators, HookConfig
+from graph.context import HookConfig
 from graph.markers import find_effect
 from graph.model import HookContext, HookResult, InboundEvent, Message, WorkItem
 from graph.registry import HookRegistry
 from graph.runtime import Runtime, run_chain
 from graph.state import FileStateStore, MemoryStateStore
 from tests.support.fakes import FakeGitHub
+from the_loop.config.repository import Collaborators
 
 REPO = "Codertocat/Hello-World"
 REF = f"github:{REPO}#1"

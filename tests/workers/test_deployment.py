@@ -1,6 +1,6 @@
 """cli-config.yaml's integrations block reaches the providers; the environment wins."""
 
-from graph.config import load_cli_config
+from the_loop.config.deployment import load_cli_config
 from workers.deployment import effective_env
 
 CONFIG = """
