@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from graph.errors import LoopError
 from graph.registry import DEFAULT_REGISTRY, HookDef, HookRegistry
 
 ACTORS = ("agent", "human", "system")
@@ -52,11 +53,11 @@ GraphLoader.add_implicit_resolver(
 )
 
 
-class GraphError(ValueError):
+class GraphError(LoopError, ValueError):
     """A graph file failed to compile. ``str()`` names the file and the offending item."""
 
 
-class AmbiguousEdgeWarning(UserWarning):
+class AmbiguousEdgeWarning(LoopError, UserWarning):
     """Two edges leave one node on one outcome; the first declared wins."""
 
 

@@ -49,7 +49,7 @@ from typing import Any
 
 from graph.context import HookConfig
 from graph.markers import find_effect, marker
-from graph.ports import Integration, IntegrationError, NotFound
+from graph.ports import Integration, IntegrationError, NotFound, RetryLater
 from graph.state import StateStore, WorkItemState
 
 log = logging.getLogger(__name__)
@@ -61,25 +61,6 @@ _PRIVATE_KEYS = frozenset({"body", "text", "content", "message", "token", "patch
                            "raw", "html", "blocks", "attachments"})
 _MAX_ITEMS = 200
 _MAX_TEXT = 300
-
-
-class RetryLater(IntegrationError):  # noqa: N818  (a verdict, not an error class name)
-    """A transient failure (rate limit, 5xx, network): retry the delivery later.
-
-    Always ``retriable``. A hook may catch it as an ``IntegrationError`` (to record and go
-    on); uncaught, it stops the chain without a verdict (see :func:`graph.runtime.call_hook`).
-    """
-
-    def __init__(self, message: str, *, integration: str, op: str,
-                 status: int | None = None) -> None:
-        super().__init__(message, integration=integration, op=op, status=status,
-                         retriable=True)
-
-    @classmethod
-    def from_error(cls, exc: IntegrationError) -> RetryLater:
-        """The retry verdict for a retriable integration error (its message is the-loop's
-        own: operation, target, status; never a response body)."""
-        return cls(str(exc), integration=exc.integration, op=exc.op, status=exc.status)
 
 
 def is_side_effect(op: str) -> bool:

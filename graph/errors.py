@@ -2,14 +2,49 @@
 
 Every exception the project raises on purpose derives from :class:`LoopError`, so a
 caller that wants "anything the-loop refused or failed at" catches one class. Each
-package keeps its own errors below it, next to the code that raises them::
+package keeps its own errors below it, next to the code that raises them. Where a class
+also derives from a built-in (``ValueError``, ``RuntimeError``...) it keeps that base, so
+older ``except`` clauses still hold. ``tests/test_exception_tree.py`` checks that every
+exception class in the packages is in this tree::
 
     LoopError
-    ├── graph: GraphError, StateError, HookError ...
-    ├── integrations: IntegrationError -> NotFound, RateLimited, Unavailable, Unsupported
-    ├── configuration: ConfigFileError -> InvalidConfigError, LegacyConfigError; SettingsError
-    ├── the delivery protocol: DeliveryError ...
-    └── webhook: the receiver's refusals, each with its HTTP status
+    ├── graph
+    │   ├── GraphError (ValueError)                compile.py: the graph file is invalid
+    │   ├── AmbiguousEdgeWarning (UserWarning)     compile.py: a warning, not raised
+    │   ├── RegistryError (ValueError)             registry.py
+    │   ├── StateError (ValueError)                state.py: a stored state is unreadable
+    │   ├── GraphMismatch (RuntimeError)           runtime.py
+    │   ├── ForceError (ValueError)                runtime.py: `graph force` refused
+    │   ├── ParserError (RuntimeError)             hooks/lint_artifacts.py
+    │   └── ConfigFileError (ValueError)           context.py: a configuration file
+    │       ├── InvalidConfigError                 config.py
+    │       ├── LegacyConfigError                  config.py
+    │       └── UpgradeError                       the_loop/upgrade.py
+    ├── IntegrationError                           ports.py: an external system refused/failed
+    │   ├── NotFound                               404, or not visible
+    │   ├── RateLimited (retry_after, reset_at)    429 / 403 rate limit; retriable
+    │   ├── Unavailable                            5xx, network, timeout; retriable
+    │   ├── Unsupported                            the transport lacks the operation
+    │   └── RetryLater                             the outbox's verdict: retry the delivery
+    ├── integrations
+    │   ├── CapabilityError (RuntimeError)         capabilities.py: a graph needs a missing op
+    │   ├── GitHubConfigError (ValueError)         github.py
+    │   └── ProviderConfigError (ValueError)       providers.py
+    ├── webhook
+    │   ├── DeliveryError                          events.py: a refused delivery, with status
+    │   │   ├── BadHeadersError, PayloadTooLargeError, SignatureError,
+    │   │   │   QueueUnavailableError
+    │   │   └── BadPayloadError -> UnsupportedContentTypeError
+    │   └── SettingsError (ValueError)             settings.py
+    ├── workers
+    │   ├── DeliveryCommandError (RuntimeError)    deliveries.py: an operator command refused
+    │   ├── DeliveryFailed (RuntimeError)          service.py
+    │   ├── SettingsError (ValueError)             settings.py
+    │   └── WorkerLoopEnded (redis ConnectionError) worker.py
+    └── the_loop (command line)
+        ├── RefError (ValueError)                  local.py
+        ├── ManifestError (ValueError)             manifest.py
+        └── RedeliverError (RuntimeError)          redeliver.py
 
 ``graph/`` is the innermost package, so the root lives here and every other package may
 import it without pointing outward.

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from graph.errors import LoopError
 from graph.model import HookContext, HookResult
 
 HookFn = Callable[[HookContext], HookResult]
@@ -49,7 +50,7 @@ class HookDef:
     check: ParamCheck | None = None
 
 
-class RegistryError(ValueError):
+class RegistryError(LoopError, ValueError):
     """A hook name registered twice, or looked up but never registered."""
 
 

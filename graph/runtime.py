@@ -21,11 +21,12 @@ from typing import Any
 
 from graph.compile import Graph, HookCall, Node
 from graph.context import HookConfig
-from graph.effects import HookEffects, RetryLater, hook_keys
+from graph.effects import HookEffects, hook_keys
+from graph.errors import LoopError
 from graph.feedback import digest, publish_check, publish_status, render_status
 from graph.markers import marker
 from graph.model import Boundary, HookContext, HookResult, InboundEvent, Message, Session, WorkItem
-from graph.ports import IntegrationError
+from graph.ports import IntegrationError, RetryLater
 from graph.review import approved_in
 from graph.state import StateError, StateStore, WorkItemState
 
@@ -198,11 +199,11 @@ class AdvanceResult:
     messages: tuple[Message, ...] = ()
 
 
-class GraphMismatch(RuntimeError):
+class GraphMismatch(LoopError, RuntimeError):
     """The work item's pinned graph no longer contains its current node."""
 
 
-class ForceError(ValueError):
+class ForceError(LoopError, ValueError):
     """A forced move was refused (no reason, or an unknown target node)."""
 
 

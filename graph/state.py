@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
+from graph.errors import LoopError
+
 STATE_VERSION = 1
 
 
@@ -179,7 +181,7 @@ class LogEvent:
         }
 
 
-class StateError(ValueError):
+class StateError(LoopError, ValueError):
     """Stored state could not be read as a :class:`WorkItemState`."""
 
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from graph.errors import LoopError
+
 __all__ = ["CapabilityError", "Gap", "check_capabilities", "hooks_needing", "transport_of"]
 
 
-class CapabilityError(RuntimeError):
+class CapabilityError(LoopError, RuntimeError):
     """The configured transports cannot perform every operation the graph needs.
 
     Attributes:

@@ -18,8 +18,10 @@ from typing import Any
 
 import jsonschema
 import requests
+from urllib3.exceptions import MaxRetryError
 
 from integrations.cli import run_bounded
+from integrations.retry import BoundedRetry
 from the_loop.config.deployment import Classification
 
 log = logging.getLogger(__name__)
@@ -60,18 +62,24 @@ def validate(raw: bytes | str, allowed: Sequence[str]) -> str | None:
 
 
 class _Retrying:
-    """Calls ``attempt`` up to ``1 + retries`` times while it raises ``ValueError``."""
+    """Calls ``attempt`` up to ``1 + retries`` times while it raises ``ValueError``,
+    counting with the transports' retry policy (:class:`integrations.retry.BoundedRetry`;
+    no back-off: an invalid answer is asked again at once)."""
 
     def __init__(self, retries: int) -> None:
         self.retries = retries
 
     def run(self, attempt: Callable[[], str | None]) -> str | None:
-        for n in range(self.retries + 1):
+        retry = BoundedRetry(total=self.retries, github_rate_limits=False)
+        while True:
             try:
                 return attempt()
             except ValueError as exc:
-                log.warning("classifier attempt %d failed: %s", n + 1, exc)
-        return None
+                log.warning("classifier attempt %d failed: %s", len(retry.history) + 1, exc)
+                try:
+                    retry = retry.increment(error=exc)
+                except MaxRetryError:
+                    return None
 
 
 class CommandClassifier(_Retrying):

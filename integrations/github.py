@@ -18,7 +18,8 @@ docstrings ("Create an installation access token for an app", "Add labels to an 
 ...).
 
 Limits: PyGithub paces requests per process (``seconds_between_requests`` /
-``seconds_between_writes``); :class:`LoopRetry` retries rate limits and idempotent 5xx a
+``seconds_between_writes``); :func:`_retry_policy` (an
+:class:`integrations.retry.BoundedRetry`) retries rate limits and idempotent 5xx a
 bounded number of times and never sleeps longer than :data:`MAX_RATE_LIMIT_WAIT`; an
 optional :class:`integrations.throttle.WriteThrottle` spaces writes per installation
 across every worker through Redis.
@@ -37,10 +38,10 @@ from typing import TYPE_CHECKING, Any
 import requests
 from github import Auth, Github, GithubException
 from github.GithubException import RateLimitExceededException as _RateLimited
-from github.GithubRetry import GithubRetry
 from urllib3.util.retry import Retry
 
-from graph.ports import IntegrationError
+from graph.errors import LoopError
+from graph.ports import IntegrationError, Unavailable
 from integrations.github_ops import (
     OPERATIONS,
     REACTIONS,
@@ -50,6 +51,7 @@ from integrations.github_ops import (
     http_error,
     says_rate_limit,
 )
+from integrations.retry import MAX_RATE_LIMIT_WAIT, BoundedRetry
 
 if TYPE_CHECKING:
     from integrations.throttle import WriteThrottle
@@ -67,10 +69,6 @@ __all__ = [
 DEFAULT_API_URL = "https://api.github.com"
 USER_AGENT = "the-loop (PyGithub)"
 
-#: Longest rate-limit back-off (seconds) PyGithub may sleep inside one call. Longer waits
-#: surface as a retriable IntegrationError so the job queue, not a blocked worker, waits.
-MAX_RATE_LIMIT_WAIT = 10.0
-
 #: HTTP methods PyGithub may retry (5xx, rate limits). POST and PUT are left out on
 #: purpose: a retried "Create an issue comment" whose first attempt did reach GitHub posts
 #: the comment twice, and a retried "Create or update file contents" would commit on top
@@ -87,7 +85,7 @@ _ENV_TIMEOUT = "THE_LOOP_GITHUB_TIMEOUT"
 _ENV_RETRIES = "THE_LOOP_GITHUB_RETRIES"
 
 
-class GitHubConfigError(ValueError):
+class GitHubConfigError(LoopError, ValueError):
     """The GitHub settings in the environment are missing or malformed.
 
     The message names the environment variable and how to fix it; it never contains the
@@ -399,53 +397,26 @@ class GitHubClients:
         )
 
 
-class LoopRetry(GithubRetry):
-    """PyGithub's retry policy (``GithubRetry``), bounded for a queue worker.
-
-    * Only :data:`RETRY_METHODS` are retried -- on 5xx and on rate limits (429, and 403
-      with ``Retry-After`` or a rate-limit message) alike. A POST or PUT is never sent
-      twice by the transport: if the first attempt's write landed and only its answer was
-      lost, a second one would duplicate it. Those come back as retriable errors, and the
-      runtime's effect log (``graph/effects.py``) retries them idempotently, reconciling
-      with what GitHub already holds.
-    * A wait GitHub asks for (``Retry-After``, or until ``X-RateLimit-Reset`` for the
-      primary limit) is honoured when it is at most ``max_rate_limit_wait`` seconds;
-      a longer one is not slept inside the worker: the answer comes back at once as a
-      retriable :class:`~graph.ports.IntegrationError` (with ``retry_after`` set) and the
-      job queue waits instead.
-    """
-
-    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
-        if status_code == 429 and self._is_method_retryable(method):
-            return bool(self.total)
-        return super().is_retry(method, status_code, has_retry_after)
-
-    def increment(  # type: ignore[override]
-        self,
-        method: str | None = None,
-        url: str | None = None,
-        response: Any = None,
-        error: Exception | None = None,
-        _pool: Any = None,
-        _stacktrace: Any = None,
-    ) -> Retry:
-        if response is not None and self.max_rate_limit_wait is not None:
-            wait = self.get_retry_after(response)
-            if wait is not None and wait > self.max_rate_limit_wait:
-                raise _RateLimited(response.status, {"message": "retry later"}, response.headers)
-        return super().increment(method, url, response, error, _pool, _stacktrace)
-
-
 def _retry_policy(retries: int) -> Retry:
-    # raise_on_status=False: when retries run out, hand back the last response so PyGithub
-    # raises a GithubException with its status (instead of requests' RetryError).
-    return LoopRetry(
+    """GitHub's :class:`~integrations.retry.BoundedRetry`: only :data:`RETRY_METHODS` are
+    retried -- on 5xx and on rate limits (429, and 403 with ``Retry-After`` or a rate-limit
+    message) alike. A POST or PUT is never sent twice by the transport: if the first
+    attempt's write landed and only its answer was lost, a second one would duplicate it.
+    Those come back as retriable errors, and the runtime's outbox (``graph/effects.py``)
+    retries them idempotently, reconciling with what GitHub already holds. A wait longer
+    than :data:`MAX_RATE_LIMIT_WAIT` comes back at once as a retriable
+    :class:`~graph.ports.RateLimited` (with ``retry_after``) and the job queue waits.
+
+    ``raise_on_status=False``: when retries run out, hand back the last response so
+    PyGithub raises a GithubException with its status (instead of requests' RetryError).
+    """
+    return BoundedRetry(
         total=retries,
         backoff_factor=0.5,
         allowed_methods=RETRY_METHODS,
         raise_on_status=False,
         respect_retry_after_header=True,
-        max_rate_limit_wait=MAX_RATE_LIMIT_WAIT,
+        max_wait=MAX_RATE_LIMIT_WAIT,
     )
 
 
@@ -512,11 +483,10 @@ class GitHubApi(GitHubOperations):
         except GithubException as exc:
             raise _from_github(op, target, exc) from exc
         except requests.exceptions.RequestException as exc:
-            raise IntegrationError(
+            raise Unavailable(
                 f"github {op} on {target}: request failed ({type(exc).__name__})",
                 integration=self.name,
                 op=op,
-                retriable=True,
             ) from exc
         return Reply({str(k).lower(): str(v) for k, v in (headers or {}).items()}, data)
 

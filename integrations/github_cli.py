@@ -12,7 +12,7 @@ the HTTP status line and headers before the body, so errors map to the same
 :class:`~graph.ports.IntegrationError` statuses as the ``api`` transport. Authentication is
 the operator's ``gh`` login (``gh auth login``, or ``GH_TOKEN`` in its environment);
 ``GH_HOST`` selects a GitHub Enterprise Server host. Rate limits and 5xx answers get the
-same bounded retry policy as the ``api`` transport (:class:`integrations.github.LoopRetry`,
+same bounded retry policy as the ``api`` transport (:class:`integrations.retry.BoundedRetry`,
 fed with urllib3 response objects built from gh's output).
 
 Path segments are percent-encoded, so gh's ``{owner}``/``:repo`` placeholders never
@@ -35,9 +35,9 @@ from urllib3.exceptions import MaxRetryError
 from urllib3.response import HTTPResponse
 from urllib3.util.retry import Retry
 
-from graph.ports import IntegrationError
+from graph.ports import IntegrationError, Unavailable
 from integrations.cli import CliResult, run_bounded
-from integrations.github import MAX_RATE_LIMIT_WAIT, LoopRetry, _from_github
+from integrations.github import RETRY_METHODS, _from_github
 from integrations.github_ops import (
     GitHubOperations,
     Reply,
@@ -45,6 +45,7 @@ from integrations.github_ops import (
     http_error,
     says_rate_limit,
 )
+from integrations.retry import MAX_RATE_LIMIT_WAIT, BoundedRetry
 
 if TYPE_CHECKING:
     from integrations.throttle import WriteThrottle
@@ -107,13 +108,13 @@ class GitHubCli(GitHubOperations):
         self.host = base.get("GH_HOST")
         self.timeout = timeout
         self.max_output = max_output
-        self._retry = LoopRetry(
+        self._retry = BoundedRetry(
             total=retries,
             backoff_factor=0.5,
-            allowed_methods=frozenset({"GET", "HEAD", "PATCH", "DELETE"}),
+            allowed_methods=RETRY_METHODS,
             raise_on_status=False,
             respect_retry_after_header=True,
-            max_rate_limit_wait=MAX_RATE_LIMIT_WAIT,
+            max_wait=MAX_RATE_LIMIT_WAIT,
         )
         self.throttle = throttle
         self.throttle_key = "cli"
@@ -206,9 +207,9 @@ class GitHubCli(GitHubOperations):
                 integration=self.name, op=op,
             )
         if result.timed_out:
-            raise IntegrationError(
+            raise Unavailable(
                 f"{where}: no answer within {self.timeout:g} s (killed)",
-                integration=self.name, op=op, retriable=True,
+                integration=self.name, op=op,
             )
         if result.overflow:
             raise IntegrationError(
@@ -228,10 +229,10 @@ class GitHubCli(GitHubOperations):
                     + " for the worker's user, or give it GH_TOKEN",
                     integration=self.name, op=op,
                 )
-            raise IntegrationError(
+            raise Unavailable(
                 f"{where}: gh exited {result.returncode} without an HTTP answer "
                 "(network or gh configuration; see `gh api` run by hand)",
-                integration=self.name, op=op, retriable=True,
+                integration=self.name, op=op,
             )
         headers: dict[str, str] = {}
         for line in lines[1:]:

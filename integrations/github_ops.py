@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from graph.ports import IntegrationError, NotFound, UnsupportedOperation
+from graph.ports import IntegrationError, NotFound, RateLimited, Unavailable, Unsupported
 
 if TYPE_CHECKING:
     from integrations.throttle import WriteThrottle
@@ -102,7 +102,7 @@ class GitHubOperations:
     one sequence). Each operation is also a method (``add-label`` -> :meth:`add_label`).
 
     Errors (every method and :meth:`call`):
-        UnsupportedOperation: ``op`` is not in :attr:`operations`.
+        Unsupported: ``op`` is not in :attr:`operations`.
         IntegrationError: bad or missing parameters (``status`` None, not retriable); GitHub
             answered with an error status (``status`` set; ``retriable`` for 5xx, 429 and
             403 rate limits); the network or the transport failed (``status`` None,
@@ -199,12 +199,12 @@ class GitHubOperations:
         """Perform operation ``op`` with keyword ``params``; see the method of that name.
 
         Raises:
-            UnsupportedOperation: unknown ``op``.
+            Unsupported: unknown ``op``.
             IntegrationError: parameters do not fit the operation, or GitHub refused it.
         """
         method_name = OPERATIONS.get(op)
         if method_name is None or op not in self.operations:
-            raise UnsupportedOperation(
+            raise Unsupported(
                 f"github ({self.transport}) does not implement operation {op!r}; it "
                 f"implements: {', '.join(sorted(self.operations))}",
                 integration=self.name,
@@ -427,7 +427,7 @@ class GitHubOperations:
                 expected=frozenset({422}),
             )
         except IntegrationError as exc:
-            if exc.status == 422 and "already_exists" in getattr(exc, "codes", ()):
+            if exc.status == 422 and "already_exists" in exc.codes:
                 return {"label": name, "created": False}
             raise
         return {"label": created.data["name"], "created": True}
@@ -719,65 +719,60 @@ def http_error(
 ) -> IntegrationError:
     """The IntegrationError for GitHub's error answer ``status`` to operation ``op``.
 
-    404 is :class:`NotFound`; 429, and 403 with ``x-ratelimit-remaining: 0``, a
-    ``retry-after`` header or ``rate_limited`` (the body said "rate limit"), are retriable
-    rate limits; 5xx are retriable; everything else is not -- in particular a repository
-    the App cannot see (404, or 403 "Resource not accessible by integration").
+    * 404: :class:`NotFound`;
+    * 429, and 403 with ``x-ratelimit-remaining: 0``, a ``retry-after`` header or
+      ``rate_limited`` (the body said "rate limit"): :class:`RateLimited`, with
+      ``retry_after`` (seconds, when GitHub said) and ``reset_at`` (``x-ratelimit-reset``);
+    * 5xx: :class:`Unavailable` (retriable);
+    * anything else: a plain :class:`IntegrationError`, not retriable -- in particular a
+      repository the App cannot see (404, or 403 "Resource not accessible by integration").
 
     The message names the operation, target, status and the fix, never the body.
-    ``codes`` (GitHub's ``errors[].code`` values, e.g. ``already_exists``) and
-    ``retry_after`` (seconds, when GitHub said) are set as attributes.
+    ``codes`` are GitHub's ``errors[].code`` values (e.g. ``already_exists``).
     """
     lower = {str(k).lower(): str(v) for k, v in (headers or {}).items()}
     message = f"github {op} on {target} failed: HTTP {status}"
-    retry_after = _seconds(lower.get("retry-after"))
+    codes = tuple(codes)
     if status == 404:
-        exc: IntegrationError = NotFound(
+        return NotFound(
             f"{message} (not found, or not visible to this installation/token)",
-            integration="github",
-            op=op,
-            status=status,
+            integration="github", op=op, status=status, codes=codes,
         )
-    else:
-        limited = status == 429 or (
-            status == 403
-            and (
-                rate_limited
-                or lower.get("x-ratelimit-remaining") == "0"
-                or "retry-after" in lower
-            )
+    limited = status == 429 or (
+        status == 403
+        and (rate_limited or lower.get("x-ratelimit-remaining") == "0" or "retry-after" in lower)
+    )
+    if limited:
+        reset = lower.get("retry-after") or lower.get("x-ratelimit-reset")
+        message += " (rate limited" + (f"; retry-after/reset {reset}" if reset else "") + ")"
+        return RateLimited(
+            message, integration="github", op=op, status=status, codes=codes,
+            retry_after=_seconds(lower.get("retry-after")),
+            reset_at=_seconds(lower.get("x-ratelimit-reset")),
         )
-        retriable = limited or (isinstance(status, int) and status >= 500)
-        if limited:
-            reset = lower.get("retry-after") or lower.get("x-ratelimit-reset")
-            message += " (rate limited" + (f"; retry-after/reset {reset}" if reset else "") + ")"
-        elif status == 401:
-            message += (
-                " (credentials rejected: check THE_LOOP_GITHUB_APP_ID and the private key, "
-                "or GH_TOKEN; for the cli transport run `gh auth status`)"
-            )
-        elif status == 403:
-            message += (
-                " (forbidden: is the App installed on this repository, and does the "
-                "installation or token have the permission this operation needs?)"
-            )
-        elif status == 409:
-            message += " (conflict: the target changed since it was read; re-read and retry)"
-        elif status == 422:
-            message += " (validation failed)"
-        exc = IntegrationError(
-            message, integration="github", op=op, status=status, retriable=retriable
+    if isinstance(status, int) and status >= 500:
+        return Unavailable(message, integration="github", op=op, status=status, codes=codes)
+    if status == 401:
+        message += (
+            " (credentials rejected: check THE_LOOP_GITHUB_APP_ID and the private key, "
+            "or GH_TOKEN; for the cli transport run `gh auth status`)"
         )
-        exc.rate_limited = limited  # type: ignore[attr-defined]
-    exc.codes = tuple(codes)  # type: ignore[attr-defined]
-    exc.retry_after = retry_after  # type: ignore[attr-defined]
-    return exc
+    elif status == 403:
+        message += (
+            " (forbidden: is the App installed on this repository, and does the "
+            "installation or token have the permission this operation needs?)"
+        )
+    elif status == 409:
+        message += " (conflict: the target changed since it was read; re-read and retry)"
+    elif status == 422:
+        message += " (validation failed)"
+    return IntegrationError(message, integration="github", op=op, status=status, codes=codes)
 
 
 def _log_failure(exc: IntegrationError) -> None:
     if exc.status == 404:
         log.info("%s", exc)
-    elif exc.status in (401, 403) or getattr(exc, "rate_limited", False):
+    elif exc.status in (401, 403) or isinstance(exc, RateLimited):
         log.warning("%s", exc)
 
 

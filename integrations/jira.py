@@ -7,8 +7,9 @@ Operations (both transports; ``issue`` is an issue key such as ``PROJ-12``)::
     transition-issue(issue, name)  -> {"issue": str, "transition": str}
 
 ``api`` -- Jira Cloud REST API v3 on a ``requests`` session whose adapter retries with
-urllib3's ``Retry`` (:class:`BoundedRetry`): GET/PUT/DELETE on 429/5xx, POST only on 429
-(Jira refused it before acting, so no comment is posted twice), ``Retry-After`` honoured up
+urllib3's ``Retry`` (:func:`jira_retry`, an :class:`integrations.retry.BoundedRetry`):
+GET/PUT/DELETE on 429/5xx, POST only on 429 (Jira refused it before acting, so no
+comment is posted twice), ``Retry-After`` honoured up
 to ``max_wait`` seconds. Endpoints: "Add comment" (``POST /rest/api/3/issue/{key}/comment``,
 body in Atlassian Document Format), "Edit issue" (``PUT /rest/api/3/issue/{key}`` with
 ``{"update": {"labels": [{"add": label}]}}``), "Get transitions" and "Transition issue"
@@ -37,63 +38,32 @@ from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.exceptions import MaxRetryError, ResponseError
-from urllib3.util.retry import Retry
 
-from graph.ports import IntegrationError, NotFound, UnsupportedOperation
+from graph.ports import IntegrationError, NotFound, RateLimited, Unavailable, Unsupported
 from integrations.cli import run_bounded
+from integrations.retry import MAX_RATE_LIMIT_WAIT, BoundedRetry
 
-__all__ = ["BoundedRetry", "JiraApi", "JiraCli", "adf"]
+__all__ = ["JiraApi", "JiraCli", "adf", "jira_retry"]
 
 OPERATIONS = {
     "add-comment": "add_comment",
     "add-label": "add_label",
     "transition-issue": "transition_issue",
 }
-MAX_RATE_LIMIT_WAIT = 10.0
 _KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]*-[1-9][0-9]*")
 
 
-class BoundedRetry(Retry):
-    """urllib3's ``Retry``, plus: a 429 is retried for every method (the server refused
-    the request before acting on it), and a ``Retry-After`` longer than ``max_wait``
-    seconds ends the retries at once (the caller gets the 429 and the job queue waits)."""
-
-    def __init__(self, *args: Any, max_wait: float = MAX_RATE_LIMIT_WAIT, **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        self.max_wait = max_wait
-
-    def new(self, **kw: Any) -> BoundedRetry:
-        kw.setdefault("max_wait", self.max_wait)
-        return super().new(**kw)  # type: ignore[return-value]
-
-    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
-        if status_code == 429:
-            return bool(self.total)
-        return super().is_retry(method, status_code, has_retry_after)
-
-    def increment(  # type: ignore[override]
-        self,
-        method: str | None = None,
-        url: str | None = None,
-        response: Any = None,
-        error: Exception | None = None,
-        _pool: Any = None,
-        _stacktrace: Any = None,
-    ) -> Retry:
-        if response is not None:
-            wait = self.get_retry_after(response)
-            if wait is not None and wait > self.max_wait:
-                raise MaxRetryError(_pool, url or "", ResponseError("Retry-After too long"))
-        return super().increment(method, url, response, error, _pool, _stacktrace)
-
-
 def jira_retry(retries: int = 3, max_wait: float = MAX_RATE_LIMIT_WAIT) -> BoundedRetry:
+    """Jira's :class:`~integrations.retry.BoundedRetry`: GET/PUT/DELETE on 429/5xx, POST
+    on 429 only (Jira refused it before acting), ``Retry-After`` honoured up to
+    ``max_wait`` seconds; a 403 is an answer, never retried."""
     return BoundedRetry(
         total=retries,
         backoff_factor=0.5,
         status_forcelist=(429, 500, 502, 503, 504),
         allowed_methods=frozenset({"GET", "HEAD", "PUT", "DELETE"}),
+        rate_limit_methods=frozenset({"GET", "HEAD", "PUT", "DELETE", "POST", "PATCH"}),
+        github_rate_limits=False,
         respect_retry_after_header=True,
         raise_on_status=False,
         max_wait=max_wait,
@@ -125,12 +95,12 @@ class _JiraBase:
         """Perform ``op``; see the method of that name (``add-comment`` -> add_comment).
 
         Raises:
-            UnsupportedOperation: unknown ``op``.
+            Unsupported: unknown ``op``.
             IntegrationError: bad parameters, or Jira refused the operation.
         """
         method_name = OPERATIONS.get(op)
         if method_name is None:
-            raise UnsupportedOperation(
+            raise Unsupported(
                 f"jira ({self.transport}) does not implement operation {op!r}; it implements: "
                 f"{', '.join(sorted(self.operations))}",
                 integration=self.name,
@@ -202,9 +172,9 @@ class JiraApi(_JiraBase):
         try:
             response = self._session.request(method, url, json=body, timeout=self.timeout)
         except requests.RequestException as exc:
-            raise IntegrationError(
+            raise Unavailable(
                 f"jira {op} on {key}: request failed ({type(exc).__name__})",
-                integration=self.name, op=op, retriable=True,
+                integration=self.name, op=op,
             ) from None
         status = response.status_code
         if status >= 400:
@@ -323,8 +293,8 @@ class JiraCli(_JiraBase):
                 "THE_LOOP_JIRA_CLI_BINARY", integration=self.name, op=op,
             )
         if result.timed_out:
-            raise IntegrationError(f"{where}: no answer within {self.timeout:g} s (killed)",
-                                   integration=self.name, op=op, retriable=True)
+            raise Unavailable(f"{where}: no answer within {self.timeout:g} s (killed)",
+                                   integration=self.name, op=op)
         if result.overflow:
             raise IntegrationError(f"{where}: output larger than {self.max_output} bytes",
                                    integration=self.name, op=op)
@@ -373,16 +343,25 @@ def _http_error(op: str, key: str, status: int, retry_after: str | None) -> Inte
     if status == 404:
         return NotFound(message + " (no such issue, or not visible to this account)",
                         integration="jira", op=op, status=status)
-    retriable = status == 429 or status >= 500
     if status == 429:
         message += " (rate limited" + (f"; retry-after {retry_after}" if retry_after else "") + ")"
-    elif status in (401, 403):
+        return RateLimited(message, integration="jira", op=op, status=status,
+                           retry_after=_seconds(retry_after))
+    if status >= 500:
+        return Unavailable(message, integration="jira", op=op, status=status)
+    if status in (401, 403):
         message += (" (check THE_LOOP_JIRA_USER and THE_LOOP_JIRA_TOKEN, and the account's "
                     "permission on the project)")
     elif status == 400:
         message += " (rejected: see the issue's fields and workflow)"
-    return IntegrationError(message, integration="jira", op=op, status=status,
-                            retriable=retriable)
+    return IntegrationError(message, integration="jira", op=op, status=status)
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _issue(op: str, issue: Any) -> str:

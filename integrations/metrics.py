@@ -27,7 +27,7 @@ from typing import Any
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.metrics import disable_created_metrics
 
-from graph.ports import Integration, IntegrationError, NotFound, UnsupportedOperation
+from graph.ports import Integration, IntegrationError, NotFound, RateLimited, Unsupported
 
 __all__ = ["ObservedFactory", "ObservedIntegration", "outcome_of"]
 
@@ -60,11 +60,11 @@ def outcome_of(exc: BaseException | None) -> str:
         return "ok"
     if isinstance(exc, NotFound):
         return "not_found"
-    if isinstance(exc, UnsupportedOperation):
+    if isinstance(exc, Unsupported):
         return "unsupported"
+    if isinstance(exc, RateLimited):
+        return "rate_limited"
     if isinstance(exc, IntegrationError):
-        if exc.retriable and exc.status in (403, 429):
-            return "rate_limited"
         return "error"
     return "exception"
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from graph.errors import LoopError
 from graph.ports import Integration
 from integrations.github import DEFAULT_API_URL, GitHubApi, GitHubClients, GitHubSettings
 from integrations.github_cli import DEFAULT_BINARY, DEFAULT_MAX_OUTPUT, GitHubCli
@@ -70,7 +71,7 @@ ENV_JIRA_TOKEN = "THE_LOOP_JIRA_TOKEN"
 ENV_JIRA_CLI_BINARY = "THE_LOOP_JIRA_CLI_BINARY"
 
 
-class ProviderConfigError(ValueError):
+class ProviderConfigError(LoopError, ValueError):
     """A transport choice or its settings are wrong. The message names the setting and
     the fix, never a secret value."""
 

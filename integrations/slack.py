@@ -36,12 +36,11 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.webhook import WebhookClient
 
-from graph.ports import IntegrationError, UnsupportedOperation
+from graph.ports import IntegrationError, RateLimited, Unavailable, Unsupported
+from integrations.retry import MAX_RATE_LIMIT_WAIT
 
 __all__ = ["BoundedRateLimitRetryHandler", "SlackSdk", "SlackWebhook", "retry_handlers"]
 
-#: Longest Retry-After (seconds) slept inside one call.
-MAX_RATE_LIMIT_WAIT = 10.0
 
 _sdk_log = logging.getLogger("the_loop.integrations.slack.sdk")
 _sdk_log.setLevel(logging.INFO)  # slack-sdk's DEBUG lines carry URLs and headers
@@ -110,11 +109,11 @@ class _SlackBase:
         """Perform ``post-message``; see :meth:`post_message`.
 
         Raises:
-            UnsupportedOperation: any other ``op``.
+            Unsupported: any other ``op``.
             IntegrationError: bad parameters, or Slack refused the message.
         """
         if op not in self.operations:
-            raise UnsupportedOperation(
+            raise Unsupported(
                 f"slack ({self.transport}) does not implement operation {op!r}; it "
                 f"implements: {', '.join(sorted(self.operations))}",
                 integration=self.name,
@@ -192,9 +191,9 @@ class SlackSdk(_SlackBase):
             code = _code(exc.response.get("error") if exc.response is not None else None)
             raise _api_error(op, channel, status, code, retry_after_s=_header_retry(exc)) from None
         except (SlackClientError, urllib.error.URLError, OSError) as exc:
-            raise IntegrationError(
+            raise Unavailable(
                 f"slack {op} to {channel}: request failed ({type(exc).__name__})",
-                integration=self.name, op=op, retriable=True,
+                integration=self.name, op=op,
             ) from None
         ts = response.get("ts")
         return {"ok": True, "ts": str(ts) if ts else None}
@@ -245,9 +244,9 @@ class SlackWebhook(_SlackBase):
                 text=text, blocks=list(blocks) if blocks is not None else None
             )
         except (SlackClientError, urllib.error.URLError, OSError) as exc:
-            raise IntegrationError(
+            raise Unavailable(
                 f"slack {op} (webhook): request failed ({type(exc).__name__})",
-                integration=self.name, op=op, retriable=True,
+                integration=self.name, op=op,
             ) from None
         if response.status_code != 200:
             retry = None
@@ -281,13 +280,21 @@ def _api_error(
     retry_after_s: str | None = None,
     webhook: bool = False,
 ) -> IntegrationError:
-    retriable = status == 429 or (status is not None and status >= 500) or code in _RETRIABLE
     message = f"slack {op} to {where} failed: HTTP {status}" + (f" ({code})" if code else "")
+    codes = (code,) if code else ()
     if status == 429 or code in ("ratelimited", "rate_limited"):
         message += " -- rate limited"
         if retry_after_s:
             message += f", retry after {retry_after_s} s"
-    elif code in _AUTH or (status in (401, 403) and not webhook):
+        try:
+            wait = float(retry_after_s) if retry_after_s else None
+        except ValueError:
+            wait = None
+        return RateLimited(message, integration="slack", op=op, status=status, codes=codes,
+                           retry_after=wait)
+    if (status is not None and status >= 500) or code in _RETRIABLE:
+        return Unavailable(message, integration="slack", op=op, status=status, codes=codes)
+    if code in _AUTH or (status in (401, 403) and not webhook):
         message += " -- check THE_LOOP_SLACK_TOKEN and the app's scopes (chat:write)"
     elif webhook and status in (403, 404, 410):
         message += (
@@ -296,8 +303,7 @@ def _api_error(
         )
     elif code in _CHANNEL:
         message += " -- invite the app to the channel, or check the channel/user id"
-    return IntegrationError(message, integration="slack", op=op, status=status,
-                            retriable=retriable)
+    return IntegrationError(message, integration="slack", op=op, status=status, codes=codes)
 
 
 def _bad(op: str, detail: str) -> IntegrationError:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import redis
 
-from graph.ports import IntegrationError
+from graph.ports import RateLimited
 
 __all__ = ["WriteThrottle"]
 
@@ -136,13 +136,12 @@ class WriteThrottle:
                         type(exc).__name__)
             return 0.0
         if wait is None:
-            raise IntegrationError(
+            raise RateLimited(
                 f"github {op}: the write budget of {bucket} is used up for now (at most "
                 f"{self.per_minute}/min and {self.per_hour}/h, shared by every worker); "
                 "the delivery is retried later",
                 integration="github",
                 op=op,
-                retriable=True,
             )
         if wait > 0:
             self._sleep(wait)

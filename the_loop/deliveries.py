@@ -79,12 +79,12 @@ def failed_cmd(as_json: bool) -> None:
 def _operate(action: str, delivery_id: str, as_json: bool) -> None:
     import redis
 
-    from workers.deliveries import DeliveryError
+    from workers.deliveries import DeliveryCommandError
 
     ledger = _deliveries()
     try:
         done = getattr(ledger, action)(delivery_id)
-    except DeliveryError as exc:
+    except DeliveryCommandError as exc:
         if as_json:
             emit(f"deliveries.{action}", False, "refused", delivery=delivery_id, error=str(exc))
             sys.exit(1)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from graph.compile import Graph, load_graph
 from graph.context import HookConfig
+from graph.errors import LoopError
 from graph.model import WorkItem
 from graph.runtime import Runtime
 from graph.state import FileStateStore, StateStore
@@ -22,7 +23,7 @@ LOCAL_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/#-]{0,199}$")
 STATE_DIR = ".the-loop/state"
 
 
-class RefError(ValueError):
+class RefError(LoopError, ValueError):
     """A work item ref is malformed; the message shows the accepted forms."""
 
 

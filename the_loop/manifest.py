@@ -20,10 +20,12 @@ from urllib.parse import quote, urlsplit
 
 import yaml
 
+from graph.errors import LoopError
+
 MANIFEST_FILE = "app.yml"
 
 
-class ManifestError(ValueError):
+class ManifestError(LoopError, ValueError):
     """An override does not fit the manifest (the message says which and why)."""
 
 

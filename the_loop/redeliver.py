@@ -28,13 +28,15 @@ from typing import Any
 
 import requests
 
+from graph.errors import LoopError
+
 API_VERSION = "2022-11-28"
 USER_AGENT = "the-loop (redeliver)"
 _DURATION = re.compile(r"(\d+)\s*([smhdw])", re.IGNORECASE)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-class RedeliverError(RuntimeError):
+class RedeliverError(LoopError, RuntimeError):
     """GitHub refused a request; the message names the request, the status and the fix
     (never a response body or a credential)."""
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 
+from graph.errors import LoopError
+
 __all__ = [
     "BadHeadersError",
     "BadPayloadError",
@@ -87,7 +89,7 @@ def loads(document: bytes | str) -> Any:
 # --- errors -------------------------------------------------------------------------
 
 
-class DeliveryError(Exception):
+class DeliveryError(LoopError):
     """A delivery we refuse; ``status`` is the HTTP status code to answer with.
 
     ``reason`` is always one of our own fixed messages: it never echoes untrusted input

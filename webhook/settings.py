@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
+from graph.errors import LoopError
+
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "ReceiverSettings", "SettingsError"]
 
 # GitHub caps webhook payloads at 25 MB ("Webhook events and payloads" docs); 25 MiB
@@ -20,7 +22,7 @@ DEFAULT_QUEUE = "the-loop"
 DEFAULT_PREFIX = "the-loop"
 
 
-class SettingsError(ValueError):
+class SettingsError(LoopError, ValueError):
     """A setting is missing or invalid; the message names the variable and the fix.
 
     Messages never contain secret values.

@@ -36,6 +36,7 @@ import redis
 from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry
 
+from graph.errors import LoopError
 from graph.state import StateStore
 from workers.inboxes import SHARED_INBOX, Inboxes
 from workers.settings import WorkerSettings
@@ -60,7 +61,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-class DeliveryError(RuntimeError):
+class DeliveryCommandError(LoopError, RuntimeError):
     """An operator command on a delivery cannot be carried out; the message says why."""
 
 
@@ -283,7 +284,7 @@ class Deliveries:
     def _entry(self, delivery_id: str) -> Mapping[str, Any]:
         raw = self.redis.hget(self.failed_key, delivery_id)
         if raw is None:
-            raise DeliveryError(f"delivery {delivery_id} is not parked "
+            raise DeliveryCommandError(f"delivery {delivery_id} is not parked "
                                 "(see `the-loop deliveries failed`)")
         entry: Mapping[str, Any] = json.loads(raw)
         return entry
@@ -304,7 +305,7 @@ class Deliveries:
         lock = self.redis.lock(self.lock_key(ref), timeout=self.settings.lock_timeout,
                                thread_local=False)
         if not lock.acquire(blocking=True, blocking_timeout=max(30, self.settings.worker_ttl)):
-            raise DeliveryError(f"work item {ref} is busy (its lock is held); try again")
+            raise DeliveryCommandError(f"work item {ref} is busy (its lock is held); try again")
         return lock
 
     def retry(self, delivery_id: str) -> dict[str, Any]:
@@ -312,14 +313,14 @@ class Deliveries:
         attempts reset, and queue a job for it. Returns what was done.
 
         Raises:
-            DeliveryError: not parked, its payload is no longer kept, or its work item is
+            DeliveryCommandError: not parked, its payload is no longer kept, or its work item is
                 busy.
         """
         entry = self._entry(delivery_id)
         key = self.delivery_key(delivery_id)
         event = self.redis.hget(key, "event")
         if event is None:
-            raise DeliveryError(
+            raise DeliveryCommandError(
                 f"delivery {delivery_id}'s payload is no longer kept (deliveries are kept "
                 "7 days); ask GitHub to send it again: `the-loop redeliver --since 7d`")
         ref = entry.get("work_item") or None
@@ -344,7 +345,7 @@ class Deliveries:
         through. Returns what was done.
 
         Raises:
-            DeliveryError: not parked, or its work item is busy.
+            DeliveryCommandError: not parked, or its work item is busy.
         """
         entry = self._entry(delivery_id)
         ref = entry.get("work_item") or None

@@ -26,6 +26,7 @@ import redis
 
 from graph.compile import Graph
 from graph.context import HookConfig
+from graph.errors import LoopError
 from graph.hooks.set_phase_label import PHASE_PREFIX
 from graph.markers import find_effect, marker
 from graph.model import InboundEvent, WorkItem
@@ -62,7 +63,7 @@ GitHubFactory = Callable[[int | None], Integration]
 DISPATCH_SKIP = 50
 
 
-class DeliveryFailed(RuntimeError):
+class DeliveryFailed(LoopError, RuntimeError):
     """Processing one delivery raised; the delivery was recorded as failed."""
 
 

@@ -7,10 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from graph.context import DEFAULT_ENROLMENT_LABEL
+from graph.errors import LoopError
 from the_loop.config.repository import DEFAULT_SPEC_DIR
 
 
-class SettingsError(ValueError):
+class SettingsError(LoopError, ValueError):
     """A setting has a bad value; the message names the environment variable and the fix."""
 
 

@@ -30,6 +30,7 @@ from redis.retry import Retry
 from rq import Queue, SimpleWorker
 from rq.exceptions import StopRequested
 
+from graph.errors import LoopError
 from webhook.logs import bind as bind_log_context
 from webhook.logs import clear as clear_log_context
 from workers import jobs
@@ -100,7 +101,7 @@ def run_worker(
             server.shutdown()
 
 
-class WorkerLoopEnded(redis.exceptions.ConnectionError):
+class WorkerLoopEnded(LoopError, redis.exceptions.ConnectionError):
     """RQ's work loop returned without being asked to stop (it logs why: a Redis error
     while finishing a job); a fresh worker is started after a backoff."""
 

@@ -41,6 +41,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from graph.errors import LoopError
 from graph.model import HookContext, HookResult, Message
 from graph.registry import hook
 
@@ -107,7 +108,7 @@ def mermaid_blocks(markdown: str) -> list[Diagram]:
 # -- the parser process ---------------------------------------------------------------------
 
 
-class ParserError(RuntimeError):
+class ParserError(LoopError, RuntimeError):
     """The Mermaid parser could not be run or answered nonsense; ``str()`` says which."""
 
 

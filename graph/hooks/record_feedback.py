@@ -7,10 +7,9 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from graph.effects import RetryLater
 from graph.markers import MARKER_RE
 from graph.model import HookContext, HookResult, Message
-from graph.ports import IntegrationError
+from graph.ports import IntegrationError, RetryLater
 from graph.registry import hook
 from graph.review import append_entry
 

@@ -10,10 +10,10 @@ import pytest
 
 from graph.compile import compile_graph, load_graph
 from graph.context import HookConfig
-from graph.effects import EffectProxy, HookEffects, RetryLater, hook_keys, is_side_effect
+from graph.effects import EffectProxy, HookEffects, hook_keys, is_side_effect
 from graph.markers import find_effect
 from graph.model import HookResult, InboundEvent, WorkItem
-from graph.ports import IntegrationError
+from graph.ports import IntegrationError, RetryLater
 from graph.registry import HookRegistry
 from graph.runtime import Runtime
 from graph.state import MemoryStateStore, WorkItemState

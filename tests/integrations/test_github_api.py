@@ -19,7 +19,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from responses import matchers
 
-from graph.ports import Integration, IntegrationError, NotFound, UnsupportedOperation
+from graph.ports import (
+    Integration,
+    IntegrationError,
+    NotFound,
+    RateLimited,
+    Unavailable,
+    Unsupported,
+)
 from integrations.github import (
     GitHubApi,
     GitHubClients,
@@ -611,7 +618,7 @@ def test_check_run_parameters_are_checked_before_any_request(
 
 
 def test_unknown_operation(api: GitHubApi) -> None:
-    with pytest.raises(UnsupportedOperation) as info:
+    with pytest.raises(Unsupported) as info:
         api.call("merge-pull-request", repo=REPO, number=1)
     assert info.value.op == "merge-pull-request" and info.value.integration == "github"
 
@@ -640,14 +647,14 @@ def test_bad_parameters(api: GitHubApi, op: str, params: dict[str, Any]) -> None
     ("status", "body", "headers", "exc_type", "retriable"),
     [
         (404, {"message": "Not Found"}, {}, NotFound, False),
-        (502, {"message": "Bad Gateway"}, {}, IntegrationError, True),
-        (500, {"message": "oops"}, {}, IntegrationError, True),
-        (429, {"message": "Too many"}, {"Retry-After": "30"}, IntegrationError, True),
+        (502, {"message": "Bad Gateway"}, {}, Unavailable, True),
+        (500, {"message": "oops"}, {}, Unavailable, True),
+        (429, {"message": "Too many"}, {"Retry-After": "30"}, RateLimited, True),
         (
             403,
             {"message": "API rate limit exceeded for installation ID 1."},
             {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1700000000"},
-            IntegrationError,
+            RateLimited,
             True,
         ),
         (
@@ -657,7 +664,7 @@ def test_bad_parameters(api: GitHubApi, op: str, params: dict[str, Any]) -> None
                 "before you try again."
             },
             {"Retry-After": "60"},
-            IntegrationError,
+            RateLimited,
             True,
         ),
         (403, {"message": "Resource not accessible by integration"}, {}, IntegrationError, False),
@@ -695,6 +702,7 @@ def test_network_error_is_retriable(api: GitHubApi, rs: responses.RequestsMock) 
     rs.get(R, body=requests.exceptions.ConnectTimeout("timed out"))
     with pytest.raises(IntegrationError) as info:
         api.call("get-repository", repo=REPO)
+    assert isinstance(info.value, Unavailable)
     assert info.value.retriable and info.value.status is None
 
 

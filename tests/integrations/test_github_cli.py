@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from graph.ports import IntegrationError, NotFound
+from graph.ports import IntegrationError, NotFound, RateLimited, Unavailable
 from integrations.cli import run_bounded
 from integrations.github_cli import GitHubCli
 from tests.integrations.fakecli import FakeCli
@@ -73,8 +73,8 @@ def test_pagination_follows_absolute_next_links(gh: FakeCli) -> None:
         (422, {}, {"message": "Validation Failed"}, IntegrationError, False),
         (403, {}, {"message": "Resource not accessible by integration"}, IntegrationError, False),
         (403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1"},
-         {"message": "API rate limit exceeded"}, IntegrationError, True),
-        (502, {}, {"message": "Bad Gateway"}, IntegrationError, True),
+         {"message": "API rate limit exceeded"}, RateLimited, True),
+        (502, {}, {"message": "Bad Gateway"}, Unavailable, True),
     ],
 )
 def test_http_errors_map_like_the_api_transport(

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import requests
 
-from graph.ports import IntegrationError, NotFound, UnsupportedOperation
+from graph.ports import IntegrationError, NotFound, Unsupported
 from integrations.github import GitHubApi, GitHubClients, GitHubSettings
 from integrations.github_cli import GitHubCli
 from tests.integrations.fakecli import gh_forwarder
@@ -379,7 +379,7 @@ def _scenario(
         run("list-check-runs", repo=REPO, head_sha=head, name="the-loop")
     with pytest.raises(NotFound):
         provider.call("get-file", repo=REPO, path="missing.md")
-    with pytest.raises(UnsupportedOperation):
+    with pytest.raises(Unsupported):
         provider.call("delete-repository", repo=REPO)
     return results, [
         a.replace(str(created["id"]), "<id>").replace(check_id, "<check>")

@@ -12,7 +12,7 @@ import pytest
 import redis
 import responses
 
-from graph.ports import IntegrationError, NotFound
+from graph.ports import IntegrationError, NotFound, RateLimited
 from integrations.github import GitHubClients, GitHubSettings
 from integrations.throttle import WriteThrottle
 from tests.integrations.test_github_api import rsa_pem  # noqa: F401 (fixture)
@@ -65,8 +65,9 @@ def test_a_rate_limited_post_is_not_resent_by_the_transport(rs, status: int) -> 
             json={"message": "You have exceeded a secondary rate limit."})
     with pytest.raises(IntegrationError) as info:
         api().call("comment", repo=REPO, number=1, body="x")
+    assert isinstance(info.value, RateLimited)
     assert (info.value.status, info.value.retriable) == (status, True)
-    assert info.value.retry_after == 3.0  # type: ignore[attr-defined]
+    assert info.value.retry_after == 3.0
     assert len(rs.calls) == 1
 
 

@@ -11,7 +11,7 @@ import pytest
 import responses
 from responses import matchers
 
-from graph.ports import IntegrationError, NotFound, UnsupportedOperation
+from graph.ports import IntegrationError, NotFound, Unsupported
 from integrations.jira import JiraApi, JiraCli, adf
 from integrations.slack import SlackSdk, SlackWebhook
 from tests.integrations import loopback
@@ -88,7 +88,7 @@ def test_slack_parameters_and_operations() -> None:
         sdk.call("post-message", channel="", text="x")
     with pytest.raises(IntegrationError, match="bad parameters"):
         sdk.call("post-message", channel="C1", text="x", blocks="not blocks")
-    with pytest.raises(UnsupportedOperation):
+    with pytest.raises(Unsupported):
         sdk.call("add-reaction", channel="C1")
     assert SLACK_TOKEN not in repr(sdk)
 

@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY
 from rq import Queue
 
 from graph.compile import load_graph
-from graph.ports import IntegrationError, NotFound
+from graph.ports import IntegrationError, NotFound, RateLimited
 from integrations.github import GitHubApi
 from integrations.metrics import ObservedFactory, ObservedIntegration, outcome_of
 from tests.conftest import load_fixture
@@ -135,8 +135,8 @@ def test_observed_integration_labels_outcomes_and_sets_the_rate_limit_gauge():
     cases = [
         (None, "ok"),
         (NotFound("gone", integration="github", op="get-file", status=404), "not_found"),
-        (IntegrationError("slow down", integration="github", op="get-file", status=429,
-                          retriable=True), "rate_limited"),
+        (RateLimited("slow down", integration="github", op="get-file", status=429),
+         "rate_limited"),
         (IntegrationError("no", integration="github", op="get-file", status=422), "error"),
         (RuntimeError("boom"), "exception"),
     ]

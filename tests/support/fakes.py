@@ -18,7 +18,7 @@ import hashlib
 import itertools
 from typing import Any
 
-from graph.ports import IntegrationError, NotFound, UnsupportedOperation
+from graph.ports import IntegrationError, NotFound, Unsupported
 
 _PERMISSIONS = ("admin", "maintain", "write", "triage", "read", "none")
 
@@ -116,7 +116,7 @@ class FakeGitHub:
 
     def call(self, op: str, **p: Any) -> dict[str, Any]:
         if op not in self.operations:
-            raise UnsupportedOperation(op, integration="github", op=op)
+            raise Unsupported(op, integration="github", op=op)
         return getattr(self, "op_" + op.replace("-", "_"))(**p)
 
     # -- operations -------------------------------------------------------------------

@@ -24,7 +24,7 @@ from webhook.enqueue import DeliveryQueue
 from webhook.events import parse_delivery
 from workers import jobs
 from workers import worker as worker_module
-from workers.deliveries import DeliveryError
+from workers.deliveries import DeliveryCommandError
 from workers.reaper import Reaper
 from workers.service import DeliveryProcessor
 from workers.settings import WorkerSettings
@@ -205,7 +205,7 @@ def test_discard_drops_a_parked_delivery_and_lets_the_held_ones_through(env):
     types = [e.type for e in processor.store.events(REF) if e.caused_by == poison]
     assert types[-2:] == ["delivery.parked", "delivery.discarded"]
     assert processor.store.load(REF).blocked_by_delivery is None
-    with pytest.raises(DeliveryError, match="not parked"):
+    with pytest.raises(DeliveryCommandError, match="not parked"):
         processor.deliveries.retry(poison)
 
 

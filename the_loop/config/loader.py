@@ -50,6 +50,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+from graph.errors import LoopError
+
 CLI_CONFIG = "cli-config"
 HARNESS_CONFIG = "harness-config"
 COLLABORATORS = "collaborators"
@@ -64,7 +66,7 @@ Path_ = tuple[str | int, ...]
 # -- errors ----------------------------------------------------------------------------
 
 
-class ConfigFileError(ValueError):
+class ConfigFileError(LoopError, ValueError):
     """A config file is malformed; the message names the file and key."""
 
 @dataclass(frozen=True)

@@ -1,0 +1,41 @@
+"""Every exception class the project defines derives from ``graph.errors.LoopError``."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+from graph.errors import LoopError
+from tests.conftest import REPO_ROOT
+
+#: The project's packages (``[tool.setuptools.packages.find]`` in pyproject.toml).
+PACKAGES = ("graph", "integrations", "webhook", "workers", "the_loop")
+
+
+def exception_classes() -> dict[str, type[BaseException]]:
+    """``path:Class`` -> class, for every exception class defined in the packages'
+    modules (found by parsing the source, then imported to follow the bases)."""
+    found: dict[str, type[BaseException]] = {}
+    for package in PACKAGES:
+        for path in sorted((REPO_ROOT / package).rglob("*.py")):
+            names = [n.name for n in ast.walk(ast.parse(path.read_text()))
+                     if isinstance(n, ast.ClassDef)]
+            if not names:
+                continue
+            parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+            module = importlib.import_module(".".join(parts).removesuffix(".__init__"))
+            for name in names:
+                cls = getattr(module, name, None)
+                if (isinstance(cls, type) and issubclass(cls, BaseException)
+                        and cls.__module__ == module.__name__):
+                    found[f"{Path(*parts)}.py:{name}"] = cls
+    return found
+
+
+def test_every_exception_class_derives_from_loop_error() -> None:
+    classes = exception_classes()
+    assert len(classes) > 30  # the walk found the project's classes
+    outside = sorted(name for name, cls in classes.items() if not issubclass(cls, LoopError))
+    assert outside == [], f"derive these from graph.errors.LoopError: {outside}"
+
