@@ -15,11 +15,12 @@ import click
 
 from graph.compile import GraphError
 from graph.context import HookConfig
+from graph.refs import RefError
 from graph.runtime import ForceError, GraphMismatch, NodeVerdict
 from graph.state import StateError
 from the_loop.cli import emit, graph_group, main
 from the_loop.config.loader import ConfigFileError
-from the_loop.local import Local, RefError, open_local
+from the_loop.local import Local, open_local
 
 REPO_OPTION = click.option(
     "--repo", "repo", type=click.Path(file_okay=False, exists=True, path_type=Path),

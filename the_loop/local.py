@@ -11,34 +11,29 @@ from pathlib import Path
 
 from graph.compile import Graph, load_graph
 from graph.context import HookConfig
-from graph.errors import LoopError
 from graph.model import WorkItem
+from graph.refs import PREFIX, RefError, WorkItemRef
 from graph.runtime import Runtime
 from graph.state import FileStateStore, StateStore
 from the_loop.config.repository import COLLABORATORS_PATH, DEFAULT_SPEC_DIR, Collaborators
 from the_loop.stores import LocalFiles
 
-GITHUB_REF = re.compile(r"^github:(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)#(?P<number>\d+)$")
 LOCAL_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/#-]{0,199}$")
 STATE_DIR = ".the-loop/state"
 
 
-class RefError(LoopError, ValueError):
-    """A work item ref is malformed; the message shows the accepted forms."""
-
-
 def parse_ref(ref: str, spec_dir: str = DEFAULT_SPEC_DIR) -> WorkItem:
-    """``github:OWNER/REPO#N`` (artifacts in ``specs/N``) or a local name such as
-    ``local:login-page`` (artifacts in ``specs/login-page``).
+    """``github:OWNER/REPO#N`` (:meth:`graph.refs.WorkItemRef.parse`; artifacts in
+    ``specs/N``) or a local name such as ``local:login-page`` (artifacts in
+    ``specs/login-page``).
 
     Raises:
-        RefError: neither form.
+        RefError: a malformed ``github:`` ref, or neither form.
     """
-    match = GITHUB_REF.match(ref)
-    if match:
-        number = int(match["number"])
-        return WorkItem(ref=ref, id=number, repository=match["repo"],
-                        spec_dir=spec_dir.format(number=number))
+    if ref.startswith(PREFIX):
+        github = WorkItemRef.parse(ref)
+        return WorkItem(ref=github.format(), id=github.number, repository=github.repository,
+                        spec_dir=spec_dir.format(number=github.number))
     if not LOCAL_REF.match(ref):
         raise RefError(f"work item ref {ref!r} is malformed; use github:OWNER/REPO#N or a "
                        "local name like local:login-page")

@@ -19,7 +19,6 @@ caller and to log.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from graph.errors import LoopError
+from the_loop.events import GitHubEvent, loads
 
 __all__ = [
     "BadHeadersError",
@@ -40,10 +40,8 @@ __all__ = [
     "UnsupportedContentTypeError",
     "build_delivery",
     "decode_body",
-    "loads",
     "parse_delivery",
     "read_delivery_headers",
-    "work_item_ref",
 ]
 
 EVENT_HEADER = "X-GitHub-Event"
@@ -57,33 +55,6 @@ _DELIVERY_ID = re.compile(r"[A-Za-z0-9-]{1,100}")
 # Event names are snake_case words ("pull_request_review_comment"); stay permissive
 # about new ones but keep them safe to log.
 _EVENT_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-
-
-# --- JSON ---------------------------------------------------------------------------
-
-try:
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - orjson is a dependency; stay correct without it
-    _orjson = None  # type: ignore[assignment]
-
-
-def loads(document: bytes | str) -> Any:
-    """Parse a JSON document: with orjson when it is installed (about twice as fast as
-    the standard library on a 15 KB payload), falling back to :func:`json.loads` for
-    whatever orjson refuses, so exactly the documents ``json.loads`` accepts are accepted
-    (NaN and Infinity, UTF-16/32, lone surrogates), with the same values -- except that
-    orjson reads an integer beyond 64 bits as a float (GitHub's ids stay below 2**53).
-
-    Raises:
-        ValueError: not JSON (``json.JSONDecodeError``, ``UnicodeDecodeError``).
-        RecursionError: nested too deep.
-    """
-    if _orjson is not None:
-        try:
-            return _orjson.loads(document)
-        except _orjson.JSONDecodeError:
-            pass
-    return json.loads(document)
 
 
 # --- errors -------------------------------------------------------------------------
@@ -167,7 +138,8 @@ class Delivery:
         payload: ``body`` parsed, a JSON object.
         installation_id: ``payload["installation"]["id"]`` when present (GitHub Apps).
         repository: ``payload["repository"]["full_name"]`` ("OWNER/NAME") when present.
-        work_item: see :func:`work_item_ref`, e.g. ``"github:OWNER/REPO#12"``, or None.
+        work_item: see :func:`the_loop.events.work_item_ref`, e.g.
+            ``"github:OWNER/REPO#12"``, or None.
     """
 
     delivery_id: str
@@ -283,11 +255,6 @@ def decode_body(content_type: str | None, body: bytes) -> tuple[bytes, dict[str,
     raise UnsupportedContentTypeError()
 
 
-def _int_or_none(value: Any) -> int | None:
-    # bool is an int subclass; a JSON true is never an id.
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def build_delivery(
     event: str, delivery_id: str, document: bytes, payload: dict[str, Any]
 ) -> Delivery:
@@ -298,23 +265,19 @@ def build_delivery(
         document, payload: as returned by :func:`decode_body`.
 
     Returns:
-        The Delivery, with action, installation id, repository and work item extracted.
+        The Delivery, with action, installation id, repository and work item read off
+        the payload once (:meth:`the_loop.events.GitHubEvent.parse`).
     """
-    action = payload.get("action")
-    installation = payload.get("installation")
-    repository = payload.get("repository")
-    full_name = repository.get("full_name") if isinstance(repository, dict) else None
+    github_event = GitHubEvent.parse(event, payload)
     return Delivery(
         delivery_id=delivery_id,
         event=event,
-        action=action if isinstance(action, str) else None,
+        action=github_event.action,
         body=document,
         payload=payload,
-        installation_id=(
-            _int_or_none(installation.get("id")) if isinstance(installation, dict) else None
-        ),
-        repository=full_name if isinstance(full_name, str) else None,
-        work_item=work_item_ref(event, payload),
+        installation_id=github_event.installation_id,
+        repository=github_event.repository,
+        work_item=github_event.ref.format() if github_event.ref else None,
     )
 
 
@@ -337,79 +300,3 @@ def parse_delivery(headers: HeaderSource | Mapping[str, str], body: bytes) -> De
     event, delivery_id = read_delivery_headers(headers)
     document, payload = decode_body(_header(headers, CONTENT_TYPE_HEADER), body)
     return build_delivery(event, delivery_id, document, payload)
-
-
-# --- work items -----------------------------------------------------------------------
-
-_ISSUE_EVENTS = frozenset({"issues", "issue_comment"})
-_PULL_REQUEST_EVENTS = frozenset(
-    {"pull_request", "pull_request_review", "pull_request_review_comment"}
-)
-# Events whose object carries a "pull_requests" list (the PRs whose head matches).
-# (the object is under the key named like the event).
-_CHECK_EVENTS = frozenset({"check_run", "check_suite", "workflow_run"})
-_REPOS_PATH = re.compile(r"/repos/([^/]+/[^/]+?)/?$")
-
-
-def _number(value: Any) -> int | None:
-    number = _int_or_none(value)
-    return number if number is not None and number > 0 else None
-
-
-def _ref(full_name: Any, number: int | None) -> str | None:
-    if number is None or not isinstance(full_name, str) or "/" not in full_name:
-        return None
-    return f"github:{full_name}#{number}"
-
-
-def _get(obj: Any, key: str) -> Any:
-    return obj.get(key) if isinstance(obj, dict) else None
-
-
-def work_item_ref(event: str, payload: Mapping[str, Any]) -> str | None:
-    """The work item (issue or pull request) a delivery is about, or None.
-
-    Args:
-        event: the ``X-GitHub-Event`` value.
-        payload: the parsed payload.
-
-    Returns:
-        ``"github:OWNER/REPO#N"`` where OWNER/REPO is ``repository.full_name`` and N is:
-
-        - ``issues``, ``issue_comment``: ``issue.number`` (an issue comment on a pull
-          request has ``issue.pull_request`` set and ``issue.number`` is the PR number:
-          issues and PRs share one number space, so the ref form is the same);
-        - ``pull_request``, ``pull_request_review``, ``pull_request_review_comment``:
-          ``pull_request.number``;
-        - ``check_run``, ``check_suite``, ``workflow_run``: the first entry of the
-          object's ``pull_requests`` list; its repository is taken from that entry's
-          ``base.repo`` (GitHub may list pull requests of another repository whose head
-          matches), using ``repository.full_name`` when it is the same repository or
-          the entry names no base repository;
-        - every other event (push, status, installation, label, ping, ...): None.
-
-        None as well when the fields are missing or malformed.
-    """
-    repository = _get(payload, "repository")
-    full_name = _get(repository, "full_name")
-    if event in _ISSUE_EVENTS:
-        return _ref(full_name, _number(_get(_get(payload, "issue"), "number")))
-    if event in _PULL_REQUEST_EVENTS:
-        return _ref(full_name, _number(_get(_get(payload, "pull_request"), "number")))
-    if event not in _CHECK_EVENTS:
-        return None
-    pulls = _get(_get(payload, event), "pull_requests")
-    if not isinstance(pulls, list) or not pulls:
-        return None
-    first = pulls[0]
-    number = _number(_get(first, "number"))
-    base_repo = _get(_get(first, "base"), "repo")
-    base_id = _get(base_repo, "id")
-    if base_id is not None and base_id == _get(repository, "id"):
-        return _ref(full_name, number)
-    url = _get(base_repo, "url")
-    match = _REPOS_PATH.search(url) if isinstance(url, str) else None
-    if match:
-        return _ref(match.group(1), number)
-    # No usable base repo: only trust the event's repository if nothing says otherwise.
-    return _ref(full_name, number) if base_id is None else None

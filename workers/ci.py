@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import redis
 
-from workers.translate import CIResult
+from the_loop.events import CIResult
 
 CI_TTL_SECONDS = 30 * 24 * 3600
 

@@ -31,6 +31,7 @@ from graph.hooks.set_phase_label import PHASE_PREFIX
 from graph.markers import find_effect, marker
 from graph.model import InboundEvent, WorkItem
 from graph.ports import Integration, IntegrationError, NotFound
+from graph.refs import WorkItemRef
 from graph.runtime import AdvanceResult, Runtime
 from graph.state import StateStore
 from the_loop.config.loader import ConfigFileError
@@ -41,11 +42,10 @@ from the_loop.config.repository import (
     HarnessConfig,
     load_harness_config,
 )
-from webhook.events import loads
+from the_loop.events import GitHubEvent, loads
 from webhook.logs import bind as bind_log_context
 from webhook.logs import clear as clear_log_context
 from workers import metrics as worker_metrics
-from workers import translate
 from workers.ci import RedisCI
 from workers.deliveries import Deliveries
 from workers.files import GitHubFiles
@@ -415,45 +415,44 @@ class DeliveryProcessor:
             if body is None:
                 return Handled(delivery_id, "ignored", "delivery record expired")
             record = {**record, "body": body}
-        payload = loads(body)
-        ci = translate.ci_result(event, payload)
+        github_event = GitHubEvent.parse(event, loads(body))
+        ci = github_event.ci
         if ci is not None:
             store = RedisCI(self.redis, self.settings.prefix, ci.repository)
             store.record(ci)
             if chosen.kind == CI_ONLY and ref is None:
                 # A commit status names no pull request: re-drive the work items whose
                 # head is that commit, each through its own inbox (order is kept).
-                fanned = self._fan_out(delivery_id, event, record, store.work_items(ci.sha))
+                fanned = self._fan_out(delivery_id, github_event, record,
+                                       store.work_items(ci.sha))
                 return Handled(delivery_id, "ignored",
                                f"recorded {ci.name}={ci.conclusion} for {ci.sha[:12]}; "
                                f"re-driving {fanned} work item(s)")
         if chosen.kind == CONFIG:
-            return self._on_push(delivery_id, payload)
+            return self._on_push(delivery_id, github_event)
         if ref is None:
             return Handled(delivery_id, "ignored", "no issue or pull request in this delivery")
-        installation = record.get("installation_id")
-        installation_id = int(_text(installation)) if installation not in (None, b"", "") else None
+        work_ref = WorkItemRef.parse(ref)
+        installation_id = github_event.installation_id
         github = self._github_or_none(installation_id)
-        repository = payload.get("repository") or {}
-        repo = str(repository.get("full_name"))
-        repo_config = (self._repo_config(github, repo, str(repository.get("default_branch")
-                                                          or "main"))
+        repo = str(github_event.repository)
+        repo_config = (self._repo_config(github, repo, github_event.default_branch or "main")
                        if github is not None else RepoConfig())
         label = repo_config.enrolment_label(self.settings)
-        if chosen.kind == LABELS or self._is_phase_label_event(payload, action):
-            return self._on_labels(delivery_id, ref, payload, github, label)
+        if chosen.kind == LABELS or self._is_phase_label_event(github_event, action):
+            return self._on_labels(delivery_id, ref, github_event, github)
         if chosen.kind == WITHDRAW:
-            return self._on_withdrawn(delivery_id, ref, event, payload, github)
-        enrolled = self._carries_enrolment_label(payload, label)
+            return self._on_withdrawn(delivery_id, work_ref, github_event, github)
+        enrolled = self._carries_enrolment_label(github_event, label)
         if chosen.kind == DRIVE and not enrolled:
             return Handled(delivery_id, "ignored", f"not a work item (no {label!r} label)")
         if chosen.kind != DRIVE and self.store.load(ref) is None:  # drive-if-enrolled, CI
             return Handled(delivery_id, "ignored", "not a work item")
         if github is None:
             github = self._github(installation_id)  # raises, naming the variables to set
-        config = self._hook_config(github, payload, ref, repo_config)
-        item = translate.work_item(ref, payload, repo_config.spec_dir(self.settings))
-        inbound = translate.inbound_event(event, delivery_id, payload)
+        config = self._hook_config(github, github_event, work_ref, repo_config)
+        item = github_event.work_item(work_ref, repo_config.spec_dir(self.settings))
+        inbound = github_event.inbound(delivery_id)
         if not (record.get("replay") and self._received_before(ref, delivery_id)):
             self.store.append_event(ref, "delivery.received", {
                 "event": event,
@@ -537,59 +536,59 @@ class DeliveryProcessor:
 
         return react
 
-    def _on_withdrawn(self, delivery_id: str, ref: str, event: str,
-                      payload: Mapping[str, Any], github: Integration | None) -> Handled:
+    def _on_withdrawn(self, delivery_id: str, work_ref: WorkItemRef, github_event: GitHubEvent,
+                      github: Integration | None) -> Handled:
         """A deleted comment or a dismissed review withdraws what it said. Gates decide on
         the event that carries a decision, so a gate still waiting holds nothing from it;
         if its decision already moved the work item on, the-loop says so on the work item
         (moving back is an operator's `graph force`, never automatic)."""
+        ref = work_ref.format()
         state = self.store.load(ref)
         if state is None:
             return Handled(delivery_id, "ignored", "not a work item")
-        source = payload.get("comment") or payload.get("review") or {}
-        source_id = source.get("id")
+        source_id = github_event.comment.id if github_event.comment else None
         decided = [d for d in state.decisions if d.get("comment_id") == source_id
                    and source_id is not None]
-        what = "review.dismissed" if event == "pull_request_review" else "feedback.withdrawn"
+        dismissed = github_event.name == "pull_request_review"
+        what = "review.dismissed" if dismissed else "feedback.withdrawn"
         self.store.append_event(ref, what, {
             "id": source_id, "decided": [d.get("node") for d in decided],
         }, delivery_id)
         if decided and github is not None:
             gate = decided[-1].get("node")
-            item = translate.work_item(ref, payload)
+            item = github_event.work_item(work_ref)
             self._comment(github, item, f"{ref}/withdrawn/{source_id}", WITHDRAWN_TEXT.format(
                 gate=gate, node=state.current_node, ref=ref,
-                what="dismissed" if event == "pull_request_review" else "deleted"))
+                what="dismissed" if dismissed else "deleted"))
         return Handled(delivery_id, "ignored", f"{what}: recorded")
 
-    def _is_phase_label_event(self, payload: Mapping[str, Any], action: str | None) -> bool:
-        added = payload.get("label") or {}
-        return action in ("labeled", "unlabeled") and str(added.get("name", "")).startswith(
+    @staticmethod
+    def _is_phase_label_event(github_event: GitHubEvent, action: str | None) -> bool:
+        return action in ("labeled", "unlabeled") and (github_event.label or "").startswith(
             PHASE_PREFIX)
 
-    def _on_labels(self, delivery_id: str, ref: str, payload: Mapping[str, Any],
-                   github: Integration | None, enrolment_label: str) -> Handled:
+    def _on_labels(self, delivery_id: str, ref: str, github_event: GitHubEvent,
+                   github: Integration | None) -> Handled:
         """Phase labels changed by a person are noticed, not fought: the drift is recorded
         in the event log and the work item is told once how to move the phase properly.
         The-loop never re-adds the label in a loop (it sets labels only on entering a
         node)."""
-        label = str((payload.get("label") or {}).get("name", ""))
-        sender = payload.get("sender") or {}
-        login = str(sender.get("login", ""))
+        label = github_event.label or ""
+        login = github_event.sender.login or ""
         if not label.startswith(PHASE_PREFIX):
             return Handled(delivery_id, "ignored", "label change does not move a work item")
-        if sender.get("type") == "Bot" or login.casefold() in self.settings.bot_logins:
+        if github_event.sender.is_bot or login.casefold() in self.settings.bot_logins:
             return Handled(delivery_id, "ignored", "the-loop's own phase label change")
         state = self.store.load(ref)
         if state is None:
             return Handled(delivery_id, "ignored", "not a work item")
-        action = payload.get("action")
+        action = github_event.action
         self.store.append_event(ref, "labels.drift", {
             "action": action, "label": label, "actor": login, "node": state.current_node,
         }, delivery_id)
         if github is not None and not any(
                 e.type == "labels.drift-noted" for e in self.store.events(ref)):
-            item = translate.work_item(ref, payload)
+            item = github_event.work_item(WorkItemRef.parse(ref))
             self._comment(github, item, f"{ref}/drift", DRIFT_TEXT.format(
                 node=state.current_node, ref=ref))
             self.store.append_event(ref, "labels.drift-noted", {"node": state.current_node},
@@ -599,11 +598,10 @@ class DeliveryProcessor:
     # -- helpers -----------------------------------------------------------------------
 
     @staticmethod
-    def _carries_enrolment_label(payload: Mapping[str, Any], label: str) -> bool:
-        if label in translate.labels_of(payload):
+    def _carries_enrolment_label(github_event: GitHubEvent, label: str) -> bool:
+        if label in github_event.labels:
             return True
-        added = payload.get("label") or {}
-        return payload.get("action") == "labeled" and added.get("name") == label
+        return github_event.action == "labeled" and github_event.label == label
 
     def _github_or_none(self, installation_id: int | None) -> Integration | None:
         """The GitHub provider, or ``None`` without credentials or an installation."""
@@ -623,17 +621,15 @@ class DeliveryProcessor:
         return self.github(installation_id)
 
     def _hook_config(
-        self, github: Integration, payload: Mapping[str, Any], ref: str,
+        self, github: Integration, github_event: GitHubEvent, work_ref: WorkItemRef,
         repo_config: RepoConfig,
     ) -> HookConfig:
-        repository = payload.get("repository") or {}
-        repo = str(repository.get("full_name"))
-        default_branch = str(repository.get("default_branch") or "main")
-        head, head_ref = translate.head_sha(payload), translate.head_ref(payload)
-        subject = translate.subject(payload)
-        number = int(ref.rpartition("#")[2])
-        is_pr = "pull_request" in payload or bool((subject or {}).get("pull_request"))
-        if (is_pr or subject is None) and not (head and head_ref):
+        repo = str(github_event.repository)
+        default_branch = github_event.default_branch or "main"
+        head, head_ref = github_event.head_sha, github_event.head_ref
+        number = work_ref.number
+        is_pr = github_event.kind == "pull_request"
+        if github_event.kind != "issue" and not (head and head_ref):
             # An issue_comment on a PR, or a CI event, does not carry the head: ask once.
             try:
                 pull = github.call("get-pull-request", repo=repo, number=number)
@@ -649,7 +645,7 @@ class DeliveryProcessor:
 
         ci = RedisCI(self.redis, self.settings.prefix, repo)
         if head and is_pr:
-            ci.remember(head, ref)
+            ci.remember(head, work_ref.format())
         harness = repo_config.harness
         return HookConfig(
             harness=harness.as_dict(),
@@ -742,7 +738,7 @@ class DeliveryProcessor:
         self._repo_configs[repo] = (time.monotonic() + self.settings.config_ttl, config, ref)
         return config
 
-    def _fan_out(self, delivery_id: str, event: str, record: Mapping[str, Any],
+    def _fan_out(self, delivery_id: str, github_event: GitHubEvent, record: Mapping[str, Any],
                  refs: list[str]) -> int:
         """Queue ``delivery_id``'s payload again for each work item in ``refs``."""
         from webhook.enqueue import DeliveryQueue
@@ -754,29 +750,26 @@ class DeliveryProcessor:
                 self.redis, queue_name=self.settings.queue, prefix=self.settings.prefix)
         body = record["body"] if isinstance(record["body"], bytes) else str(
             record["body"]).encode()
-        payload = loads(body)
-        installation = _text(record.get("installation_id", b"")) or None
         count = 0
         for i, ref in enumerate(sorted(refs)):
             count += queue.enqueue(Delivery(
                 delivery_id=f"{delivery_id}-w{i}",
-                event=event,
+                event=github_event.name,
                 action=None,
                 body=body,
-                payload=payload,
-                installation_id=int(installation) if installation else None,
-                repository=_text(record.get("repository", b"")) or None,
+                payload={},  # the queue stores the body; the payload is not read again
+                installation_id=github_event.installation_id,
+                repository=github_event.repository,
                 work_item=ref,
             ))
         return count
 
-    def _on_push(self, delivery_id: str, payload: Mapping[str, Any]) -> Handled:
-        repository = payload.get("repository") or {}
-        repo = str(repository.get("full_name"))
-        default = f"refs/heads/{repository.get('default_branch')}"
-        if payload.get("ref") == default and payload.get("after"):
+    def _on_push(self, delivery_id: str, github_event: GitHubEvent) -> Handled:
+        repo = str(github_event.repository)
+        default = f"refs/heads/{github_event.default_branch}"
+        if github_event.pushed_ref == default and github_event.after:
             # Every worker reads the new head; its config is read at that commit.
-            self.redis.set(f"{self.settings.prefix}:head:{repo}", str(payload["after"]),
+            self.redis.set(f"{self.settings.prefix}:head:{repo}", github_event.after,
                            ex=30 * 24 * 3600)
             self._repo_configs.pop(repo, None)
             return Handled(delivery_id, "ignored", "default branch moved; config refreshed")

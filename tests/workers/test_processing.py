@@ -196,8 +196,10 @@ def test_a_commit_status_re_drives_the_work_item_whose_head_it_names(env):
     deliver(queue, "pull_request", pr)
     work(ns)
     from graph.context import HookConfig
-    from workers import translate
-    processor.runtime.force(translate.work_item(ref, pr), HookConfig(), "implementation",
+    from graph.refs import WorkItemRef
+    from the_loop.events import GitHubEvent
+    item = GitHubEvent.parse("pull_request", pr).work_item(WorkItemRef.parse(ref))
+    processor.runtime.force(item, HookConfig(), "implementation",
                             "test: jump to implementation")
     deliver(queue, "pull_request", pr)  # evaluates verify-tests: no result yet
     work(ns)
