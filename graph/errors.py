@@ -36,8 +36,9 @@ exception class in the packages is in this tree::
     │   │   │   QueueUnavailableError
     │   │   └── BadPayloadError -> UnsupportedContentTypeError
     │   └── SettingsError (ValueError)             settings.py
+    ├── the_loop.inbox (the delivery protocol)
+    │   └── DeliveryCommandError (RuntimeError)    dead.py: an operator command refused
     ├── workers
-    │   ├── DeliveryCommandError (RuntimeError)    deliveries.py: an operator command refused
     │   ├── DeliveryFailed (RuntimeError)          service.py
     │   ├── SettingsError (ValueError)             settings.py
     │   └── WorkerLoopEnded (redis ConnectionError) worker.py

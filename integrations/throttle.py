@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import redis
 
 from graph.ports import RateLimited
+from the_loop.inbox.keys import Keys
 
 __all__ = ["WriteThrottle"]
 
@@ -69,7 +70,8 @@ class WriteThrottle:
 
     Args:
         connection: the Redis client (the worker's).
-        prefix: key prefix; keys are ``<prefix>:github:writes:<bucket>``.
+        prefix: key prefix; keys are ``P:github:writes:BUCKET``
+            (:meth:`the_loop.inbox.keys.Keys.writes`).
         per_minute, per_hour: the limits to keep in any window of that length.
         burst: writes allowed back to back before the pace applies (< ``per_minute``).
         max_wait: longest sleep (seconds) for a slot; a later slot is not reserved and
@@ -93,6 +95,7 @@ class WriteThrottle:
             raise ValueError("need 0 < burst < per_minute <= per_hour")
         self.redis = connection
         self.prefix = prefix
+        self._keys = Keys(prefix)
         self.per_minute, self.per_hour, self.burst = per_minute, per_hour, burst
         self.max_wait = max_wait
         self._sleep = sleep
@@ -109,7 +112,7 @@ class WriteThrottle:
         )
 
     def key(self, bucket: str) -> str:
-        return f"{self.prefix}:github:writes:{bucket}"
+        return self._keys.writes(bucket)
 
     def reserve(self, bucket: str) -> float | None:
         """Reserve the next write slot of ``bucket``; return the seconds to wait for it,

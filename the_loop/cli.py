@@ -27,8 +27,8 @@ def emit(action: str, ok: bool, status: str, **fields: Any) -> None:
 
 def _setup_logging() -> None:
     """JSON lines (``THE_LOOP_LOG_FORMAT=json``, the default) or text, on stdout, at
-    ``THE_LOOP_LOG_LEVEL``; RQ's loggers included (see webhook/logs.py)."""
-    from webhook.logs import configure
+    ``THE_LOOP_LOG_LEVEL``; RQ's loggers included (see the_loop/observability/logs.py)."""
+    from the_loop.observability.logs import configure
 
     try:
         configure()

@@ -26,7 +26,7 @@ from the_loop.cli import emit, main
 def _deliveries() -> Any:
     import redis
 
-    from workers.deliveries import Deliveries
+    from the_loop.inbox.dead import Deliveries
     from workers.settings import SettingsError, WorkerSettings
     from workers.state import RedisStateStore
 
@@ -79,7 +79,7 @@ def failed_cmd(as_json: bool) -> None:
 def _operate(action: str, delivery_id: str, as_json: bool) -> None:
     import redis
 
-    from workers.deliveries import DeliveryCommandError
+    from the_loop.inbox.dead import DeliveryCommandError
 
     ledger = _deliveries()
     try:

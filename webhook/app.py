@@ -15,7 +15,8 @@ Checks run in this order (as Prow's hook server does), each failing fast:
 Every error is ``{"ok": false, "error": <our own text>}``; bad input never gives a 500.
 
 Each answered delivery is counted (:mod:`webhook.metrics`, served at ``GET /metrics``), and
-its delivery id and work item are bound to the request's log lines (:mod:`webhook.logs`).
+its delivery id and work item are bound to the request's log lines
+(:mod:`the_loop.observability.logs`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from webhook.enqueue import DeliveryQueue
+from the_loop.inbox.enqueue import DeliveryQueue
+from the_loop.observability.logs import bind as bind_log_context
+from the_loop.observability.logs import clear as clear_log_context
 from webhook.events import (
     DeliveryError,
     PayloadTooLargeError,
@@ -43,8 +46,6 @@ from webhook.events import (
     decode_body,
     read_delivery_headers,
 )
-from webhook.logs import bind as bind_log_context
-from webhook.logs import clear as clear_log_context
 from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from webhook.metrics import count_delivery, count_signature_failure, metrics_renderer
 from webhook.settings import ReceiverSettings

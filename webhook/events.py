@@ -1,4 +1,5 @@
-"""Parse GitHub webhook deliveries into :class:`Delivery` values (pure: no Flask, no I/O).
+"""Parse GitHub webhook deliveries into :class:`the_loop.inbox.record.Delivery` values
+(pure: no Flask, no I/O).
 
 Protocol facts come from GitHub's docs:
 
@@ -21,17 +22,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from graph.errors import LoopError
 from the_loop.events import GitHubEvent, loads
+from the_loop.inbox.record import Delivery
 
 __all__ = [
     "BadHeadersError",
     "BadPayloadError",
-    "Delivery",
     "DeliveryError",
     "HeaderSource",
     "PayloadTooLargeError",
@@ -120,36 +120,6 @@ class QueueUnavailableError(DeliveryError):
 
     status = 503
     default_reason = "queue unavailable, retry later"
-
-
-# --- the parsed delivery --------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """One authenticated, parsed webhook delivery.
-
-    Attributes:
-        delivery_id: the ``X-GitHub-Delivery`` value (<= 100 chars of ``[A-Za-z0-9-]``).
-        event: the ``X-GitHub-Event`` value, e.g. ``"pull_request"`` (plain str).
-        action: the payload's ``action`` field, or None (push, status, ping... have none).
-        body: the JSON document as bytes; for form-encoded deliveries, the decoded value
-            of the ``payload`` field (so workers always get JSON).
-        payload: ``body`` parsed, a JSON object.
-        installation_id: ``payload["installation"]["id"]`` when present (GitHub Apps).
-        repository: ``payload["repository"]["full_name"]`` ("OWNER/NAME") when present.
-        work_item: see :func:`the_loop.events.work_item_ref`, e.g.
-            ``"github:OWNER/REPO#12"``, or None.
-    """
-
-    delivery_id: str
-    event: str
-    action: str | None
-    body: bytes = field(repr=False)
-    payload: dict[str, Any] = field(repr=False)
-    installation_id: int | None
-    repository: str | None
-    work_item: str | None
 
 
 # --- parsing --------------------------------------------------------------------------

@@ -16,7 +16,7 @@ does that, adding ``--bind HOST:PORT`` from its ``--host``/``--port``, which win
   gives the requests in flight up to ``graceful_timeout`` (30 s) to finish.
 - Logs: ``THE_LOOP_LOG_FORMAT`` (``json`` by default, or ``text``) and
   ``THE_LOOP_LOG_LEVEL``, on stdout, gunicorn's own lines included (``logconfig_dict``,
-  see :mod:`webhook.logs`).
+  see :mod:`the_loop.observability.logs`).
 - No control socket (``control_socket_disable``, gunicorn 25.1+): gunicorn would create
   ``$HOME/.gunicorn/gunicorn.ctl`` for ``gunicornc``, and in the image ``HOME`` is
   ``/nonexistent`` on a read-only root filesystem, so it logged an ERROR at every start.
@@ -37,7 +37,7 @@ from typing import Any
 
 from gunicorn.glogging import Logger
 
-from webhook.logs import logging_dict
+from the_loop.observability.logs import logging_dict
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 

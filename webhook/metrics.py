@@ -18,7 +18,7 @@ Metrics (labels in braces):
   the work item at the head of the ready list arrived (0 when nothing is ready): how far
   behind the workers are. Both are read at scrape time with one Lua call.
 
-Label values come from fixed sets (:mod:`webhook.metric_labels`): an event or action
+Label values come from fixed sets (:mod:`the_loop.observability.metric_labels`): an event or action
 GitHub did not document for the App's events is counted as ``other``, an absent action
 as ``none``.
 """
@@ -37,7 +37,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics import disable_created_metrics
 
-from webhook.metric_labels import action_label, event_label
+from the_loop.inbox.backlog import Backlog
+from the_loop.inbox.keys import Keys
+from the_loop.observability.metric_labels import action_label, event_label
 
 __all__ = [
     "CONTENT_TYPE",
@@ -65,25 +67,6 @@ SIGNATURE_FAILURES = Counter(
     "(malformed, or no configured secret matches).",
     ("reason",),
 )
-
-#: Deliveries waiting in the indexed inboxes, and when the oldest delivery of the work item
-#: at the head of the ready list arrived (its ``received_at``, or false).
-_BACKLOG = """
-local P = ARGV[1] .. ':'
-local depth = 0
-for _, ref in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  depth = depth + redis.call('LLEN', P .. 'inbox:' .. ref)
-end
-local received = false
-local ref = redis.call('LINDEX', KEYS[2], 0)
-if ref then
-  local id = redis.call('LINDEX', P .. 'inbox:' .. ref, 0)
-  if id then
-    received = redis.call('HGET', P .. 'delivery:' .. id, 'received_at')
-  end
-end
-return {depth, received}
-"""
 
 # (event, action, code) after capping -> the labelled child: the hot path pays a dict
 # lookup, not prometheus-client's label handling. Bounded by the fixed label sets.
@@ -124,7 +107,7 @@ class QueueCollector:
         self.redis = redis
         self.queue_name = queue_name
         self.prefix = prefix
-        self._script = redis.register_script(_BACKLOG)
+        self._backlog = Backlog(redis, Keys(prefix, queue_name))
 
     def describe(self) -> list[Metric]:
         return []
@@ -148,15 +131,10 @@ class QueueCollector:
         yield age_metric
 
     def _read(self) -> tuple[int, float]:
-        depth, received = self._script(
-            keys=(f"{self.prefix}:inboxes", f"{self.prefix}:ready"), args=(self.prefix,))
-        if not received:
-            return int(depth), 0.0
-        try:
-            arrived = float(received)
-        except ValueError:
-            return int(depth), 0.0
-        return int(depth), max(0.0, time.time() - arrived)
+        depth, received = self._backlog.read()
+        if received is None:
+            return depth, 0.0
+        return depth, max(0.0, time.time() - received)
 
 
 class _Forward:

@@ -7,12 +7,15 @@ from collections.abc import Mapping
 import redis
 
 from the_loop.events import CIResult
+from the_loop.inbox.keys import Keys
 
 CI_TTL_SECONDS = 30 * 24 * 3600
 
 
 class RedisCI:
-    """``<prefix>:ci:<repo>:<sha>``: a hash of check name -> conclusion, kept 30 days.
+    """``P:ci:OWNER/REPO:SHA``: a hash of check name -> conclusion, kept 30 days; and
+    ``P:sha:OWNER/REPO:SHA``: the work items whose pull request head it is
+    (:mod:`the_loop.inbox.keys`).
 
     Args:
         connection: Redis client.
@@ -24,10 +27,11 @@ class RedisCI:
         self.redis = connection
         self.prefix = prefix
         self.repository = repository
+        self.keys = Keys(prefix)
 
     def key(self, sha: str) -> str:
         """Redis key of ``sha``'s results."""
-        return f"{self.prefix}:ci:{self.repository}:{sha}"
+        return self.keys.ci(self.repository, sha)
 
     def record(self, result: CIResult) -> None:
         """Store ``result`` (a later result for the same name replaces the earlier one)."""
@@ -39,7 +43,7 @@ class RedisCI:
     def remember(self, sha: str, ref: str) -> None:
         """Note that work item ``ref``'s pull request head is ``sha`` (so a commit status,
         which names no pull request, can find it)."""
-        key = f"{self.prefix}:sha:{self.repository}:{sha}"
+        key = self.keys.sha(self.repository, sha)
         pipe = self.redis.pipeline()
         pipe.sadd(key, ref)
         pipe.expire(key, CI_TTL_SECONDS)
@@ -47,7 +51,7 @@ class RedisCI:
 
     def work_items(self, sha: str) -> list[str]:
         """Work items whose pull request head was ``sha``."""
-        key = f"{self.prefix}:sha:{self.repository}:{sha}"
+        key = self.keys.sha(self.repository, sha)
         return sorted(m.decode() if isinstance(m, bytes) else m
                       for m in self.redis.smembers(key))
 

@@ -2,9 +2,8 @@
 
 ``dispatch`` is the wake-up job the receiver (and a dispatcher with work left, the
 reaper, a due retry, ``the-loop deliveries retry|discard``) queues: it drains the inboxes
-on the ready list (:meth:`workers.service.DeliveryProcessor.dispatch`). ``process_delivery``
-is the job of the job-per-delivery days; it still works (it drains that delivery's inbox),
-so jobs queued by an older receiver are processed after an upgrade.
+on the ready list (:meth:`workers.service.DeliveryProcessor.dispatch`); it is the only job
+the-loop queues (:mod:`the_loop.inbox.wake`).
 """
 
 from __future__ import annotations
@@ -53,20 +52,3 @@ def dispatch() -> str:
         outcomes[h.outcome] = outcomes.get(h.outcome, 0) + 1
     return ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items())) or "nothing to do"
 
-
-def process_delivery(delivery_id: str, event: str, work_item: str | None) -> str:
-    """Process one queued delivery (see :meth:`DeliveryProcessor.process`).
-
-    Args:
-        delivery_id: the ``X-GitHub-Delivery`` id (also the RQ job id).
-        event: the ``X-GitHub-Event`` name.
-        work_item: ``github:OWNER/REPO#N`` or ``None``.
-
-    Returns:
-        a one-line summary (RQ keeps no result: ``result_ttl=0``).
-
-    A delivery whose processing fails is retried later or parked as a dead letter by
-    the processor (:mod:`workers.deliveries`); the job itself then still succeeds.
-    """
-    handled = current_processor().process(delivery_id, event, work_item)
-    return "; ".join(f"{h.delivery_id}:{h.outcome}" for h in handled) or "nothing to do"

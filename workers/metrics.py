@@ -27,7 +27,7 @@ from prometheus_client.metrics import disable_created_metrics
 
 from graph.runtime import AdvanceResult
 from integrations.metrics import ObservedFactory, ObservedIntegration
-from webhook.metric_labels import event_label
+from the_loop.observability.metric_labels import event_label
 
 __all__ = [
     "DEFAULT_PORT",

@@ -7,7 +7,7 @@ delivery id to the work item's inbox list (and, when that made the inbox non-emp
 the work item as ready and queues a wake-up job), and whichever worker holds the work
 item's lock drains the inbox head-first. A wake-up job (:meth:`DeliveryProcessor.dispatch`)
 takes work items off the ready list until it is empty or the job's time budget is used
-up; see :mod:`workers.inboxes`.
+up; see :mod:`the_loop.inbox.drain`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis
@@ -42,15 +42,17 @@ from the_loop.config.repository import (
     HarnessConfig,
     load_harness_config,
 )
-from the_loop.events import GitHubEvent, loads
-from webhook.logs import bind as bind_log_context
-from webhook.logs import clear as clear_log_context
+from the_loop.events import GitHubEvent
+from the_loop.inbox.dead import Deliveries
+from the_loop.inbox.drain import SHARED_INBOX, Inboxes, Step
+from the_loop.inbox.enqueue import DeliveryQueue
+from the_loop.inbox.record import DeliveryRecord, text
+from the_loop.observability.logs import bind as bind_log_context
+from the_loop.observability.logs import clear as clear_log_context
 from workers import metrics as worker_metrics
 from workers.ci import RedisCI
-from workers.deliveries import Deliveries
 from workers.files import GitHubFiles
-from workers.inboxes import SHARED_INBOX, Step
-from workers.router import CI_ONLY, CONFIG, DRIVE, IGNORE, LABELS, WITHDRAW, route
+from workers.router import CI_ONLY, CONFIG, DRIVE, IGNORE, LABELS, ROUTES, WITHDRAW, route
 from workers.settings import WorkerSettings
 from workers.state import RedisStateStore
 
@@ -111,10 +113,6 @@ class Handled:
     detail: str = ""
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 class DeliveryProcessor:
     """Process queued deliveries.
 
@@ -149,53 +147,22 @@ class DeliveryProcessor:
         self._repo_configs: dict[str, tuple[float, RepoConfig, str]] = {}
         self._permission_cache: dict[tuple[str, str], tuple[float, str]] = {}
         self.classifier = classifier
-        self.deliveries = Deliveries(connection, settings, self.store)
-        self.inboxes = self.deliveries.inboxes
-        self._fan_out_queue: Any = None
+        self.inboxes = Inboxes(connection, settings, routed=ROUTES)
+        self.deliveries = Deliveries(connection, settings, self.store, self.inboxes)
+        self.keys = self.inboxes.keys
+        self._fan_out_queue: DeliveryQueue | None = None
         # Who holds a work item lock (its token starts with this); `the-loop worker` sets
         # its RQ worker name, so a reaper can tell a dead holder's locks.
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
         self._held: dict[str, Any] = {}
         self._held_guard = threading.Lock()
 
-    # -- keys: one layout, defined in workers.deliveries / workers.inboxes --------------
-
-    def delivery_key(self, delivery_id: str) -> str:
-        return self.deliveries.delivery_key(delivery_id)
-
-    def inbox_key(self, ref: str) -> str:
-        return self.inboxes.inbox_key(ref)
-
-    def lock_key(self, ref: str) -> str:
-        return self.inboxes.lock_key(ref)
-
-    @property
-    def failed_key(self) -> str:
-        return self.deliveries.failed_key
-
-    # -- job entry ---------------------------------------------------------------------
-
-    def process(self, delivery_id: str, event: str, work_item: str | None) -> list[Handled]:
-        """Process ``delivery_id`` (and every delivery queued before it in its inbox).
-
-        Returns what was handled. A delivery that fails is retried later (``retrying``)
-        or, its attempts used up, parked as a dead letter (``failed``; recorded in RQ's
-        FailedJobRegistry and the failed-deliveries hash by
-        :meth:`workers.deliveries.Deliveries.park`); neither raises here.
-        """
-        if work_item:
-            return self.drain(work_item)
-        if self.redis.lpos(self.inbox_key(SHARED_INBOX), delivery_id) is not None:
-            return self.drain(SHARED_INBOX)
-        # A job queued before deliveries without a work item had an inbox.
-        return [self._handle_one(delivery_id, None)]
-
     def _token(self) -> str:
         return f"{self.owner}|{uuid.uuid4().hex}"
 
     def _hold(self, ref: str, token: str) -> None:
         """Note that this processor holds ``ref``'s lock (:meth:`heartbeat` extends it)."""
-        lock = self.redis.lock(self.lock_key(ref), timeout=self.settings.lock_timeout,
+        lock = self.redis.lock(self.keys.lock(ref), timeout=self.settings.lock_timeout,
                                thread_local=False)
         lock.local.token = token.encode()
         with self._held_guard:
@@ -218,13 +185,13 @@ class DeliveryProcessor:
 
     def _handle_step(self, step: Step) -> tuple[Handled, tuple[str, str, bool, bool, str]]:
         """Handle the delivery ``step`` took; returns what happened and the ``done`` of
-        the next :meth:`workers.inboxes.Inboxes.step` (then ``more``)."""
+        the next :meth:`the_loop.inbox.drain.Inboxes.step` (then ``more``)."""
         ref, delivery_id, record = step.ref, step.delivery_id, step.record
-        if "event" not in record:
+        if record is None:
             # Only bookkeeping left of an expired record (or nothing): drop it, pop it.
             handled = Handled(delivery_id, "ignored", "delivery record expired or already handled")
-            return handled, (ref, delivery_id, True, bool(record), "more")
-        handled = self._handle_record(delivery_id, record, step.attempt, not step.first)
+            return handled, (ref, delivery_id, True, step.leftover, "more")
+        handled = self._handle_record(record, step.attempt, not step.first)
         succeeded = handled.outcome not in ("retrying", "failed")
         # A failed attempt stays at its inbox head (the retry drains on) -- except in the
         # shared inbox, whose deliveries keep no order: the retry puts it back there.
@@ -268,7 +235,7 @@ class DeliveryProcessor:
         pending, this one queues one too.
         """
         budget = self.settings.dispatch_budget if budget is None else budget
-        self.redis.delete(self.inboxes.wake_key)
+        self.inboxes.clear_wake()
         deadline = time.monotonic() + budget
         token = self._token()
         handled: list[Handled] = []
@@ -332,28 +299,12 @@ class DeliveryProcessor:
 
     # -- one delivery ------------------------------------------------------------------
 
-    def _handle_one(self, delivery_id: str, ref: str | None) -> Handled:
-        """Handle one delivery outside any inbox (a job queued before deliveries without a
-        work item had one): read its record, count the attempt, delete it when done."""
-        key = self.delivery_key(delivery_id)
-        record = {_text(k): v for k, v in self.redis.hgetall(key).items()}
-        if "event" not in record:
-            if record:
-                self.redis.delete(key)  # only bookkeeping left of an expired record
-            return Handled(delivery_id, "ignored", "delivery record expired or already handled")
-        attempt, replay = self.deliveries.begin_attempt(delivery_id)
-        handled = self._handle_record(delivery_id, record, attempt, replay)
-        if handled.outcome not in ("retrying", "failed"):
-            self.redis.delete(key)
-        return handled
-
-    def _handle_record(self, delivery_id: str, record: dict[str, Any], attempt: int,
-                       replay: bool) -> Handled:
-        """Handle one delivery whose attempt ``attempt`` was counted; a failure is
-        retried later or parked (:meth:`_failed`). Does not touch the record's key."""
-        event = _text(record.get("event", b""))
-        bind_log_context(delivery_id, _text(record.get("work_item", b"")) or None)
-        record["replay"] = b"1" if replay else b""
+    def _handle_record(self, record: DeliveryRecord, attempt: int, replay: bool) -> Handled:
+        """Handle one delivery whose attempt ``attempt`` was counted (``replay``: an
+        earlier attempt had started); a failure is retried later or parked
+        (:meth:`_failed`). Does not touch the record's key."""
+        delivery_id, event = record.delivery_id, record.event
+        bind_log_context(delivery_id, record.work_item)
         if attempt > self.settings.delivery_attempts:
             # Its earlier attempts never finished (the worker died each time).
             reason = (f"processing did not finish in {attempt - 1} attempts "
@@ -361,7 +312,7 @@ class DeliveryProcessor:
             handled = self._failed(delivery_id, event, record, reason, attempt - 1)
         else:
             try:
-                handled = self.handle(delivery_id, event, record)
+                handled = self.handle(record, replay=replay)
             except IntegrationError as exc:
                 # Our own message (operation, status, the fix); never a response body.
                 reason = f"{exc.integration} {exc.op}: {exc}"
@@ -374,17 +325,17 @@ class DeliveryProcessor:
                               attempt)
                 handled = self._failed(delivery_id, event, record, type(exc).__name__, attempt)
         log.info("delivery=%s event=%s work_item=%s outcome=%s detail=%s", delivery_id, event,
-                 _text(record.get("work_item", b"")) or "-", handled.outcome, handled.detail)
+                 record.work_item or "-", handled.outcome, handled.detail)
         worker_metrics.count_handled(event, handled.outcome)
         return handled
 
     def _failed(
-        self, delivery_id: str, event: str, record: Mapping[str, Any], reason: str,
+        self, delivery_id: str, event: str, record: DeliveryRecord, reason: str,
         attempt: int,
     ) -> Handled:
         """Retry ``delivery_id`` after a backoff, or park it once its attempts are used up
-        (see :mod:`workers.deliveries`)."""
-        ref = _text(record.get("work_item", b"")) or None
+        (see :mod:`the_loop.inbox.dead`)."""
+        ref = record.work_item
         if attempt < self.settings.delivery_attempts:
             delay = self.deliveries.schedule_retry(delivery_id, ref, attempt, reason)
             return Handled(delivery_id, "retrying",
@@ -398,24 +349,24 @@ class DeliveryProcessor:
         return any(e.type == "delivery.received" and e.caused_by == delivery_id
                    for e in reversed(self.store.events(ref)))
 
-    def handle(self, delivery_id: str, event: str, record: Mapping[str, Any]) -> Handled:
-        """Route and process one delivery record (the hash the receiver wrote).
+    def handle(self, record: DeliveryRecord, *, replay: bool = False) -> Handled:
+        """Route and process one delivery record (what the receiver stored); ``replay``:
+        an earlier attempt had started.
 
         Raises whatever processing raises (the caller records the failure).
         """
-        action = _text(record.get("action", b"")) or None
-        ref = _text(record.get("work_item", b"")) or None
+        delivery_id, event, action, ref = (record.delivery_id, record.event, record.action,
+                                           record.work_item)
         chosen = route(event, action)
         if chosen.kind == IGNORE:
             # Decided by the route alone: the body is neither read from Redis nor parsed.
             return Handled(delivery_id, "ignored", chosen.reason)
-        body = record.get("body")
-        if body is None:  # the drain fetches it for routed events only
-            body = self.redis.hget(self.delivery_key(delivery_id), "body")
+        if record.body is None:  # the drain fetches it for routed events only
+            body = self.inboxes.body(delivery_id)
             if body is None:
                 return Handled(delivery_id, "ignored", "delivery record expired")
-            record = {**record, "body": body}
-        github_event = GitHubEvent.parse(event, loads(body))
+            record = replace(record, body=body)
+        github_event = GitHubEvent.parse(event, record.payload())
         ci = github_event.ci
         if ci is not None:
             store = RedisCI(self.redis, self.settings.prefix, ci.repository)
@@ -423,8 +374,7 @@ class DeliveryProcessor:
             if chosen.kind == CI_ONLY and ref is None:
                 # A commit status names no pull request: re-drive the work items whose
                 # head is that commit, each through its own inbox (order is kept).
-                fanned = self._fan_out(delivery_id, github_event, record,
-                                       store.work_items(ci.sha))
+                fanned = self._fan_out(record, store.work_items(ci.sha))
                 return Handled(delivery_id, "ignored",
                                f"recorded {ci.name}={ci.conclusion} for {ci.sha[:12]}; "
                                f"re-driving {fanned} work item(s)")
@@ -453,7 +403,7 @@ class DeliveryProcessor:
         config = self._hook_config(github, github_event, work_ref, repo_config)
         item = github_event.work_item(work_ref, repo_config.spec_dir(self.settings))
         inbound = github_event.inbound(delivery_id)
-        if not (record.get("replay") and self._received_before(ref, delivery_id)):
+        if not (replay and self._received_before(ref, delivery_id)):
             self.store.append_event(ref, "delivery.received", {
                 "event": event,
                 "action": action,
@@ -710,8 +660,8 @@ class DeliveryProcessor:
         cached = self._repo_configs.get(repo)
         if cached and cached[0] > now:
             return cached[1]
-        head = self.redis.get(f"{self.settings.prefix}:head:{repo}")
-        ref = _text(head) if head else branch
+        head = self.redis.get(self.keys.head(repo))
+        ref = text(head) if head else branch
         if cached and head and cached[2] == ref:
             self._repo_configs[repo] = (now + self.settings.config_ttl, cached[1], ref)
             return cached[1]
@@ -738,30 +688,18 @@ class DeliveryProcessor:
         self._repo_configs[repo] = (time.monotonic() + self.settings.config_ttl, config, ref)
         return config
 
-    def _fan_out(self, delivery_id: str, github_event: GitHubEvent, record: Mapping[str, Any],
-                 refs: list[str]) -> int:
-        """Queue ``delivery_id``'s payload again for each work item in ``refs``."""
-        from webhook.enqueue import DeliveryQueue
-        from webhook.events import Delivery
-
+    def _fan_out(self, record: DeliveryRecord, refs: list[str]) -> int:
+        """Queue ``record``'s payload again for each work item in ``refs`` (each through
+        its own inbox, so order is kept)."""
         queue = self._fan_out_queue
         if queue is None or queue.prefix != self.settings.prefix:
             queue = self._fan_out_queue = DeliveryQueue(
                 self.redis, queue_name=self.settings.queue, prefix=self.settings.prefix)
-        body = record["body"] if isinstance(record["body"], bytes) else str(
-            record["body"]).encode()
         count = 0
         for i, ref in enumerate(sorted(refs)):
-            count += queue.enqueue(Delivery(
-                delivery_id=f"{delivery_id}-w{i}",
-                event=github_event.name,
-                action=None,
-                body=body,
-                payload={},  # the queue stores the body; the payload is not read again
-                installation_id=github_event.installation_id,
-                repository=github_event.repository,
-                work_item=ref,
-            ))
+            count += queue.put(replace(record, delivery_id=f"{record.delivery_id}-w{i}",
+                                       action=None, received_at=time.time(), work_item=ref,
+                                       attempts=0, last_error=None))
         return count
 
     def _on_push(self, delivery_id: str, github_event: GitHubEvent) -> Handled:
@@ -769,7 +707,7 @@ class DeliveryProcessor:
         default = f"refs/heads/{github_event.default_branch}"
         if github_event.pushed_ref == default and github_event.after:
             # Every worker reads the new head; its config is read at that commit.
-            self.redis.set(f"{self.settings.prefix}:head:{repo}", github_event.after,
+            self.redis.set(self.keys.head(repo), github_event.after,
                            ex=30 * 24 * 3600)
             self._repo_configs.pop(repo, None)
             return Handled(delivery_id, "ignored", "default branch moved; config refreshed")

@@ -1,7 +1,7 @@
 """Work item state and event log in Redis (the service's :class:`graph.state.StateStore`).
 
-Keys, under the configured prefix: ``<prefix>:state:<ref>`` (a JSON string) and
-``<prefix>:events:<ref>`` (a list of JSON envelopes; the list length is the sequence).
+Keys (:mod:`the_loop.inbox.keys`): ``P:state:REF`` (a JSON string) and ``P:events:REF``
+(a list of JSON envelopes; the list length is the sequence).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 import redis
 
 from graph.state import LogEvent, StateError, WorkItemState, new_event_id, now
+from the_loop.inbox.keys import Keys
 
 
 class RedisStateStore:
@@ -26,14 +27,15 @@ class RedisStateStore:
     def __init__(self, connection: redis.Redis, prefix: str) -> None:
         self.redis = connection
         self.prefix = prefix
+        self.keys = Keys(prefix)
 
     def state_key(self, ref: str) -> str:
         """Redis key of ``ref``'s state."""
-        return f"{self.prefix}:state:{ref}"
+        return self.keys.state(ref)
 
     def events_key(self, ref: str) -> str:
         """Redis key of ``ref``'s event log."""
-        return f"{self.prefix}:events:{ref}"
+        return self.keys.events(ref)
 
     def load(self, ref: str) -> WorkItemState | None:
         raw = self.redis.get(self.state_key(ref))
@@ -52,7 +54,7 @@ class RedisStateStore:
 
     def quarantine(self, ref: str) -> str | None:
         key = self.state_key(ref)
-        aside = f"{self.prefix}:state-corrupt:{int(now())}:{ref}"
+        aside = self.keys.state_corrupt(int(now()), ref)
         try:
             self.redis.rename(key, aside)
         except redis.ResponseError:  # no such key

@@ -31,8 +31,8 @@ from rq import Queue, SimpleWorker
 from rq.exceptions import StopRequested
 
 from graph.errors import LoopError
-from webhook.logs import bind as bind_log_context
-from webhook.logs import clear as clear_log_context
+from the_loop.observability.logs import bind as bind_log_context
+from the_loop.observability.logs import clear as clear_log_context
 from workers import jobs
 from workers import metrics as worker_metrics
 from workers.bootstrap import build_processor

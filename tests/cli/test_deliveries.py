@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from graph.state import WorkItemState
 from the_loop.cli import main
+from the_loop.inbox.dead import Deliveries
 from the_loop.redeliver import missed, parse_duration
-from workers.deliveries import Deliveries
 from workers.settings import WorkerSettings
 from workers.state import RedisStateStore
 
@@ -180,7 +180,7 @@ def ledger(redis_ns, monkeypatch):
 
 def park_one(ledger, store, ns, ref="github:o/r#1"):
     delivery = f"{ns.token}-poison"
-    ns.client.hset(ledger.delivery_key(delivery), mapping={
+    ns.client.hset(ledger.keys.delivery(delivery), mapping={
         "event": "issue_comment", "work_item": ref, "body": "{}", "attempts": 5})
     store.save(WorkItemState(ref, "g", "requirements-approval", status="waiting"))
     ledger.park(delivery, "issue_comment", ref, "RuntimeError", 5)
@@ -203,14 +203,14 @@ def test_deliveries_failed_lists_the_parked_ones(ledger):
 def test_deliveries_retry_puts_it_back_at_the_head_of_its_inbox(ledger):
     ledger, store, ns = ledger
     delivery = park_one(ledger, store, ns)
-    ns.client.rpush(ledger.inbox_key("github:o/r#1"), f"{ns.token}-later")
+    ns.client.rpush(ledger.keys.inbox("github:o/r#1"), f"{ns.token}-later")
     out = CliRunner().invoke(main, ["deliveries", "retry", delivery, "--json"])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
     assert doc["status"] == "queued" and doc["job"].startswith(delivery)
-    assert ns.client.lrange(ledger.inbox_key("github:o/r#1"), 0, -1) == [
+    assert ns.client.lrange(ledger.keys.inbox("github:o/r#1"), 0, -1) == [
         delivery.encode(), f"{ns.token}-later".encode()]
-    assert ns.client.hget(ledger.delivery_key(delivery), "attempts") == b"0"
+    assert ns.client.hget(ledger.keys.delivery(delivery), "attempts") == b"0"
     assert store.load("github:o/r#1").blocked_by_delivery is None
     assert ledger.failed() == []
     again = CliRunner().invoke(main, ["deliveries", "retry", delivery])
@@ -220,6 +220,6 @@ def test_deliveries_retry_puts_it_back_at_the_head_of_its_inbox(ledger):
 def test_deliveries_retry_of_an_expired_payload_points_at_redeliver(ledger):
     ledger, store, ns = ledger
     delivery = park_one(ledger, store, ns)
-    ns.client.delete(ledger.delivery_key(delivery))
+    ns.client.delete(ledger.keys.delivery(delivery))
     out = CliRunner().invoke(main, ["deliveries", "retry", delivery])
     assert out.exit_code == 1 and "the-loop redeliver" in out.output

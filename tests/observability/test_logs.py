@@ -19,9 +19,9 @@ from graph.compile import load_graph
 from tests.conftest import REPO_ROOT, load_fixture, signed_post
 from tests.support.fakes import FakeGitHub
 from the_loop.cli import main
-from webhook import logs
+from the_loop.inbox.enqueue import DeliveryQueue
+from the_loop.observability import logs
 from webhook.app import create_app
-from webhook.enqueue import DeliveryQueue
 from webhook.events import parse_delivery
 from webhook.settings import ReceiverSettings
 from workers import jobs

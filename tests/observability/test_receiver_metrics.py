@@ -10,8 +10,8 @@ from prometheus_client import REGISTRY
 
 from tests.conftest import load_fixture, signed_post
 from tests.observability.helpers import samples, value
+from the_loop.observability.metric_labels import ACTIONS, EVENTS, action_label, event_label
 from webhook.app import create_app, make_redis_client
-from webhook.metric_labels import ACTIONS, EVENTS, action_label, event_label
 from webhook.settings import ReceiverSettings
 from workers.router import ROUTES, handled_events
 

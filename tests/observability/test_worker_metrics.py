@@ -20,7 +20,7 @@ from integrations.metrics import ObservedFactory, ObservedIntegration, outcome_o
 from tests.conftest import load_fixture
 from tests.observability.helpers import free_port, samples
 from tests.support.fakes import FakeGitHub
-from webhook.enqueue import DeliveryQueue
+from the_loop.inbox.enqueue import DeliveryQueue
 from webhook.events import parse_delivery
 from workers import jobs
 from workers import metrics as worker_metrics

@@ -216,7 +216,8 @@ def clean_run(sc: Scenario, by_item: dict[int, list[Post]], client: redis.Redis,
               prefix: str, queue_name: str) -> tuple[dict[int, dict[str, Any]], fakes.FakeGitHub]:
     """Process every delivery once, item by item, in process: the expected end state."""
     from graph.compile import load_graph
-    from webhook.enqueue import DeliveryQueue
+    from the_loop.inbox.enqueue import DeliveryQueue
+    from the_loop.inbox.keys import SHARED_INBOX
     from webhook.events import parse_delivery
     from workers.service import DeliveryProcessor
     from workers.settings import WorkerSettings
@@ -232,7 +233,7 @@ def clean_run(sc: Scenario, by_item: dict[int, list[Post]], client: redis.Redis,
                                        "X-GitHub-Delivery": post.delivery,
                                        "Content-Type": "application/json"}, post.body)
             queue.enqueue(delivery)
-            processor.process(post.delivery, post.event, delivery.work_item)
+            processor.drain(delivery.work_item or SHARED_INBOX)
     return {item: summary(processor.store.load(ref(item))) for item in by_item}, gh
 
 

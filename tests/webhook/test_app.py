@@ -22,8 +22,8 @@ from tests.conftest import (
     sign_body,
     signed_post,
 )
+from the_loop.inbox.enqueue import DeliveryQueue
 from webhook.app import EXTENSION_KEY, ReceiverState, create_app
-from webhook.enqueue import DeliveryQueue
 from webhook.settings import ReceiverSettings, SettingsError
 
 SECRET = b"test-secret-\xe2\x9c\x93"
@@ -92,10 +92,10 @@ def test_new_delivery_202_then_redelivery_200(client, app, redis_ns) -> None:
     assert again.get_json() == {"ok": True, "delivery": delivery, "duplicate": True}
 
     assert queued_ids(app, redis_ns) == [delivery]
-    inbox = queue_of(app).inbox_key("github:Codertocat/Hello-World#1")
+    inbox = queue_of(app).keys.inbox("github:Codertocat/Hello-World#1")
     assert redis_ns.client.lrange(inbox, 0, -1) == [delivery.encode()]
     # The inbox became non-empty: its work item is ready and one wake-up job is queued.
-    assert redis_ns.client.lrange(queue_of(app).ready_key, 0, -1) == [
+    assert redis_ns.client.lrange(queue_of(app).keys.ready, 0, -1) == [
         b"github:Codertocat/Hello-World#1"]
     assert wake_jobs(app, redis_ns) == [f"{delivery}-wake"]
     job = Job.fetch(f"{delivery}-wake", connection=redis_ns.client)
@@ -124,7 +124,7 @@ def test_form_encoded_body_accepted(client, redis_ns) -> None:
     r = signed_post(client, body, event="pull_request", secret=SECRET, delivery=delivery,
                     content_type="application/x-www-form-urlencoded")
     assert r.status_code == 202
-    record = redis_ns.client.hgetall(queue_of(client.application).delivery_key(delivery))
+    record = redis_ns.client.hgetall(queue_of(client.application).keys.delivery(delivery))
     assert record[b"body"] == document  # workers always get the JSON document
     assert record[b"work_item"] == b"github:Codertocat/Hello-World#2"
 
@@ -280,7 +280,7 @@ def test_redis_unreachable_503_fast_nothing_written(redis_ns) -> None:
 
 def test_script_error_503_not_500(client, app, redis_ns) -> None:
     delivery = redis_ns.new_id()
-    inbox = queue_of(app).inbox_key("github:Codertocat/Hello-World#1")
+    inbox = queue_of(app).keys.inbox("github:Codertocat/Hello-World#1")
     redis_ns.client.set(inbox, "wrong type")
     r = signed_post(client, load_fixture("issues", "opened"), event="issues", secret=SECRET,
                     delivery=delivery)

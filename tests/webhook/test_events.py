@@ -7,10 +7,10 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.conftest import load_fixture
+from the_loop.inbox.record import Delivery
 from webhook.events import (
     BadHeadersError,
     BadPayloadError,
-    Delivery,
     PayloadTooLargeError,
     SignatureError,
     UnsupportedContentTypeError,

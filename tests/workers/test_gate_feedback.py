@@ -13,7 +13,8 @@ from graph.compile import load_graph
 from graph.markers import find_effect
 from tests.conftest import load_fixture
 from tests.support.fakes import FakeGitHub
-from webhook.enqueue import DeliveryQueue
+from the_loop.inbox.enqueue import DeliveryQueue
+from the_loop.inbox.keys import SHARED_INBOX
 from webhook.events import parse_delivery
 from workers.service import DeliveryProcessor
 from workers.settings import WorkerSettings
@@ -42,7 +43,7 @@ def env(redis_ns):
                                    "X-GitHub-Delivery": f"{redis_ns.token}-{uuid.uuid4()}",
                                    "Content-Type": "application/json"}, body)
         assert queue.enqueue(delivery)
-        return processor.process(delivery.delivery_id, event, delivery.work_item)
+        return processor.drain(delivery.work_item or SHARED_INBOX)
 
     return gh, processor, store, deliver
 

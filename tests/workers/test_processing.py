@@ -14,7 +14,8 @@ from rq import Queue
 from graph.compile import load_graph
 from tests.conftest import fixture_files, load_fixture
 from tests.support.fakes import FakeGitHub
-from webhook.enqueue import DeliveryQueue
+from the_loop.inbox.enqueue import DeliveryQueue
+from the_loop.inbox.keys import SHARED_INBOX
 from webhook.events import parse_delivery
 from workers import jobs
 from workers.router import ROUTES, route
@@ -98,7 +99,7 @@ def test_enrolment_by_label_then_authorized_approve_advances(env):
     assert gh.labels[(REPO, 1)] == ["phase:design"]
     types = [e.type for e in store.events(ref)]
     assert types.count("delivery.received") == 3
-    assert not ns.client.llen(processor.inbox_key(ref))
+    assert not ns.client.llen(processor.keys.inbox(ref))
 
 
 def test_unenrolled_items_are_acknowledged_without_github_calls(env):
@@ -123,9 +124,10 @@ def test_every_fixture_goes_through_the_worker_without_exception(env, event, pat
         if isinstance(payload.get(key), dict):
             payload[key].setdefault("labels", []).append({"name": "the-loop"})
     delivery = deliver(queue, event, payload)
-    handled = processor.process(delivery, event, parse_delivery(
+    handled = processor.drain(parse_delivery(
         {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery + "x",
-         "Content-Type": "application/json"}, json.dumps(payload).encode()).work_item)
+         "Content-Type": "application/json"}, json.dumps(payload).encode()).work_item
+        or SHARED_INBOX)
     assert all(h.outcome != "failed" for h in handled), handled
 
 
@@ -134,24 +136,23 @@ def test_deliveries_of_one_work_item_are_handled_in_arrival_order_across_workers
     order: list[str] = []
     original = processor.handle
 
-    def slow_handle(delivery_id, event, record):
-        order.append(delivery_id)
+    def slow_handle(record, **kwargs):
+        order.append(record.delivery_id)
         time.sleep(0.01)
-        return original(delivery_id, event, record)
+        return original(record, **kwargs)
 
     processor.handle = slow_handle
     ids = [deliver(queue, "issue_comment", load_fixture("issue_comment", "created"),
                    delivery=f"{ns.token}-{i:02d}") for i in range(12)]
     ref = f"github:{REPO}#1"
-    # Four concurrent "workers" each run the job of some delivery.
-    threads = [threading.Thread(target=processor.process, args=(d, "issue_comment", ref))
-               for d in reversed(ids)]
+    # Concurrent "workers" each drain the work item's inbox.
+    threads = [threading.Thread(target=processor.drain, args=(ref,)) for _ in ids]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert order == ids
-    assert not ns.client.llen(processor.inbox_key(ref))
+    assert not ns.client.llen(processor.keys.inbox(ref))
 
 
 def test_a_failing_delivery_is_recorded_and_does_not_block_the_next(env):
@@ -161,21 +162,21 @@ def test_a_failing_delivery_is_recorded_and_does_not_block_the_next(env):
         raise RuntimeError("boom")
 
     gh.op_ensure_label = broken
-    bad = deliver(queue, "issues", enrol_payload())
+    deliver(queue, "issues", enrol_payload())
     ok = deliver(queue, "issue_comment", load_fixture("issue_comment", "created"))
     # set-phase-label raising is a terminal block (escalated), not a delivery failure.
-    processor.process(bad, "issues", f"github:{REPO}#1")
+    processor.drain(f"github:{REPO}#1")
     state = RedisStateStore(ns.client, ns.prefix).load(f"github:{REPO}#1")
     assert state.status == "escalated" and "set-phase-label" in state.parked_reason
-    assert not ns.client.hexists(processor.failed_key, ok)
+    assert not ns.client.hexists(processor.keys.failed, ok)
     # A processing error outside the hooks, once its attempts are used up (one here), is
     # parked as a failed delivery with its reason.
     processor.github = None
     processor.settings = dataclasses.replace(processor.settings, delivery_attempts=1)
     again = deliver(queue, "issue_comment", comment_payload("Codertocat", "/approve"))
-    handled = processor.process(again, "issue_comment", f"github:{REPO}#1")
+    handled = processor.drain(f"github:{REPO}#1")
     assert [h.outcome for h in handled if h.delivery_id == again] == ["failed"]
-    assert json.loads(ns.client.hget(processor.failed_key, again))["reason"].startswith(
+    assert json.loads(ns.client.hget(processor.keys.failed, again))["reason"].startswith(
         "github connect: no GitHub credentials: set THE_LOOP_GITHUB_APP_ID")
 
 

@@ -20,11 +20,11 @@ from graph.compile import load_graph
 from graph.ports import IntegrationError
 from tests.conftest import load_fixture
 from tests.support.fakes import FakeGitHub
-from webhook.enqueue import DeliveryQueue
+from the_loop.inbox.dead import DeliveryCommandError
+from the_loop.inbox.enqueue import DeliveryQueue
 from webhook.events import parse_delivery
 from workers import jobs
 from workers import worker as worker_module
-from workers.deliveries import DeliveryCommandError
 from workers.reaper import Reaper
 from workers.service import DeliveryProcessor
 from workers.settings import WorkerSettings
@@ -96,7 +96,7 @@ def break_runtime(processor):
 
 def skip_backoff(processor, ns):
     """As if the backoff had passed: the hold expires and the due retry is requeued."""
-    ns.client.delete(processor.deliveries.backoff_key(REF))
+    ns.client.delete(processor.keys.backoff(REF))
     processor.deliveries.release_due(time.time() + 3600)
 
 
@@ -137,7 +137,7 @@ def test_a_transient_failure_is_retried_after_a_backoff_and_order_is_kept(env):
     second = deliver(queue, ns, "issue_comment", comment_payload("mallory", "/approve"))
     work(ns)
     assert processor.deliveries.held(REF) is not None  # in backoff
-    assert ns.client.lrange(processor.inbox_key(REF), 0, -1) == [first.encode(),
+    assert ns.client.lrange(processor.keys.inbox(REF), 0, -1) == [first.encode(),
                                                                   second.encode()]
     assert processor.deliveries.release_due() == 0  # not due yet
     time.sleep(1.6)
@@ -147,7 +147,7 @@ def test_a_transient_failure_is_retried_after_a_backoff_and_order_is_kept(env):
     state = processor.store.load(REF)
     assert (state.current_node, state.status) == ("requirements-approval", "waiting")
     assert processor.deliveries.failed() == []
-    assert not ns.client.llen(processor.inbox_key(REF))
+    assert not ns.client.llen(processor.keys.inbox(REF))
 
 
 def test_a_poison_delivery_is_parked_visibly_and_holds_only_its_own_work_item(env):
@@ -174,7 +174,7 @@ def test_a_poison_delivery_is_parked_visibly_and_holds_only_its_own_work_item(en
     state = processor.store.load(REF)
     assert state.blocked_by_delivery["delivery"] == poison
     assert poison in state.parked_reason and "deliveries retry" in state.parked_reason
-    assert ns.client.lrange(processor.inbox_key(REF), 0, -1) == [later.encode()]
+    assert ns.client.lrange(processor.keys.inbox(REF), 0, -1) == [later.encode()]
     assert received(processor, f"github:{REPO}#2") == [other]  # not held
     del processor.runtime.enrol, processor.runtime.advance  # healthy again
     done = processor.deliveries.retry(poison)
@@ -214,8 +214,8 @@ def test_a_delivery_that_kills_its_worker_every_time_is_parked(env):
     (the worker dies each time) is parked on the attempt after the last."""
     gh, processor, queue, ns = env
     d = deliver(queue, ns, "issues", enrol_payload())
-    ns.client.hset(processor.delivery_key(d), "attempts", 3)  # three deaths so far
-    handled = processor.process(d, "issues", REF)
+    ns.client.hset(processor.keys.delivery(d), "attempts", 3)  # three deaths so far
+    handled = processor.drain(REF)
     assert [(h.delivery_id, h.outcome) for h in handled] == [(d, "failed")]
     assert "did not finish in 3 attempts" in processor.deliveries.failed()[0].reason
 
@@ -227,7 +227,7 @@ def test_a_replayed_delivery_is_received_once(env):
     gh, processor, queue, ns = env
     d = deliver(queue, ns, "issues", enrol_payload())
     processor.store.append_event(REF, "delivery.received", {"delivery": d}, d)
-    ns.client.hset(processor.delivery_key(d), mapping={"attempts": 1, "started": 1})
+    ns.client.hset(processor.keys.delivery(d), mapping={"attempts": 1, "started": 1})
     work(ns)
     assert received(processor) == [d]
     assert processor.store.load(REF).current_node == "requirements-approval"
@@ -245,7 +245,7 @@ def test_the_reaper_takes_back_a_dead_workers_job_and_lock(env):
     job, _ = Queue.dequeue_any([rq_queue], None, connection=ns.client)
     dead.prepare_execution(job)
     dead.prepare_job_execution(job, remove_from_intermediate_queue=True)
-    lock = ns.client.lock(processor.lock_key(REF), timeout=60)
+    lock = ns.client.lock(processor.keys.lock(REF), timeout=60)
     assert lock.acquire(blocking=False, token=f"{dead.name}|abc")
     ns.client.sadd(f"{ns.prefix}:workers", dead.name)  # registered, never beats again
     assert job.id in StartedJobRegistry(ns.queue_name, connection=ns.client).get_job_ids(
@@ -256,7 +256,7 @@ def test_the_reaper_takes_back_a_dead_workers_job_and_lock(env):
     assert processor.drain(REF) == []  # the dead worker's lock blocks it
     counts = live.reap()
     assert counts["abandoned"] == 1
-    assert ns.client.get(processor.lock_key(REF)) is None
+    assert ns.client.get(processor.keys.lock(REF)) is None
     assert not StartedJobRegistry(ns.queue_name, connection=ns.client).get_job_ids(
         cleanup=False)
     work(ns)
@@ -272,8 +272,8 @@ def _dispatch_until_killed(url, prefix, queue_name, owner, marker):
     dispatcher = DeliveryProcessor(settings, client, load_graph(), None)
     dispatcher.owner = owner
 
-    def stuck(delivery_id, event, record):
-        client.rpush(marker, delivery_id)
+    def stuck(record, **kwargs):
+        client.rpush(marker, record.delivery_id)
         time.sleep(120)
 
     dispatcher.handle = stuck
@@ -291,7 +291,7 @@ def test_a_dispatcher_killed_mid_drain_is_recovered_by_the_reaper(env):
     first = deliver(queue, ns, "issues", enrol_payload())
     second = deliver(queue, ns, "issue_comment", comment_payload("mallory", "hello"))
     other = deliver(queue, ns, "issues", enrol_payload(number=2))
-    ready_key = processor.inboxes.ready_key
+    ready_key = processor.keys.ready
     assert ns.client.lrange(ready_key, 0, -1) == [REF.encode(), f"github:{REPO}#2".encode()]
     dead = f"dead-{ns.token}"
     ns.client.sadd(f"{ns.prefix}:workers", dead)  # registered; it never beats
@@ -307,29 +307,29 @@ def test_a_dispatcher_killed_mid_drain_is_recovered_by_the_reaper(env):
         child.join(10)
     # Killed mid-drain: the inbox still holds both deliveries, its ref is on no ready list,
     # and the dead worker's lock is still there.
-    assert ns.client.lrange(processor.inbox_key(REF), 0, -1) == [first.encode(),
+    assert ns.client.lrange(processor.keys.inbox(REF), 0, -1) == [first.encode(),
                                                                   second.encode()]
     assert REF.encode() not in ns.client.lrange(ready_key, 0, -1)
-    assert ns.client.get(processor.lock_key(REF)).decode().startswith(f"{dead}|")
+    assert ns.client.get(processor.keys.lock(REF)).decode().startswith(f"{dead}|")
     assert processor.drain(REF) == []  # nobody else can take it meanwhile
 
     live = Reaper(processor, f"live-{ns.token}")
     live.register()
     counts = live.reap()
     assert counts["stranded"] == 1
-    assert ns.client.get(processor.lock_key(REF)) is None
+    assert ns.client.get(processor.keys.lock(REF)) is None
     assert REF.encode() in ns.client.lrange(ready_key, 0, -1)
-    assert ns.client.exists(processor.inboxes.wake_key)
+    assert ns.client.exists(processor.keys.wake)
     work(ns)
     assert received(processor) == [first, second]
     assert received(processor, f"github:{REPO}#2") == [other]
     assert processor.store.load(REF).current_node == "requirements-approval"
-    assert ns.client.hget(processor.delivery_key(first), "attempts") is None  # handled
-    assert not ns.client.llen(processor.inbox_key(REF))
+    assert ns.client.hget(processor.keys.delivery(first), "attempts") is None  # handled
+    assert not ns.client.llen(processor.keys.inbox(REF))
     assert processor.deliveries.failed() == []
-    ns.client.delete(live.round_key)  # the next round
+    ns.client.delete(live.keys.reaper)  # the next round
     assert live.reap()["stranded"] == 0
-    assert not ns.client.smembers(processor.inboxes.index_key)  # empty inboxes leave
+    assert not ns.client.smembers(processor.keys.inboxes)  # empty inboxes leave
     live.deregister()
 
 
@@ -339,14 +339,14 @@ def test_an_inbox_nobody_looks_after_is_listed_again(env):
     a held one (backing off) is left to its retry."""
     gh, processor, queue, ns = env
     d = deliver(queue, ns, "issues", enrol_payload())
-    ns.client.delete(processor.inboxes.ready_key, processor.inboxes.wake_key)
-    ns.client.set(processor.deliveries.backoff_key(REF), d, px=60_000)
+    ns.client.delete(processor.keys.ready, processor.keys.wake)
+    ns.client.set(processor.keys.backoff(REF), d, px=60_000)
     reaper = Reaper(processor, f"live-{ns.token}")
     reaper.register()
     assert reaper.reap()["stranded"] == 0  # backing off: its retry lists it again
-    ns.client.delete(processor.deliveries.backoff_key(REF), reaper.round_key)
+    ns.client.delete(processor.keys.backoff(REF), reaper.keys.reaper)
     assert reaper.reap()["stranded"] == 1
-    assert ns.client.lrange(processor.inboxes.ready_key, 0, -1) == [REF.encode()]
+    assert ns.client.lrange(processor.keys.ready, 0, -1) == [REF.encode()]
     work(ns)
     assert received(processor) == [d]
     reaper.deregister()
@@ -359,28 +359,28 @@ def test_a_failing_delivery_about_no_work_item_does_not_hold_the_shared_inbox(en
     original = processor.handle
     bad_ids: set[str] = set()
 
-    def handle(delivery_id, event, record):
-        if delivery_id in bad_ids:
+    def handle(record, **kwargs):
+        if record.delivery_id in bad_ids:
             raise RuntimeError("boom")
-        return original(delivery_id, event, record)
+        return original(record, **kwargs)
 
     processor.handle = handle
     push = json.loads(load_fixture("push", "with-installation"))
     bad = deliver(queue, ns, "push", push)
     bad_ids.add(bad)
     good = deliver(queue, ns, "push", push)
-    shared = processor.inbox_key("~")
+    shared = processor.keys.inbox("~")
     assert ns.client.lrange(shared, 0, -1) == [bad.encode(), good.encode()]
     work(ns)
-    assert not ns.client.exists(processor.delivery_key(good))  # handled
+    assert not ns.client.exists(processor.keys.delivery(good))  # handled
     assert ns.client.lrange(shared, 0, -1) == []
     assert [r["delivery"] for r in processor.deliveries.retrying()] == [bad]
     bad_ids.clear()
     assert processor.deliveries.release_due(time.time() + 3600) == 1
     assert ns.client.lrange(shared, 0, -1) == [bad.encode()]
-    assert b"~" in ns.client.lrange(processor.inboxes.ready_key, 0, -1)
+    assert b"~" in ns.client.lrange(processor.keys.ready, 0, -1)
     work(ns)
-    assert not ns.client.exists(processor.delivery_key(bad))
+    assert not ns.client.exists(processor.keys.delivery(bad))
     assert processor.deliveries.retrying() == [] and processor.deliveries.failed() == []
 
 
@@ -394,28 +394,28 @@ def test_a_wake_up_stops_at_its_budget_and_queues_the_next(env):
     rq_queue.empty()  # the receiver's wake-up: this test runs the dispatcher itself
     handled = processor.dispatch(budget=0)
     assert [h.delivery_id for h in handled] == ids[:1]
-    assert ns.client.lrange(processor.inbox_key(REF), 0, -1) == [i.encode() for i in ids[1:]]
-    assert ns.client.lrange(processor.inboxes.ready_key, 0, -1) == [REF.encode()]
+    assert ns.client.lrange(processor.keys.inbox(REF), 0, -1) == [i.encode() for i in ids[1:]]
+    assert ns.client.lrange(processor.keys.ready, 0, -1) == [REF.encode()]
     assert len(rq_queue.job_ids) == 1  # the next wake-up
-    assert ns.client.get(processor.lock_key(REF)) is None
+    assert ns.client.get(processor.keys.lock(REF)) is None
     work(ns)
-    assert not ns.client.llen(processor.inbox_key(REF))
-    assert all(not ns.client.exists(processor.delivery_key(i)) for i in ids)
+    assert not ns.client.llen(processor.keys.inbox(REF))
+    assert all(not ns.client.exists(processor.keys.delivery(i)) for i in ids)
 
 
 def test_a_live_workers_lock_is_extended_and_never_taken(env):
     gh, processor, queue, ns = env
     reaper = Reaper(processor, f"live-{ns.token}")
     reaper.register()
-    lock = ns.client.lock(processor.lock_key(REF), timeout=1, thread_local=False)
+    lock = ns.client.lock(processor.keys.lock(REF), timeout=1, thread_local=False)
     assert lock.acquire(blocking=False, token=f"{reaper.name}|x")
     processor._held[REF] = lock
     time.sleep(0.6)
     reaper.beat()
     time.sleep(0.6)
-    assert ns.client.get(processor.lock_key(REF)) is not None  # extended past 1 s
+    assert ns.client.get(processor.keys.lock(REF)) is not None  # extended past 1 s
     reaper.reap()
-    assert ns.client.get(processor.lock_key(REF)) is not None
+    assert ns.client.get(processor.keys.lock(REF)) is not None
     processor._held.clear()
     reaper.deregister()
 

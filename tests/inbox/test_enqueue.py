@@ -1,10 +1,9 @@
-"""webhook.enqueue: atomic dedupe + inbox + wake-up on the real Redis, read back through
-RQ."""
+"""the_loop.inbox.enqueue: atomic dedupe + inbox + wake-up on the real Redis, read back
+through RQ."""
 
 from __future__ import annotations
 
 import threading
-import zlib
 
 import pytest
 import redis
@@ -13,11 +12,12 @@ from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry
 
 from tests.conftest import RedisNamespace, load_fixture
-from tests.webhook import jobs
-from webhook.enqueue import DEFAULT_JOB_FUNC, WAKE_TTL_MS, DeliveryQueue, wake_job
+from tests.inbox import jobs
+from the_loop.inbox.enqueue import DeliveryQueue
+from the_loop.inbox.wake import DISPATCH_FUNC, WAKE_TTL_MS
 from webhook.events import parse_delivery
 
-TEST_JOB_FUNC = "tests.webhook.jobs.record_wake"
+TEST_JOB_FUNC = "tests.inbox.jobs.record_wake"
 REF1 = "github:Codertocat/Hello-World#1"
 
 
@@ -32,6 +32,11 @@ def make_delivery(ns: RedisNamespace, event: str = "issues", name: str = "opened
 
 def make_queue(ns: RedisNamespace, **kwargs) -> DeliveryQueue:
     return DeliveryQueue(ns.client, queue_name=ns.queue_name, prefix=ns.prefix, **kwargs)
+
+
+def wake_job_id(delivery_id: str) -> str:
+    """The id of the wake-up job a delivery's enqueue queues, if it queues one."""
+    return f"{delivery_id}-wake"
 
 
 def snapshot(ns: RedisNamespace) -> dict[str, bytes | None]:
@@ -49,9 +54,9 @@ def test_new_delivery_writes_everything(redis_ns: RedisNamespace) -> None:
     assert q.enqueue(d, received_at=1700000000.25) is True
 
     r = redis_ns.client
-    assert r.get(q.seen_key(d.delivery_id)) == b"1"
-    assert 0 < r.ttl(q.seen_key(d.delivery_id)) <= 7 * 24 * 3600
-    record = r.hgetall(q.delivery_key(d.delivery_id))
+    assert r.get(q.keys.seen(d.delivery_id)) == b"1"
+    assert 0 < r.ttl(q.keys.seen(d.delivery_id)) <= 7 * 24 * 3600
+    record = r.hgetall(q.keys.delivery(d.delivery_id))
     assert record == {
         b"event": b"issues",
         b"action": b"opened",
@@ -62,15 +67,15 @@ def test_new_delivery_writes_everything(redis_ns: RedisNamespace) -> None:
         b"work_item": b"github:Codertocat/Hello-World#1",
         b"body": d.body,
     }
-    assert 0 < r.ttl(q.delivery_key(d.delivery_id)) <= 7 * 24 * 3600
-    assert r.lrange(q.inbox_key(d.work_item), 0, -1) == [d.delivery_id.encode()]
-    assert q.inbox_key(d.work_item) == f"{redis_ns.prefix}:inbox:github:Codertocat/Hello-World#1"
+    assert 0 < r.ttl(q.keys.delivery(d.delivery_id)) <= 7 * 24 * 3600
+    assert r.lrange(q.keys.inbox(d.work_item), 0, -1) == [d.delivery_id.encode()]
+    assert q.keys.inbox(d.work_item) == f"{redis_ns.prefix}:inbox:github:Codertocat/Hello-World#1"
     # The inbox became non-empty (an activation): ready, indexed, and a wake-up job.
-    assert r.lrange(q.ready_key, 0, -1) == [REF1.encode()]
-    assert r.smembers(q.inboxes_key) == {REF1.encode()}
-    wake = q.wake_job_id(d.delivery_id)
-    assert r.get(q.wake_key) == wake.encode()
-    assert 0 < r.pttl(q.wake_key) <= WAKE_TTL_MS
+    assert r.lrange(q.keys.ready, 0, -1) == [REF1.encode()]
+    assert r.smembers(q.keys.inboxes) == {REF1.encode()}
+    wake = wake_job_id(d.delivery_id)
+    assert r.get(q.keys.wake) == wake.encode()
+    assert 0 < r.pttl(q.keys.wake) <= WAKE_TTL_MS
     assert r.lrange(q.queue_key, 0, -1) == [wake.encode()]
     assert q.queue_key == f"rq:queue:{redis_ns.queue_name}"
     assert r.sismember("rq:queues", q.queue_key)
@@ -83,8 +88,8 @@ def test_job_reads_back_as_a_normal_rq_job(redis_ns: RedisNamespace) -> None:
     q = make_queue(redis_ns)
     d = make_delivery(redis_ns)
     q.enqueue(d)
-    job = Job.fetch(q.wake_job_id(d.delivery_id), connection=redis_ns.client)
-    assert job.func_name == DEFAULT_JOB_FUNC == "workers.jobs.dispatch"
+    job = Job.fetch(wake_job_id(d.delivery_id), connection=redis_ns.client)
+    assert job.func_name == DISPATCH_FUNC == "workers.jobs.dispatch"
     assert job.args == ()
     assert job.kwargs == {}
     assert job.origin == redis_ns.queue_name
@@ -93,29 +98,8 @@ def test_job_reads_back_as_a_normal_rq_job(redis_ns: RedisNamespace) -> None:
     assert job.description == "the-loop dispatch"
     assert job.enqueued_at is not None and job.created_at is not None
     rq_queue = Queue(redis_ns.queue_name, connection=redis_ns.client)
-    assert rq_queue.job_ids == [q.wake_job_id(d.delivery_id)]
+    assert rq_queue.job_ids == [wake_job_id(d.delivery_id)]
     assert rq_queue in Queue.all(connection=redis_ns.client)
-
-
-def test_job_hash_matches_what_rq_itself_writes(redis_ns: RedisNamespace) -> None:
-    """Contract: the wake-up job hash the script writes from its constant template has the
-    same fields and values as Queue.enqueue_job writes, except the two timestamps."""
-    q = make_queue(redis_ns)
-    d = make_delivery(redis_ns)
-    q.enqueue(d)
-
-    rq_queue = Queue(redis_ns.queue_name, connection=redis_ns.client)
-    theirs_id = redis_ns.new_id()
-    rq_queue.enqueue_job(wake_job(redis_ns.client, redis_ns.queue_name, theirs_id))
-    ours = redis_ns.client.hgetall(Job.key_for(q.wake_job_id(d.delivery_id)))
-    theirs = redis_ns.client.hgetall(Job.key_for(theirs_id))
-    assert set(ours) == set(theirs)
-    differing = {k for k in ours if ours[k] != theirs[k]}
-    assert differing <= {b"created_at", b"enqueued_at"}
-    assert zlib.decompress(ours[b"data"]) == zlib.decompress(theirs[b"data"])
-    assert redis_ns.client.lrange(rq_queue.key, 0, -1) == [
-        q.wake_job_id(d.delivery_id).encode(), theirs_id.encode()
-    ]
 
 
 def test_only_an_activation_wakes_and_only_one_wake_up_is_pending(redis_ns) -> None:
@@ -130,16 +114,16 @@ def test_only_an_activation_wakes_and_only_one_wake_up_is_pending(redis_ns) -> N
     other = make_delivery(redis_ns, "pull_request", "opened")  # PR #2
     push = make_delivery(redis_ns, "push", "with-installation")  # no work item
     assert all(q.enqueue(d) for d in (first, same, other))
-    assert r.lrange(q.inbox_key(REF1), 0, -1) == [
+    assert r.lrange(q.keys.inbox(REF1), 0, -1) == [
         first.delivery_id.encode(), same.delivery_id.encode()]
-    assert r.lrange(q.ready_key, 0, -1) == [REF1.encode(),
+    assert r.lrange(q.keys.ready, 0, -1) == [REF1.encode(),
                                             b"github:Codertocat/Hello-World#2"]
-    assert r.lrange(q.queue_key, 0, -1) == [q.wake_job_id(first.delivery_id).encode()]
-    r.delete(q.wake_key)  # a dispatcher started
+    assert r.lrange(q.queue_key, 0, -1) == [wake_job_id(first.delivery_id).encode()]
+    r.delete(q.keys.wake)  # a dispatcher started
     assert q.enqueue(push)
-    assert r.lrange(q.ready_key, -1, -1) == [b"~"]
-    assert r.lrange(q.queue_key, 0, -1) == [q.wake_job_id(first.delivery_id).encode(),
-                                            q.wake_job_id(push.delivery_id).encode()]
+    assert r.lrange(q.keys.ready, -1, -1) == [b"~"]
+    assert r.lrange(q.queue_key, 0, -1) == [wake_job_id(first.delivery_id).encode(),
+                                            wake_job_id(push.delivery_id).encode()]
 
 
 def test_duplicate_writes_nothing(redis_ns: RedisNamespace) -> None:
@@ -151,7 +135,7 @@ def test_duplicate_writes_nothing(redis_ns: RedisNamespace) -> None:
     assert q.enqueue(d, received_at=1.0) is False
     assert snapshot(redis_ns) == before
     assert redis_ns.client.llen(q.queue_key) == 1
-    assert redis_ns.client.llen(q.inbox_key(d.work_item)) == 1
+    assert redis_ns.client.llen(q.keys.inbox(d.work_item)) == 1
 
 
 def test_no_work_item_goes_to_the_shared_inbox(redis_ns: RedisNamespace) -> None:
@@ -161,9 +145,9 @@ def test_no_work_item_goes_to_the_shared_inbox(redis_ns: RedisNamespace) -> None
     assert q.enqueue(d) is True
     assert [k for k in redis_ns.existing_keys() if ":inbox:" in k] == [
         f"{redis_ns.prefix}:inbox:~"]
-    assert redis_ns.client.lrange(q.inbox_key(None), 0, -1) == [d.delivery_id.encode()]
-    assert redis_ns.client.lrange(q.ready_key, 0, -1) == [b"~"]
-    record = redis_ns.client.hgetall(q.delivery_key(d.delivery_id))
+    assert redis_ns.client.lrange(q.keys.inbox(None), 0, -1) == [d.delivery_id.encode()]
+    assert redis_ns.client.lrange(q.keys.ready, 0, -1) == [b"~"]
+    record = redis_ns.client.hgetall(q.keys.delivery(d.delivery_id))
     assert record[b"installation_id"] == b"1" and record[b"work_item"] == b""
 
 
@@ -172,23 +156,61 @@ def test_inbox_keeps_arrival_order(redis_ns: RedisNamespace) -> None:
     ids = [make_delivery(redis_ns, "pull_request", n) for n in ("opened", "labeled", "closed")]
     for d in ids:
         q.enqueue(d)
-    inbox = redis_ns.client.lrange(q.inbox_key("github:Codertocat/Hello-World#2"), 0, -1)
+    inbox = redis_ns.client.lrange(q.keys.inbox("github:Codertocat/Hello-World#2"), 0, -1)
     assert inbox == [d.delivery_id.encode() for d in ids]
 
 
-def test_one_round_trip_per_enqueue(redis_ns: RedisNamespace, monkeypatch) -> None:
-    q = make_queue(redis_ns)
-    q.enqueue(make_delivery(redis_ns))  # first call may load the script
-    commands: list[object] = []
-    original = redis_ns.client.execute_command
+def round_trips(client: redis.Redis, monkeypatch) -> list[object]:
+    """Record every round trip of ``client``: a command's name, or ``PIPELINE``."""
+    trips: list[object] = []
+    original = client.execute_command
+    pipeline_execute = redis.client.Pipeline.execute
 
     def counting(*args, **kwargs):
-        commands.append(args[0])
+        trips.append(args[0])
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(redis_ns.client, "execute_command", counting)
-    assert q.enqueue(make_delivery(redis_ns)) is True
-    assert commands == ["EVALSHA"]
+    def counting_pipeline(self, *args, **kwargs):
+        trips.append("PIPELINE")
+        return pipeline_execute(self, *args, **kwargs)
+
+    monkeypatch.setattr(client, "execute_command", counting)
+    monkeypatch.setattr(redis.client.Pipeline, "execute", counting_pipeline)
+    return trips
+
+
+def test_round_trips_per_enqueue(redis_ns: RedisNamespace, monkeypatch) -> None:
+    """One round trip per delivery; an activation that queues a wake-up job adds one
+    (RQ's Queue.enqueue_job in one MULTI/EXEC pipeline)."""
+    q = make_queue(redis_ns)
+    q.enqueue(make_delivery(redis_ns))  # first calls load the script, read the version
+    redis_ns.client.delete(q.keys.wake)
+    trips = round_trips(redis_ns.client, monkeypatch)
+    assert q.enqueue(make_delivery(redis_ns, "pull_request", "opened")) is True
+    assert trips == ["EVALSHA", "PIPELINE"]  # activation: a wake-up job queued
+    trips.clear()
+    assert q.enqueue(make_delivery(redis_ns, "pull_request", "labeled")) is True
+    assert trips == ["EVALSHA"]  # its inbox was not empty
+    trips.clear()
+    assert q.enqueue(make_delivery(redis_ns, "push", "with-installation")) is True
+    assert trips == ["EVALSHA"]  # an activation, but a wake-up is pending
+
+
+def test_a_lost_wake_up_does_not_lose_the_delivery(redis_ns: RedisNamespace,
+                                                   monkeypatch) -> None:
+    """Redis failing between the script and the wake-up job: the delivery is queued
+    (answered as such); P:wake expires, then a reaper round wakes a worker."""
+    q = make_queue(redis_ns)
+
+    def broken(job_id: str) -> None:
+        raise redis.ConnectionError("gone")
+
+    monkeypatch.setattr(q.wakeups, "enqueue", broken)
+    d = make_delivery(redis_ns)
+    assert q.enqueue(d) is True
+    assert redis_ns.client.lrange(q.keys.inbox(d.work_item), 0, -1) == [d.delivery_id.encode()]
+    assert 0 < redis_ns.client.pttl(q.keys.wake) <= WAKE_TTL_MS
+    assert redis_ns.client.llen(q.queue_key) == 0
 
 
 def test_script_loaded_after_script_flush(redis_ns: RedisNamespace, monkeypatch) -> None:
@@ -211,16 +233,16 @@ def test_failure_inside_script_leaves_nothing_half_written(redis_ns: RedisNamesp
     q = make_queue(redis_ns)
     d = make_delivery(redis_ns)
     # A key of the wrong type makes the script fail; it must fail before any write.
-    redis_ns.client.set(q.inbox_key(d.work_item), "not a list")
+    redis_ns.client.set(q.keys.inbox(d.work_item), "not a list")
     before = snapshot(redis_ns)
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
         q.enqueue(d)
     assert snapshot(redis_ns) == before
     assert not redis_ns.client.exists(
-        q.seen_key(d.delivery_id), q.delivery_key(d.delivery_id), Job.key_for(d.delivery_id)
+        q.keys.seen(d.delivery_id), q.keys.delivery(d.delivery_id), Job.key_for(d.delivery_id)
     )
     # Not marked seen, so the redelivery goes through once the key is fixed.
-    redis_ns.client.delete(q.inbox_key(d.work_item))
+    redis_ns.client.delete(q.keys.inbox(d.work_item))
     assert q.enqueue(d) is True
 
 
@@ -241,22 +263,21 @@ def test_concurrent_duplicates_enqueue_once(redis_ns: RedisNamespace) -> None:
         t.join()
     assert sorted(results) == [False] * 7 + [True]
     assert redis_ns.client.llen(q.queue_key) == 1
-    assert redis_ns.client.llen(q.inbox_key(d.work_item)) == 1
+    assert redis_ns.client.llen(q.keys.inbox(d.work_item)) == 1
 
 
 def test_seen_ttl_is_used(redis_ns: RedisNamespace) -> None:
     q = make_queue(redis_ns, seen_ttl=60)
     d = make_delivery(redis_ns)
     q.enqueue(d)
-    assert 0 < redis_ns.client.ttl(q.seen_key(d.delivery_id)) <= 60
-    assert 0 < redis_ns.client.ttl(q.delivery_key(d.delivery_id)) <= 60
+    assert 0 < redis_ns.client.ttl(q.keys.seen(d.delivery_id)) <= 60
+    assert 0 < redis_ns.client.ttl(q.keys.delivery(d.delivery_id)) <= 60
     with pytest.raises(ValueError):
         make_queue(redis_ns, seen_ttl=0)
 
 
 def test_real_simple_worker_runs_the_job(redis_ns: RedisNamespace) -> None:
-    """A wake-up job written by the script (from the constant template) is performed by
-    a stock RQ SimpleWorker like any job RQ enqueued itself."""
+    """A wake-up job is performed by a stock RQ SimpleWorker."""
     q = make_queue(redis_ns, job_func=TEST_JOB_FUNC)
     first = make_delivery(redis_ns, "pull_request", "opened")
     second = make_delivery(redis_ns, "push", "with-installation")
@@ -270,8 +291,8 @@ def test_real_simple_worker_runs_the_job(redis_ns: RedisNamespace) -> None:
     assert worker.work(burst=True) is True
 
     # One wake-up for both (the second activation found one pending).
-    assert jobs.woken == [q.wake_job_id(first.delivery_id)]
+    assert jobs.woken == [wake_job_id(first.delivery_id)]
     assert rq_queue.count == 0
     assert FailedJobRegistry(queue=rq_queue).count == 0
     # result_ttl=0: finished jobs are deleted right away.
-    assert not redis_ns.client.exists(Job.key_for(q.wake_job_id(first.delivery_id)))
+    assert not redis_ns.client.exists(Job.key_for(wake_job_id(first.delivery_id)))

@@ -7,20 +7,20 @@ later deliveries behind it for the backoff interval (``THE_LOOP_DELIVERY_BACKOFF
 schedules a retry; other work items are not affected. (A delivery about no work item is
 taken out of the shared inbox instead, which keeps no order, and put back when its retry
 is due.) A due retry lists the work item as ready again and makes sure a wake-up job is
-queued (:mod:`workers.inboxes`); no job is queued per delivery. When the attempts are used up the
-delivery is **parked**: recorded with its reason in the ``P:deliveries:failed`` hash and
-in RQ's ``FailedJobRegistry`` (job id = delivery id), taken off the inbox, and — when it
-belongs to a work item — the work item is held (its later deliveries wait in the inbox)
-and its state says why (``blocked_by_delivery``, ``parked_reason``).
+queued (:mod:`the_loop.inbox.drain`); no job is queued per delivery. When the attempts
+are used up the delivery is **parked**: recorded with its reason in the
+``P:deliveries:failed`` hash and in RQ's ``FailedJobRegistry`` (job id = delivery id),
+taken off the inbox, and — when it belongs to a work item — the work item is held (its
+later deliveries wait in the inbox) and its state says why (``blocked_by_delivery``,
+``parked_reason``).
 ``the-loop deliveries retry ID`` puts it back at the head of the inbox and runs it again;
 ``the-loop deliveries discard ID`` drops it and lets the held deliveries through.
 
-Redis keys (``P`` = prefix): ``P:deliveries:failed`` (hash: id -> JSON reason),
-``P:deliveries:retry`` (sorted set: id -> due time), ``P:backoff:REF`` (the work item
-waits until it expires), ``P:parked:REF`` (the parked delivery holding the work item),
-and the delivery record ``P:delivery:ID`` (fields ``attempts``, ``started``,
-``last_error``). Payload
-bodies are never logged; reasons are the-loop's own words.
+Redis keys (:mod:`the_loop.inbox.keys`): ``P:deliveries:failed`` (hash: id -> JSON
+reason), ``P:deliveries:retry`` (sorted set: id -> due time), ``P:backoff:REF`` (the work
+item waits until it expires), ``P:parked:REF`` (the parked delivery holding the work
+item), and the delivery record ``P:delivery:ID`` (fields ``attempts``, ``started``,
+``last_error``). Payload bodies are never logged; reasons are the-loop's own words.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 from rq.job import Job, JobStatus
@@ -38,27 +38,23 @@ from rq.registry import FailedJobRegistry
 
 from graph.errors import LoopError
 from graph.state import StateStore
-from workers.inboxes import SHARED_INBOX, Inboxes
-from workers.settings import WorkerSettings
+from the_loop.inbox.drain import DrainSettings, Inboxes
+from the_loop.inbox.keys import SHARED_INBOX
+from the_loop.inbox.record import text
+from the_loop.inbox.wake import FAILURE_TTL
 
 log = logging.getLogger("the_loop.worker")
 
-JOB_FUNC = "workers.jobs.process_delivery"
-JOB_TIMEOUT = 300
-FAILURE_TTL = 7 * 24 * 3600
-
-#: Pop ``ARGV[1]`` from the inbox only if it is still the head (a lock that expired under
-#: a slow holder must never make it pop someone else's delivery).
-POP_IF_HEAD = """
-if redis.call('LINDEX', KEYS[1], 0) == ARGV[1] then
-  return redis.call('LPOP', KEYS[1])
-end
-return false
-"""
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+class DeadLetterSettings(DrainSettings, Protocol):
+    """What retries and parking need of the worker's settings (beside
+    :class:`~the_loop.inbox.drain.DrainSettings`)."""
+
+    @property
+    def worker_ttl(self) -> float: ...
+
+    def backoff(self, attempt: int) -> float: ...
 
 
 class DeliveryCommandError(LoopError, RuntimeError):
@@ -88,42 +84,18 @@ class Deliveries:
 
     Args:
         connection: the Redis client (the queue's).
-        settings: worker settings (prefix, queue, attempts, backoff, lock timeout).
+        settings: worker settings (prefix, queue, backoff, lock timeout, worker TTL).
         store: the work items' state (to say why a work item is held).
+        inboxes: the inboxes to list work items on (default: built from ``settings``).
     """
 
-    def __init__(self, connection: redis.Redis, settings: WorkerSettings,
-                 store: StateStore) -> None:
+    def __init__(self, connection: redis.Redis, settings: DeadLetterSettings,
+                 store: StateStore, inboxes: Inboxes | None = None) -> None:
         self.redis = connection
         self.settings = settings
         self.store = store
-        self._pop_if_head = connection.register_script(POP_IF_HEAD)
-        self.inboxes = Inboxes(connection, settings)
-
-    # -- keys -------------------------------------------------------------------------
-
-    @property
-    def failed_key(self) -> str:
-        return f"{self.settings.prefix}:deliveries:failed"
-
-    @property
-    def retry_key(self) -> str:
-        return f"{self.settings.prefix}:deliveries:retry"
-
-    def delivery_key(self, delivery_id: str) -> str:
-        return f"{self.settings.prefix}:delivery:{delivery_id}"
-
-    def inbox_key(self, ref: str) -> str:
-        return self.inboxes.inbox_key(ref)
-
-    def lock_key(self, ref: str) -> str:
-        return self.inboxes.lock_key(ref)
-
-    def backoff_key(self, ref: str) -> str:
-        return f"{self.settings.prefix}:backoff:{ref}"
-
-    def parked_key(self, ref: str) -> str:
-        return f"{self.settings.prefix}:parked:{ref}"
+        self.inboxes = inboxes or Inboxes(connection, settings)
+        self.keys = self.inboxes.keys
 
     # -- while processing -------------------------------------------------------------
 
@@ -131,7 +103,7 @@ class Deliveries:
         """Count one more attempt at ``delivery_id`` (before handling it). Returns the
         attempt number (since the last operator retry) and whether it was ever started
         before (then it is a replay: its effects may have begun)."""
-        key = self.delivery_key(delivery_id)
+        key = self.keys.delivery(delivery_id)
         with self.redis.pipeline() as pipe:
             pipe.hincrby(key, "attempts", 1)
             pipe.hsetnx(key, "started", 1)
@@ -141,16 +113,12 @@ class Deliveries:
     def held(self, ref: str) -> str | None:
         """Why ``ref``'s inbox must not be drained now (a retry's backoff, a parked
         delivery), or ``None``."""
-        backoff, parked = self.redis.mget(self.backoff_key(ref), self.parked_key(ref))
+        backoff, parked = self.redis.mget(self.keys.backoff(ref), self.keys.parked(ref))
         if parked is not None:
-            return f"held by parked delivery {_text(parked)}"
+            return f"held by parked delivery {text(parked)}"
         if backoff is not None:
-            return f"waiting to retry delivery {_text(backoff)}"
+            return f"waiting to retry delivery {text(backoff)}"
         return None
-
-    def pop_if_head(self, ref: str, delivery_id: str) -> bool:
-        """Take ``delivery_id`` off ``ref``'s inbox if it is still the head."""
-        return self._pop_if_head(keys=[self.inbox_key(ref)], args=[delivery_id]) is not None
 
     def schedule_retry(self, delivery_id: str, ref: str | None, attempt: int,
                        reason: str) -> float:
@@ -159,10 +127,10 @@ class Deliveries:
         delay = self.settings.backoff(attempt)
         due = time.time() + delay
         with self.redis.pipeline() as pipe:
-            pipe.hset(self.delivery_key(delivery_id), "last_error", reason[:500])
+            pipe.hset(self.keys.delivery(delivery_id), "last_error", reason[:500])
             if ref:
-                pipe.set(self.backoff_key(ref), delivery_id, px=max(1, int(delay * 1000)))
-            pipe.zadd(self.retry_key, {delivery_id: due})
+                pipe.set(self.keys.backoff(ref), delivery_id, px=max(1, int(delay * 1000)))
+            pipe.zadd(self.keys.retry, {delivery_id: due})
             pipe.execute()
         return delay
 
@@ -173,13 +141,18 @@ class Deliveries:
         Idempotent (a crash part-way through parks it again on the next attempt).
         """
         at = time.time()
-        self.redis.hset(self.failed_key, delivery_id, json.dumps({
+        self.redis.hset(self.keys.failed, delivery_id, json.dumps({
             "event": event, "work_item": ref, "reason": reason, "attempts": attempts,
             "at": at}))
-        job = self._job(delivery_id, event or "", ref, status=JobStatus.FAILED)
+        # RQ's view of it (dashboards, `rq info`): a job under the delivery's id. Requeued
+        # from RQ it only wakes a worker; the delivery stays parked until an operator acts.
+        job = self.inboxes.wakeups.queue.create_job(
+            self.inboxes.wakeups.func, job_id=delivery_id, result_ttl=0,
+            failure_ttl=FAILURE_TTL, description=f"{event} {delivery_id} (parked)",
+            status=JobStatus.FAILED)
         FailedJobRegistry(self.settings.queue, connection=self.redis).add(
             job, ttl=FAILURE_TTL, exc_string=f"parked after {attempts} attempts: {reason}")
-        self.redis.zrem(self.retry_key, delivery_id)
+        self.redis.zrem(self.keys.retry, delivery_id)
         if not ref:
             return
         state = self.store.load(ref)
@@ -197,29 +170,20 @@ class Deliveries:
             self.store.append_event(ref, "delivery.parked", {
                 "delivery": delivery_id, "event": event, "attempts": attempts,
                 "reason": reason}, delivery_id)
-        self.redis.set(self.parked_key(ref), delivery_id)
+        self.redis.set(self.keys.parked(ref), delivery_id)
         log.error("delivery=%s event=%s work_item=%s parked after %d attempts: %s",
                   delivery_id, event, ref, attempts, reason)
 
     # -- requeueing -------------------------------------------------------------------
 
-    def _job(self, job_id: str, event: str, ref: str | None, *, delivery_id: str | None = None,
-             status: JobStatus = JobStatus.QUEUED) -> Job:
-        delivery_id = delivery_id or job_id
-        return Job.create(
-            JOB_FUNC, args=(delivery_id, event, ref), connection=self.redis, id=job_id,
-            origin=self.settings.queue, result_ttl=0, failure_ttl=FAILURE_TTL,
-            timeout=JOB_TIMEOUT, description=f"{event} {delivery_id}", status=status)
-
-    def requeue(self, delivery_id: str, event: str, ref: str | None, *,
-                at_front: bool = False, wake: bool = True) -> str | None:
+    def requeue(self, delivery_id: str, ref: str | None, *, at_front: bool = False,
+                wake: bool = True) -> str | None:
         """Have ``delivery_id`` processed (again): list its work item as ready -- for a
         delivery about no work item, first put it back in the shared inbox (at the head
         with ``at_front``) unless it is there -- and make sure a wake-up job is queued.
 
         Returns the id of the wake-up job (new or already pending; ``None`` with
-        ``wake=False``). ``event`` is unused (kept for callers of the job-per-delivery
-        days).
+        ``wake=False``).
         """
         if ref:
             self.inboxes.mark_ready(ref)
@@ -230,23 +194,23 @@ class Deliveries:
     def release_due(self, now: float | None = None) -> int:
         """List the work items of the retries that are due as ready again (one wake-up
         job for all of them); returns how many."""
-        due = self.redis.zrangebyscore(self.retry_key, 0, now or time.time(), start=0, num=500)
+        due = self.redis.zrangebyscore(self.keys.retry, 0, now or time.time(), start=0, num=500)
         count = 0
         for raw in due:
-            delivery_id = _text(raw)
-            event, ref = self.redis.hmget(self.delivery_key(delivery_id), "event", "work_item")
+            delivery_id = text(raw)
+            event, ref = self.redis.hmget(self.keys.delivery(delivery_id), "event", "work_item")
             if event is not None:
-                work_item = _text(ref or b"") or None
+                work_item = text(ref or b"") or None
                 if work_item:
                     # The retry is due: its hold is over (do not let the drain race the TTL).
-                    held_by = self.redis.get(self.backoff_key(work_item))
-                    if held_by is not None and _text(held_by) == delivery_id:
-                        self.redis.delete(self.backoff_key(work_item))
+                    held_by = self.redis.get(self.keys.backoff(work_item))
+                    if held_by is not None and text(held_by) == delivery_id:
+                        self.redis.delete(self.keys.backoff(work_item))
                 # List first, then forget: a crash in between only lists it twice, which
                 # finds nothing left to do.
-                self.requeue(delivery_id, _text(event), work_item, wake=False)
+                self.requeue(delivery_id, work_item, wake=False)
                 count += 1
-            self.redis.zrem(self.retry_key, delivery_id)
+            self.redis.zrem(self.keys.retry, delivery_id)
         if count:
             self.inboxes.ensure_wake()
         return count
@@ -256,8 +220,8 @@ class Deliveries:
     def failed(self) -> list[Parked]:
         """The parked deliveries, oldest first."""
         out = []
-        for raw_id, raw in self.redis.hgetall(self.failed_key).items():
-            delivery_id = _text(raw_id)
+        for raw_id, raw in self.redis.hgetall(self.keys.failed).items():
+            delivery_id = text(raw_id)
             try:
                 entry = json.loads(raw)
             except ValueError:
@@ -266,23 +230,23 @@ class Deliveries:
                 delivery=delivery_id, event=entry.get("event"),
                 work_item=entry.get("work_item"), reason=str(entry.get("reason", "?")),
                 attempts=int(entry.get("attempts") or 0), at=float(entry.get("at") or 0),
-                payload_kept=bool(self.redis.exists(self.delivery_key(delivery_id)))))
+                payload_kept=bool(self.redis.exists(self.keys.delivery(delivery_id)))))
         return sorted(out, key=lambda p: p.at)
 
     def retrying(self) -> list[dict[str, Any]]:
         """Deliveries waiting for a retry: ``{delivery, due, attempts, last_error}``."""
         out = []
-        for raw_id, due in self.redis.zrange(self.retry_key, 0, -1, withscores=True):
-            delivery_id = _text(raw_id)
-            attempts, error = self.redis.hmget(self.delivery_key(delivery_id), "attempts",
+        for raw_id, due in self.redis.zrange(self.keys.retry, 0, -1, withscores=True):
+            delivery_id = text(raw_id)
+            attempts, error = self.redis.hmget(self.keys.delivery(delivery_id), "attempts",
                                                "last_error")
             out.append({"delivery": delivery_id, "due": due,
                         "attempts": int(attempts or 0),
-                        "last_error": _text(error) if error is not None else None})
+                        "last_error": text(error) if error is not None else None})
         return out
 
     def _entry(self, delivery_id: str) -> Mapping[str, Any]:
-        raw = self.redis.hget(self.failed_key, delivery_id)
+        raw = self.redis.hget(self.keys.failed, delivery_id)
         if raw is None:
             raise DeliveryCommandError(f"delivery {delivery_id} is not parked "
                                 "(see `the-loop deliveries failed`)")
@@ -291,9 +255,9 @@ class Deliveries:
 
     def _unhold(self, ref: str, delivery_id: str, what: str) -> None:
         """Clear the hold ``delivery_id`` put on ``ref`` (state, marker key)."""
-        parked = self.redis.get(self.parked_key(ref))
-        if parked is not None and _text(parked) == delivery_id:
-            self.redis.delete(self.parked_key(ref))
+        parked = self.redis.get(self.keys.parked(ref))
+        if parked is not None and text(parked) == delivery_id:
+            self.redis.delete(self.keys.parked(ref))
         state = self.store.load(ref)
         if state is not None and (state.blocked_by_delivery or {}).get("delivery") == delivery_id:
             state.parked_reason = state.blocked_by_delivery.get("previous_reason")
@@ -302,7 +266,7 @@ class Deliveries:
         self.store.append_event(ref, what, {"delivery": delivery_id}, delivery_id)
 
     def _with_lock(self, ref: str):  # type: ignore[no-untyped-def]
-        lock = self.redis.lock(self.lock_key(ref), timeout=self.settings.lock_timeout,
+        lock = self.redis.lock(self.keys.lock(ref), timeout=self.settings.lock_timeout,
                                thread_local=False)
         if not lock.acquire(blocking=True, blocking_timeout=max(30, self.settings.worker_ttl)):
             raise DeliveryCommandError(f"work item {ref} is busy (its lock is held); try again")
@@ -317,7 +281,7 @@ class Deliveries:
                 busy.
         """
         entry = self._entry(delivery_id)
-        key = self.delivery_key(delivery_id)
+        key = self.keys.delivery(delivery_id)
         event = self.redis.hget(key, "event")
         if event is None:
             raise DeliveryCommandError(
@@ -327,7 +291,7 @@ class Deliveries:
         if ref:
             lock = self._with_lock(ref)
             try:
-                inbox = self.inbox_key(ref)
+                inbox = self.keys.inbox(ref)
                 if self.redis.lpos(inbox, delivery_id) is None:
                     self.redis.lpush(inbox, delivery_id)
                 self.redis.hset(key, "attempts", 0)
@@ -337,7 +301,7 @@ class Deliveries:
         else:
             self.redis.hset(key, "attempts", 0)
         self._forget(delivery_id)
-        job_id = self.requeue(delivery_id, _text(event), ref, at_front=True)
+        job_id = self.requeue(delivery_id, ref, at_front=True)
         return {"delivery": delivery_id, "work_item": ref, "job": job_id}
 
     def discard(self, delivery_id: str) -> dict[str, Any]:
@@ -353,21 +317,19 @@ class Deliveries:
         if ref:
             lock = self._with_lock(ref)
             try:
-                self.redis.lrem(self.inbox_key(ref), 0, delivery_id)
+                self.redis.lrem(self.keys.inbox(ref), 0, delivery_id)
                 self._unhold(ref, delivery_id, "delivery.discarded")
-                head = self.redis.lindex(self.inbox_key(ref), 0)
+                head = self.redis.lindex(self.keys.inbox(ref), 0)
             finally:
                 lock.release()
             if head is not None:
-                head_id = _text(head)
-                event = self.redis.hget(self.delivery_key(head_id), "event")
-                job_id = self.requeue(head_id, _text(event or b"?"), ref)
-        self.redis.delete(self.delivery_key(delivery_id))
+                job_id = self.requeue(text(head), ref)
+        self.redis.delete(self.keys.delivery(delivery_id))
         self._forget(delivery_id)
         return {"delivery": delivery_id, "work_item": ref, "job": job_id}
 
     def _forget(self, delivery_id: str) -> None:
-        self.redis.hdel(self.failed_key, delivery_id)
-        self.redis.zrem(self.retry_key, delivery_id)
+        self.redis.hdel(self.keys.failed, delivery_id)
+        self.redis.zrem(self.keys.retry, delivery_id)
         FailedJobRegistry(self.settings.queue, connection=self.redis).remove(delivery_id)
         self.redis.delete(Job.key_for(delivery_id))

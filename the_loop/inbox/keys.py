@@ -1,0 +1,189 @@
+"""Every Redis key name of the-loop, spelled once.
+
+``P`` is the deployment's prefix (``THE_LOOP_REDIS_PREFIX``), ``Q`` its RQ queue name,
+``ID`` a delivery id (``X-GitHub-Delivery``), ``REF`` a work item ``github:OWNER/REPO#N``
+or ``~`` (:data:`SHARED_INBOX`, the inbox of deliveries about no issue or pull request:
+push, status, installation...; it keeps no order).
+
+The delivery protocol (:mod:`the_loop.inbox`):
+
+- ``P:delivery:seen:ID``    string "1": the dedupe marker, expires with the record
+- ``P:delivery:ID``         hash: the delivery record (:mod:`the_loop.inbox.record`)
+- ``P:inbox:REF``           list of delivery ids, in arrival order
+- ``P:ready``               list of refs whose inbox needs a worker
+- ``P:inboxes``             set of refs whose inbox may hold deliveries (the reaper's index)
+- ``P:wake``                id of the pending wake-up job; expires (``WAKE_TTL_MS``)
+- ``P:lock:REF``            the drain lock of a work item (token ``worker|hex``)
+- ``P:backoff:REF``         the delivery id a work item waits to retry; expires
+- ``P:parked:REF``          the parked delivery that holds a work item
+- ``P:deliveries:failed``   hash: parked delivery id -> JSON reason
+- ``P:deliveries:retry``    sorted set: delivery id -> due time
+- ``P:workers``             set of registered ``the-loop worker`` names
+- ``P:worker:NAME``         a worker's liveness key; expires
+- ``P:reaper``              who runs this reaper round (short lock)
+- ``P:stuck:JOB``           when a job was first seen stuck in RQ's intermediate queue
+
+The worker's own data:
+
+- ``P:state:REF``, ``P:state-corrupt:T:REF``, ``P:events:REF``: work item state and log
+- ``P:head:OWNER/REPO``     the default branch's head commit (from ``push``)
+- ``P:ci:OWNER/REPO:SHA``   hash: check name -> conclusion
+- ``P:sha:OWNER/REPO:SHA``  set of work items whose pull request head is SHA
+- ``P:github:writes:BUCKET`` hash: the write throttle's schedule of an installation
+
+RQ's own keys (``rq:job:*``, ``rq:queue:Q``...) are RQ's: only RQ's classes name them.
+
+Lua scripts receive every key through ``KEYS`` (one work item) or, when one call walks
+from one work item to the next, the per-ref key prefixes through ``ARGV``
+(:meth:`Keys.per_ref`): Lua never spells a key name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SHARED_INBOX", "Keys"]
+
+#: The ref of the inbox shared by deliveries about no issue or pull request.
+SHARED_INBOX = "~"
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """The key names of one deployment (see the module docstring). No I/O.
+
+    Args:
+        prefix: prefix of the-loop's keys (``THE_LOOP_REDIS_PREFIX``).
+        queue: the RQ queue name (``THE_LOOP_QUEUE``).
+    """
+
+    prefix: str = "the-loop"
+    queue: str = "the-loop"
+
+    def _(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    # -- the delivery protocol ---------------------------------------------------------
+
+    def seen(self, delivery_id: str) -> str:
+        """``P:delivery:seen:ID``: the dedupe marker."""
+        return self._("delivery", "seen", delivery_id)
+
+    def delivery(self, delivery_id: str) -> str:
+        """``P:delivery:ID``: the delivery record hash."""
+        return self.delivery_prefix + delivery_id
+
+    def inbox(self, ref: str | None) -> str:
+        """``P:inbox:REF``: a work item's delivery ids (the shared inbox for ``None``)."""
+        return self.inbox_prefix + (ref or SHARED_INBOX)
+
+    def lock(self, ref: str) -> str:
+        """``P:lock:REF``: the work item's drain lock."""
+        return self.lock_prefix + ref
+
+    def backoff(self, ref: str) -> str:
+        """``P:backoff:REF``: the work item waits for a retry while this exists."""
+        return self.backoff_prefix + ref
+
+    def parked(self, ref: str) -> str:
+        """``P:parked:REF``: the parked delivery holding the work item."""
+        return self.parked_prefix + ref
+
+    @property
+    def delivery_prefix(self) -> str:
+        return self._("delivery", "")
+
+    @property
+    def inbox_prefix(self) -> str:
+        return self._("inbox", "")
+
+    @property
+    def lock_prefix(self) -> str:
+        return self._("lock", "")
+
+    @property
+    def backoff_prefix(self) -> str:
+        return self._("backoff", "")
+
+    @property
+    def parked_prefix(self) -> str:
+        return self._("parked", "")
+
+    def per_ref(self) -> tuple[str, str, str, str, str]:
+        """The per-ref key prefixes Lua scripts get as ARGV, in this fixed order:
+        ``(P:inbox:, P:lock:, P:backoff:, P:parked:, P:delivery:)``."""
+        return (self.inbox_prefix, self.lock_prefix, self.backoff_prefix,
+                self.parked_prefix, self.delivery_prefix)
+
+    @property
+    def ready(self) -> str:
+        """``P:ready``: refs whose inbox needs a worker."""
+        return self._("ready")
+
+    @property
+    def inboxes(self) -> str:
+        """``P:inboxes``: refs whose inbox may hold deliveries."""
+        return self._("inboxes")
+
+    @property
+    def wake(self) -> str:
+        """``P:wake``: the id of the pending wake-up job."""
+        return self._("wake")
+
+    @property
+    def failed(self) -> str:
+        """``P:deliveries:failed``: parked deliveries (id -> JSON reason)."""
+        return self._("deliveries", "failed")
+
+    @property
+    def retry(self) -> str:
+        """``P:deliveries:retry``: deliveries waiting for a retry (id -> due time)."""
+        return self._("deliveries", "retry")
+
+    @property
+    def workers(self) -> str:
+        """``P:workers``: registered ``the-loop worker`` names."""
+        return self._("workers")
+
+    def worker(self, name: str) -> str:
+        """``P:worker:NAME``: the worker's liveness key."""
+        return self._("worker", name)
+
+    @property
+    def reaper(self) -> str:
+        """``P:reaper``: the current reaper round's owner."""
+        return self._("reaper")
+
+    def stuck(self, job_id: str) -> str:
+        """``P:stuck:JOB``: when a job was first seen in RQ's intermediate queue."""
+        return self._("stuck", job_id)
+
+    # -- the worker's data -------------------------------------------------------------
+
+    def state(self, ref: str) -> str:
+        """``P:state:REF``: the work item's state (JSON)."""
+        return self._("state", ref)
+
+    def state_corrupt(self, at: int, ref: str) -> str:
+        """``P:state-corrupt:AT:REF``: a state set aside as unreadable at Unix time AT."""
+        return self._("state-corrupt", str(at), ref)
+
+    def events(self, ref: str) -> str:
+        """``P:events:REF``: the work item's event log (list of JSON envelopes)."""
+        return self._("events", ref)
+
+    def head(self, repository: str) -> str:
+        """``P:head:OWNER/REPO``: the default branch's head commit."""
+        return self._("head", repository)
+
+    def ci(self, repository: str, sha: str) -> str:
+        """``P:ci:OWNER/REPO:SHA``: CI conclusions of a commit."""
+        return self._("ci", repository, sha)
+
+    def sha(self, repository: str, sha: str) -> str:
+        """``P:sha:OWNER/REPO:SHA``: work items whose pull request head is SHA."""
+        return self._("sha", repository, sha)
+
+    def writes(self, bucket: str) -> str:
+        """``P:github:writes:BUCKET``: the write throttle's schedule of one bucket."""
+        return self._("github", "writes", bucket)

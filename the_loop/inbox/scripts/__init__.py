@@ -1,0 +1,69 @@
+"""The Lua scripts of the delivery protocol, one file each, loaded by :class:`Scripts`.
+
+- ``enqueue.lua``: the receiver's dedupe + record + inbox + ready + ``SET P:wake NX``;
+- ``step.lua``: one step of a drain (finish the delivery just handled, take the next);
+- ``mark_ready.lua``: list a ref as ready if its inbox holds deliveries;
+- ``sweep.lua``: the reaper's look at a batch of indexed inboxes;
+- ``backlog.lua``: queue depth and the oldest ready delivery's arrival (``/metrics``);
+- ``delete_if_equal.lua``: delete a key only if it still holds a value.
+
+Scripts never spell a key name: they get keys through ``KEYS`` and the per-ref key
+prefixes through ``ARGV`` (:meth:`the_loop.inbox.keys.Keys.per_ref`). Two tables are
+written into ``step.lua`` when it is loaded: the record fields it reads
+(:data:`the_loop.inbox.record.FIELDS`) and the router's ``(event, action)`` pairs
+(given by the worker, whose router owns them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cache
+from importlib.resources import files
+
+import redis
+from redis.commands.core import Script
+
+from the_loop.inbox.record import FIELDS
+
+__all__ = ["Scripts", "lua_string", "source", "step_source"]
+
+
+@cache
+def source(name: str) -> str:
+    """The text of ``scripts/<name>.lua``."""
+    return files(__name__).joinpath(f"{name}.lua").read_text(encoding="utf-8")
+
+
+def lua_string(text: str) -> str:
+    """``text`` as a Lua string literal (anything but ``[A-Za-z0-9_-. *]`` escaped)."""
+    return '"' + "".join(c if c.isalnum() or c in "_-. *" else f"\\{ord(c):03d}"
+                         for c in text) + '"'
+
+
+def step_source(routed: Iterable[tuple[str, str | None]]) -> str:
+    """``step.lua`` with :data:`~the_loop.inbox.record.FIELDS` and the routed pairs
+    written in (``action`` ``None`` = every action of the event: ``"event *"``)."""
+    pairs = sorted({f"{event} {action or '*'}" for event, action in routed})
+    return (source("step")
+            .replace("--[[FIELDS]]", ", ".join(lua_string(f) for f in FIELDS))
+            .replace("--[[ROUTED]]", ", ".join(f"[{lua_string(p)}] = true" for p in pairs)))
+
+
+class Scripts:
+    """Every protocol script, registered on one Redis connection (``register_script``
+    only hashes the text: no I/O here; the first call of each loads it, EVALSHA after).
+
+    Args:
+        connection: the Redis client.
+        routed: the ``(event, action)`` pairs whose body a drain step returns (the
+            worker's router table); empty = never (the body is then read on demand).
+    """
+
+    def __init__(self, connection: redis.Redis,
+                 routed: Iterable[tuple[str, str | None]] = ()) -> None:
+        self.enqueue: Script = connection.register_script(source("enqueue"))
+        self.step: Script = connection.register_script(step_source(routed))
+        self.mark_ready: Script = connection.register_script(source("mark_ready"))
+        self.sweep: Script = connection.register_script(source("sweep"))
+        self.backlog: Script = connection.register_script(source("backlog"))
+        self.delete_if_equal: Script = connection.register_script(source("delete_if_equal"))
