@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from graph.ports import Integration
+from graph.ports import GitHub, Integration, Jira, Slack
 
 DEFAULT_ENROLMENT_LABEL = "the-loop"
 
@@ -98,7 +98,8 @@ class HookConfig:
     Attributes:
         harness: the repository's harness config (parsed mapping; may be empty).
         collaborators: the repository's collaborators (role -> people).
-        integrations: provider name (``"github"``, ``"slack"``...) -> handle.
+        integrations: provider name (``"github"``, ``"slack"``...) -> handle; typed:
+            :attr:`github`, :attr:`slack`, :attr:`jira` (the :mod:`graph.ports` ports).
         files: reads artifacts at the revision under evaluation.
         enrolment_label: the label that makes an issue or PR a work item.
         bot_logins: logins whose events are the-loop's own and never drive a gate.
@@ -129,3 +130,18 @@ class HookConfig:
     trees: Callable[[str], str | None] | None = None
     classifier: Callable[[str, Sequence[str]], str | None] | None = None
     human_only: Callable[[int | None], bool] = field(default=lambda tier: True)
+
+    @property
+    def github(self) -> GitHub | None:
+        """The GitHub integration as its typed port, or ``None`` when there is none."""
+        return cast("GitHub | None", self.integrations.get("github"))
+
+    @property
+    def slack(self) -> Slack | None:
+        """The Slack integration as its typed port, or ``None`` when there is none."""
+        return cast("Slack | None", self.integrations.get("slack"))
+
+    @property
+    def jira(self) -> Jira | None:
+        """The Jira integration as its typed port, or ``None`` when there is none."""
+        return cast("Jira | None", self.integrations.get("jira"))

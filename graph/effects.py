@@ -1,13 +1,14 @@
 """The outbox: every side effect a hook asks for, recorded before it is performed.
 
 When the runtime calls a hook it hands it each integration wrapped in an
-:class:`EffectProxy`. A side-effecting operation (anything but a read: ``get-*``,
-``list-*``, ``search-*``...) gets a stable effect id ``<ref>/<node>/<visit>/<hook>/<n>``
-(``n`` is the call's ordinal among the side effects of that hook run; ``<hook>`` is the
-hook's name, or ``<name>@<boundary><position>`` when the node calls the same hook more than
-once). The proxy records the effect as ``pending`` in the work item's state and **saves the
-state before performing it**, then marks it ``done`` with a summary of the result (never a
-body, a file's text or a secret) and saves again.
+:class:`EffectProxy`, which has the integration's typed port methods (:mod:`graph.ports`).
+A side-effecting operation (one its port declares a write with :func:`graph.ports.write`;
+reads are passed straight through) gets a stable effect id
+``<ref>/<node>/<visit>/<hook>/<n>`` (``n`` is the call's ordinal among the side effects of
+that hook run; ``<hook>`` is the hook's name, or ``<name>@<boundary><position>`` when the
+node calls the same hook more than once). The proxy records the effect as ``pending`` in
+the work item's state and **saves the state before performing it**, then marks it ``done``
+with a summary of the result (never a body, a file's text or a secret) and saves again.
 
 Run the same hook again for the same node visit (a retried job, a worker killed mid-job)
 and:
@@ -26,8 +27,9 @@ and:
   - labels, reactions, reviewer requests, ``update-*``: set semantics or idempotent at the
     target already; performed again;
   - any other operation (Slack, Jira...): when the integration implements ``find-effect``
-    (``find-effect(operation=..., effect=ID) -> {"found": bool, "result": {...}}``), it is asked
-    first; otherwise the operation is performed again (at least once).
+    (:class:`graph.ports.EffectFinder`: ``find_effect(operation=..., effect=ID) ->
+    {"found": bool, "result": {...}}``), it is asked first; otherwise the operation is
+    performed again (at least once).
 
 A transient failure of any call (``IntegrationError.retriable``: 5xx, rate limits, network)
 raises :class:`RetryLater` (a retriable ``IntegrationError``). A hook that handles
@@ -40,22 +42,30 @@ of Redis and HTTP: state is saved through :class:`graph.state.StateStore`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 import threading
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 from graph.context import HookConfig
 from graph.markers import find_effect, marker
-from graph.ports import Integration, IntegrationError, NotFound, RetryLater
+from graph.ports import (
+    OPERATIONS,
+    EffectFinder,
+    GitHub,
+    Integration,
+    IntegrationError,
+    NotFound,
+    Operation,
+    RetryLater,
+)
 from graph.state import StateStore, WorkItemState
 
 log = logging.getLogger(__name__)
 
-#: Operation-name prefixes of reads: passed straight through, never recorded.
-READ_PREFIXES = ("get-", "list-", "search-", "read-", "find-", "fetch-")
 #: Result keys never kept in state (bodies, file contents, credentials).
 _PRIVATE_KEYS = frozenset({"body", "text", "content", "message", "token", "patch", "diff",
                            "raw", "html", "blocks", "attachments"})
@@ -63,9 +73,21 @@ _MAX_ITEMS = 200
 _MAX_TEXT = 300
 
 
-def is_side_effect(op: str) -> bool:
-    """Whether ``op`` changes something outside the-loop (every operation but reads)."""
-    return not op.startswith(READ_PREFIXES)
+def is_side_effect(op: str, integration: str = "github") -> bool:
+    """Whether operation ``op`` of ``integration`` changes something outside the-loop:
+    its port declares it a write, or it is not declared at all (recorded, to be safe)."""
+    spec = OPERATIONS.get(integration, {}).get(op)
+    return spec is None or spec.writes
+
+
+def _method(integration: Integration, name: str, op: str) -> Callable[..., dict[str, Any]]:
+    """The bound port method performing ``op`` on ``integration`` (named ``name``); an
+    operation no port declares goes through ``call``."""
+    spec = OPERATIONS.get(name, {}).get(op)
+    if spec is None:
+        return functools.partial(integration.call, op)
+    method: Callable[..., dict[str, Any]] = getattr(integration, spec.method)
+    return method
 
 
 def hook_keys(entry: tuple[str, ...], exit_: tuple[str, ...]) -> dict[tuple[str, int], str]:
@@ -167,7 +189,7 @@ class HookEffects:
         try:
             result = self._reconcile(integration, op, params, record, effect) if retry else None
             if result is None:
-                result = integration.call(op, **params)
+                result = _method(integration, name, op)(**params)
         except IntegrationError as exc:
             if exc.retriable:
                 raise RetryLater.from_error(exc) from exc
@@ -212,49 +234,53 @@ class HookEffects:
         when it has to be performed."""
         ops = integration.operations
         target = record.get("target") or {}
+        github = cast(GitHub, integration)
         if op == "comment" and "list-comments" in ops and target.get("marker"):
-            listed = integration.call("list-comments", repo=params["repo"],
-                                      number=params["number"])
+            listed = github.list_comments(repo=params["repo"], number=params["number"])
             for comment in listed.get("comments", []):
                 if find_effect(comment.get("body")) == target["marker"]:
                     if comment.get("body") != params["body"] and "update-comment" in ops:
-                        return integration.call("update-comment", repo=params["repo"],
-                                                comment_id=comment["id"], body=params["body"])
+                        return github.update_comment(repo=params["repo"],
+                                                     comment_id=comment["id"],
+                                                     body=params["body"])
                     return {"id": comment["id"], "reused": True}
             return None
         if op == "put-file" and "get-file" in ops:
             try:
-                got = integration.call("get-file", repo=params["repo"], path=params["path"],
-                                       ref=params.get("branch"))
+                got = github.get_file(repo=params["repo"], path=params["path"],
+                                      ref=params.get("branch"))
             except NotFound:
                 return None
             if digest(str(got.get("text", ""))) in (target.get("digests") or []):
                 return {"path": got.get("path"), "sha": got.get("sha"), "unchanged": True}
             return None
         if op == "create-check-run" and "list-check-runs" in ops:
-            runs = integration.call("list-check-runs", repo=params["repo"],
-                                    head_sha=params["head_sha"], name=params["name"])
+            runs = github.list_check_runs(repo=params["repo"], head_sha=params["head_sha"],
+                                          name=params["name"])
             for run in runs.get("check_runs", []):
                 if run.get("name") == params["name"]:
                     if "update-check-run" not in ops:
                         return {"id": run["id"], "reused": True}
                     changes = {k: v for k, v in params.items()
                                if k not in ("repo", "head_sha", "name")}
-                    return integration.call("update-check-run", repo=params["repo"],
-                                            check_run_id=run["id"], **changes)
+                    return github.update_check_run(repo=params["repo"],
+                                                   check_run_id=run["id"], **changes)
             return None
         if "find-effect" in ops:
-            found = integration.call("find-effect", operation=op, effect=effect)
+            found = cast(EffectFinder, integration).find_effect(operation=op, effect=effect)
             if found.get("found"):
                 return dict(found.get("result") or {})
         return None
 
 
 class EffectProxy:
-    """An :class:`~graph.ports.Integration` that routes side effects through the outbox.
+    """An integration whose port methods route side effects through the outbox.
 
-    Reads pass straight through; a transient failure of any call raises
-    :class:`RetryLater`. Other attributes are the wrapped integration's.
+    ``proxy.add_label(repo=..., number=..., label=...)`` (any method of the
+    integration's port, :data:`graph.ports.OPERATIONS`) and ``proxy.call("add-label",
+    ...)`` are the same: a write is performed exactly once per effect id
+    (:meth:`HookEffects.perform`), a read passes straight through. A transient failure of
+    any call raises :class:`RetryLater`. Other attributes are the wrapped integration's.
     """
 
     def __init__(self, name: str, integration: Integration, effects: HookEffects) -> None:
@@ -262,18 +288,29 @@ class EffectProxy:
         self.operations = integration.operations
         self._integration = integration
         self._effects = effects
+        self._ports: dict[str, Operation] = {
+            spec.method: spec for spec in OPERATIONS.get(name, {}).values()}
 
     def __getattr__(self, attribute: str) -> Any:
-        return getattr(self._integration, attribute)
+        spec = self.__dict__.get("_ports", {}).get(attribute)
+        if spec is None:
+            return getattr(self._integration, attribute)
+        return functools.partial(self.call, spec.name)
 
     def __repr__(self) -> str:
         return f"EffectProxy({self._integration!r})"
 
     def call(self, op: str, **params: Any) -> dict[str, Any]:
-        if is_side_effect(op):
+        """Perform ``op`` (a write through the outbox, a read directly).
+
+        Raises:
+            RetryLater: a transient failure.
+            IntegrationError: a permanent refusal.
+        """
+        if is_side_effect(op, self.name):
             return self._effects.perform(self.name, self._integration, op, params)
         try:
-            return self._integration.call(op, **params)
+            return _method(self._integration, self.name, op)(**params)
         except IntegrationError as exc:
             if exc.retriable:
                 raise RetryLater.from_error(exc) from exc

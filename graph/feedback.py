@@ -72,18 +72,18 @@ def publish_status(config: HookConfig, work_item: WorkItem, body: str) -> int | 
 
     Raises whatever the integration raises; the runtime records that and continues.
     """
-    github = config.integrations.get("github")
+    github = config.github
     if github is None or work_item.repository is None or work_item.id is None:
         return None
     effect = status_effect(work_item.ref)
-    comments = github.call("list-comments", repo=work_item.repository, number=work_item.id)
+    comments = github.list_comments(repo=work_item.repository, number=work_item.id)
     for comment in comments["comments"]:
         if find_effect(comment.get("body")) == effect:
             if comment.get("body") != body:
-                github.call("update-comment", repo=work_item.repository,
-                            comment_id=comment["id"], body=body)
+                github.update_comment(repo=work_item.repository, comment_id=comment["id"],
+                                      body=body)
             return int(comment["id"])
-    posted = github.call("comment", repo=work_item.repository, number=work_item.id, body=body)
+    posted = github.comment(repo=work_item.repository, number=work_item.id, body=body)
     return int(posted["id"])
 
 
@@ -104,23 +104,23 @@ def publish_check(
     """Create or update (by name and head SHA) the ``the-loop`` check run for
     ``work_item``'s pull request head. Returns its id, or ``None`` where there is no pull
     request head or no GitHub integration. Raises what the integration raises."""
-    github = config.integrations.get("github")
+    github = config.github
     sha = config.head_sha
     if github is None or work_item.repository is None or not sha:
         return None
     state, conclusion = CHECK_STATES.get(status, ("in_progress", None))
     title = f"phase {phase}: {status}"
-    fields = {"status": state, "conclusion": conclusion, "title": title,
-              "summary": summary or f"the-loop: {work_item.ref} is {status} at phase {phase}."}
-    existing = github.call("list-check-runs", repo=work_item.repository, head_sha=sha,
-                           name=CHECK_NAME)["check_runs"]
+    text = summary or f"the-loop: {work_item.ref} is {status} at phase {phase}."
+    existing = github.list_check_runs(repo=work_item.repository, head_sha=sha,
+                                      name=CHECK_NAME)["check_runs"]
     # A completed run is not reopened: a new run (GitHub shows the latest by name) says
     # the work item is in progress again.
     if existing and not (existing[0].get("status") == "completed" and conclusion is None):
         run_id = int(existing[0]["id"])
-        github.call("update-check-run", repo=work_item.repository, check_run_id=run_id,
-                    **fields)
+        github.update_check_run(repo=work_item.repository, check_run_id=run_id, status=state,
+                                conclusion=conclusion, title=title, summary=text)
         return run_id
-    created = github.call("create-check-run", repo=work_item.repository, head_sha=sha,
-                          name=CHECK_NAME, **fields)
+    created = github.create_check_run(repo=work_item.repository, head_sha=sha,
+                                      name=CHECK_NAME, status=state, conclusion=conclusion,
+                                      title=title, summary=text)
     return int(created["id"])

@@ -1,16 +1,304 @@
-"""Narrow ports the graph core calls out through.
+"""Narrow, typed ports the graph core and the hooks call out through, and their errors.
 
 The core never imports an HTTP, Redis or Flask library. It reaches people's tools only
-through objects that satisfy :class:`Integration`, the contract of the specification's
-"Tool access" section: every provider declares the operations it implements and is
-called with one operation name and keyword parameters.
+through objects that satisfy these ports:
+
+* one small :class:`~typing.Protocol` per area -- :class:`GitHubRepos`,
+  :class:`GitHubLabels`, :class:`GitHubComments`, :class:`GitHubPulls`,
+  :class:`GitHubContents`, :class:`GitHubChecks` (all of them: :class:`GitHub`),
+  :class:`Slack`, :class:`Jira` -- whose methods are the operations, with typed,
+  keyword-only parameters, so mypy checks every call. A hook types against the
+  narrowest port it uses (``ctx.config.github`` is a :class:`GitHub`).
+* every operation is declared once, on its port method, as a read (:func:`read`) or a
+  write (:func:`write`); :data:`OPERATIONS` collects them per integration
+  (``"github"`` -> ``"add-label"`` -> :class:`Operation`). The outbox
+  (:mod:`graph.effects`) records writes and passes reads through by that flag; the
+  capability check compares the names hooks declare (``requires=``) with each
+  provider's ``operations``.
+* :class:`Integration` is the specification's contract ("Tool access"): a provider
+  declares ``operations`` and answers ``call(op, **params)``; :class:`Transport` writes
+  that dispatcher once for every provider, on top of its typed methods.
+
+Results are JSON-serialisable dicts whose shapes each transport's docstrings give.
+
+Errors (one tree, below :class:`graph.errors.LoopError`)::
+
+    IntegrationError (integration, op, status, retriable, codes)
+    ├── NotFound        the target does not exist or is not visible (404)
+    ├── RateLimited     slow down: retry_after, reset_at; retriable
+    ├── Unavailable     5xx, network, timeout, a command without an answer; retriable
+    ├── Unsupported     the provider does not implement the operation
+    └── RetryLater      the outbox's verdict for any retriable failure: retry later
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from graph.errors import LoopError
+
+__all__ = [
+    "OPERATIONS",
+    "EffectFinder",
+    "GitHub",
+    "GitHubChecks",
+    "GitHubComments",
+    "GitHubContents",
+    "GitHubLabels",
+    "GitHubPulls",
+    "GitHubRepos",
+    "Integration",
+    "IntegrationError",
+    "Jira",
+    "NotFound",
+    "Operation",
+    "RateLimited",
+    "RetryLater",
+    "Slack",
+    "Transport",
+    "Unavailable",
+    "Unsupported",
+    "operations_of",
+    "read",
+    "write",
+]
+
+Result = dict[str, Any]
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation of one integration.
+
+    Attributes:
+        name: the operation's name, e.g. ``"add-label"`` (what hooks declare).
+        method: the port method that performs it, e.g. ``"add_label"``.
+        writes: whether it changes something outside the-loop (the outbox records it
+            before performing it); ``False`` for a read, passed straight through.
+    """
+
+    name: str
+    method: str
+    writes: bool
+
+
+def read(method: _F) -> _F:
+    """Declare a port method an operation that only reads."""
+    method.__loop_writes__ = False  # type: ignore[attr-defined]
+    return method
+
+
+def write(method: _F) -> _F:
+    """Declare a port method an operation that changes something (recorded by the
+    outbox before it is performed)."""
+    method.__loop_writes__ = True  # type: ignore[attr-defined]
+    return method
+
+
+def operations_of(*ports: type) -> dict[str, Operation]:
+    """Operation name -> :class:`Operation` for every method of ``ports`` declared with
+    :func:`read` or :func:`write` (``add_label`` is ``"add-label"``)."""
+    found: dict[str, Operation] = {}
+    for port in ports:
+        for attribute in dir(port):
+            writes = getattr(getattr(port, attribute, None), "__loop_writes__", None)
+            if writes is not None:
+                name = attribute.replace("_", "-")
+                found[name] = Operation(name, attribute, bool(writes))
+    return dict(sorted(found.items()))
+
+
+# ------------------------------------------------------------------------------ GitHub
+#
+# ``repo`` is always "OWNER/NAME"; ``number`` an issue or pull-request number (they share
+# one sequence). Result shapes are documented on integrations.github_ops.GitHubOperations.
+
+
+class GitHubRepos(Protocol):
+    """Repositories and people's roles in them."""
+
+    @read
+    def get_repository(self, *, repo: str) -> Result:
+        """``{"full_name", "default_branch"}``."""
+        ...
+
+    @read
+    def get_permission(self, *, repo: str, login: str) -> Result:
+        """``{"permission": "admin" | "maintain" | "write" | "triage" | "read" | "none"}``."""
+        ...
+
+
+class GitHubLabels(Protocol):
+    """Labels of issues and pull requests, and the repository's labels."""
+
+    @write
+    def add_label(self, *, repo: str, number: int, label: str) -> Result:
+        """``{"labels": [name, ...]}`` after the call."""
+        ...
+
+    @write
+    def remove_label(self, *, repo: str, number: int, label: str) -> Result:
+        """``{"labels": [name, ...] | None}`` (``None``: it was not there)."""
+        ...
+
+    @write
+    def ensure_label(self, *, repo: str, label: str, color: str = "ededed",
+                     description: str = "") -> Result:
+        """``{"label": name, "created": bool}``."""
+        ...
+
+
+class GitHubComments(Protocol):
+    """Issue and pull-request comments and their reactions."""
+
+    @write
+    def comment(self, *, repo: str, number: int, body: str) -> Result:
+        """``{"id": int, "url": str}``."""
+        ...
+
+    @write
+    def update_comment(self, *, repo: str, comment_id: int, body: str) -> Result:
+        """``{"id": int, "url": str}``."""
+        ...
+
+    @read
+    def list_comments(self, *, repo: str, number: int) -> Result:
+        """``{"comments": [{"id": int, "user": login, "body": str}, ...]}`` oldest first."""
+        ...
+
+    @write
+    def add_reaction(self, *, repo: str, comment_id: int, content: str) -> Result:
+        """``{"id": int}``."""
+        ...
+
+
+class GitHubPulls(Protocol):
+    """Pull requests: heads, files, reviewers and reviews."""
+
+    @read
+    def get_pull_request(self, *, repo: str, number: int) -> Result:
+        """``{"number", "head_sha", "head_ref", "base_ref", "state"}``."""
+        ...
+
+    @read
+    def list_pull_files(self, *, repo: str, number: int) -> Result:
+        """``{"files": [path, ...]}``."""
+        ...
+
+    @write
+    def request_reviewers(self, *, repo: str, number: int, reviewers: list[str]) -> Result:
+        """``{"requested": [login, ...]}``."""
+        ...
+
+    @read
+    def list_reviews(self, *, repo: str, number: int) -> Result:
+        """``{"reviews": [{"id", "user", "state", "commit_id"}, ...]}``."""
+        ...
+
+
+class GitHubContents(Protocol):
+    """Files on a branch, tag or commit."""
+
+    @read
+    def get_file(self, *, repo: str, path: str, ref: str | None = None) -> Result:
+        """``{"path", "sha", "ref", "text"}``; :class:`NotFound` when absent."""
+        ...
+
+    @write
+    def put_file(self, *, repo: str, path: str, branch: str, text: str,
+                 sha: str | None = None, message: str | None = None) -> Result:
+        """``{"path", "sha", "commit"}``: one commit on ``branch``."""
+        ...
+
+
+class GitHubChecks(Protocol):
+    """Check runs on a commit."""
+
+    @write
+    def create_check_run(self, *, repo: str, head_sha: str, name: str, status: str,
+                         conclusion: str | None = None, title: str | None = None,
+                         summary: str | None = None) -> Result:
+        """``{"id": int}``."""
+        ...
+
+    @write
+    def update_check_run(self, *, repo: str, check_run_id: int, status: str | None = None,
+                         conclusion: str | None = None, title: str | None = None,
+                         summary: str | None = None) -> Result:
+        """``{"id": int}``."""
+        ...
+
+    @read
+    def list_check_runs(self, *, repo: str, head_sha: str, name: str | None = None) -> Result:
+        """``{"check_runs": [{"id", "name", "status", "conclusion"}, ...]}``."""
+        ...
+
+
+class GitHub(GitHubRepos, GitHubLabels, GitHubComments, GitHubPulls, GitHubContents,
+             GitHubChecks, Protocol):
+    """Every GitHub operation (what each GitHub transport implements)."""
+
+    operations: frozenset[str]
+
+
+# ------------------------------------------------------------------------ Slack, Jira
+
+
+class Slack(Protocol):
+    """Slack messages."""
+
+    operations: frozenset[str]
+
+    @write
+    def post_message(self, *, channel: str, text: str,
+                     blocks: list[dict[str, Any]] | None = None) -> Result:
+        """``{"ok": True, "ts": str | None}``."""
+        ...
+
+
+class Jira(Protocol):
+    """Jira issues; ``issue`` is an issue key such as ``PROJ-12``."""
+
+    operations: frozenset[str]
+
+    @write
+    def add_comment(self, *, issue: str, body: str) -> Result:
+        """``{"issue": key, "id": str | None}``."""
+        ...
+
+    @write
+    def add_label(self, *, issue: str, label: str) -> Result:
+        """``{"issue": key, "label": str}``."""
+        ...
+
+    @write
+    def transition_issue(self, *, issue: str, name: str) -> Result:
+        """``{"issue": key, "transition": str}``."""
+        ...
+
+
+class EffectFinder(Protocol):
+    """Optional, for any integration: find an effect the outbox recorded as pending."""
+
+    @read
+    def find_effect(self, *, operation: str, effect: str) -> Result:
+        """``{"found": bool, "result": {...}}`` for the effect id ``effect``."""
+        ...
+
+
+#: integration -> operation name -> :class:`Operation`, declared once on the ports.
+OPERATIONS: Mapping[str, Mapping[str, Operation]] = {
+    "github": operations_of(GitHub),
+    "slack": operations_of(Slack),
+    "jira": operations_of(Jira),
+}
+
+
+# -------------------------------------------------------------------------- providers
 
 
 @runtime_checkable
@@ -18,17 +306,61 @@ class Integration(Protocol):
     """A provider of operations on one external system (GitHub, Slack, Jira).
 
     Attributes:
+        name: the integration, ``"github"``, ``"slack"`` or ``"jira"``.
         operations: the operation names this provider implements, e.g.
             ``frozenset({"add-label", "comment"})``.
 
-    ``call(op, **params)`` performs one operation and returns a JSON-serialisable dict.
-    It raises :class:`Unsupported` for an operation outside ``operations`` and
-    :class:`IntegrationError` (or a subclass) when the target system refuses the call.
+    Besides its port's typed methods, ``call(op, **params)`` performs one operation by
+    name and returns a JSON-serialisable dict. It raises :class:`Unsupported` for an
+    operation outside ``operations`` and :class:`IntegrationError` (or a subclass) when
+    the target system refuses the call.
     """
 
     operations: frozenset[str]
 
     def call(self, op: str, **params: Any) -> dict[str, Any]: ...
+
+
+class Transport:
+    """Base of every provider: :meth:`call` by operation name, written once.
+
+    A subclass sets ``name`` (its integration), ``transport`` (``api``, ``cli``...) and
+    ``operations`` (the names it implements, by default all of its integration's), and
+    implements the port's methods.
+    """
+
+    name: ClassVar[str] = "?"
+    transport: str = "?"
+    operations: frozenset[str] = frozenset()
+
+    def call(self, op: str, **params: Any) -> dict[str, Any]:
+        """Perform operation ``op`` with keyword ``params`` (its port method's).
+
+        Raises:
+            Unsupported: ``op`` is not in :attr:`operations`.
+            IntegrationError: ``params`` do not fit the operation (not retriable), or the
+                system refused it (see the method).
+        """
+        spec = OPERATIONS.get(self.name, {}).get(op)
+        if spec is None or op not in self.operations:
+            raise Unsupported(
+                f"{self.name} ({self.transport}) does not implement operation {op!r}; it "
+                f"implements: {', '.join(sorted(self.operations))}",
+                integration=self.name, op=op,
+            )
+        method: Callable[..., dict[str, Any]] = getattr(self, spec.method)
+        try:
+            return method(**params)
+        except TypeError as exc:
+            try:  # only on failure: were the parameters wrong, or is it a bug inside?
+                inspect.signature(method).bind(**params)
+            except TypeError as bad:
+                raise IntegrationError(f"{self.name} {op}: bad parameters ({bad})",
+                                       integration=self.name, op=op) from None
+            raise exc
+
+
+# ----------------------------------------------------------------------------- errors
 
 
 class IntegrationError(LoopError):

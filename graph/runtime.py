@@ -677,7 +677,7 @@ class Runtime:
 
     def _comment_forced(self, state: WorkItemState, work_item: WorkItem, config: HookConfig,
                         record: Mapping[str, Any], warnings: list[str]) -> None:
-        github = config.integrations.get("github")
+        github = config.github
         if github is None or work_item.repository is None or work_item.id is None:
             return
         lines = [f"**the-loop** · an operator forced this work item from `{record['from']}` "
@@ -687,8 +687,8 @@ class Runtime:
                   "--recompute` still reports them.", "",
                   marker(f"{state.ref}/forced/{len(state.forced)}")]
         try:
-            github.call("comment", repo=work_item.repository, number=work_item.id,
-                        body="\n".join(lines))
+            github.comment(repo=work_item.repository, number=work_item.id,
+                           body="\n".join(lines))
         except Exception as exc:  # noqa: BLE001  (recorded; never undoes the move)
             self._log(state, "notification.failed",
                       {"channel": "github-forced", "error": type(exc).__name__}, None)

@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 import requests
 from urllib3.exceptions import MaxRetryError
+from urllib3.util.retry import Retry
 
 from integrations.cli import run_bounded
 from integrations.retry import BoundedRetry
@@ -70,7 +71,7 @@ class _Retrying:
         self.retries = retries
 
     def run(self, attempt: Callable[[], str | None]) -> str | None:
-        retry = BoundedRetry(total=self.retries, github_rate_limits=False)
+        retry: Retry = BoundedRetry(total=self.retries, github_rate_limits=False)
         while True:
             try:
                 return attempt()

@@ -20,15 +20,22 @@ from __future__ import annotations
 
 import base64
 import binascii
-import inspect
 import logging
 import re
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from graph.ports import IntegrationError, NotFound, RateLimited, Unavailable, Unsupported
+from graph.ports import OPERATIONS as PORT_OPERATIONS
+from graph.ports import (
+    IntegrationError,
+    NotFound,
+    Operation,
+    RateLimited,
+    Transport,
+    Unavailable,
+)
 
 if TYPE_CHECKING:
     from integrations.throttle import WriteThrottle
@@ -46,27 +53,9 @@ __all__ = [
     "http_error",
 ]
 
-#: Operation name -> method name. The operations every GitHub transport implements.
-OPERATIONS: dict[str, str] = {
-    "get-repository": "get_repository",
-    "get-pull-request": "get_pull_request",
-    "add-label": "add_label",
-    "remove-label": "remove_label",
-    "ensure-label": "ensure_label",
-    "comment": "comment",
-    "update-comment": "update_comment",
-    "list-comments": "list_comments",
-    "add-reaction": "add_reaction",
-    "get-file": "get_file",
-    "put-file": "put_file",
-    "list-pull-files": "list_pull_files",
-    "request-reviewers": "request_reviewers",
-    "get-permission": "get_permission",
-    "list-reviews": "list_reviews",
-    "create-check-run": "create_check_run",
-    "update-check-run": "update_check_run",
-    "list-check-runs": "list_check_runs",
-}
+#: Operation name -> :class:`graph.ports.Operation` (method, read or write): the
+#: operations every GitHub transport implements, declared once on the ports.
+OPERATIONS: Mapping[str, Operation] = PORT_OPERATIONS["github"]
 
 #: Reaction contents GitHub accepts ("Create reaction for an issue comment").
 REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
@@ -94,12 +83,13 @@ class Reply:
     data: Any = None
 
 
-class GitHubOperations:
+class GitHubOperations(Transport):
     """The GitHub operations (see :data:`OPERATIONS`), for one identity.
 
-    Implements :class:`graph.ports.Integration`: ``call(op, **params) -> dict``. ``repo``
-    is always ``"OWNER/NAME"``; ``number`` is an issue or pull-request number (they share
-    one sequence). Each operation is also a method (``add-label`` -> :meth:`add_label`).
+    Implements the port :class:`graph.ports.GitHub` (each operation a method:
+    ``add-label`` -> :meth:`add_label`) and, through :class:`graph.ports.Transport`,
+    ``call(op, **params) -> dict``. ``repo`` is always ``"OWNER/NAME"``; ``number`` is an
+    issue or pull-request number (they share one sequence).
 
     Errors (every method and :meth:`call`):
         Unsupported: ``op`` is not in :attr:`operations`.
@@ -192,32 +182,6 @@ class GitHubOperations:
                 break
             params = None  # the next link carries the query
         return items
-
-    # -- dispatch -----------------------------------------------------------------------
-
-    def call(self, op: str, **params: Any) -> dict[str, Any]:
-        """Perform operation ``op`` with keyword ``params``; see the method of that name.
-
-        Raises:
-            Unsupported: unknown ``op``.
-            IntegrationError: parameters do not fit the operation, or GitHub refused it.
-        """
-        method_name = OPERATIONS.get(op)
-        if method_name is None or op not in self.operations:
-            raise Unsupported(
-                f"github ({self.transport}) does not implement operation {op!r}; it "
-                f"implements: {', '.join(sorted(self.operations))}",
-                integration=self.name,
-                op=op,
-            )
-        method: Callable[..., dict[str, Any]] = getattr(self, method_name)
-        try:
-            inspect.signature(method).bind(**params)
-        except TypeError as exc:
-            raise IntegrationError(
-                f"github {op}: bad parameters ({exc})", integration=self.name, op=op
-            ) from None
-        return method(**params)
 
     # -- repositories and pull requests -------------------------------------------------
 

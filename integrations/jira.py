@@ -29,27 +29,28 @@ The binary keeps its own configuration and token (``jira init``, ``JIRA_API_TOKE
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
 
-from graph.ports import IntegrationError, NotFound, RateLimited, Unavailable, Unsupported
+from graph.ports import (
+    OPERATIONS,
+    IntegrationError,
+    NotFound,
+    RateLimited,
+    Transport,
+    Unavailable,
+)
 from integrations.cli import run_bounded
 from integrations.retry import MAX_RATE_LIMIT_WAIT, BoundedRetry
 
 __all__ = ["JiraApi", "JiraCli", "adf", "jira_retry"]
 
-OPERATIONS = {
-    "add-comment": "add_comment",
-    "add-label": "add_label",
-    "transition-issue": "transition_issue",
-}
 _KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]*-[1-9][0-9]*")
 
 
@@ -86,32 +87,12 @@ def adf(text: str) -> dict[str, Any]:
     return {"type": "doc", "version": 1, "content": content}
 
 
-class _JiraBase:
+class _JiraBase(Transport):
+    """The :class:`graph.ports.Jira` port; ``call`` comes from :class:`graph.ports.Transport`."""
+
     name = "jira"
     transport = "?"
-    operations: frozenset[str] = frozenset(OPERATIONS)
-
-    def call(self, op: str, **params: Any) -> dict[str, Any]:
-        """Perform ``op``; see the method of that name (``add-comment`` -> add_comment).
-
-        Raises:
-            Unsupported: unknown ``op``.
-            IntegrationError: bad parameters, or Jira refused the operation.
-        """
-        method_name = OPERATIONS.get(op)
-        if method_name is None:
-            raise Unsupported(
-                f"jira ({self.transport}) does not implement operation {op!r}; it implements: "
-                f"{', '.join(sorted(self.operations))}",
-                integration=self.name,
-                op=op,
-            )
-        method: Callable[..., dict[str, Any]] = getattr(self, method_name)
-        try:
-            inspect.signature(method).bind(**params)
-        except TypeError as exc:
-            raise _bad(op, str(exc)) from None
-        return method(**params)
+    operations: frozenset[str] = frozenset(OPERATIONS["jira"])
 
 
 class JiraApi(_JiraBase):

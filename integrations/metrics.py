@@ -1,4 +1,4 @@
-"""Prometheus metrics of the transports: every ``Integration.call`` counted and timed.
+"""Prometheus metrics of the transports: every operation counted and timed.
 
 :class:`ObservedIntegration` wraps any :class:`graph.ports.Integration`, and
 :class:`ObservedFactory` a GitHub provider so each client it hands out is wrapped (the
@@ -20,6 +20,7 @@ of Prometheus. Metrics (labels in braces):
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +28,15 @@ from typing import Any
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.metrics import disable_created_metrics
 
-from graph.ports import Integration, IntegrationError, NotFound, RateLimited, Unsupported
+from graph.ports import (
+    OPERATIONS,
+    Integration,
+    IntegrationError,
+    NotFound,
+    Operation,
+    RateLimited,
+    Unsupported,
+)
 
 __all__ = ["ObservedFactory", "ObservedIntegration", "outcome_of"]
 
@@ -70,7 +79,8 @@ def outcome_of(exc: BaseException | None) -> str:
 
 
 class ObservedIntegration:
-    """An :class:`~graph.ports.Integration` that counts and times ``call``.
+    """An :class:`~graph.ports.Integration` whose operations are counted and timed: its
+    port methods (``add_label`` ...) and ``call("add-label", ...)`` alike.
 
     Everything else (``operations``, ``name``, ``close`` ...) is the wrapped object's.
 
@@ -86,19 +96,28 @@ class ObservedIntegration:
             name or getattr(inner, "name", None) or type(inner).__name__.lower())
         installation = getattr(inner, "installation_id", None)
         self._installation = "token" if installation is None else str(installation)
+        self._ports: dict[str, Operation] = {
+            spec.method: spec for spec in OPERATIONS.get(self._integration, {}).values()}
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+        spec = self.__dict__.get("_ports", {}).get(name)
+        if spec is None:
+            return getattr(self._inner, name)
+        return functools.partial(self._observe, spec.name, getattr(self._inner, name))
 
     def __repr__(self) -> str:
         return f"ObservedIntegration({self._inner!r})"
 
     def call(self, op: str, **params: Any) -> dict[str, Any]:
+        return self._observe(op, functools.partial(self._inner.call, op), **params)
+
+    def _observe(self, op: str, method: Callable[..., dict[str, Any]],
+                 **params: Any) -> dict[str, Any]:
         operation = op if op in self.operations else OTHER
         error: BaseException | None = None
         start = time.perf_counter()
         try:
-            return self._inner.call(op, **params)
+            return method(**params)
         except BaseException as exc:
             error = exc
             raise

@@ -16,12 +16,11 @@ of their own that stops at INFO.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import re
 import urllib.error
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from slack_sdk import WebClient
@@ -36,7 +35,7 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.webhook import WebhookClient
 
-from graph.ports import IntegrationError, RateLimited, Unavailable, Unsupported
+from graph.ports import OPERATIONS, IntegrationError, RateLimited, Transport, Unavailable
 from integrations.retry import MAX_RATE_LIMIT_WAIT
 
 __all__ = ["BoundedRateLimitRetryHandler", "SlackSdk", "SlackWebhook", "retry_handlers"]
@@ -100,31 +99,12 @@ def retry_handlers(
     ]
 
 
-class _SlackBase:
+class _SlackBase(Transport):
+    """The :class:`graph.ports.Slack` port; ``call`` comes from :class:`graph.ports.Transport`."""
+
     name = "slack"
     transport = "?"
-    operations: frozenset[str] = frozenset({"post-message"})
-
-    def call(self, op: str, **params: Any) -> dict[str, Any]:
-        """Perform ``post-message``; see :meth:`post_message`.
-
-        Raises:
-            Unsupported: any other ``op``.
-            IntegrationError: bad parameters, or Slack refused the message.
-        """
-        if op not in self.operations:
-            raise Unsupported(
-                f"slack ({self.transport}) does not implement operation {op!r}; it "
-                f"implements: {', '.join(sorted(self.operations))}",
-                integration=self.name,
-                op=op,
-            )
-        method: Callable[..., dict[str, Any]] = getattr(self, op.replace("-", "_"))
-        try:
-            inspect.signature(method).bind(**params)
-        except TypeError as exc:
-            raise _bad(op, str(exc)) from None
-        return method(**params)
+    operations: frozenset[str] = frozenset(OPERATIONS["slack"])
 
     @staticmethod
     def _check(channel: Any, text: Any, blocks: Any) -> None:

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from graph.ports import Integration, NotFound
+from graph.ports import GitHubContents, NotFound
 
 
 class GitHubFiles:
     """Files of ``repo`` at a revision resolved on first use.
 
     Args:
-        github: a provider with the ``get-file`` operation.
+        github: a provider of the contents port (``get-file``).
         repo: ``OWNER/NAME``.
         resolve_ref: returns the revision to read (a SHA or branch); called at most once,
             so a pull request's head is only looked up when a file is actually read.
     """
 
-    def __init__(self, github: Integration, repo: str, resolve_ref: Callable[[], str]) -> None:
+    def __init__(self, github: GitHubContents, repo: str,
+                 resolve_ref: Callable[[], str]) -> None:
         self.github = github
         self.repo = repo
         self._resolve = resolve_ref
@@ -33,7 +34,7 @@ class GitHubFiles:
     def read_text(self, path: str) -> str | None:
         if path not in self._cache:
             try:
-                got = self.github.call("get-file", repo=self.repo, path=path, ref=self.revision)
+                got = self.github.get_file(repo=self.repo, path=path, ref=self.revision)
                 self._cache[path] = got["text"]
             except NotFound:
                 self._cache[path] = None

@@ -24,12 +24,13 @@ def is_docs_only(ctx: HookContext) -> HookResult:
     documentation (``with: {patterns: [...]}`` overrides the globs), else a plain pass.
     A work item that is not a pull request, or has no GitHub repository, is a plain pass.
     """
-    github = ctx.config.integrations.get("github")
+    github = ctx.config.github
     item = ctx.work_item
-    if github is None or item.repository is None or item.kind != "pull_request":
+    if (github is None or item.repository is None or item.id is None
+            or item.kind != "pull_request"):
         return HookResult.passed("is-docs-only", docs_only=False)
     patterns = tuple(ctx.params.get("patterns") or DEFAULT_DOCS)
-    files = github.call("list-pull-files", repo=item.repository, number=item.id)["files"]
+    files = github.list_pull_files(repo=item.repository, number=item.id)["files"]
     if files and all(is_docs_path(f, patterns) for f in files):
         return HookResult.passed("is-docs-only", outcome="docs-only", docs_only=True,
                                  files=len(files))

@@ -44,7 +44,7 @@ def notify(ctx: HookContext) -> HookResult:
     """
     name = "notify"
     event = str(ctx.params.get("event") or DEFAULT_EVENT)
-    slack = ctx.config.integrations.get("slack")
+    slack = ctx.config.slack
     if slack is None:
         return HookResult.skipped(name, "no Slack transport configured")
     people = {p.slack for role in roles_for(ctx, event)
@@ -56,7 +56,7 @@ def notify(ctx: HookContext) -> HookResult:
     sent, failed = 0, []
     for user in sorted(people):
         try:
-            slack.call("post-message", channel=user, text=text)
+            slack.post_message(channel=user, text=text)
             sent += 1
         except IntegrationError as exc:
             failed.append({"status": exc.status, "retriable": exc.retriable})

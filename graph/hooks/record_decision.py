@@ -49,11 +49,11 @@ def record_decision(ctx: HookContext) -> HookResult:
 
 
 def _announce(ctx: HookContext, actor: str, outcome: str) -> None:
-    github = ctx.config.integrations.get("github")
+    github = ctx.config.github
     item = ctx.work_item
     if github is None or item.repository is None or item.id is None:
         return
     effect = effect_id(item.ref, ctx.node.id, ctx.visit, "decision")
     text = (f"**the-loop** · @{actor} {OUTCOME_WORDS.get(outcome, outcome)} at gate "
             f"`{ctx.node.id}` (phase `{ctx.node.phase}`).\n\n{marker(effect)}")
-    github.call("comment", repo=item.repository, number=item.id, body=text)
+    github.comment(repo=item.repository, number=item.id, body=text)

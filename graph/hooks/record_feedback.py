@@ -92,16 +92,16 @@ def _write(ctx: HookContext, path: str, change) -> None:  # type: ignore[no-unty
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(change(current), encoding="utf-8")
         return
-    github = ctx.config.integrations.get("github")
+    github = ctx.config.github
     branch = ctx.config.head_ref
     if github is None or ctx.work_item.repository is None or not branch:
         raise ValueError("no pull request branch to commit the record to")
     for _ in range(3):
-        got = github.call("get-file", repo=ctx.work_item.repository, path=path, ref=branch)
+        got = github.get_file(repo=ctx.work_item.repository, path=path, ref=branch)
         try:
-            github.call("put-file", repo=ctx.work_item.repository, path=path, branch=branch,
-                        text=change(got["text"]), sha=got["sha"],
-                        message=f"the-loop: record review of {path}")
+            github.put_file(repo=ctx.work_item.repository, path=path, branch=branch,
+                            text=change(got["text"]), sha=got["sha"],
+                            message=f"the-loop: record review of {path}")
             return
         except IntegrationError as exc:
             if exc.status not in (409, 422):  # someone pushed meanwhile: re-read and retry

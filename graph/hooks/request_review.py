@@ -56,18 +56,18 @@ def request_review(ctx: HookContext) -> HookResult:
 
     Returns ``skip`` without a GitHub repository; ``pass`` with ``comment_id`` otherwise.
     """
-    github = ctx.config.integrations.get("github")
+    github = ctx.config.github
     repo, number = ctx.work_item.repository, ctx.work_item.id
     if github is None or repo is None or number is None:
         return HookResult.skipped("request-review", "no GitHub repository for this work item")
     body = render_request(ctx, ctx.visit)
     effect = find_effect(body)
-    existing = github.call("list-comments", repo=repo, number=number)["comments"]
+    existing = github.list_comments(repo=repo, number=number)["comments"]
     for comment in existing:
         if find_effect(comment.get("body")) == effect:
             if comment.get("body") != body:
-                github.call("update-comment", repo=repo, comment_id=comment["id"], body=body)
+                github.update_comment(repo=repo, comment_id=comment["id"], body=body)
             return HookResult.passed("request-review", comment_id=comment["id"], reused=True)
-    posted = github.call("comment", repo=repo, number=number, body=body)
+    posted = github.comment(repo=repo, number=number, body=body)
     return HookResult.passed("request-review", comment_id=posted["id"], reused=False)
 

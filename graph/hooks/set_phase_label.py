@@ -21,23 +21,22 @@ def set_phase_label(ctx: HookContext) -> HookResult:
     Returns ``skip`` for a work item with no GitHub repository (local CLI use). Raises
     whatever the integration raises (the chain turns it into a block).
     """
-    github = ctx.config.integrations.get("github")
+    github = ctx.config.github
     repo, number = ctx.work_item.repository, ctx.work_item.id
     if github is None or repo is None or number is None:
         return HookResult.skipped("set-phase-label", "no GitHub repository for this work item")
     label = f"{PHASE_PREFIX}{ctx.node.phase}"
-    github.call(
-        "ensure-label",
+    github.ensure_label(
         repo=repo,
         label=label,
         color=PHASE_COLOR,
         description="the-loop: current phase of this work item",
     )
-    after = github.call("add-label", repo=repo, number=number, label=label)
+    after = github.add_label(repo=repo, number=number, label=label)
     labels = after.get("labels") or list(ctx.work_item.tags)
     removed = []
     for old in labels:
         if old.startswith(PHASE_PREFIX) and old != label:
-            github.call("remove-label", repo=repo, number=number, label=old)
+            github.remove_label(repo=repo, number=number, label=old)
             removed.append(old)
     return HookResult.passed("set-phase-label", label=label, removed=removed)

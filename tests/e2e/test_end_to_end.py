@@ -53,8 +53,8 @@ def wait_until(predicate, timeout=20.0, what="condition"):
 def stack(redis_ns, tmp_path):
     fake = FakeGitHub()
     fake.add_repo(REPO, default_branch="master")
-    fake.put_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS)
-    fake.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    fake.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS)
+    fake.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     api_url, stop_fake = serve(fake)
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -214,7 +214,7 @@ def test_a_pull_request_gate_records_the_review_in_the_artifact(stack):
     head = pr["pull_request"]["head"]
     fake.add_pull(REPO, 2, head_sha=head["sha"], head_ref=head["ref"], files=["src/app.py"])
     for ref in (head["sha"], head["ref"]):
-        fake.put_file(REPO, "specs/2/requirements.md", REQUIREMENTS, ref=ref)
+        fake.add_file(REPO, "specs/2/requirements.md", REQUIREMENTS, ref=ref)
     ref2 = f"github:{REPO}#2"
     assert post(url, "pull_request", pr)[0].status_code == 202
     wait_until(lambda: (s := store.load(ref2)) and s.status == "waiting",

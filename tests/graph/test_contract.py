@@ -16,7 +16,7 @@ from graph.registry import HookRegistry
 from graph.review import approved_in, entries
 from graph.runtime import ForceError, GraphMismatch, Runtime
 from graph.state import FileStateStore, MemoryStateStore
-from tests.support.fakes import FakeGitHub
+from integrations.github_fake import FakeGitHub
 from the_loop.config.repository import Collaborators
 from the_loop.stores import LocalFiles
 
@@ -154,8 +154,8 @@ def test_block_messages_are_the_next_input_and_the_one_status_comment():
     Then the findings are the node's next input as structured data, and one status comment
       (edited in place, never duplicated) lists them in the-loop's own words."""
     gh, config, item, rt = service()
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
-    gh.put_file(REPO, "specs/1/design.md", "# D\n\n## Overview\n\nignore previous text\n")
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    gh.add_file(REPO, "specs/1/design.md", "# D\n\n## Overview\n\nignore previous text\n")
     rt.enrol(item, config, None)
     rt.advance(item, config, comment("alice", "/approve"))
     state = rt.store.load(REF)
@@ -184,15 +184,15 @@ def test_notification_failure_is_recorded_and_does_not_wedge_the_graph():
     When the work item advances
     Then the move still happens and the failed notification is in the event log."""
     gh, config, item, rt = service()
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
-    original = gh.op_list_comments
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    original = gh.list_comments
 
     def refuse(**p):
         raise RuntimeError("slack or github is down")
 
-    gh.op_list_comments = refuse
+    gh.list_comments = refuse
     result = rt.enrol(item, config, None)
-    gh.op_list_comments = original
+    gh.list_comments = original
     assert result.node == "requirements-approval" or result.status == "escalated"
     assert "notification.failed" in [e.type for e in rt.store.events(REF)]
 
@@ -202,7 +202,7 @@ def test_partial_review_leaves_the_gate_waiting():
     When an authorized reviewer comments without a decision, and submits a COMMENTED review
     Then the gate stays waiting and no decision is recorded."""
     gh, config, item, rt = service()
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     rt.enrol(item, config, None)
     rt.advance(item, config, comment("alice", "Section 2 is thin; more later."))
     review = InboundEvent("pull_request_review.submitted", "d3", actor="alice",
@@ -241,13 +241,13 @@ def test_changes_requested_returns_to_the_producing_node_in_the_same_session():
     When alice requests changes
     Then design is re-entered with session S and the feedback reference as its next input."""
     gh, config, item, rt = service()
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     rt.enrol(item, config, None)
     rt.advance(item, config, comment("alice", "/approve"))
     state = rt.store.load(REF)
     assert state.current_node == "design"
     session = state.sessions["design"]["id"]
-    gh.put_file(REPO, "specs/1/design.md", DESIGN)
+    gh.add_file(REPO, "specs/1/design.md", DESIGN)
     rt.advance(item, config, None)
     state = rt.store.load(REF)
     assert state.current_node == "design-approval" and state.session["id"] == session
@@ -264,7 +264,7 @@ def test_changes_requested_returns_to_the_producing_node_in_the_same_session():
 
 def test_inherit_without_a_producer_session_starts_fresh_seeded_with_artifacts():
     gh, config, item, rt = service()
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     rt.enrol(item, config, None)
     state = rt.store.load(REF)
     state.sessions.clear()
@@ -288,7 +288,7 @@ class PRFiles(FakeGitHub):
         super().__init__()
         self.pr_files = files
 
-    def op_list_pull_files(self, repo, number):
+    def list_pull_files(self, repo, number):
         return {"files": list(self.pr_files)}
 
 
@@ -364,7 +364,7 @@ def test_force_past_a_gate_warns_records_everywhere_and_forges_nothing():
 
 def test_force_backwards_reruns_the_entry_chain():
     gh, config, item, rt = service()
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     rt.enrol(item, config, None)
     before = gh.actions.count(f"{REPO}#1:add-label:phase:requirements")
     result = rt.force(item, config, "requirements", "redo the requirements")
@@ -444,7 +444,7 @@ def test_publish_check_tracks_phase_and_gate_state_on_the_pr_head():
     assert len(runs) == 1 and runs[0]["head_sha"] == "abc"
     assert (runs[0]["status"], runs[0]["conclusion"]) == ("completed", "failure")
     assert "requirements.md does not exist" in runs[0]["summary"]
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     rt.advance(item, config, None)
     runs = sorted((r for r in gh.check_runs.values() if r["name"] == "the-loop"),
                   key=lambda r: r["id"])
@@ -458,7 +458,7 @@ def test_session_died_mid_node_re_enters_the_same_node_with_its_session():
     When the work item is advanced again
     Then it re-enters design, not another node, and keeps session S."""
     gh, config, item, rt = service()
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     rt.enrol(item, config, None)
     rt.advance(item, config, comment("alice", "/approve"))
     state = rt.store.load(REF)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 
@@ -13,11 +14,11 @@ from graph.context import HookConfig
 from graph.effects import EffectProxy, HookEffects, hook_keys, is_side_effect
 from graph.markers import find_effect
 from graph.model import HookResult, InboundEvent, WorkItem
-from graph.ports import IntegrationError, RetryLater
+from graph.ports import OPERATIONS, IntegrationError, RetryLater
 from graph.registry import HookRegistry
 from graph.runtime import Runtime
 from graph.state import MemoryStateStore, WorkItemState
-from tests.support.fakes import FakeGitHub
+from integrations.github_fake import FakeGitHub
 from the_loop.config.repository import Collaborators
 
 REPO = "Codertocat/Hello-World"
@@ -38,6 +39,10 @@ class Flaky:
         self.operations = inner.operations
         self.faults: dict[str, list[str]] = {}
         self.calls: list[str] = []
+
+    def __getattr__(self, method):
+        op = OPERATIONS["github"][method.replace("_", "-")].name
+        return functools.partial(self.call, op)
 
     def call(self, op, **params):
         self.calls.append(op)
@@ -75,7 +80,7 @@ class SpyStore(MemoryStateStore):
 
 def setup(store=None):
     gh = FakeGitHub()
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     flaky = Flaky(gh)
     config = HookConfig(collaborators=Collaborators.parse(COLLABORATORS),
                         integrations={"github": flaky}, files=Files(gh))
@@ -202,7 +207,7 @@ def test_a_file_commit_is_compared_by_content_before_it_is_made_again():
     Then the content an earlier attempt wrote is recognised: one commit, not two."""
     store, gh = MemoryStateStore(), FakeGitHub()
     flaky = Flaky(gh)
-    gh.put_file(REPO, "specs/1/requirements.md", "base\n", ref="feature")
+    gh.add_file(REPO, "specs/1/requirements.md", "base\n", ref="feature")
     state = WorkItemState(REF, "g", "n")
 
     def hook_run(current_state):
@@ -244,7 +249,7 @@ def test_the_same_delivery_again_is_a_tick_one_approve_never_approves_two_gates(
     When the same delivery is processed again (a retried job)
     Then it is evaluated as a tick: design-approval keeps waiting."""
     gh, flaky, config, item, runtime = setup()
-    gh.put_file(REPO, "specs/1/design.md", DESIGN)
+    gh.add_file(REPO, "specs/1/design.md", DESIGN)
     runtime.enrol(item, config, None)
     event = approve()
     first = runtime.advance(item, config, event)

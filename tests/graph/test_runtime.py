@@ -9,7 +9,7 @@ from graph.model import HookContext, HookResult, InboundEvent, Message, WorkItem
 from graph.registry import HookRegistry
 from graph.runtime import Runtime, run_chain
 from graph.state import FileStateStore, MemoryStateStore
-from tests.support.fakes import FakeGitHub
+from integrations.github_fake import FakeGitHub
 from the_loop.config.repository import Collaborators
 
 REPO = "Codertocat/Hello-World"
@@ -146,7 +146,7 @@ def test_validate_artifacts_aggregates_all_missing_sections():
     When validate-artifacts runs
     Then one result lists both missing sections."""
     gh, config, item, rt = setup()
-    gh.put_file(REPO, "specs/1/requirements.md", "# Login page\n\nnothing here\n")
+    gh.add_file(REPO, "specs/1/requirements.md", "# Login page\n\nnothing here\n")
     result = rt.enrol(item, config, None)
     codes = [(m.code, m.text) for m in result.messages]
     assert [c for c, _ in codes] == ["section-missing", "section-missing"]
@@ -155,8 +155,8 @@ def test_validate_artifacts_aggregates_all_missing_sections():
 
 def test_gate_waits_for_an_authorized_approval_and_ignores_others():
     gh, config, item, rt = setup()
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
-    gh.put_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS)
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    gh.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS)
     first = rt.enrol(item, config, None)
     assert (first.status, first.node) == ("waiting", "requirements-approval")
     assert gh.labels[(REPO, 1)] == ["phase:requirements-approval"]
@@ -183,8 +183,8 @@ def test_gate_waits_for_an_authorized_approval_and_ignores_others():
 
 def test_one_event_never_approves_two_gates():
     gh, config, item, rt = setup()
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
-    gh.put_file(REPO, "specs/1/design.md", DESIGN)
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    gh.add_file(REPO, "specs/1/design.md", DESIGN)
     rt.enrol(item, config, None)
     r = rt.advance(item, config, comment("alice", "/approve"))
     assert (r.status, r.node) == ("waiting", "design-approval")
@@ -192,7 +192,7 @@ def test_one_event_never_approves_two_gates():
 
 def test_changes_requested_returns_to_the_producing_node():
     gh, config, item, rt = setup()
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     rt.enrol(item, config, None)
     r = rt.advance(item, config, comment("alice", "/request-changes"))
     assert r.moves[0].target == "requirements"
@@ -205,7 +205,7 @@ def test_changes_requested_returns_to_the_producing_node():
 
 def test_a_retried_entry_chain_does_not_post_the_review_request_twice():
     gh, config, item, rt = setup()
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     rt.enrol(item, config, None)
     state = rt.store.load(REF)
     state.entry_pending = True  # as if the worker died after posting
@@ -216,7 +216,7 @@ def test_a_retried_entry_chain_does_not_post_the_review_request_twice():
 
 def test_bot_and_own_comments_never_drive_a_gate():
     gh, config, item, rt = setup()
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     rt.enrol(item, config, None)
     bot = InboundEvent("issue_comment.created", "d1", actor="alice", actor_type="Bot",
                        body="/approve")
@@ -227,7 +227,7 @@ def test_bot_and_own_comments_never_drive_a_gate():
 
 def test_review_states_classify():
     gh, config, item, rt = setup()
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     rt.enrol(item, config, None)
     review = InboundEvent("pull_request_review.submitted", "d2", actor="alice",
                           actor_type="User", body="", review_state="APPROVED")
@@ -238,15 +238,15 @@ def test_review_states_classify():
 def test_state_persists_before_the_next_entry_side_effects():
     """The edge is saved before the next node's entry hooks run."""
     gh, config, item, rt = setup()
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     seen = []
-    original = gh.op_comment
+    original = gh.comment
 
     def spy(**p):
         seen.append(rt.store.load(REF).current_node)
         return original(**p)
 
-    gh.op_comment = spy
+    gh.comment = spy
     rt.enrol(item, config, None)
     # The review request, then the status comment: both after the move was saved.
     assert seen == ["requirements-approval", "requirements-approval"]
@@ -255,7 +255,7 @@ def test_state_persists_before_the_next_entry_side_effects():
 def test_event_log_keeps_digests_not_bodies(tmp_path):
     gh, config, item, _ = setup()
     rt = Runtime(load_graph(), FileStateStore(tmp_path))
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     rt.enrol(item, config, None)
     rt.advance(item, config, comment("alice", "/approve\nwith a private remark"))
     raw = "".join(p.read_text() for p in tmp_path.iterdir())

@@ -20,6 +20,7 @@ import requests
 from graph.ports import IntegrationError, NotFound, Unsupported
 from integrations.github import GitHubApi, GitHubClients, GitHubSettings
 from integrations.github_cli import GitHubCli
+from integrations.github_fake import FakeGitHub as MemoryGitHub
 from tests.integrations.fakecli import gh_forwarder
 from tests.integrations.test_github_api import assert_shape, rsa_pem  # noqa: F401 (fixture)
 from tests.support.fake_github import FakeGitHub, serve
@@ -41,8 +42,8 @@ class Env:
 def env(request: pytest.FixtureRequest, rsa_pem, tmp_path) -> Iterator[Env]:  # noqa: F811
     fake = FakeGitHub(app_id=APP_ID, tokens=[PAT])
     fake.add_repo(REPO, default_branch="main")
-    fake.put_file(REPO, "README.md", "# Hello ✓\n")
-    fake.put_file(REPO, "docs/spec.md", "on a branch\n", ref="feature")
+    fake.add_file(REPO, "README.md", "# Hello ✓\n")
+    fake.add_file(REPO, "docs/spec.md", "on a branch\n", ref="feature")
     fake.add_pull(REPO, 2, head_sha="c0ffee" + "0" * 34, head_ref="feature")
     url, stop = serve(fake)
     timing = {"write_interval": 0.0, "read_interval": 0.0, "retries": 0}
@@ -175,7 +176,7 @@ def test_list_comments_paginates(env: Env) -> None:
 
 def test_large_file_goes_through_blob_api(env: Env) -> None:
     env.fake.contents_inline_limit = 4
-    env.fake.put_file(REPO, "big.txt", "more than four bytes")
+    env.fake.add_file(REPO, "big.txt", "more than four bytes")
     assert env.api.call("get-file", repo=REPO, path="big.txt")["text"] == "more than four bytes"
     assert any("/git/blobs/" in r.path for r in env.fake.requests)
 
@@ -388,12 +389,11 @@ def _scenario(
 
 
 def test_in_memory_fake_matches_real_client(env: Env) -> None:
-    """tests/support/fakes.FakeGitHub (graph/hook tests) agrees with GitHubApi on the fake
-    server: same operations, result shapes and actions."""
-    fakes = pytest.importorskip("tests.support.fakes")
-    memory = fakes.FakeGitHub()
-    memory.put_file(REPO, "README.md", "# Hello ✓\n")
-    memory.put_file(REPO, "docs/spec.md", "on a branch\n", ref="feature")
+    """integrations.github_fake.FakeGitHub (graph/hook tests) agrees with GitHubApi on the
+    fake server: same operations, result shapes and actions."""
+    memory = MemoryGitHub()
+    memory.add_file(REPO, "README.md", "# Hello ✓\n")
+    memory.add_file(REPO, "docs/spec.md", "on a branch\n", ref="feature")
     memory.add_pull(REPO, 2, head_sha="c0ffee" + "0" * 34, head_ref="feature",
                     files=["docs/a.md"])
     memory.add_review(REPO, 2, "alice")

@@ -83,8 +83,8 @@ def test_context_carries_no_secret_values(
     pem = _pem()
     fake = FakeGitHub(app_id=APP_ID, installations=[INSTALLATION])
     fake.add_repo(REPO, default_branch="master")
-    fake.put_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS)
-    fake.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    fake.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS)
+    fake.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     fake.set_permission(REPO, "Codertocat", "write")
     url, stop = serve(fake)
     env = {

@@ -16,10 +16,10 @@ from rq import Queue
 from graph.compile import load_graph
 from graph.ports import IntegrationError, NotFound, RateLimited
 from integrations.github import GitHubApi
+from integrations.github_fake import FakeGitHub
 from integrations.metrics import ObservedFactory, ObservedIntegration, outcome_of
 from tests.conftest import load_fixture
 from tests.observability.helpers import free_port, samples
-from tests.support.fakes import FakeGitHub
 from the_loop.inbox.enqueue import DeliveryQueue
 from webhook.events import parse_delivery
 from workers import jobs
@@ -73,8 +73,8 @@ def sample(name: str, **labels: str) -> float:
 
 def test_processing_a_delivery_records_job_hook_and_transport_metrics(processing):
     gh, queue, ns = processing
-    gh.put_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
+    gh.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
     watched = {
         "jobs": ("the_loop_job_duration_seconds_count", {"event": "dispatch"}),
         "advanced": ("the_loop_worker_deliveries_total",
@@ -113,10 +113,13 @@ class _StubGitHub:
     def __init__(self) -> None:
         self.next_error: BaseException | None = None
 
-    def call(self, op: str, **params):
+    def get_file(self, **params):
         self.rate_limit_remaining = 4321
         if self.next_error is not None:
             raise self.next_error
+        return {"op": "get-file"}
+
+    def call(self, op: str, **params):
         return {"op": op}
 
     def close(self) -> None:
@@ -144,10 +147,10 @@ def test_observed_integration_labels_outcomes_and_sets_the_rate_limit_gauge():
         start = count("get-file", outcome)
         stub.next_error = error
         if error is None:
-            assert observed.call("get-file", repo="a/b") == {"op": "get-file"}
+            assert observed.get_file(repo="a/b") == {"op": "get-file"}
         else:
             with pytest.raises(type(error)):
-                observed.call("get-file", repo="a/b")
+                observed.get_file(repo="a/b")
         assert count("get-file", outcome) == start + 1
     stub.next_error = None
     start = count("other", "ok")

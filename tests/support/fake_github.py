@@ -219,7 +219,7 @@ class FakeGitHub:
             else:
                 repo.default_branch = default_branch
 
-    def put_file(self, repo: str, path: str, text: str, ref: str | None = None) -> None:
+    def add_file(self, repo: str, path: str, text: str, ref: str | None = None) -> None:
         """Store ``text`` at ``path`` on ``ref`` (default branch when ``None``)."""
         with self._lock:
             r = self._repo_or_raise(repo)

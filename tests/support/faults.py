@@ -50,8 +50,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from graph.markers import find_effect
+from integrations import github_fake as fakes
 from tests.conftest import load_fixture, sign_body
-from tests.support import fakes
 from tests.support.fake_github import FakeGitHub, serve
 
 OWNER = "Codertocat"
@@ -195,18 +195,18 @@ def plan(sc: Scenario, token: str) -> tuple[dict[int, list[Post]], list[Post]]:
 def seed_http_fake(fake: FakeGitHub, sc: Scenario) -> None:
     for item in range(1, sc.items + 1):
         fake.add_repo(repo(item), default_branch="master")
-        fake.put_file(repo(item), ".the-loop/collaborators.yaml", COLLABORATORS)
+        fake.add_file(repo(item), ".the-loop/collaborators.yaml", COLLABORATORS)
         fake.set_permission(repo(item), APPROVER, "write")
         for path, text in specs(item).items():
-            fake.put_file(repo(item), path, text)
+            fake.add_file(repo(item), path, text)
 
 
 def seed_memory_fake(gh: fakes.FakeGitHub, sc: Scenario) -> None:
     for item in range(1, sc.items + 1):
-        gh.put_file(repo(item), ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
+        gh.add_file(repo(item), ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
         gh.set_permission(repo(item), APPROVER, "write")
         for path, text in specs(item).items():
-            gh.put_file(repo(item), path, text, ref="master")
+            gh.add_file(repo(item), path, text, ref="master")
 
 
 # -- the clean serial run -----------------------------------------------------------------

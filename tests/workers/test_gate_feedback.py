@@ -11,8 +11,8 @@ import pytest
 
 from graph.compile import load_graph
 from graph.markers import find_effect
+from integrations.github_fake import FakeGitHub
 from tests.conftest import load_fixture
-from tests.support.fakes import FakeGitHub
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
 from webhook.events import parse_delivery
@@ -29,8 +29,8 @@ REQUIREMENTS = "# R\n\n## Problem\n\nx\n\n## Requirements\n\ny\n"
 @pytest.fixture
 def env(redis_ns):
     gh = FakeGitHub()
-    gh.put_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
+    gh.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
     settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
     processor = DeliveryProcessor(settings, redis_ns.client, load_graph(), lambda _i: gh)
     queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
@@ -113,7 +113,7 @@ def test_an_approval_edited_by_someone_else_never_counts_and_raises_an_alarm(env
 
 def test_harness_config_on_the_default_branch_sets_label_and_spec_dir(env):
     gh, processor, store, deliver = env
-    gh.put_file(REPO, ".the-loop/harness-config.yaml",
+    gh.add_file(REPO, ".the-loop/harness-config.yaml",
                 "version: 1\nenrolment: {label: pdlc}\nspecs: {directory: 'docs/{number}'}\n",
                 ref="master")
     p = fixture("issues", "labeled", enrol=False)
@@ -134,7 +134,7 @@ def test_a_review_of_an_older_commit_is_stale_and_the_item_says_why(env):
     pr["label"] = {"name": "the-loop"}
     head = pr["pull_request"]["head"]
     for ref in (head["sha"], head["ref"]):
-        gh.put_file(REPO, "specs/2/requirements.md", REQUIREMENTS, ref=ref)
+        gh.add_file(REPO, "specs/2/requirements.md", REQUIREMENTS, ref=ref)
     deliver("pull_request", pr)
     assert store.load(REF2).current_node == "requirements-approval"
     review = fixture("pull_request_review", "submitted")
@@ -150,7 +150,7 @@ def test_a_review_of_an_older_commit_is_stale_and_the_item_says_why(env):
     deliver("pull_request_review", review)
     assert store.load(REF2).current_node == "design"
     # The decision landed in the artifact on the pull request branch.
-    recorded = gh.op_get_file(REPO, "specs/2/requirements.md", ref=head["ref"])["text"]
+    recorded = gh.get_file(REPO, "specs/2/requirements.md", ref=head["ref"])["text"]
     assert "## Review comments" in recorded and "@Codertocat — approved" in recorded
 
 
@@ -189,9 +189,9 @@ def test_repository_config_is_read_at_the_default_branch_head_a_push_announces(e
     push["repository"]["full_name"] = REPO
     push["ref"] = f"refs/heads/{push['repository']['default_branch']}"
     push["after"] = "a1b2c3" * 6 + "d4e5"
-    gh.put_file(REPO, ".the-loop/harness-config.yaml",
+    gh.add_file(REPO, ".the-loop/harness-config.yaml",
                 "version: 1\nenrolment: {label: pdlc}\n", ref=push["after"])
-    gh.put_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref=push["after"])
+    gh.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref=push["after"])
     handled = deliver("push", push)
     assert "config refreshed" in handled[-1].detail
     p = fixture("issues", "labeled", enrol=False)

@@ -12,8 +12,8 @@ import pytest
 from rq import Queue
 
 from graph.compile import load_graph
+from integrations.github_fake import FakeGitHub
 from tests.conftest import fixture_files, load_fixture
-from tests.support.fakes import FakeGitHub
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
 from webhook.events import parse_delivery
@@ -82,8 +82,8 @@ def test_routes_cover_the_events_named_in_the_issue():
 
 def test_enrolment_by_label_then_authorized_approve_advances(env):
     gh, processor, queue, ns = env
-    gh.put_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
+    gh.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
     deliver(queue, "issues", enrol_payload())
     deliver(queue, "issue_comment", comment_payload("mallory", "/approve"))
     work(ns)
@@ -161,7 +161,7 @@ def test_a_failing_delivery_is_recorded_and_does_not_block_the_next(env):
     def broken(**_):
         raise RuntimeError("boom")
 
-    gh.op_ensure_label = broken
+    gh.ensure_label = broken
     deliver(queue, "issues", enrol_payload())
     ok = deliver(queue, "issue_comment", load_fixture("issue_comment", "created"))
     # set-phase-label raising is a terminal block (escalated), not a delivery failure.
@@ -186,7 +186,7 @@ def test_a_commit_status_re_drives_the_work_item_whose_head_it_names(env):
     Then the worker re-drives that work item, which moves to review."""
     gh, processor, queue, ns = env
     gh.operations = gh.operations | {"list-pull-files"}
-    gh.op_list_pull_files = lambda repo, number: {"files": ["app.py"]}
+    gh.list_pull_files = lambda repo, number: {"files": ["app.py"]}
     pr = json.loads(load_fixture("pull_request", "labeled"))
     pr["label"] = {"name": "the-loop"}
     pr["pull_request"]["labels"].append({"name": "the-loop"})

@@ -18,8 +18,8 @@ from rq.registry import FailedJobRegistry, StartedJobRegistry
 
 from graph.compile import load_graph
 from graph.ports import IntegrationError
+from integrations.github_fake import FakeGitHub
 from tests.conftest import load_fixture
-from tests.support.fakes import FakeGitHub
 from the_loop.inbox.dead import DeliveryCommandError
 from the_loop.inbox.enqueue import DeliveryQueue
 from webhook.events import parse_delivery
@@ -39,8 +39,8 @@ REQUIREMENTS = "# R\n\n## Problem\n\nx\n\n## Requirements\n\ny\n"
 @pytest.fixture
 def env(redis_ns):
     gh = FakeGitHub()
-    gh.put_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
-    gh.put_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
+    gh.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
     settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name,
                               delivery_attempts=3, delivery_backoff=(1.5,), lock_timeout=5,
                               worker_ttl=2, reap_interval=0.2)
@@ -112,7 +112,7 @@ def received(processor, ref=REF):
 
 def flaky_ensure_label(gh, failures):
     """ensure-label answers a retriable 502 ``failures`` times, then works."""
-    original = gh.op_ensure_label
+    original = gh.ensure_label
     left = [failures]
 
     def ensure(**params):
@@ -123,7 +123,7 @@ def flaky_ensure_label(gh, failures):
                                    retriable=True)
         return original(**params)
 
-    gh.op_ensure_label = ensure
+    gh.ensure_label = ensure
 
 
 def test_a_transient_failure_is_retried_after_a_backoff_and_order_is_kept(env):

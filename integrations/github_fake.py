@@ -1,15 +1,18 @@
-"""An in-memory GitHub provider that records actions (Prow style), for graph and hook tests.
+"""The in-memory fake GitHub: the :class:`graph.ports.GitHub` port over plain dicts,
+recording every write as a Prow-style action string (``o/r#1:add-label:x``).
 
-It satisfies :class:`graph.ports.Integration` with the same operation names and result
-shapes as the GitHub transports (``integrations.github_ops.GitHubOperations``);
-``tests/integrations/test_github_fake_contract.py`` keeps the two honest (same operations,
-result shapes and action strings as the HTTP fake in ``tests/support/fake_github.py``).
+For graph, hook and worker tests, and for local development without a GitHub (``the-loop``
+run against a fake). It implements every GitHub operation with the same parameters and
+result shapes as the real transports (:class:`integrations.github_ops.GitHubOperations`);
+``tests/integrations/test_github_fake_contract.py`` runs the same cases against both.
 
 State is plain dicts, so tests can seed and inspect it directly:
 ``files[(repo, ref, path)]``, ``labels[(repo, number)]``, ``repo_labels[repo]``,
 ``comments[(repo, number)]``, ``pulls[(repo, number)]`` (the ``get-pull-request`` result),
 ``pull_files[(repo, number)]``, ``requested[(repo, number)]``, ``reviews[(repo, number)]``,
 ``permissions[(repo, login)]``, ``check_runs[id]``; ``actions`` lists the writes.
+Seeding: :meth:`FakeGitHub.add_file`, :meth:`~FakeGitHub.add_pull`,
+:meth:`~FakeGitHub.add_review`, :meth:`~FakeGitHub.set_permission`.
 """
 
 from __future__ import annotations
@@ -18,9 +21,8 @@ import hashlib
 import itertools
 from typing import Any
 
-from graph.ports import IntegrationError, NotFound, Unsupported
-
-_PERMISSIONS = ("admin", "maintain", "write", "triage", "read", "none")
+from graph.ports import OPERATIONS, IntegrationError, NotFound, Transport
+from integrations.github_ops import PERMISSIONS
 
 
 def blob_sha(text: str) -> str:
@@ -33,31 +35,12 @@ def _not_found(op: str, what: str) -> NotFound:
     return NotFound(f"no such {what}", integration="github", op=op, status=404)
 
 
-class FakeGitHub:
+class FakeGitHub(Transport):
+    """Every GitHub operation, in memory (see the module docstring)."""
+
     name = "github"
     transport = "fake"
-    operations = frozenset(
-        {
-            "get-repository",
-            "get-pull-request",
-            "add-label",
-            "remove-label",
-            "ensure-label",
-            "comment",
-            "update-comment",
-            "list-comments",
-            "add-reaction",
-            "get-file",
-            "put-file",
-            "list-pull-files",
-            "request-reviewers",
-            "get-permission",
-            "list-reviews",
-            "create-check-run",
-            "update-check-run",
-            "list-check-runs",
-        }
-    )
+    operations = frozenset(OPERATIONS["github"])
 
     def __init__(self) -> None:
         self.files: dict[tuple[str, str, str], str] = {}
@@ -75,7 +58,8 @@ class FakeGitHub:
 
     # -- seeding ----------------------------------------------------------------------
 
-    def put_file(self, repo: str, path: str, text: str, ref: str = "main") -> None:
+    def add_file(self, repo: str, path: str, text: str, ref: str = "main") -> None:
+        """Seed ``path`` on ``ref`` with ``text``."""
         self.files[(repo, ref, path)] = text
 
     def add_pull(
@@ -112,32 +96,25 @@ class FakeGitHub:
     def set_permission(self, repo: str, login: str, role: str) -> None:
         self.permissions[(repo, login.lower())] = role
 
-    # -- dispatch ---------------------------------------------------------------------
-
-    def call(self, op: str, **p: Any) -> dict[str, Any]:
-        if op not in self.operations:
-            raise Unsupported(op, integration="github", op=op)
-        return getattr(self, "op_" + op.replace("-", "_"))(**p)
-
     # -- operations -------------------------------------------------------------------
 
-    def op_get_repository(self, repo: str) -> dict[str, Any]:
+    def get_repository(self, repo: str) -> dict[str, Any]:
         return {"full_name": repo, "default_branch": "main"}
 
-    def op_get_pull_request(self, repo: str, number: int) -> dict[str, Any]:
+    def get_pull_request(self, repo: str, number: int) -> dict[str, Any]:
         try:
             return self.pulls[(repo, number)]
         except KeyError:
             raise _not_found("get-pull-request", "pull request") from None
 
-    def op_add_label(self, repo: str, number: int, label: str) -> dict[str, Any]:
+    def add_label(self, repo: str, number: int, label: str) -> dict[str, Any]:
         labels = self.labels.setdefault((repo, number), [])
         if label not in labels:
             labels.append(label)
         self.actions.append(f"{repo}#{number}:add-label:{label}")
         return {"labels": list(labels)}
 
-    def op_remove_label(self, repo: str, number: int, label: str) -> dict[str, Any]:
+    def remove_label(self, repo: str, number: int, label: str) -> dict[str, Any]:
         labels = self.labels.setdefault((repo, number), [])
         if label not in labels:
             return {"labels": None}  # GitHub's 404 for a label not on the issue
@@ -145,7 +122,7 @@ class FakeGitHub:
         self.actions.append(f"{repo}#{number}:remove-label:{label}")
         return {"labels": list(labels)}
 
-    def op_ensure_label(
+    def ensure_label(
         self, repo: str, label: str, color: str = "ededed", description: str = ""
     ) -> dict[str, Any]:
         existing = self.repo_labels.setdefault(repo, set())
@@ -155,7 +132,7 @@ class FakeGitHub:
             self.actions.append(f"{repo}:create-label:{label}")
         return {"label": label, "created": created}
 
-    def op_comment(self, repo: str, number: int, body: str) -> dict[str, Any]:
+    def comment(self, repo: str, number: int, body: str) -> dict[str, Any]:
         cid = next(self._ids)
         self.comments.setdefault((repo, number), []).append(
             {"id": cid, "user": "the-loop[bot]", "body": body}
@@ -163,7 +140,7 @@ class FakeGitHub:
         self.actions.append(f"{repo}#{number}:comment:{cid}")
         return {"id": cid, "url": f"https://github.test/{repo}/issues/{number}#c{cid}"}
 
-    def op_update_comment(self, repo: str, comment_id: int, body: str) -> dict[str, Any]:
+    def update_comment(self, repo: str, comment_id: int, body: str) -> dict[str, Any]:
         for comments in self.comments.values():
             for c in comments:
                 if c["id"] == comment_id:
@@ -172,21 +149,21 @@ class FakeGitHub:
                     return {"id": comment_id, "url": ""}
         raise _not_found("update-comment", "comment")
 
-    def op_list_comments(self, repo: str, number: int) -> dict[str, Any]:
+    def list_comments(self, repo: str, number: int) -> dict[str, Any]:
         return {"comments": [dict(c) for c in self.comments.get((repo, number), [])]}
 
-    def op_add_reaction(self, repo: str, comment_id: int, content: str) -> dict[str, Any]:
+    def add_reaction(self, repo: str, comment_id: int, content: str) -> dict[str, Any]:
         self.actions.append(f"{repo}:add-reaction:{comment_id}:{content}")
         return {"id": next(self._ids)}
 
-    def op_get_file(self, repo: str, path: str, ref: str | None = None) -> dict[str, Any]:
+    def get_file(self, repo: str, path: str, ref: str | None = None) -> dict[str, Any]:
         key = (repo, ref or "main", path.strip("/"))
         if key not in self.files:
             raise _not_found("get-file", "file")
         text = self.files[key]
         return {"path": key[2], "sha": blob_sha(text), "ref": ref, "text": text}
 
-    def op_put_file(
+    def put_file(
         self,
         repo: str,
         path: str,
@@ -209,12 +186,12 @@ class FakeGitHub:
                               usedforsecurity=False).hexdigest()
         return {"path": key[2], "sha": blob_sha(text), "commit": commit}
 
-    def op_list_pull_files(self, repo: str, number: int) -> dict[str, Any]:
+    def list_pull_files(self, repo: str, number: int) -> dict[str, Any]:
         if (repo, number) not in self.pulls and (repo, number) not in self.pull_files:
             raise _not_found("list-pull-files", "pull request")
         return {"files": list(self.pull_files.get((repo, number), []))}
 
-    def op_request_reviewers(
+    def request_reviewers(
         self, repo: str, number: int, reviewers: list[str]
     ) -> dict[str, Any]:
         if (repo, number) not in self.pulls:
@@ -226,16 +203,16 @@ class FakeGitHub:
             self.actions.append(f"{repo}#{number}:request-reviewers:{login}")
         return {"requested": list(requested)}
 
-    def op_get_permission(self, repo: str, login: str) -> dict[str, Any]:
+    def get_permission(self, repo: str, login: str) -> dict[str, Any]:
         role = self.permissions.get((repo, login.lower()), "none")
-        return {"permission": role if role in _PERMISSIONS else "none"}
+        return {"permission": role if role in PERMISSIONS else "none"}
 
-    def op_list_reviews(self, repo: str, number: int) -> dict[str, Any]:
+    def list_reviews(self, repo: str, number: int) -> dict[str, Any]:
         if (repo, number) not in self.pulls:
             raise _not_found("list-reviews", "pull request")
         return {"reviews": [dict(r) for r in self.reviews.get((repo, number), [])]}
 
-    def op_create_check_run(
+    def create_check_run(
         self,
         repo: str,
         head_sha: str,
@@ -254,7 +231,7 @@ class FakeGitHub:
         self.actions.append(f"{repo}:create-check-run:{name}")
         return {"id": cid}
 
-    def op_update_check_run(
+    def update_check_run(
         self,
         repo: str,
         check_run_id: int,
@@ -275,7 +252,7 @@ class FakeGitHub:
         self.actions.append(f"{repo}:update-check-run:{check_run_id}")
         return {"id": check_run_id}
 
-    def op_list_check_runs(
+    def list_check_runs(
         self, repo: str, head_sha: str, name: str | None = None
     ) -> dict[str, Any]:
         latest: dict[str, dict[str, Any]] = {}
