@@ -69,6 +69,7 @@ import _common as c
 import redis
 
 from the_loop.inbox.enqueue import DeliveryQueue
+from the_loop.inbox.keys import Keys
 from webhook.events import parse_delivery
 
 TIME = "/usr/bin/time"
@@ -221,18 +222,19 @@ def run_burst(argv: list[str], env: dict[str, str], conn: redis.Redis, queue_key
 
 
 def check_handled(conn: redis.Redis, prefix: str, queue_name: str, ids: list[str]) -> dict:
+    keys = Keys(prefix, queue_name)
     pipe = conn.pipeline(transaction=False)
     for delivery_id in ids:
-        pipe.exists(f"{prefix}:delivery:{delivery_id}")
+        pipe.exists(keys.delivery(delivery_id))
     left = sum(pipe.execute())
     pipe = conn.pipeline(transaction=False)
-    for ref in conn.smembers(f"{prefix}:inboxes"):
-        pipe.llen(f"{prefix}:inbox:{ref.decode()}")
+    for ref in conn.smembers(keys.inboxes):
+        pipe.llen(keys.inbox(ref.decode()))
     return {
         "records_left": left,
         "inbox_entries_left": sum(pipe.execute()),
-        "ready_left": conn.llen(f"{prefix}:ready"),
-        "failed_deliveries": conn.hlen(f"{prefix}:deliveries:failed"),
+        "ready_left": conn.llen(keys.ready),
+        "failed_deliveries": conn.hlen(keys.failed),
         "rq_failed": conn.zcard(f"rq:failed:{queue_name}"),
         "queue_left": conn.llen(f"rq:queue:{queue_name}"),
     }

@@ -27,7 +27,8 @@ from prometheus_client.metrics import disable_created_metrics
 
 from graph.runtime import AdvanceResult
 from integrations.metrics import ObservedFactory, ObservedIntegration
-from the_loop.observability.metric_labels import event_label
+from the_loop.inbox.wake import DISPATCH_FUNC
+from the_loop.observability.metric_labels import OTHER, event_label
 
 __all__ = [
     "DEFAULT_PORT",
@@ -35,7 +36,6 @@ __all__ = [
     "event_of_job",
     "instrument",
     "is_dispatch",
-    "job_args",
     "metrics_port",
     "observe_advance",
     "observe_job",
@@ -69,33 +69,21 @@ HOOK_RESULTS = Counter(
 )
 
 
-def job_args(job: Any) -> tuple[Any, ...]:
-    """An RQ job's positional arguments, or ``()`` when they cannot be read."""
-    try:
-        return tuple(job.args or ())
-    except Exception:  # noqa: BLE001  (RQ reports an unreadable job itself)
-        return ()
-
-
 DISPATCH_LABEL = "dispatch"
 
 
 def is_dispatch(job: Any) -> bool:
-    """Whether ``job`` is a wake-up job (``workers.jobs.dispatch``)."""
+    """Whether ``job`` is a wake-up job (:data:`the_loop.inbox.wake.DISPATCH_FUNC`)."""
     try:
-        return bool(job.func_name == "workers.jobs.dispatch")
+        return bool(job.func_name == DISPATCH_FUNC)
     except Exception:  # noqa: BLE001  (RQ reports an unreadable job itself)
         return False
 
 
 def event_of_job(job: Any) -> str:
-    """The event label of an RQ job: ``dispatch`` for a wake-up job, the event of a
-    ``workers.jobs.process_delivery`` job (``(delivery_id, event, work_item)``), ``other``
-    for anything else."""
-    if is_dispatch(job):
-        return DISPATCH_LABEL
-    args = job_args(job)
-    return event_label(args[1] if len(args) > 1 else None)
+    """The event label of an RQ job: ``dispatch`` for a wake-up job (the only job the-loop
+    queues), ``other`` for anything else."""
+    return DISPATCH_LABEL if is_dispatch(job) else OTHER
 
 
 def observe_job(job: Any, seconds: float) -> None:

@@ -53,12 +53,8 @@ class LoopWorker(SimpleWorker):
     """
 
     def execute_job(self, job: Any, queue: Queue) -> None:
-        if worker_metrics.is_dispatch(job):
-            bind_log_context(None)  # a wake-up covers many deliveries: each binds its own
-        else:
-            args = worker_metrics.job_args(job)
-            bind_log_context(job.id,
-                             args[2] if len(args) > 2 and isinstance(args[2], str) else None)
+        # A wake-up covers many deliveries: each binds its own. Another job, its id.
+        bind_log_context(None if worker_metrics.is_dispatch(job) else job.id)
         start = time.perf_counter()
         try:
             super().execute_job(job, queue)

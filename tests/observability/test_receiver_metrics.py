@@ -10,6 +10,7 @@ from prometheus_client import REGISTRY
 
 from tests.conftest import load_fixture, signed_post
 from tests.observability.helpers import samples, value
+from the_loop.inbox.keys import Keys
 from the_loop.observability.metric_labels import ACTIONS, EVENTS, action_label, event_label
 from webhook.app import create_app, make_redis_client
 from webhook.settings import ReceiverSettings
@@ -87,7 +88,7 @@ def test_oldest_job_age_is_read_from_the_head_of_the_queue(client, redis_ns):
         assert signed_post(client, load_fixture("issues", "opened"), event="issues",
                            secret=SECRET, delivery=delivery).status_code == 202
     # The work item at the head of the ready list: its oldest delivery arrived 2 min ago.
-    redis_ns.client.hset(f"{redis_ns.prefix}:delivery:{oldest}", "received_at",
+    redis_ns.client.hset(Keys(redis_ns.prefix).delivery(oldest), "received_at",
                          repr(time.time() - 120))
     parsed = scrape(client)
     assert value(parsed, "the_loop_queue_depth", queue=redis_ns.queue_name) == 2

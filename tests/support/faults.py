@@ -53,6 +53,7 @@ from graph.markers import find_effect
 from integrations import github_fake as fakes
 from tests.conftest import load_fixture, sign_body
 from tests.support.fake_github import FakeGitHub, serve
+from the_loop.inbox.keys import Keys
 
 OWNER = "Codertocat"
 APPROVER = "Codertocat"
@@ -402,11 +403,11 @@ def _pending(client: redis.Redis, prefix: str, queue: str, items: int) -> int:
     """Deliveries and jobs not yet settled (inboxes, queue, started, retries)."""
     with client.pipeline(transaction=False) as pipe:
         for item in range(1, items + 1):
-            pipe.llen(f"{prefix}:inbox:{ref(item)}")
+            pipe.llen(Keys(prefix).inbox(ref(item)))
         pipe.llen(f"rq:queue:{queue}")
         pipe.llen(f"rq:queue:{queue}:intermediate")
         pipe.zcard(f"rq:wip:{queue}")
-        pipe.zcard(f"{prefix}:deliveries:retry")
+        pipe.zcard(Keys(prefix).retry)
         return int(sum(pipe.execute()))
 
 
@@ -475,10 +476,10 @@ def run(sc: Scenario, client: redis.Redis, redis_url: str, prefix: str, queue: s
     report.reaped = sum(log_text.count(mark) for mark in (
         "reaper: job", "reaper: wake-up job", "nobody on it; ready again"))
     store = RedisStateStore(client, prefix)
-    report.parked = int(client.hlen(f"{prefix}:deliveries:failed"))
+    report.parked = int(client.hlen(Keys(prefix).failed))
     if report.parked:
         report.problems.append(f"{report.parked} deliveries parked: "
-                               f"{client.hgetall(f'{prefix}:deliveries:failed')}")
+                               f"{client.hgetall(Keys(prefix).failed)}")
     if report.accepted != sc.unique:
         report.problems.append(f"{report.accepted} deliveries queued, {sc.unique} sent")
     _check(report, store, stack.fake, clean_gh, by_item, expected)

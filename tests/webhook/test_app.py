@@ -58,7 +58,7 @@ def queue_of(app: Flask) -> DeliveryQueue:
 
 def queued_ids(app: Flask, ns: RedisNamespace) -> list[str]:
     """Delivery ids in this test's inboxes (work items' and the shared one)."""
-    prefix = f"{queue_of(app).prefix}:inbox:"
+    prefix = queue_of(app).keys.inbox_prefix
     return [x.decode() for key in ns.existing_keys() if key.startswith(prefix)
             for x in ns.client.lrange(key, 0, -1)]
 

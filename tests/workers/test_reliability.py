@@ -136,7 +136,7 @@ def test_a_transient_failure_is_retried_after_a_backoff_and_order_is_kept(env):
     first = deliver(queue, ns, "issues", enrol_payload())
     second = deliver(queue, ns, "issue_comment", comment_payload("mallory", "/approve"))
     work(ns)
-    assert processor.deliveries.held(REF) is not None  # in backoff
+    assert ns.client.get(processor.keys.backoff(REF)) == first.encode()  # in backoff
     assert ns.client.lrange(processor.keys.inbox(REF), 0, -1) == [first.encode(),
                                                                   second.encode()]
     assert processor.deliveries.release_due() == 0  # not due yet
@@ -247,7 +247,7 @@ def test_the_reaper_takes_back_a_dead_workers_job_and_lock(env):
     dead.prepare_job_execution(job, remove_from_intermediate_queue=True)
     lock = ns.client.lock(processor.keys.lock(REF), timeout=60)
     assert lock.acquire(blocking=False, token=f"{dead.name}|abc")
-    ns.client.sadd(f"{ns.prefix}:workers", dead.name)  # registered, never beats again
+    ns.client.sadd(processor.keys.workers, dead.name)  # registered, never beats again
     assert job.id in StartedJobRegistry(ns.queue_name, connection=ns.client).get_job_ids(
         cleanup=False)
 
@@ -261,7 +261,7 @@ def test_the_reaper_takes_back_a_dead_workers_job_and_lock(env):
         cleanup=False)
     work(ns)
     assert received(processor) == [d]
-    assert not ns.client.sismember(f"{ns.prefix}:workers", dead.name)
+    assert not ns.client.sismember(processor.keys.workers, dead.name)
     live.deregister()
 
 
@@ -294,7 +294,7 @@ def test_a_dispatcher_killed_mid_drain_is_recovered_by_the_reaper(env):
     ready_key = processor.keys.ready
     assert ns.client.lrange(ready_key, 0, -1) == [REF.encode(), f"github:{REPO}#2".encode()]
     dead = f"dead-{ns.token}"
-    ns.client.sadd(f"{ns.prefix}:workers", dead)  # registered; it never beats
+    ns.client.sadd(processor.keys.workers, dead)  # registered; it never beats
     marker = f"{ns.prefix}:taken"
     child = multiprocessing.get_context("fork").Process(
         target=_dispatch_until_killed, args=(ns.url, ns.prefix, ns.queue_name, dead, marker))

@@ -99,27 +99,6 @@ class Deliveries:
 
     # -- while processing -------------------------------------------------------------
 
-    def begin_attempt(self, delivery_id: str) -> tuple[int, bool]:
-        """Count one more attempt at ``delivery_id`` (before handling it). Returns the
-        attempt number (since the last operator retry) and whether it was ever started
-        before (then it is a replay: its effects may have begun)."""
-        key = self.keys.delivery(delivery_id)
-        with self.redis.pipeline() as pipe:
-            pipe.hincrby(key, "attempts", 1)
-            pipe.hsetnx(key, "started", 1)
-            attempt, first = pipe.execute()
-        return int(attempt), not first
-
-    def held(self, ref: str) -> str | None:
-        """Why ``ref``'s inbox must not be drained now (a retry's backoff, a parked
-        delivery), or ``None``."""
-        backoff, parked = self.redis.mget(self.keys.backoff(ref), self.keys.parked(ref))
-        if parked is not None:
-            return f"held by parked delivery {text(parked)}"
-        if backoff is not None:
-            return f"waiting to retry delivery {text(backoff)}"
-        return None
-
     def schedule_retry(self, delivery_id: str, ref: str | None, attempt: int,
                        reason: str) -> float:
         """Retry ``delivery_id`` after the backoff for ``attempt``; until then its work
