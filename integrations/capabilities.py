@@ -2,7 +2,7 @@
 
 Every provider declares the operations it implements (``operations``); every hook declares
 the operations it calls (``requires=`` in :mod:`graph.registry`). :func:`check_capabilities`
-compares the two when the worker starts (``workers.bootstrap.build_processor``), so a gap
+compares the two when the worker starts (``the_loop.wiring.build_worker``), so a gap
 is reported once, naming the operation, the integration, the transport and the two ways
 to fix it -- not three nodes deep in a running work item.
 """

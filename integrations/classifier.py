@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -170,14 +169,17 @@ class EndpointClassifier(_Retrying):
         return self.run(attempt)
 
 
-def build_classifier(config: Classification,
-                     env: Mapping[str, str] | None = None) -> Classifier | None:
+def build_classifier(config: Classification, token: str | None = None) -> Classifier | None:
     """The classifier ``cli-config.yaml``'s ``classification`` block asks for, or ``None``.
+
+    Args:
+        config: the ``classification`` block.
+        token: the endpoint's API key (read from the variable
+            ``classification.endpoint.tokenEnv`` names, by :class:`the_loop.settings.Settings`).
 
     Raises:
         ValueError: an endpoint without a model.
     """
-    env = os.environ if env is None else env
     if config.command:
         return CommandClassifier(config.command, timeout=config.timeout,
                                  retries=config.retries)
@@ -187,6 +189,6 @@ def build_classifier(config: Classification,
             raise ValueError("classification.endpoint.model is required with baseUrl "
                              "(cli-config.yaml)")
         return EndpointClassifier(endpoint.base_url, endpoint.model,
-                                  env.get(endpoint.token_env), timeout=config.timeout,
+                                  token, timeout=config.timeout,
                                   retries=config.retries)
     return None

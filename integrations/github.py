@@ -2,9 +2,8 @@
 
 Three pieces, in the order they are built at start-up:
 
-* :class:`GitHubSettings` -- one frozen object read from the environment (passed in as a
-  mapping, so tests pass a dict). Fails fast with :class:`GitHubConfigError`, whose message
-  names the variable and the fix and never contains a secret.
+* :class:`~the_loop.settings.GitHubSettings` -- the GitHub section of the settings, read
+  once at start-up by :class:`the_loop.settings.Settings` (re-exported here).
 * :class:`GitHubClients` -- the composition point. It owns the credentials and hands out
   one :class:`GitHubApi` per GitHub App installation (or one for a personal token).
 * :class:`GitHubApi` -- the provider the graph core calls: ``call(op, **params) -> dict``.
@@ -29,10 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import requests
@@ -52,6 +48,7 @@ from integrations.github_ops import (
     says_rate_limit,
 )
 from integrations.retry import MAX_RATE_LIMIT_WAIT, BoundedRetry
+from the_loop.settings import DEFAULT_API_URL, GitHubSettings
 
 if TYPE_CHECKING:
     from integrations.throttle import WriteThrottle
@@ -66,7 +63,6 @@ __all__ = [
     "GitHubSettings",
 ]
 
-DEFAULT_API_URL = "https://api.github.com"
 USER_AGENT = "the-loop (PyGithub)"
 
 #: HTTP methods PyGithub may retry (5xx, rate limits). POST and PUT are left out on
@@ -75,201 +71,12 @@ USER_AGENT = "the-loop (PyGithub)"
 #: of itself.
 RETRY_METHODS = frozenset({"GET", "HEAD", "PATCH", "DELETE"})
 
-_ENV_API_URL = "THE_LOOP_GITHUB_API_URL"
-_ENV_APP_ID = "THE_LOOP_GITHUB_APP_ID"
-_ENV_KEY = "THE_LOOP_GITHUB_PRIVATE_KEY"
-_ENV_KEY_PATH = "THE_LOOP_GITHUB_PRIVATE_KEY_PATH"
-_ENV_WRITE = "THE_LOOP_GITHUB_WRITE_INTERVAL"
-_ENV_READ = "THE_LOOP_GITHUB_READ_INTERVAL"
-_ENV_TIMEOUT = "THE_LOOP_GITHUB_TIMEOUT"
-_ENV_RETRIES = "THE_LOOP_GITHUB_RETRIES"
-
-
 class GitHubConfigError(LoopError, ValueError):
-    """The GitHub settings in the environment are missing or malformed.
+    """The GitHub settings hold no credentials a client can use.
 
-    The message names the environment variable and how to fix it; it never contains the
-    value of a secret (private key, token).
+    The message names the environment variables to set; it never contains the value of
+    a secret (private key, token).
     """
-
-
-# --------------------------------------------------------------------------- settings
-
-
-@dataclass(frozen=True)
-class GitHubSettings:
-    """How to reach and authenticate to GitHub (github.com or GitHub Enterprise Server).
-
-    Attributes:
-        api_url: REST API root without trailing slash; ``https://api.github.com`` or, for
-            GitHub Enterprise Server, ``https://HOST/api/v3``.
-        app_id: the GitHub App's numeric id, or ``None``.
-        private_key: the App's PEM private key text (not shown by ``repr``), or ``None``.
-        token: a personal access / ``GITHUB_TOKEN``-style token (not shown by ``repr``).
-        write_interval: minimum seconds between two write requests (PyGithub's
-            ``seconds_between_writes``; GitHub's "best practices" ask for >= 1 s).
-        read_interval: minimum seconds between any two requests
-            (``seconds_between_requests``).
-        timeout: HTTP timeout in whole seconds per request.
-        retries: how many times PyGithub retries a GET/PUT/PATCH/DELETE answered with 5xx or
-            a short rate limit before the error reaches the caller (0 disables retries).
-    """
-
-    api_url: str = DEFAULT_API_URL
-    app_id: int | None = None
-    private_key: str | None = field(default=None, repr=False)
-    token: str | None = field(default=None, repr=False)
-    write_interval: float = 1.0
-    read_interval: float = 0.25
-    timeout: int = 15
-    retries: int = 2
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> GitHubSettings:
-        """Build settings from an environment mapping (``os.environ`` or a test dict).
-
-        Variables (empty values count as unset):
-            ``THE_LOOP_GITHUB_API_URL`` (default ``https://api.github.com``),
-            ``THE_LOOP_GITHUB_APP_ID`` (positive integer),
-            ``THE_LOOP_GITHUB_PRIVATE_KEY`` (PEM text; ``\\n`` escapes are accepted) or
-            ``THE_LOOP_GITHUB_PRIVATE_KEY_PATH`` (file holding the PEM text),
-            ``GH_TOKEN``, else ``GITHUB_TOKEN``,
-            ``THE_LOOP_GITHUB_WRITE_INTERVAL`` (seconds, float >= 0, default 1.0),
-            ``THE_LOOP_GITHUB_READ_INTERVAL`` (seconds, float >= 0, default 0.25),
-            ``THE_LOOP_GITHUB_TIMEOUT`` (whole seconds > 0, default 15),
-            ``THE_LOOP_GITHUB_RETRIES`` (integer >= 0, default 2).
-
-        When both App credentials and a token are set, :attr:`mode` is ``"app"``.
-
-        Raises:
-            GitHubConfigError: a value is malformed, a key file is unreadable, the key is
-                not a PEM private key, only one of app id / private key is set, or both
-                ``THE_LOOP_GITHUB_PRIVATE_KEY`` and ``..._PATH`` are set.
-        """
-
-        def get(name: str) -> str | None:
-            value = env.get(name)
-            if value is None or not value.strip():
-                return None
-            return value.strip()
-
-        api_url = _parse_api_url(get(_ENV_API_URL))
-        app_id = _parse_int(_ENV_APP_ID, get(_ENV_APP_ID), minimum=1, what="the App's numeric id")
-        key = _read_private_key(env.get(_ENV_KEY), get(_ENV_KEY_PATH))
-        if key is not None and app_id is None:
-            raise GitHubConfigError(
-                f"{_ENV_KEY} (or {_ENV_KEY_PATH}) is set but {_ENV_APP_ID} is not: set "
-                f"{_ENV_APP_ID} to the App ID shown on the GitHub App's settings page"
-            )
-        if app_id is not None and key is None:
-            raise GitHubConfigError(
-                f"{_ENV_APP_ID} is set but no private key: set {_ENV_KEY} to the App's PEM "
-                f"private key, or {_ENV_KEY_PATH} to the .pem file downloaded from the App's "
-                "settings page"
-            )
-        token = get("GH_TOKEN") or get("GITHUB_TOKEN")
-        write = _parse_float(_ENV_WRITE, get(_ENV_WRITE), default=1.0)
-        read = _parse_float(_ENV_READ, get(_ENV_READ), default=0.25)
-        timeout = _parse_int(_ENV_TIMEOUT, get(_ENV_TIMEOUT), minimum=1, what="whole seconds")
-        retries = _parse_int(_ENV_RETRIES, get(_ENV_RETRIES), minimum=0, what="a count")
-        return cls(
-            api_url=api_url,
-            app_id=app_id,
-            private_key=key,
-            token=token,
-            write_interval=write,
-            read_interval=read,
-            timeout=15 if timeout is None else timeout,
-            retries=2 if retries is None else retries,
-        )
-
-    @property
-    def mode(self) -> str | None:
-        """``"app"`` with app id and private key, ``"token"`` with a token, else ``None``."""
-        if self.app_id is not None and self.private_key:
-            return "app"
-        if self.token:
-            return "token"
-        return None
-
-
-def _parse_api_url(value: str | None) -> str:
-    if value is None:
-        return DEFAULT_API_URL
-    parsed = urllib.parse.urlparse(value)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise GitHubConfigError(
-            f"{_ENV_API_URL} must be an http(s) URL such as {DEFAULT_API_URL} or, for GitHub "
-            f"Enterprise Server, https://HOST/api/v3 (got {value!r})"
-        )
-    return value.rstrip("/")
-
-
-def _parse_int(name: str, value: str | None, *, minimum: int, what: str) -> int | None:
-    if value is None:
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise GitHubConfigError(f"{name} must be an integer ({what}), got {value!r}") from None
-    if number < minimum:
-        raise GitHubConfigError(f"{name} must be >= {minimum} ({what}), got {number}")
-    return number
-
-
-def _parse_float(name: str, value: str | None, *, default: float) -> float:
-    if value is None:
-        return default
-    try:
-        number = float(value)
-    except ValueError:
-        raise GitHubConfigError(
-            f"{name} must be a number of seconds such as {default}, got {value!r}"
-        ) from None
-    if not number >= 0:  # also rejects NaN
-        raise GitHubConfigError(f"{name} must be >= 0 seconds, got {value!r}")
-    return number
-
-
-def _read_private_key(inline: str | None, path: str | None) -> str | None:
-    if inline is not None and not inline.strip():
-        inline = None
-    if inline is not None and path is not None:
-        raise GitHubConfigError(
-            f"both {_ENV_KEY} and {_ENV_KEY_PATH} are set: keep only one of them"
-        )
-    if path is not None:
-        try:
-            key = Path(path).expanduser().read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise GitHubConfigError(
-                f"{_ENV_KEY_PATH} names a file that cannot be read ({type(exc).__name__}: "
-                f"{getattr(exc, 'strerror', None) or 'not UTF-8 text'}): point it at the .pem "
-                "file downloaded from the GitHub App's settings page"
-            ) from None
-        source = _ENV_KEY_PATH
-    elif inline is not None:
-        key = inline.strip()
-        if "\n" not in key and "\\n" in key:  # a PEM squeezed into one line by a .env file
-            key = key.replace("\\n", "\n")
-        source = _ENV_KEY
-    else:
-        return None
-    _check_pem(key, source)
-    return key
-
-
-def _check_pem(key: str, source: str) -> None:
-    from cryptography.hazmat.primitives.serialization import load_pem_private_key
-
-    try:
-        load_pem_private_key(key.encode("utf-8"), password=None)
-    except (ValueError, TypeError):
-        raise GitHubConfigError(
-            f"{source} does not hold an unencrypted PEM private key: use the .pem file "
-            "generated on the GitHub App's settings page (it starts with "
-            "'-----BEGIN RSA PRIVATE KEY-----')"
-        ) from None
 
 
 # --------------------------------------------------------------------------- clients

@@ -4,11 +4,11 @@ Each integration has named transports (:data:`TRANSPORTS`)::
 
     github: auto | api | cli        slack: sdk | webhook        jira: api | cli
 
-The factories take plain arguments -- a transport name and settings -- so they can be
-driven by ``cli-config.yaml``'s ``integrations:`` block; the ``*_from_env`` functions read
-the environment variables documented in ``docs/integrations.md`` (until that config is
-wired in). Credentials come from the environment only and are held by the provider
-objects, never put in a hook's context, the state or a log line.
+The factories take plain arguments -- a transport name and typed settings -- read once by
+:class:`the_loop.settings.Settings` from the environment and ``cli-config.yaml``'s
+``integrations:`` block; :mod:`the_loop.wiring` calls them. Credentials come from the
+environment only and are held by the provider objects, never put in a hook's context,
+the state or a log line.
 
 GitHub ``auto`` resolves in this order and never guesses silently: ``api`` when GitHub
 credentials are present (App id + private key, or a token); else ``cli`` when the gh
@@ -19,12 +19,10 @@ binary is on ``PATH``; else start-up fails naming both fixes. An explicit ``api`
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from graph.errors import LoopError
 from graph.ports import Integration
@@ -39,14 +37,10 @@ __all__ = [
     "TRANSPORTS",
     "GitHubProvider",
     "ProviderConfigError",
-    "build_providers",
     "github_provider",
-    "github_provider_from_env",
     "jira_provider",
-    "jira_provider_from_env",
     "resolve_github_transport",
     "slack_provider",
-    "slack_provider_from_env",
 ]
 
 log = logging.getLogger("the_loop.integrations")
@@ -200,37 +194,6 @@ def github_provider(
     return GitHubProvider("cli", lambda _installation: gh, reason, gh.operations)
 
 
-def github_provider_from_env(
-    env: Mapping[str, str],
-    *,
-    throttle: WriteThrottle | None = None,
-    which: Callable[[str], str | None] | None = None,
-) -> GitHubProvider:
-    """:func:`github_provider` from ``THE_LOOP_GITHUB_TRANSPORT`` (default ``auto``),
-    ``THE_LOOP_GITHUB_CLI_BINARY`` (default ``gh``), ``GH_HOST`` and the API variables of
-    :meth:`integrations.github.GitHubSettings.from_env`."""
-    settings = GitHubSettings.from_env(env)
-    cli = GitHubCliSettings(
-        binary=_get(env, ENV_GITHUB_CLI_BINARY) or DEFAULT_BINARY,
-        host=_get(env, "GH_HOST"),
-        timeout=float(max(settings.timeout * 2, 30)),
-        retries=settings.retries,
-    )
-    return github_provider(
-        _get(env, ENV_GITHUB_TRANSPORT) or "auto",
-        settings,
-        cli,
-        throttle=throttle,
-        env=env,
-        which=which or _which_in(env),
-    )
-
-
-def _which_in(env: Mapping[str, str]) -> Callable[[str], str | None]:
-    """``shutil.which`` over ``env``'s ``PATH`` (this process's when it has none)."""
-    return lambda name: shutil.which(name, path=env.get("PATH"))
-
-
 def _ghes_host(api_url: str) -> str | None:
     if api_url.rstrip("/") == DEFAULT_API_URL:
         return None
@@ -277,16 +240,6 @@ def slack_provider(
     )
 
 
-def slack_provider_from_env(env: Mapping[str, str]) -> Integration:
-    """:func:`slack_provider` from ``THE_LOOP_SLACK_TRANSPORT`` (default ``sdk``),
-    ``THE_LOOP_SLACK_TOKEN`` and ``THE_LOOP_SLACK_WEBHOOK_URL``."""
-    return slack_provider(
-        _get(env, ENV_SLACK_TRANSPORT) or "sdk",
-        token=_get(env, ENV_SLACK_TOKEN),
-        webhook_url=_get(env, ENV_SLACK_WEBHOOK_URL),
-    )
-
-
 # ----------------------------------------------------------------------------- Jira
 
 
@@ -326,73 +279,3 @@ def jira_provider(
         f"{ENV_JIRA_TRANSPORT} (integrations.jira.transport) must be api or cli, "
         f"got {transport!r}"
     )
-
-
-def jira_provider_from_env(
-    env: Mapping[str, str], *, which: Callable[[str], str | None] | None = None
-) -> Integration:
-    """:func:`jira_provider` from ``THE_LOOP_JIRA_TRANSPORT`` (default ``api``),
-    ``THE_LOOP_JIRA_URL``, ``THE_LOOP_JIRA_USER``, ``THE_LOOP_JIRA_TOKEN`` and
-    ``THE_LOOP_JIRA_CLI_BINARY`` (default ``jira``)."""
-    return jira_provider(
-        _get(env, ENV_JIRA_TRANSPORT) or "api",
-        base_url=_get(env, ENV_JIRA_URL),
-        user=_get(env, ENV_JIRA_USER),
-        token=_get(env, ENV_JIRA_TOKEN),
-        binary=_get(env, ENV_JIRA_CLI_BINARY) or "jira",
-        env=env,
-        which=which or _which_in(env),
-    )
-
-
-# ----------------------------------------------------------------------------- all
-
-
-_CONFIGURED_BY: dict[str, tuple[str, ...]] = {
-    "slack": (ENV_SLACK_TRANSPORT, ENV_SLACK_TOKEN, ENV_SLACK_WEBHOOK_URL),
-    "jira": (ENV_JIRA_TRANSPORT, ENV_JIRA_URL, ENV_JIRA_TOKEN),
-}
-
-
-def build_providers(
-    env: Mapping[str, str] | None = None,
-    *,
-    needed: Mapping[str, Any] = {},  # noqa: B006 (read only)
-    throttle: WriteThrottle | None = None,
-    which: Callable[[str], str | None] | None = None,
-) -> dict[str, Any]:
-    """The worker's providers: GitHub always; Slack and Jira when their variables are set
-    (``THE_LOOP_SLACK_TRANSPORT``/``_TOKEN``/``_WEBHOOK_URL``,
-    ``THE_LOOP_JIRA_TRANSPORT``/``_URL``/``_TOKEN``). Unconfigured, they are left out and
-    the hooks that use them skip; ``needed`` (integration -> operations) only names them
-    in the start-up log.
-
-    Returns:
-        integration -> provider (GitHub's is a :class:`GitHubProvider`).
-
-    Raises:
-        ProviderConfigError, integrations.github.GitHubConfigError: naming what to set.
-    """
-    env = os.environ if env is None else env
-    providers: dict[str, Any] = {
-        "github": github_provider_from_env(env, throttle=throttle, which=which)
-    }
-    for integration, build in (
-        ("slack", lambda: slack_provider_from_env(env)),
-        ("jira", lambda: jira_provider_from_env(env, which=which)),
-    ):
-        if any(_get(env, v) for v in _CONFIGURED_BY[integration]):
-            providers[integration] = build()
-        elif integration in needed:
-            log.warning("integration %s: not configured; the hooks that use it will skip "
-                        "(set %s to configure it)", integration,
-                        " / ".join(_CONFIGURED_BY[integration]))
-    for integration, provider in providers.items():
-        reason = getattr(provider, "reason", None) or getattr(provider, "transport", "?")
-        log.info("integration %s: transport %s", integration, reason)
-    return providers
-
-
-def _get(env: Mapping[str, str], name: str) -> str | None:
-    value = env.get(name)
-    return value.strip() if value is not None and value.strip() else None

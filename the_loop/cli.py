@@ -11,9 +11,13 @@ import os
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from the_loop.settings import Process, Settings
+    from the_loop.wiring import Operator
 
 SCHEMA_VERSION = 1
 
@@ -25,15 +29,43 @@ def emit(action: str, ok: bool, status: str, **fields: Any) -> None:
     click.echo(json.dumps(doc, indent=2, sort_keys=True))
 
 
-def _setup_logging() -> None:
+def read_settings(process: Process = "command") -> Settings:
+    """The settings, read once from this process's environment (:mod:`the_loop.settings`).
+
+    Raises:
+        click.ClickException: a setting is missing or invalid (the message names it and
+            the fix).
+    """
+    from the_loop.settings import Settings, SettingsError
+
+    try:
+        return Settings.from_env(os.environ, process=process)
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def open_operator(settings: Settings | None = None) -> Operator:
+    """The commands' Redis, state and GitHub client (:func:`the_loop.wiring.build_operator`).
+
+    Raises:
+        click.ClickException: a bad setting.
+    """
+    from the_loop.wiring import build_operator
+
+    settings = settings or read_settings()
+    try:
+        return build_operator(settings)
+    except ValueError as exc:  # redis-py refusing the URL
+        raise click.ClickException(f"REDIS_URL: {exc}; it must look like "
+                                   "redis://HOST:PORT/DB") from None
+
+
+def _setup_logging(settings: Settings) -> None:
     """JSON lines (``THE_LOOP_LOG_FORMAT=json``, the default) or text, on stdout, at
     ``THE_LOOP_LOG_LEVEL``; RQ's loggers included (see the_loop/observability/logs.py)."""
     from the_loop.observability.logs import configure
 
-    try:
-        configure()
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+    configure(settings.logging)
 
 
 @click.group()
@@ -47,21 +79,16 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--port", type=click.IntRange(1, 65535),
-              default=lambda: int(os.environ.get("PORT", "8080")),
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
               show_default="$PORT or 8080", help="TCP port to listen on.")
-@click.option("--host", default=lambda: os.environ.get("THE_LOOP_HOST", "0.0.0.0"),
+@click.option("--host", default=None,
               show_default="$THE_LOOP_HOST or 0.0.0.0", help="Address to bind.")
-def serve(port: int, host: str) -> None:
+def serve(port: int | None, host: str | None) -> None:
     """Run the webhook receiver under gunicorn (POST /webhook, /healthz, /readyz)."""
-    from webhook.settings import ReceiverSettings, SettingsError
-
-    try:
-        ReceiverSettings.from_env(os.environ)  # fail here, not in every gunicorn worker
-    except SettingsError as exc:
-        raise click.ClickException(str(exc)) from None
+    settings = read_settings("receiver")  # fail here, not in every gunicorn worker
     argv = [sys.executable, "-m", "gunicorn", "-c", "python:webhook.gunicorn_conf",
-            "--bind", f"{host}:{port}", "webhook.wsgi:app"]
+            "--bind", f"{host or settings.web.host}:{port or settings.web.port}",
+            "webhook.wsgi:app"]
     os.execv(sys.executable, argv)
 
 
@@ -69,17 +96,18 @@ def serve(port: int, host: str) -> None:
 @click.option("--burst", is_flag=True, help="Exit when the queue is empty.")
 def worker(burst: bool) -> None:
     """Run an RQ worker that processes queued deliveries."""
-    _setup_logging()
+    settings = read_settings("worker")
+    _setup_logging(settings)
     import redis
 
     from graph.compile import GraphError
     from integrations.capabilities import CapabilityError
-    from workers.settings import SettingsError
+    from the_loop.wiring import build_worker
     from workers.worker import run_worker
 
     try:
-        run_worker(burst=burst)
-    except (GraphError, SettingsError, CapabilityError, ValueError) as exc:
+        run_worker(build_worker(settings), settings, burst=burst)
+    except (GraphError, CapabilityError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     except redis.RedisError as exc:
         raise click.ClickException(
@@ -115,9 +143,8 @@ def replay(paths: tuple[str, ...], url: str, timeout: float) -> None:
 
     from webhook.signature import sign
 
-    secrets = [s for s in os.environ.get("THE_LOOP_WEBHOOK_SECRET", "").split(",") if s]
-    if not secrets:
-        raise click.ClickException("set THE_LOOP_WEBHOOK_SECRET to the receiver's secret")
+    # The receiver's own reading of THE_LOOP_WEBHOOK_SECRET: the first secret listed.
+    secret = read_settings("receiver").receiver.secrets[0]
     files = _payload_files(paths)
     if not files:
         raise click.ClickException("no .json payload files found under the given paths")
@@ -132,7 +159,7 @@ def replay(paths: tuple[str, ...], url: str, timeout: float) -> None:
                 "User-Agent": "GitHub-Hookshot/the-loop-replay",
                 "X-GitHub-Event": event,
                 "X-GitHub-Delivery": delivery,
-                "X-Hub-Signature-256": sign(body, secrets[0].encode()),
+                "X-Hub-Signature-256": sign(body, secret),
             }
             try:
                 status = str(http.post(url, data=body, headers=headers, timeout=timeout)
@@ -210,11 +237,10 @@ def graph_export(file: str | None, fmt: str, ref: str | None, repo: Path | None)
             if repo is not None:
                 from the_loop.local import open_local
 
-                state = open_local(repo, ref, file).runtime.store.load(ref)
+                state = open_local(repo, ref, file,
+                                   read_settings().worker).runtime.store.load(ref)
             else:
-                from the_loop.service import open_service
-
-                state = open_service(ref, file)[0].store.load(ref)
+                state = open_operator().store.load(ref)
         except (StateError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
         if state is None:
@@ -237,16 +263,8 @@ def state_cmd(ref: str, as_json: bool, with_events: bool) -> None:
     import redis
 
     from graph.state import StateError
-    from workers.settings import WorkerSettings
-    from workers.state import RedisStateStore
 
-    settings = WorkerSettings.from_env()
-    try:
-        client = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
-    except ValueError:
-        raise click.ClickException(
-            "REDIS_URL must look like redis://HOST:PORT/DB") from None
-    store = RedisStateStore(client, settings.prefix)
+    store = open_operator().store
     try:
         state = store.load(ref)
         events = [e.to_dict() for e in store.events(ref)] if with_events else None
@@ -344,11 +362,12 @@ def upgrade_cmd(files: tuple[str, ...], dry_run: bool, kind: str | None) -> None
     current version by deterministic key moves, keeping comments. Prints one line per
     moved key; a second run changes nothing. Exits non-zero when a file cannot be read or
     parsed, or still does not load after the migration."""
-    from the_loop.config.deployment import CLI_CONFIG_NAME, CONFIG_ENV
+    from the_loop.config.deployment import CLI_CONFIG_NAME
     from the_loop.config.loader import ConfigFileError
+    from the_loop.settings import config_path
     from the_loop.upgrade import upgrade_file
 
-    paths = list(files) or [os.environ.get(CONFIG_ENV) or CLI_CONFIG_NAME]
+    paths = list(files) or [config_path(os.environ) or CLI_CONFIG_NAME]
     failed = 0
     for path in paths:
         try:

@@ -20,22 +20,14 @@ from typing import Any
 
 import click
 
-from the_loop.cli import emit, main
+from the_loop.cli import emit, main, open_operator
 
 
 def _deliveries() -> Any:
-    import redis
-
     from the_loop.inbox.dead import Deliveries
-    from workers.settings import SettingsError, WorkerSettings
-    from workers.state import RedisStateStore
 
-    try:
-        settings = WorkerSettings.from_env()
-        client = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
-    except (SettingsError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
-    return Deliveries(client, settings, RedisStateStore(client, settings.prefix))
+    operator = open_operator()
+    return Deliveries(operator.redis, operator.settings.worker, operator.store)
 
 
 def _redis_down(exc: Exception) -> click.ClickException:
@@ -133,7 +125,6 @@ def redeliver_cmd(since: str, dry_run: bool, as_json: bool) -> None:
 
     import requests
 
-    from integrations.github import GitHubConfigError
     from the_loop.redeliver import (
         AppHookDeliveries,
         RedeliverError,
@@ -143,15 +134,17 @@ def redeliver_cmd(since: str, dry_run: bool, as_json: bool) -> None:
         parse_time,
         redeliver_missed,
     )
+    from the_loop.settings import Settings, SettingsError
 
     try:
         window = parse_duration(since)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--since") from None
     try:
-        api_url, jwt = app_jwt_factory(os.environ)
+        settings = Settings.from_env(os.environ, process="command")
+        api_url, jwt = app_jwt_factory(settings.require_github())
         report = redeliver_missed(AppHookDeliveries(api_url, jwt), window, dry_run=dry_run)
-    except (RedeliverError, GitHubConfigError) as exc:
+    except (RedeliverError, SettingsError) as exc:
         if as_json:
             emit("redeliver", False, "error", error=str(exc))
             sys.exit(1)

@@ -18,7 +18,7 @@ from graph.context import HookConfig
 from graph.refs import RefError
 from graph.runtime import ForceError, GraphMismatch, NodeVerdict
 from graph.state import StateError
-from the_loop.cli import emit, graph_group, main
+from the_loop.cli import emit, graph_group, main, open_operator, read_settings
 from the_loop.config.loader import ConfigFileError
 from the_loop.local import Local, open_local
 
@@ -32,8 +32,9 @@ GRAPH_OPTION = click.option("--graph", "graph_path", type=click.Path(dir_okay=Fa
 
 
 def _open(repo: Path, ref: str, graph_path: str | None) -> Local:
+    settings = read_settings()
     try:
-        return open_local(repo, ref, graph_path)
+        return open_local(repo, ref, graph_path, settings.worker)
     except (RefError, GraphError, ConfigFileError) as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -143,6 +144,43 @@ def check_cmd(ref: str, repo: Path, graph_path: str | None, recompute: bool,
         sys.exit(1)
 
 
+def _open_service(ref: str, graph_path: str | None,
+                  as_json: bool) -> tuple[Any, Any, HookConfig]:
+    """The runtime over the service's state for ``ref`` and the worker's GitHub client
+    for the installation the work item was last seen with.
+
+    A work item the service knows needs that client (the forced move's comment and phase
+    label): when it cannot be built, the command fails saying why, and nothing is
+    recorded.
+    """
+    import redis
+
+    from the_loop.local import parse_ref
+    from the_loop.wiring import NoGitHubClient
+
+    operator = open_operator()
+    try:
+        runtime = operator.runtime(graph_path)
+        item = parse_ref(ref, operator.settings.worker.spec_dir)
+        state = operator.store.load(ref)
+    except (RefError, GraphError, StateError) as exc:
+        raise click.ClickException(str(exc)) from None
+    except redis.RedisError as exc:
+        raise click.ClickException(f"Redis at REDIS_URL is unreachable ({type(exc).__name__}); "
+                                   "start it or fix REDIS_URL") from None
+    if state is None:
+        return runtime, item, HookConfig()  # the runtime refuses an unknown work item
+    try:
+        return runtime, item, operator.hook_config(state.installation_id)
+    except NoGitHubClient as exc:
+        message = (f"{ref}: not forced: the forced move comments on GitHub and moves its "
+                   f"phase label, and no GitHub client can be built: {exc}")
+        if as_json:
+            emit("graph.force", False, "refused", ref=ref, error=message)
+            sys.exit(1)
+        raise click.ClickException(message) from None
+
+
 @graph_group.command("force")
 @REF_OPTION
 @click.option("--to", "target", required=True, help="Id of the node to move to.")
@@ -159,12 +197,7 @@ def force_cmd(ref: str, target: str, reason: str, repo: Path | None, graph_path:
         local = _open(repo, ref, graph_path)
         runtime, item, config, where = local.runtime, local.work_item, local.config, local.repo
     else:
-        from the_loop.service import open_service
-
-        try:
-            runtime, item, config = open_service(ref, graph_path)
-        except (RefError, GraphError, ValueError) as exc:
-            raise click.ClickException(str(exc)) from None
+        runtime, item, config = _open_service(ref, graph_path, as_json)
         where = None
     try:
         result = runtime.force(item, config, target, reason, repo=where,

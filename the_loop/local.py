@@ -1,11 +1,9 @@
 """Build the runtime for a local checkout (``the-loop run``, ``check``, ``graph force
---repo``) and for the service's Redis state (``graph force`` without ``--repo``)."""
+--repo``); the service's Redis state is :func:`the_loop.wiring.build_operator`'s."""
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from graph.refs import PREFIX, RefError, WorkItemRef
 from graph.runtime import Runtime
 from graph.state import FileStateStore, StateStore
 from the_loop.config.repository import COLLABORATORS_PATH, DEFAULT_SPEC_DIR, Collaborators
+from the_loop.settings import WorkerSettings
 from the_loop.stores import LocalFiles
 
 LOCAL_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/#-]{0,199}$")
@@ -56,20 +55,27 @@ class Local:
 
 
 def open_local(
-    repo: Path, ref: str, graph_path: str | None = None, env: Mapping[str, str] | None = None
+    repo: Path, ref: str, graph_path: str | None = None,
+    settings: WorkerSettings | None = None,
 ) -> Local:
     """Compile the graph, read ``.the-loop/collaborators.yaml`` from the checkout, and
     keep state under ``<repo>/.the-loop/state``.
 
+    Args:
+        repo: the checkout.
+        ref: the work item ref.
+        graph_path: the graph file (default: ``settings.graph_path``, else the shipped one).
+        settings: the deployment's ``THE_LOOP_GRAPH`` and ``THE_LOOP_SPEC_DIR``
+            (:attr:`the_loop.settings.Settings.worker`; default: every default).
+
     Raises:
         RefError, graph.compile.GraphError, the_loop.config.loader.ConfigFileError.
     """
-    env = os.environ if env is None else env
+    settings = settings or WorkerSettings()
     repo = repo.resolve()
-    graph = load_graph(graph_path or env.get("THE_LOOP_GRAPH") or None)
+    graph = load_graph(graph_path or settings.graph_path)
     files = LocalFiles(repo)
-    spec_dir = env.get("THE_LOOP_SPEC_DIR") or DEFAULT_SPEC_DIR
-    work_item = parse_ref(ref, spec_dir)
+    work_item = parse_ref(ref, settings.spec_dir)
     collaborators = Collaborators.parse(files.read_text(COLLABORATORS_PATH),
                                         str(repo / COLLABORATORS_PATH))
     config = HookConfig(collaborators=collaborators, files=files)

@@ -24,11 +24,14 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 
 from graph.errors import LoopError
+
+if TYPE_CHECKING:
+    from the_loop.settings import GitHubSettings
 
 API_VERSION = "2022-11-28"
 USER_AGENT = "the-loop (redeliver)"
@@ -203,19 +206,14 @@ def redeliver_missed(log: AppHookDeliveries, window: timedelta, *, dry_run: bool
     return Report(cutoff, len(attempts), found, done, errors)
 
 
-def app_jwt_factory(env: Mapping[str, str]) -> tuple[str, Callable[[], str]]:
+def app_jwt_factory(settings: GitHubSettings) -> tuple[str, Callable[[], str]]:
     """``(api_url, jwt)`` from the App's settings (``THE_LOOP_GITHUB_API_URL``,
     ``THE_LOOP_GITHUB_APP_ID``, ``THE_LOOP_GITHUB_PRIVATE_KEY[_PATH]``).
 
     Raises:
         RedeliverError: no App credentials (a personal token cannot read the App's log).
-        integrations.github.GitHubConfigError: malformed settings.
     """
     from github import Auth
-
-    from integrations.github import GitHubSettings
-
-    settings = GitHubSettings.from_env(env)
     if settings.app_id is None or not settings.private_key:
         raise RedeliverError(
             "the App's delivery log needs the App's credentials: set THE_LOOP_GITHUB_APP_ID "

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import redis as redis_lib
@@ -37,6 +35,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.observability.logs import bind as bind_log_context
 from the_loop.observability.logs import clear as clear_log_context
+from the_loop.settings import ReceiverSettings
 from webhook.events import (
     DeliveryError,
     PayloadTooLargeError,
@@ -48,7 +47,6 @@ from webhook.events import (
 )
 from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from webhook.metrics import count_delivery, count_signature_failure, metrics_renderer
-from webhook.settings import ReceiverSettings
 from webhook.signature import verify_signature
 
 __all__ = ["EXTENSION_KEY", "ReceiverState", "create_app", "make_redis_client"]
@@ -110,28 +108,25 @@ def _safe(value: object) -> str:
 
 
 def create_app(
-    settings: ReceiverSettings | None = None,
+    settings: ReceiverSettings,
     *,
     redis: redis_lib.Redis | None = None,
-    env: Mapping[str, str] | None = None,
+    multiproc_dir: str | None = None,
 ) -> Flask:
-    """Build the receiver's Flask app.
+    """Build the receiver's Flask app (:func:`the_loop.wiring.build_receiver` builds it
+    from the settings read at start-up).
 
     Args:
-        settings: receiver settings; when None they are read with
-            ``ReceiverSettings.from_env(env or os.environ)``.
+        settings: receiver settings (:attr:`the_loop.settings.Settings.receiver`).
         redis: Redis client to use; when None one is made from ``settings.redis_url``
             with :func:`make_redis_client`.
-        env: environment mapping for the settings (ignored when ``settings`` is given).
+        multiproc_dir: prometheus-client's multiprocess directory
+            (``PROMETHEUS_MULTIPROC_DIR``, :attr:`the_loop.settings.MetricsSettings.multiproc_dir`)
+            or ``None``: this process's counters only.
 
     Returns:
         The app, with a :class:`ReceiverState` in ``app.extensions["the_loop"]``.
-
-    Raises:
-        webhook.settings.SettingsError: settings from the environment are missing/invalid.
     """
-    if settings is None:
-        settings = ReceiverSettings.from_env(os.environ if env is None else env)
     if redis is None:
         redis = make_redis_client(settings.redis_url)
     queue = DeliveryQueue(redis, queue_name=settings.queue_name, prefix=settings.redis_prefix)
@@ -148,7 +143,8 @@ def create_app(
     enqueue = queue.enqueue
     response_class = app.response_class
     redis_errors = redis_lib.RedisError
-    render_metrics = metrics_renderer(redis, settings.queue_name, settings.redis_prefix)
+    render_metrics = metrics_renderer(redis, settings.queue_name, settings.redis_prefix,
+                                      multiproc_dir)
 
     def answer(payload: dict, status: int, headers: dict[str, str] | None = None) -> Response:
         return response_class(json.dumps(payload), status, headers, mimetype=_JSON)

@@ -38,44 +38,29 @@ from typing import Any
 from gunicorn.glogging import Logger
 
 from the_loop.observability.logs import logging_dict
+from the_loop.settings import Settings, SettingsError
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
+try:
+    # Validated in the master: a bad setting stops gunicorn before any worker boots (each
+    # worker reads them again in webhook.wsgi, and there requires the webhook secret).
+    _settings = Settings.from_env(os.environ, process="gunicorn")
+except SettingsError as exc:
+    raise SystemExit(str(exc)) from None
 
-def _positive_int(name: str, default: int) -> int:
-    raw = os.environ.get(name) or str(default)
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise SystemExit(f"{name} must be a positive integer, e.g. {name}={default}")
-    return value
-
-
-def _bind() -> str:
-    if os.environ.get("THE_LOOP_BIND"):
-        return os.environ["THE_LOOP_BIND"]
-    if os.environ.get("PORT"):
-        return f"0.0.0.0:{os.environ['PORT']}"
-    return "127.0.0.1:8000"
-
-
-bind = [_bind()]
-workers = _positive_int("THE_LOOP_WEB_WORKERS", 2)
-threads = _positive_int("THE_LOOP_WEB_THREADS", 1)
+bind = [_settings.web.bind]
+workers = _settings.web.workers
+threads = _settings.web.threads
 worker_class = "sync" if threads == 1 else "gthread"
 timeout = 30
 graceful_timeout = 30
 keepalive = 5
-accesslog = os.environ.get("THE_LOOP_ACCESS_LOG") or None
+accesslog = _settings.web.access_log
 errorlog = "-"
 # gunicorn >= 25.1 otherwise opens a control socket under $HOME/.gunicorn (see above).
 control_socket_disable = True
-try:
-    logconfig_dict = logging_dict(os.environ, gunicorn=True)
-except ValueError as exc:
-    raise SystemExit(str(exc)) from None
+logconfig_dict = logging_dict(_settings.logging, gunicorn=True)
 
 
 class LoopLogger(Logger):

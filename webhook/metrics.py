@@ -26,7 +26,6 @@ as ``none``.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -151,12 +150,12 @@ class _Forward:
 
 
 def metrics_renderer(
-    redis: redis_lib.Redis, queue_name: str, prefix: str
+    redis: redis_lib.Redis, queue_name: str, prefix: str, multiproc_dir: str | None = None
 ) -> Callable[[], bytes]:
     """The body of ``GET /metrics`` for one app: the receiver's counters (merged across
-    gunicorn workers when ``PROMETHEUS_MULTIPROC_DIR`` is set) and the queue gauges."""
+    gunicorn workers from ``multiproc_dir``, ``PROMETHEUS_MULTIPROC_DIR``, when given) and
+    the queue gauges."""
     registry = CollectorRegistry()
-    multiproc_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if multiproc_dir:
         from prometheus_client import multiprocess
 

@@ -8,35 +8,49 @@ the-loop queues (:mod:`the_loop.inbox.wake`).
 
 from __future__ import annotations
 
-import os
-import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
-from rq import get_current_job
+from graph.errors import LoopError
 
-from workers.service import DeliveryProcessor
+if TYPE_CHECKING:
+    from workers.service import DeliveryProcessor
 
-_lock = threading.Lock()
-_processor: DeliveryProcessor | None = None
+#: The processor of the worker running the current job (set by
+#: :meth:`workers.worker.LoopWorker.execute_job` for the job's duration).
+_PROCESSOR: ContextVar[DeliveryProcessor | None] = ContextVar("the_loop_processor",
+                                                              default=None)
 
 
-def install(processor: DeliveryProcessor | None) -> None:
-    """Make ``processor`` the one jobs use (the worker does this at start-up, so a bad
-    graph or setting fails the worker before it takes a job)."""
-    global _processor
-    with _lock:
-        _processor = processor
+class NoProcessor(LoopError, RuntimeError):
+    """A the-loop job ran outside a :class:`workers.worker.LoopWorker` (e.g. ``rq
+    worker``), which is the one that carries the processor."""
+
+
+@contextmanager
+def running_with(processor: DeliveryProcessor) -> Iterator[None]:
+    """Make ``processor`` the one the jobs run in this context use (the worker wraps each
+    job in it)."""
+    token = _PROCESSOR.set(processor)
+    try:
+        yield
+    finally:
+        _PROCESSOR.reset(token)
 
 
 def current_processor() -> DeliveryProcessor:
-    """The installed processor, built from the environment on first use."""
-    global _processor
-    with _lock:
-        if _processor is None:
-            from workers.bootstrap import build_processor
+    """The processor of the worker running this job.
 
-            job = get_current_job()
-            _processor = build_processor(os.environ, job.connection if job else None)
-        return _processor
+    Raises:
+        NoProcessor: the job is not run by a :class:`workers.worker.LoopWorker`.
+    """
+    processor = _PROCESSOR.get()
+    if processor is None:
+        raise NoProcessor("the-loop jobs run in `the-loop worker` (workers.worker.LoopWorker), "
+                          "which carries the processor built at start-up; not in `rq worker`")
+    return processor
 
 
 def dispatch() -> str:

@@ -18,25 +18,19 @@
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import Counter, Histogram, start_http_server
 from prometheus_client.metrics import disable_created_metrics
 
 from graph.runtime import AdvanceResult
-from integrations.metrics import ObservedFactory, ObservedIntegration
 from the_loop.inbox.wake import DISPATCH_FUNC
 from the_loop.observability.metric_labels import OTHER, event_label
 
 __all__ = [
-    "DEFAULT_PORT",
     "count_handled",
     "event_of_job",
-    "instrument",
     "is_dispatch",
-    "metrics_port",
     "observe_advance",
     "observe_job",
     "start_server",
@@ -44,8 +38,6 @@ __all__ = [
 
 log = logging.getLogger("the_loop.worker")
 
-DEFAULT_PORT = 9101
-PORT_ENV = "THE_LOOP_WORKER_METRICS_PORT"
 OUTCOMES = frozenset({"advanced", "ignored", "failed"})
 HOOK_STATUSES = frozenset({"pass", "block", "wait", "skip"})
 
@@ -105,60 +97,22 @@ def observe_advance(result: AdvanceResult) -> None:
             HOOK_RESULTS.labels(hook_result.hook, status).inc()
 
 
-def instrument(processor: Any) -> None:
-    """Count and time every integration call ``processor`` (a
-    :class:`workers.service.DeliveryProcessor`) makes: its GitHub provider's clients and
-    its other integrations (Slack, Jira) are wrapped once, at start-up."""
-    github = getattr(processor, "github", None)
-    if github is not None and not isinstance(github, ObservedFactory):
-        processor.github = ObservedFactory(github, name="github")
-    others = getattr(processor, "integrations", None)
-    if isinstance(others, dict):
-        for name, integration in list(others.items()):
-            if not isinstance(integration, ObservedIntegration):
-                others[name] = ObservedIntegration(integration, name=name)
-
-
-def metrics_port(env: Mapping[str, str]) -> int:
-    """``THE_LOOP_WORKER_METRICS_PORT`` (default 9101, 0 = off).
-
-    Raises:
-        ValueError: not an integer from 0 to 65535 (names the variable).
-    """
-    raw = (env.get(PORT_ENV) or str(DEFAULT_PORT)).strip()
-    try:
-        port = int(raw)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise ValueError(
-            f"{PORT_ENV} must be a port number (0 turns the worker's metrics off), "
-            f"e.g. {PORT_ENV}={DEFAULT_PORT}"
-        )
-    return port
-
-
-def start_server(env: Mapping[str, str] | None = None) -> Any | None:
-    """Serve the worker's metrics on ``THE_LOOP_WORKER_METRICS_PORT``.
+def start_server(port: int, host: str = "0.0.0.0") -> Any | None:
+    """Serve the worker's metrics on ``port`` (``THE_LOOP_WORKER_METRICS_PORT``) at
+    ``host`` (``THE_LOOP_HOST``), as :class:`the_loop.settings.MetricsSettings` read them.
 
     Returns:
         the server (call ``shutdown()`` to stop it), or ``None`` when the port is 0 or
         taken (a warning says so; the worker runs on without metrics).
-
-    Raises:
-        ValueError: the port setting is invalid.
     """
-    env = os.environ if env is None else env
-    port = metrics_port(env)
     if port == 0:
         return None
-    host = (env.get("THE_LOOP_HOST") or "0.0.0.0").strip()
     try:
         server, _thread = start_http_server(port, addr=host)
     except OSError as exc:
         log.warning("worker metrics not served: %s:%d is not available (%s); set %s to "
                     "a free port, or 0", host, port, exc.strerror or type(exc).__name__,
-                    PORT_ENV)
+                    "THE_LOOP_WORKER_METRICS_PORT")
         return None
     log.info("worker metrics on http://%s:%d/metrics", host, port)
     return server

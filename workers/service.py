@@ -49,11 +49,11 @@ from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.record import DeliveryRecord, text
 from the_loop.observability.logs import bind as bind_log_context
 from the_loop.observability.logs import clear as clear_log_context
+from the_loop.settings import WorkerSettings
 from workers import metrics as worker_metrics
 from workers.ci import RedisCI
 from workers.files import GitHubFiles
 from workers.router import CI_ONLY, CONFIG, DRIVE, IGNORE, LABELS, ROUTES, WITHDRAW, route
-from workers.settings import WorkerSettings
 from workers.state import RedisStateStore
 
 log = logging.getLogger("the_loop.worker")

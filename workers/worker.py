@@ -17,12 +17,10 @@ answers again or the process is told to stop.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -35,9 +33,11 @@ from the_loop.observability.logs import bind as bind_log_context
 from the_loop.observability.logs import clear as clear_log_context
 from workers import jobs
 from workers import metrics as worker_metrics
-from workers.bootstrap import build_processor
 from workers.reaper import Reaper
 from workers.service import DeliveryProcessor
+
+if TYPE_CHECKING:
+    from the_loop.settings import Settings
 
 log = logging.getLogger("the_loop.worker")
 
@@ -50,46 +50,52 @@ class LoopWorker(SimpleWorker):
     each delivery it handles; another job, its own id), and each job's wall time goes to
     ``the_loop_job_duration_seconds``. On SIGTERM (or SIGINT) RQ's warm shutdown lets the
     current job finish, then the worker exits 0; a second signal stops it at once.
+
+    Args:
+        processor: the processor its jobs use (:func:`the_loop.wiring.build_worker`);
+            the other arguments are RQ's ``SimpleWorker``'s.
     """
+
+    def __init__(self, *args: Any, processor: DeliveryProcessor, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.processor = processor
 
     def execute_job(self, job: Any, queue: Queue) -> None:
         # A wake-up covers many deliveries: each binds its own. Another job, its id.
         bind_log_context(None if worker_metrics.is_dispatch(job) else job.id)
         start = time.perf_counter()
         try:
-            super().execute_job(job, queue)
+            with jobs.running_with(self.processor):
+                super().execute_job(job, queue)
         finally:
             worker_metrics.observe_job(job, time.perf_counter() - start)
             clear_log_context()
 
 
 def run_worker(
-    env: Mapping[str, str] | None = None,
+    processor: DeliveryProcessor,
+    settings: Settings,
     *,
     burst: bool = False,
-    connection: redis.Redis | None = None,
     name: str | None = None,
 ) -> bool:
-    """Build the processor (failing fast on bad config), then work the queue.
+    """Work the queue with ``processor`` (built, failing fast on bad config, by
+    :func:`the_loop.wiring.build_worker`), serving the worker's metrics meanwhile.
 
     Args:
-        env: environment (default ``os.environ``).
+        processor: the processor the jobs use.
+        settings: the settings it was built from (metrics port, address, log level).
         burst: return when the queue is empty instead of waiting for jobs.
-        connection: Redis client (default from ``REDIS_URL``).
         name: worker name (default RQ's).
 
     Returns:
         whether any job was performed (RQ's ``work()`` result).
     """
-    env = os.environ if env is None else env
-    processor = build_processor(env, connection)
-    worker_metrics.instrument(processor)
-    jobs.install(processor)
     queue = Queue(processor.settings.queue, connection=processor.redis)
-    server = worker_metrics.start_server(env)
+    server = worker_metrics.start_server(settings.metrics.worker_port, settings.web.host)
     try:
         return work_with_reconnect(processor, queue, burst=burst, name=name,
-                                   logging_level=env.get("THE_LOOP_LOG_LEVEL", "INFO"))
+                                   logging_level=settings.logging.level)
     except StopRequested:
         return False
     finally:
@@ -131,7 +137,8 @@ def work_with_reconnect(
     def once() -> bool:
         starts[0] += 1
         worker_name = name if starts[0] == 1 or name is None else f"{name}-{starts[0]}"
-        worker = LoopWorker([queue], connection=processor.redis, name=worker_name)
+        worker = LoopWorker([queue], connection=processor.redis, name=worker_name,
+                            processor=processor)
         reaper = Reaper(processor, worker.name)
         reaper.register()
         reaper.reap()  # before the first job: take back what dead workers left

@@ -18,7 +18,7 @@ from graph.state import WorkItemState
 from the_loop.cli import main
 from the_loop.inbox.dead import Deliveries
 from the_loop.redeliver import missed, parse_duration
-from workers.settings import WorkerSettings
+from the_loop.settings import WorkerSettings
 from workers.state import RedisStateStore
 
 API = "https://github.example.com/api/v3"

@@ -12,7 +12,6 @@ from jsonschema import Draft202012Validator
 
 from the_loop.config.deployment import (
     CliConfig,
-    cli_config_from_env,
     cli_config_from_path,
     load_cli_config,
 )
@@ -38,6 +37,7 @@ from the_loop.config.repository import (
     load_collaborators,
     load_harness_config,
 )
+from the_loop.settings import Settings, SettingsError
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "config"
@@ -371,8 +371,9 @@ def test_runtime_refuses_the_unmigrated_config():
 
 
 def test_runtime_refuses_the_unmigrated_config_named_by_the_environment():
-    with pytest.raises(LegacyConfigError, match="Run: the-loop upgrade"):
-        cli_config_from_env({"THE_LOOP_CONFIG": str(OLD)})
+    with pytest.raises(SettingsError, match="Run: the-loop upgrade") as caught:
+        Settings.from_env({"THE_LOOP_CONFIG": str(OLD)})
+    assert isinstance(caught.value.__cause__, LegacyConfigError)
 
 
 def test_a_current_version_still_carrying_gh_binary_is_refused():
@@ -449,13 +450,13 @@ def test_kind_by_file_name():
     assert kind_for_path("deploy.yaml") == CLI_CONFIG
 
 
-def test_cli_config_from_env(tmp_path):
-    assert cli_config_from_env({}) == CliConfig()
-    with pytest.raises(InvalidConfigError, match=r"does not exist \(named by \$THE_LOOP_CONFIG\)"):
-        cli_config_from_env({"THE_LOOP_CONFIG": str(tmp_path / "missing.yaml")})
+def test_the_settings_read_the_file_named_by_the_environment(tmp_path):
+    assert Settings.from_env({}).deployment == CliConfig()
+    with pytest.raises(SettingsError, match=r"does not exist \(named by \$THE_LOOP_CONFIG\)"):
+        Settings.from_env({"THE_LOOP_CONFIG": str(tmp_path / "missing.yaml")})
     path = tmp_path / "cli-config.yaml"
     path.write_text("version: 2\nqueue: {name: other}\n")
-    assert cli_config_from_env({"THE_LOOP_CONFIG": str(path)}).queue.name == "other"
+    assert Settings.from_env({"THE_LOOP_CONFIG": str(path)}).deployment.queue.name == "other"
 
 
 def test_from_path_helpers(tmp_path):

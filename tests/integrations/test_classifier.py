@@ -91,5 +91,5 @@ def test_build_from_the_deployment_config():
     assert build_classifier(Classification()) is None
     assert isinstance(build_classifier(Classification(command=("h",))), CommandClassifier)
     endpoint = build_classifier(Classification(endpoint=ClassifierEndpoint(
-        base_url="https://llm.example/v1", model="m")), {"THE_LOOP_CLASSIFIER_TOKEN": "t"})
+        base_url="https://llm.example/v1", model="m")), "t")
     assert isinstance(endpoint, EndpointClassifier)

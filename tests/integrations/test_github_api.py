@@ -824,115 +824,15 @@ def test_ghes_base_url(rs: responses.RequestsMock, rsa_pem) -> None:
 # --------------------------------------------------------------------------- settings
 
 
-def test_settings_defaults() -> None:
-    s = GitHubSettings.from_env({})
-    assert (s.api_url, s.app_id, s.private_key, s.token) == (
-        "https://api.github.com",
-        None,
-        None,
-        None,
-    )
-    assert (s.write_interval, s.read_interval, s.timeout, s.retries) == (1.0, 0.25, 15, 2)
-    assert s.mode is None
-
-
-def test_settings_full_app(tmp_path, rsa_pem) -> None:
-    pem = rsa_pem[0]
-    key_file = tmp_path / "app.pem"
-    key_file.write_text(pem)
-    s = GitHubSettings.from_env(
-        {
-            "THE_LOOP_GITHUB_API_URL": "https://ghe.example.com/api/v3/",
-            "THE_LOOP_GITHUB_APP_ID": "123",
-            "THE_LOOP_GITHUB_PRIVATE_KEY_PATH": str(key_file),
-            "GITHUB_TOKEN": "ghp_fallback",
-            "THE_LOOP_GITHUB_WRITE_INTERVAL": "0.5",
-            "THE_LOOP_GITHUB_READ_INTERVAL": "0",
-            "THE_LOOP_GITHUB_TIMEOUT": "30",
-            "THE_LOOP_GITHUB_RETRIES": "0",
-        }
-    )
-    assert s.api_url == "https://ghe.example.com/api/v3"
-    assert (s.app_id, s.private_key, s.token) == (123, pem, "ghp_fallback")
-    assert (s.write_interval, s.read_interval, s.timeout, s.retries) == (0.5, 0.0, 30, 0)
-    assert s.mode == "app"
-
-
-def test_settings_token_mode_prefers_gh_token() -> None:
-    s = GitHubSettings.from_env({"GH_TOKEN": "ghp_a", "GITHUB_TOKEN": "ghp_b"})
-    assert s.token == "ghp_a" and s.mode == "token"
-
-
-def test_settings_inline_key_with_escaped_newlines(rsa_pem) -> None:
-    pem = rsa_pem[0]
-    s = GitHubSettings.from_env(
-        {
-            "THE_LOOP_GITHUB_APP_ID": "1",
-            "THE_LOOP_GITHUB_PRIVATE_KEY": pem.strip().replace("\n", "\\n"),
-        }
-    )
-    assert s.private_key == pem.strip()
-
-
 def test_settings_repr_hides_secrets(rsa_pem) -> None:
     s = GitHubSettings(app_id=1, private_key=rsa_pem[0], token=TOKEN)
     text = repr(s) + repr(GitHubClients(s)) + repr(GitHubClients(s).for_installation(1))
     assert "PRIVATE KEY" not in text and TOKEN not in text and "MII" not in text
 
 
-@pytest.mark.parametrize(
-    ("env", "names"),
-    [
-        ({"THE_LOOP_GITHUB_APP_ID": "abc"}, ["THE_LOOP_GITHUB_APP_ID"]),
-        ({"THE_LOOP_GITHUB_APP_ID": "0"}, ["THE_LOOP_GITHUB_APP_ID"]),
-        (
-            {"THE_LOOP_GITHUB_APP_ID": "1"},
-            ["THE_LOOP_GITHUB_APP_ID", "THE_LOOP_GITHUB_PRIVATE_KEY"],
-        ),
-        (
-            {
-                "THE_LOOP_GITHUB_APP_ID": "1",
-                "THE_LOOP_GITHUB_PRIVATE_KEY_PATH": "/nonexistent/k.pem",
-            },
-            ["THE_LOOP_GITHUB_PRIVATE_KEY_PATH"],
-        ),
-        (
-            {"THE_LOOP_GITHUB_APP_ID": "1", "THE_LOOP_GITHUB_PRIVATE_KEY": "sekrit-not-a-pem"},
-            ["THE_LOOP_GITHUB_PRIVATE_KEY"],
-        ),
-        (
-            {
-                "THE_LOOP_GITHUB_APP_ID": "1",
-                "THE_LOOP_GITHUB_PRIVATE_KEY": "sekrit-not-a-pem",
-                "THE_LOOP_GITHUB_PRIVATE_KEY_PATH": "/k.pem",
-            },
-            ["THE_LOOP_GITHUB_PRIVATE_KEY", "THE_LOOP_GITHUB_PRIVATE_KEY_PATH"],
-        ),
-        ({"THE_LOOP_GITHUB_WRITE_INTERVAL": "soon"}, ["THE_LOOP_GITHUB_WRITE_INTERVAL"]),
-        ({"THE_LOOP_GITHUB_READ_INTERVAL": "-1"}, ["THE_LOOP_GITHUB_READ_INTERVAL"]),
-        ({"THE_LOOP_GITHUB_TIMEOUT": "1.5"}, ["THE_LOOP_GITHUB_TIMEOUT"]),
-        ({"THE_LOOP_GITHUB_RETRIES": "-1"}, ["THE_LOOP_GITHUB_RETRIES"]),
-        ({"THE_LOOP_GITHUB_API_URL": "api.github.com"}, ["THE_LOOP_GITHUB_API_URL"]),
-    ],
-)
-def test_settings_errors_name_variable(env: dict[str, str], names: list[str]) -> None:
-    with pytest.raises(GitHubConfigError) as info:
-        GitHubSettings.from_env(env)
-    assert isinstance(info.value, ValueError)
-    for name in names:
-        assert name in str(info.value)
-    assert "sekrit" not in str(info.value)
-
-
-def test_key_without_app_id(rsa_pem) -> None:
-    with pytest.raises(GitHubConfigError, match="THE_LOOP_GITHUB_APP_ID") as info:
-        GitHubSettings.from_env({"THE_LOOP_GITHUB_PRIVATE_KEY": rsa_pem[0]})
-    assert "BEGIN" not in str(info.value)
-
-
 def test_no_credentials_at_all() -> None:
     with pytest.raises(GitHubConfigError) as info:
-        GitHubClients(GitHubSettings.from_env({}))
+        GitHubClients(GitHubSettings())
     for name in ("THE_LOOP_GITHUB_APP_ID", "THE_LOOP_GITHUB_PRIVATE_KEY", "GH_TOKEN"):
         assert name in str(info.value)
 

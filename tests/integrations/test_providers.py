@@ -15,23 +15,40 @@ from integrations.providers import (
     TRANSPORTS,
     GitHubProvider,
     ProviderConfigError,
-    build_providers,
     github_provider,
-    github_provider_from_env,
-    jira_provider_from_env,
     resolve_github_transport,
-    slack_provider_from_env,
 )
 from integrations.slack import SlackSdk, SlackWebhook
 from tests.integrations.fakecli import FakeCli
-from workers.bootstrap import (
+from the_loop import wiring
+from the_loop.settings import Settings, SettingsError
+from the_loop.wiring import (
     OPTIONAL_INTEGRATIONS,
     WORKER_OPERATIONS,
-    build_processor,
+    NoGitHubClient,
+    build_providers,
+    build_worker,
     required_operations,
 )
 
 TOKEN = "ghp_providers_secret"
+
+
+def settings(env: dict[str, str]) -> Settings:
+    return Settings.from_env(env, process="worker")
+
+
+def github_provider_from_env(env: dict[str, str]) -> Any:
+    """The GitHub provider the worker and the commands build from ``env``."""
+    return wiring.github_provider(settings(env))
+
+
+def providers(env: dict[str, str], **kw: Any) -> dict[str, Any]:
+    return build_providers(settings({"GH_TOKEN": TOKEN, **env}), **kw)
+
+
+def build_processor(env: dict[str, str], client: Any) -> Any:
+    return build_worker(settings(env), client)
 
 
 def no_gh(_name: str) -> None:
@@ -93,8 +110,10 @@ def test_explicit_cli_is_honoured_with_credentials_present(tmp_path) -> None:
 
 
 def test_unknown_transport_is_refused() -> None:
-    with pytest.raises(ProviderConfigError, match="auto, api or cli"):
+    with pytest.raises(SettingsError, match="auto, api, cli or none"):
         github_provider_from_env({"THE_LOOP_GITHUB_TRANSPORT": "graphql"})
+    with pytest.raises(ProviderConfigError, match="auto, api or cli"):
+        github_provider("graphql", GitHubSettings())
 
 
 def test_cli_host_follows_an_enterprise_api_url(tmp_path) -> None:
@@ -114,51 +133,50 @@ def test_cli_host_follows_an_enterprise_api_url(tmp_path) -> None:
 # --------------------------------------------------------------------------- Slack, Jira
 
 
-def test_slack_transports_from_env() -> None:
-    assert isinstance(slack_provider_from_env({"THE_LOOP_SLACK_TOKEN": "xoxb-1"}), SlackSdk)
-    hook = slack_provider_from_env(
+def test_slack_transports_from_the_settings() -> None:
+    assert isinstance(providers({"THE_LOOP_SLACK_TOKEN": "xoxb-1"})["slack"], SlackSdk)
+    hook = providers(
         {"THE_LOOP_SLACK_TRANSPORT": "webhook",
          "THE_LOOP_SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T/B/secret"}
-    )
+    )["slack"]
     assert isinstance(hook, SlackWebhook) and "secret" not in repr(hook)
     with pytest.raises(ProviderConfigError, match="THE_LOOP_SLACK_TOKEN"):
-        slack_provider_from_env({})
+        providers({"THE_LOOP_SLACK_TRANSPORT": "sdk"})
     with pytest.raises(ProviderConfigError, match="THE_LOOP_SLACK_WEBHOOK_URL"):
-        slack_provider_from_env({"THE_LOOP_SLACK_TRANSPORT": "webhook",
-                                 "THE_LOOP_SLACK_TOKEN": "xoxb-1"})  # no fallback to sdk
+        providers({"THE_LOOP_SLACK_TRANSPORT": "webhook",
+                   "THE_LOOP_SLACK_TOKEN": "xoxb-1"})  # no fallback to sdk
     with pytest.raises(ProviderConfigError, match="sdk or webhook"):
-        slack_provider_from_env({"THE_LOOP_SLACK_TRANSPORT": "cli"})
+        providers({"THE_LOOP_SLACK_TRANSPORT": "cli"})
 
 
-def test_jira_transports_from_env(tmp_path) -> None:
-    api = jira_provider_from_env(
+def test_jira_transports_from_the_settings(tmp_path) -> None:
+    api = providers(
         {"THE_LOOP_JIRA_URL": "https://x.atlassian.net", "THE_LOOP_JIRA_USER": "a@b.c",
          "THE_LOOP_JIRA_TOKEN": "jira-secret"}
-    )
+    )["jira"]
     assert isinstance(api, JiraApi) and "jira-secret" not in repr(api)
     jira = FakeCli(tmp_path, "jira")
-    cli = jira_provider_from_env(
+    cli = providers(
         {"THE_LOOP_JIRA_TRANSPORT": "cli", "THE_LOOP_JIRA_CLI_BINARY": str(jira.path)}
-    )
+    )["jira"]
     assert isinstance(cli, JiraCli)
     with pytest.raises(ProviderConfigError, match="THE_LOOP_JIRA_URL"):
-        jira_provider_from_env({"THE_LOOP_JIRA_TOKEN": "t"})
+        providers({"THE_LOOP_JIRA_TOKEN": "t"})
     with pytest.raises(ProviderConfigError, match="not on PATH"):
-        jira_provider_from_env({"THE_LOOP_JIRA_TRANSPORT": "cli",
-                                "THE_LOOP_JIRA_CLI_BINARY": str(tmp_path / "missing")})
+        providers({"THE_LOOP_JIRA_TRANSPORT": "cli",
+                   "THE_LOOP_JIRA_CLI_BINARY": str(tmp_path / "missing")})
 
 
 def test_build_providers_adds_slack_and_jira_only_when_configured(caplog) -> None:
-    base = {"GH_TOKEN": TOKEN}
-    assert set(build_providers(base)) == {"github"}
-    assert set(build_providers(base, needed={"slack": frozenset({"post-message"})})) == {
+    assert set(providers({})) == {"github"}
+    assert set(providers({}, needed={"slack": frozenset({"post-message"})})) == {
         "github"}
     assert "integration slack: not configured" in caplog.text
     with pytest.raises(ProviderConfigError, match="THE_LOOP_SLACK_WEBHOOK_URL"):
-        build_providers(base | {"THE_LOOP_SLACK_TRANSPORT": "webhook"})
-    both = build_providers(base | {"THE_LOOP_SLACK_TOKEN": "xoxb-1",
-                                   "THE_LOOP_JIRA_URL": "https://x.atlassian.net",
-                                   "THE_LOOP_JIRA_TOKEN": "t"})
+        providers({"THE_LOOP_SLACK_TRANSPORT": "webhook"})
+    both = providers({"THE_LOOP_SLACK_TOKEN": "xoxb-1",
+                      "THE_LOOP_JIRA_URL": "https://x.atlassian.net",
+                      "THE_LOOP_JIRA_TOKEN": "t"})
     assert set(both) == {"github", "slack", "jira"}
 
 
@@ -258,7 +276,7 @@ def test_startup_with_complete_transports(redis_ns: Any, tmp_path: Any) -> None:
         redis_ns.client,
     )
     assert processor.github.transport == "cli"  # type: ignore[union-attr]
-    assert isinstance(processor.integrations["slack"], SlackWebhook)
+    assert isinstance(processor.integrations["slack"]._inner, SlackWebhook)  # observed
 
 
 def test_a_configured_optional_integration_is_checked_too(
@@ -286,5 +304,5 @@ def test_an_unconfigured_optional_integration_is_skipped(redis_ns: Any) -> None:
 
 def test_startup_without_any_github_transport_fails_closed(redis_ns: Any, tmp_path) -> None:
     env = worker_env(redis_ns, THE_LOOP_GITHUB_CLI_BINARY=str(tmp_path / "no-gh"))
-    with pytest.raises(ProviderConfigError, match="GH_TOKEN"):
+    with pytest.raises(NoGitHubClient, match="GH_TOKEN"):
         build_processor(env, redis_ns.client)

@@ -17,9 +17,8 @@ from rq import Queue
 import integrations.github  # noqa: F401  (PyGithub sets its log level on import: first)
 from tests.conftest import load_fixture, sign_body
 from tests.support.fake_github import FakeGitHub, serve
-from webhook.app import create_app
-from workers import jobs
-from workers.bootstrap import build_processor
+from the_loop.settings import Settings
+from the_loop.wiring import build_receiver, build_worker
 from workers.state import RedisStateStore
 from workers.worker import LoopWorker
 
@@ -116,9 +115,10 @@ def test_context_carries_no_secret_values(
     }
     contexts: list[str] = []
     try:
-        app = create_app(env=env, redis=redis_ns.client)
+        app = build_receiver(Settings.from_env(env, process="receiver"),
+                             connection=redis_ns.client)
         client = app.test_client()
-        processor = build_processor(env, redis_ns.client)
+        processor = build_worker(Settings.from_env(env, process="worker"), redis_ns.client)
         assert set(processor.integrations) == {"slack", "jira"}
         built = processor._hook_config
 
@@ -128,7 +128,6 @@ def test_context_carries_no_secret_values(
             return config
 
         processor._hook_config = capture  # type: ignore[method-assign]
-        jobs.install(processor)
 
         enrol = _payload("issues", "labeled")
         enrol["label"] = {"name": "the-loop"}
@@ -145,10 +144,10 @@ def test_context_carries_no_secret_values(
             })
             assert response.status_code == 202, response.get_json()
             worker = LoopWorker([Queue(redis_ns.queue_name, connection=redis_ns.client)],
-                                connection=redis_ns.client, name=f"w-{redis_ns.new_id()}")
+                                connection=redis_ns.client, name=f"w-{redis_ns.new_id()}",
+                                processor=processor)
             worker.work(burst=True, with_scheduler=False)
     finally:
-        jobs.install(None)
         stop()
 
     store = RedisStateStore(redis_ns.client, redis_ns.prefix)

@@ -21,12 +21,10 @@ from tests.conftest import REPO_ROOT, load_fixture, signed_post
 from the_loop.cli import main
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.observability import logs
+from the_loop.settings import ReceiverSettings, Settings, WorkerSettings
 from webhook.app import create_app
 from webhook.events import parse_delivery
-from webhook.settings import ReceiverSettings
-from workers import jobs
 from workers.service import DeliveryProcessor
-from workers.settings import WorkerSettings
 from workers.worker import LoopWorker
 
 SECRET = "log-secret-6f1c2b"
@@ -92,23 +90,20 @@ def test_receiver_lines_carry_delivery_id_and_work_item_and_no_secret(redis_ns, 
 def test_worker_lines_carry_delivery_id_and_work_item(redis_ns, json_lines):
     gh = FakeGitHub()
     settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
-    jobs.install(DeliveryProcessor(settings, redis_ns.client, load_graph(), lambda _i: gh))
-    try:
-        queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
-                              prefix=redis_ns.prefix)
-        payload = json.loads(load_fixture("issue_comment", "created"))
-        payload["issue"]["labels"].append({"name": "the-loop"})
-        marker = f"do-not-log-{uuid.uuid4().hex}"
-        payload["comment"]["body"] = f"/approve {marker}"
-        delivery = str(uuid.uuid4())
-        assert queue.enqueue(parse_delivery(
-            {"X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": delivery,
-             "Content-Type": "application/json"}, json.dumps(payload).encode()))
-        LoopWorker([Queue(redis_ns.queue_name, connection=redis_ns.client)],
-                   connection=redis_ns.client, name=f"w-{redis_ns.new_id()}").work(
-            burst=True, with_scheduler=False)
-    finally:
-        jobs.install(None)
+    processor = DeliveryProcessor(settings, redis_ns.client, load_graph(), lambda _i: gh)
+    queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
+                          prefix=redis_ns.prefix)
+    payload = json.loads(load_fixture("issue_comment", "created"))
+    payload["issue"]["labels"].append({"name": "the-loop"})
+    marker = f"do-not-log-{uuid.uuid4().hex}"
+    payload["comment"]["body"] = f"/approve {marker}"
+    delivery = str(uuid.uuid4())
+    assert queue.enqueue(parse_delivery(
+        {"X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": delivery,
+         "Content-Type": "application/json"}, json.dumps(payload).encode()))
+    LoopWorker([Queue(redis_ns.queue_name, connection=redis_ns.client)],
+               connection=redis_ns.client, name=f"w-{redis_ns.new_id()}",
+               processor=processor).work(burst=True, with_scheduler=False)
 
     lines = json_lines()
     mine = [line for line in lines if line.get("delivery_id") == delivery]
@@ -125,18 +120,21 @@ def test_worker_lines_carry_delivery_id_and_work_item(redis_ns, json_lines):
 
 
 def test_formats_and_their_settings():
-    json_cfg = logs.logging_dict({"THE_LOOP_LOG_FORMAT": "json"})
+    def logging_dict(env, **kw):
+        return logs.logging_dict(Settings.from_env(env).logging, **kw)
+
+    json_cfg = logging_dict({"THE_LOOP_LOG_FORMAT": "json"})
     assert json_cfg["formatters"]["the_loop"]["()"] is logs.json_formatter
     assert json_cfg["handlers"]["stdout"]["stream"] == "ext://sys.stdout"
-    assert logs.logging_dict({})["formatters"]["the_loop"]["()"] is logs.json_formatter
-    text_cfg = logs.logging_dict({"THE_LOOP_LOG_FORMAT": "TEXT", "THE_LOOP_LOG_LEVEL": "debug"})
+    assert logging_dict({})["formatters"]["the_loop"]["()"] is logs.json_formatter
+    text_cfg = logging_dict({"THE_LOOP_LOG_FORMAT": "TEXT", "THE_LOOP_LOG_LEVEL": "debug"})
     assert text_cfg["formatters"]["the_loop"]["()"] is logs.text_formatter
     assert text_cfg["root"]["level"] == "DEBUG"
     with pytest.raises(ValueError, match="THE_LOOP_LOG_FORMAT"):
-        logs.logging_dict({"THE_LOOP_LOG_FORMAT": "xml"})
+        logging_dict({"THE_LOOP_LOG_FORMAT": "xml"})
     with pytest.raises(ValueError, match="THE_LOOP_LOG_LEVEL"):
-        logs.logging_dict({"THE_LOOP_LOG_LEVEL": "LOUD"})
-    gunicorn = logs.logging_dict({}, gunicorn=True)["loggers"]
+        logging_dict({"THE_LOOP_LOG_LEVEL": "LOUD"})
+    gunicorn = logging_dict({}, gunicorn=True)["loggers"]
     assert gunicorn["gunicorn.error"]["handlers"] == [] and gunicorn["gunicorn.error"]["propagate"]
 
 

@@ -21,11 +21,11 @@ from integrations.metrics import ObservedFactory, ObservedIntegration, outcome_o
 from tests.conftest import load_fixture
 from tests.observability.helpers import free_port, samples
 from the_loop.inbox.enqueue import DeliveryQueue
+from the_loop.settings import Settings, SettingsError, WorkerSettings
+from the_loop.wiring import build_worker
 from webhook.events import parse_delivery
-from workers import jobs
 from workers import metrics as worker_metrics
 from workers.service import DeliveryProcessor
-from workers.settings import WorkerSettings
 from workers.worker import LoopWorker
 
 REPO = "Codertocat/Hello-World"
@@ -37,13 +37,11 @@ REQUIREMENTS = "# R\n\n## Problem\n\nx\n\n## Requirements\n\ny\n"
 def processing(redis_ns):
     gh = FakeGitHub()
     settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
-    processor = DeliveryProcessor(settings, redis_ns.client, load_graph(), lambda _i: gh)
-    worker_metrics.instrument(processor)
+    processor = DeliveryProcessor(settings, redis_ns.client, load_graph(),
+                                  ObservedFactory(lambda _i: gh, name="github"))
     queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
                           prefix=redis_ns.prefix)
-    jobs.install(processor)
-    yield gh, queue, redis_ns
-    jobs.install(None)
+    yield gh, queue, redis_ns, processor
 
 
 def deliver(queue, event: str, payload: dict) -> str:
@@ -62,9 +60,10 @@ def enrol_payload() -> dict:
     return p
 
 
-def work(ns) -> None:
+def work(ns, processor) -> None:
     LoopWorker([Queue(ns.queue_name, connection=ns.client)], connection=ns.client,
-               name=f"w-{ns.new_id()}").work(burst=True, with_scheduler=False)
+               name=f"w-{ns.new_id()}", processor=processor).work(burst=True,
+                                                                 with_scheduler=False)
 
 
 def sample(name: str, **labels: str) -> float:
@@ -72,7 +71,7 @@ def sample(name: str, **labels: str) -> float:
 
 
 def test_processing_a_delivery_records_job_hook_and_transport_metrics(processing):
-    gh, queue, ns = processing
+    gh, queue, ns, processor = processing
     gh.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
     gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
     watched = {
@@ -93,7 +92,7 @@ def test_processing_a_delivery_records_job_hook_and_transport_metrics(processing
     before = {k: sample(n, **labels) for k, (n, labels) in watched.items()}
     deliver(queue, "issues", enrol_payload())
     deliver(queue, "issue_comment", json.loads(load_fixture("issue_comment", "created")))
-    work(ns)
+    work(ns, processor)
     grew = {k: sample(n, **labels) - before[k] for k, (n, labels) in watched.items()}
     assert grew["jobs"] == 1  # one wake-up job drained both deliveries
     assert grew["advanced"] == 1
@@ -160,15 +159,14 @@ def test_observed_integration_labels_outcomes_and_sets_the_rate_limit_gauge():
     assert outcome_of(None) == "ok"
 
 
-def test_instrument_wraps_once_and_keeps_other_integrations_named(redis_ns):
-    settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
-    processor = DeliveryProcessor(settings, redis_ns.client, load_graph(),
-                                  lambda _i: _StubGitHub())
-    processor.integrations = {"slack": _StubGitHub()}
-    worker_metrics.instrument(processor)
-    worker_metrics.instrument(processor)
+def test_the_worker_is_built_with_its_integrations_observed(redis_ns):
+    settings = Settings.from_env({"GH_TOKEN": "ghp_t", "THE_LOOP_SLACK_TOKEN": "xoxb-1",
+                                  "THE_LOOP_REDIS_PREFIX": redis_ns.prefix,
+                                  "THE_LOOP_QUEUE": redis_ns.queue_name}, process="worker")
+    processor = build_worker(settings, redis_ns.client)
     assert isinstance(processor.github, ObservedFactory)
     assert not isinstance(processor.github._inner, ObservedFactory)
+    assert processor.github.transport == "api"
     slack = processor.integrations["slack"]
     assert isinstance(slack, ObservedIntegration) and slack._integration == "slack"
 
@@ -182,8 +180,7 @@ def test_github_api_reports_the_rate_limit_without_a_request():
 
 def test_worker_metrics_server_serves_the_registry():
     port = free_port()
-    server = worker_metrics.start_server({"THE_LOOP_WORKER_METRICS_PORT": str(port),
-                                          "THE_LOOP_HOST": "127.0.0.1"})
+    server = worker_metrics.start_server(port, "127.0.0.1")
     assert server is not None
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
@@ -202,18 +199,16 @@ def test_worker_metrics_server_serves_the_registry():
 
 
 def test_worker_metrics_port_settings(caplog):
-    assert worker_metrics.start_server({"THE_LOOP_WORKER_METRICS_PORT": "0"}) is None
-    assert worker_metrics.metrics_port({}) == 9101
+    assert worker_metrics.start_server(0) is None
+    assert Settings.from_env({}).metrics.worker_port == 9101
     for bad in ("http", "-1", "70000"):
-        with pytest.raises(ValueError, match="THE_LOOP_WORKER_METRICS_PORT"):
-            worker_metrics.metrics_port({"THE_LOOP_WORKER_METRICS_PORT": bad})
+        with pytest.raises(SettingsError, match="THE_LOOP_WORKER_METRICS_PORT"):
+            Settings.from_env({"THE_LOOP_WORKER_METRICS_PORT": bad})
     port = free_port()
-    first = worker_metrics.start_server({"THE_LOOP_WORKER_METRICS_PORT": str(port),
-                                         "THE_LOOP_HOST": "127.0.0.1"})
+    first = worker_metrics.start_server(port, "127.0.0.1")
     try:
         with caplog.at_level(logging.WARNING, logger="the_loop.worker"):
-            second = worker_metrics.start_server({"THE_LOOP_WORKER_METRICS_PORT": str(port),
-                                                  "THE_LOOP_HOST": "127.0.0.1"})
+            second = worker_metrics.start_server(port, "127.0.0.1")
         assert second is None  # a second worker on the host runs on without metrics
         assert "THE_LOOP_WORKER_METRICS_PORT" in caplog.text
     finally:

@@ -219,9 +219,9 @@ def clean_run(sc: Scenario, by_item: dict[int, list[Post]], client: redis.Redis,
     from graph.compile import load_graph
     from the_loop.inbox.enqueue import DeliveryQueue
     from the_loop.inbox.keys import SHARED_INBOX
+    from the_loop.settings import WorkerSettings
     from webhook.events import parse_delivery
     from workers.service import DeliveryProcessor
-    from workers.settings import WorkerSettings
 
     gh = fakes.FakeGitHub()
     seed_memory_fake(gh, sc)

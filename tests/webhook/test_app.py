@@ -23,8 +23,9 @@ from tests.conftest import (
     signed_post,
 )
 from the_loop.inbox.enqueue import DeliveryQueue
+from the_loop.settings import ReceiverSettings, Settings, SettingsError
+from the_loop.wiring import build_receiver
 from webhook.app import EXTENSION_KEY, ReceiverState, create_app
-from webhook.settings import ReceiverSettings, SettingsError
 
 SECRET = b"test-secret-\xe2\x9c\x93"
 OLD_SECRET = b"old-secret"
@@ -328,14 +329,14 @@ def test_one_log_line_per_delivery_without_body_or_secret(client, redis_ns, capl
     assert "delivery=x-1" in line and "outcome=rejected" in line and "status=401" in line
 
 
-def test_create_app_from_env(redis_ns) -> None:
+def test_build_receiver_from_env(redis_ns) -> None:
     env = {
         "THE_LOOP_WEBHOOK_SECRET": "from-env",
         "REDIS_URL": redis_ns.url,
         "THE_LOOP_QUEUE": redis_ns.queue_name,
         "THE_LOOP_REDIS_PREFIX": redis_ns.prefix,
     }
-    app = create_app(env=env)
+    app = build_receiver(Settings.from_env(env, process="receiver"))
     state = app.extensions[EXTENSION_KEY]
     assert isinstance(state, ReceiverState)
     assert state.settings.secrets == (b"from-env",)
@@ -346,9 +347,11 @@ def test_create_app_from_env(redis_ns) -> None:
     state.redis.close()
 
 
-def test_create_app_without_secret_fails_fast() -> None:
+def test_the_receiver_without_secret_fails_fast() -> None:
     with pytest.raises(SettingsError, match="THE_LOOP_WEBHOOK_SECRET"):
-        create_app(env={})
+        Settings.from_env({}, process="receiver")
+    with pytest.raises(SettingsError, match="THE_LOOP_WEBHOOK_SECRET"):
+        build_receiver(Settings.from_env({}, process="command"))
 
 
 def test_wsgi_module_builds_app(monkeypatch, redis_ns) -> None:
@@ -364,6 +367,7 @@ def test_gunicorn_conf_defaults_and_env(monkeypatch) -> None:
     for name in ("THE_LOOP_BIND", "PORT", "THE_LOOP_WEB_WORKERS", "THE_LOOP_WEB_THREADS",
                  "THE_LOOP_ACCESS_LOG"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("THE_LOOP_WEBHOOK_SECRET", raising=False)  # the workers need it
     conf = runpy.run_path(str(path))
     assert (conf["workers"], conf["threads"], conf["worker_class"]) == (2, 1, "sync")
     assert conf["bind"] == ["127.0.0.1:8000"]

@@ -15,9 +15,9 @@ from integrations.github_fake import FakeGitHub
 from tests.conftest import load_fixture
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
+from the_loop.settings import WorkerSettings
 from webhook.events import parse_delivery
 from workers.service import DeliveryProcessor
-from workers.settings import WorkerSettings
 from workers.state import RedisStateStore
 
 REPO = "Codertocat/Hello-World"

@@ -16,11 +16,10 @@ from integrations.github_fake import FakeGitHub
 from tests.conftest import fixture_files, load_fixture
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
+from the_loop.settings import WorkerSettings
 from webhook.events import parse_delivery
-from workers import jobs
 from workers.router import ROUTES, route
 from workers.service import DeliveryProcessor
-from workers.settings import WorkerSettings
 from workers.state import RedisStateStore
 from workers.worker import LoopWorker
 
@@ -36,9 +35,7 @@ def env(redis_ns):
     processor = DeliveryProcessor(settings, redis_ns.client, load_graph(), lambda _i: gh)
     queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
                           prefix=redis_ns.prefix)
-    jobs.install(processor)
     yield gh, processor, queue, redis_ns
-    jobs.install(None)
 
 
 def deliver(queue, event, payload: dict | bytes, delivery=None):
@@ -51,9 +48,9 @@ def deliver(queue, event, payload: dict | bytes, delivery=None):
     return delivery
 
 
-def work(ns):
+def work(ns, processor):
     worker = LoopWorker([Queue(ns.queue_name, connection=ns.client)], connection=ns.client,
-                        name=f"w-{ns.new_id()}")
+                        name=f"w-{ns.new_id()}", processor=processor)
     worker.work(burst=True, with_scheduler=False)
 
 
@@ -86,13 +83,13 @@ def test_enrolment_by_label_then_authorized_approve_advances(env):
     gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
     deliver(queue, "issues", enrol_payload())
     deliver(queue, "issue_comment", comment_payload("mallory", "/approve"))
-    work(ns)
+    work(ns, processor)
     store = RedisStateStore(ns.client, ns.prefix)
     ref = f"github:{REPO}#1"
     state = store.load(ref)
     assert (state.status, state.current_node) == ("waiting", "requirements-approval")
     deliver(queue, "issue_comment", comment_payload("Codertocat", "/approve"))
-    work(ns)
+    work(ns, processor)
     state = store.load(ref)
     assert state.current_node == "design"
     assert state.decisions[-1]["actor"] == "Codertocat"
@@ -105,7 +102,7 @@ def test_enrolment_by_label_then_authorized_approve_advances(env):
 def test_unenrolled_items_are_acknowledged_without_github_calls(env):
     gh, processor, queue, ns = env
     deliver(queue, "issue_comment", load_fixture("issue_comment", "created"))
-    work(ns)
+    work(ns, processor)
     assert gh.actions == []
     assert RedisStateStore(ns.client, ns.prefix).load(f"github:{REPO}#1") is None
 
@@ -195,7 +192,7 @@ def test_a_commit_status_re_drives_the_work_item_whose_head_it_names(env):
     gh.pulls[(REPO, 2)] = {"number": 2, "head_sha": head, "head_ref": "changes",
                            "base_ref": "master", "state": "open"}
     deliver(queue, "pull_request", pr)
-    work(ns)
+    work(ns, processor)
     from graph.context import HookConfig
     from graph.refs import WorkItemRef
     from the_loop.events import GitHubEvent
@@ -203,12 +200,12 @@ def test_a_commit_status_re_drives_the_work_item_whose_head_it_names(env):
     processor.runtime.force(item, HookConfig(), "implementation",
                             "test: jump to implementation")
     deliver(queue, "pull_request", pr)  # evaluates verify-tests: no result yet
-    work(ns)
+    work(ns, processor)
     store = RedisStateStore(ns.client, ns.prefix)
     assert store.load(ref).status == "waiting"
     status = json.loads(load_fixture("status", "payload"))
     status.update(sha=head, context="tests", state="success")
     deliver(queue, "status", status)
-    work(ns)
+    work(ns, processor)
     state = store.load(ref)
     assert state.current_node == "review", state.parked_reason

@@ -22,12 +22,11 @@ from integrations.github_fake import FakeGitHub
 from tests.conftest import load_fixture
 from the_loop.inbox.dead import DeliveryCommandError
 from the_loop.inbox.enqueue import DeliveryQueue
+from the_loop.settings import WorkerSettings
 from webhook.events import parse_delivery
-from workers import jobs
 from workers import worker as worker_module
 from workers.reaper import Reaper
 from workers.service import DeliveryProcessor
-from workers.settings import WorkerSettings
 from workers.worker import LoopWorker, work_with_reconnect
 
 REPO = "Codertocat/Hello-World"
@@ -47,9 +46,7 @@ def env(redis_ns):
     processor = DeliveryProcessor(settings, redis_ns.client, load_graph(), lambda _i: gh)
     queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
                           prefix=redis_ns.prefix)
-    jobs.install(processor)
     yield gh, processor, queue, redis_ns
-    jobs.install(None)
 
 
 def deliver(queue, ns, event, payload):
@@ -100,9 +97,9 @@ def skip_backoff(processor, ns):
     processor.deliveries.release_due(time.time() + 3600)
 
 
-def work(ns, name=None):
+def work(ns, processor, name=None):
     w = LoopWorker([Queue(ns.queue_name, connection=ns.client)], connection=ns.client,
-                   name=name or f"w-{ns.new_id()}")
+                   name=name or f"w-{ns.new_id()}", processor=processor)
     w.work(burst=True, with_scheduler=False)
 
 
@@ -135,14 +132,14 @@ def test_a_transient_failure_is_retried_after_a_backoff_and_order_is_kept(env):
     flaky_ensure_label(gh, 1)
     first = deliver(queue, ns, "issues", enrol_payload())
     second = deliver(queue, ns, "issue_comment", comment_payload("mallory", "/approve"))
-    work(ns)
+    work(ns, processor)
     assert ns.client.get(processor.keys.backoff(REF)) == first.encode()  # in backoff
     assert ns.client.lrange(processor.keys.inbox(REF), 0, -1) == [first.encode(),
                                                                   second.encode()]
     assert processor.deliveries.release_due() == 0  # not due yet
     time.sleep(1.6)
     assert processor.deliveries.release_due() == 1
-    work(ns)
+    work(ns, processor)
     assert received(processor) == [first, second]
     state = processor.store.load(REF)
     assert (state.current_node, state.status) == ("requirements-approval", "waiting")
@@ -158,16 +155,16 @@ def test_a_poison_delivery_is_parked_visibly_and_holds_only_its_own_work_item(en
       `retry` runs it again (now healthy) and the held delivery follows, in order."""
     gh, processor, queue, ns = env
     enrolled = deliver(queue, ns, "issues", enrol_payload())
-    work(ns)
+    work(ns, processor)
     assert processor.store.load(REF).status == "waiting"
     poison = deliver(queue, ns, "issue_comment", comment_payload("Codertocat", "/approve"))
     later = deliver(queue, ns, "issue_comment", comment_payload("mallory", "hello"))
     break_runtime(processor)
     for _ in range(3):
-        work(ns)
+        work(ns, processor)
         skip_backoff(processor, ns)
     other = deliver(queue, ns, "issues", enrol_payload(number=2))
-    work(ns)
+    work(ns, processor)
     parked = processor.deliveries.failed()
     assert [(p.delivery, p.reason, p.attempts) for p in parked] == [(poison, "RuntimeError", 3)]
     assert poison in FailedJobRegistry(ns.queue_name, connection=ns.client).get_job_ids()
@@ -179,7 +176,7 @@ def test_a_poison_delivery_is_parked_visibly_and_holds_only_its_own_work_item(en
     del processor.runtime.enrol, processor.runtime.advance  # healthy again
     done = processor.deliveries.retry(poison)
     assert done["work_item"] == REF
-    work(ns)
+    work(ns, processor)
     assert received(processor) == [enrolled, poison, later]
     state = processor.store.load(REF)
     assert state.blocked_by_delivery is None and state.current_node == "design"
@@ -192,15 +189,15 @@ def test_discard_drops_a_parked_delivery_and_lets_the_held_ones_through(env):
     processor.settings = processor.deliveries.settings = WorkerSettings(
         prefix=ns.prefix, queue=ns.queue_name, delivery_attempts=1)
     deliver(queue, ns, "issues", enrol_payload())
-    work(ns)
+    work(ns, processor)
     break_runtime(processor)
     poison = deliver(queue, ns, "issue_comment", comment_payload("Codertocat", "/approve"))
     later = deliver(queue, ns, "issue_comment", comment_payload("mallory", "/approve"))
-    work(ns)
+    work(ns, processor)
     assert [p.delivery for p in processor.deliveries.failed()] == [poison]
     del processor.runtime.enrol, processor.runtime.advance  # healthy again
     processor.deliveries.discard(poison)
-    work(ns)
+    work(ns, processor)
     assert received(processor)[-2:] == [poison, later]
     types = [e.type for e in processor.store.events(REF) if e.caused_by == poison]
     assert types[-2:] == ["delivery.parked", "delivery.discarded"]
@@ -228,7 +225,7 @@ def test_a_replayed_delivery_is_received_once(env):
     d = deliver(queue, ns, "issues", enrol_payload())
     processor.store.append_event(REF, "delivery.received", {"delivery": d}, d)
     ns.client.hset(processor.keys.delivery(d), mapping={"attempts": 1, "started": 1})
-    work(ns)
+    work(ns, processor)
     assert received(processor) == [d]
     assert processor.store.load(REF).current_node == "requirements-approval"
 
@@ -241,7 +238,8 @@ def test_the_reaper_takes_back_a_dead_workers_job_and_lock(env):
     gh, processor, queue, ns = env
     d = deliver(queue, ns, "issues", enrol_payload())
     rq_queue = Queue(ns.queue_name, connection=ns.client)
-    dead = LoopWorker([rq_queue], connection=ns.client, name=f"dead-{ns.token}")
+    dead = LoopWorker([rq_queue], connection=ns.client, name=f"dead-{ns.token}",
+                      processor=processor)
     job, _ = Queue.dequeue_any([rq_queue], None, connection=ns.client)
     dead.prepare_execution(job)
     dead.prepare_job_execution(job, remove_from_intermediate_queue=True)
@@ -259,7 +257,7 @@ def test_the_reaper_takes_back_a_dead_workers_job_and_lock(env):
     assert ns.client.get(processor.keys.lock(REF)) is None
     assert not StartedJobRegistry(ns.queue_name, connection=ns.client).get_job_ids(
         cleanup=False)
-    work(ns)
+    work(ns, processor)
     assert received(processor) == [d]
     assert not ns.client.sismember(processor.keys.workers, dead.name)
     live.deregister()
@@ -320,7 +318,7 @@ def test_a_dispatcher_killed_mid_drain_is_recovered_by_the_reaper(env):
     assert ns.client.get(processor.keys.lock(REF)) is None
     assert REF.encode() in ns.client.lrange(ready_key, 0, -1)
     assert ns.client.exists(processor.keys.wake)
-    work(ns)
+    work(ns, processor)
     assert received(processor) == [first, second]
     assert received(processor, f"github:{REPO}#2") == [other]
     assert processor.store.load(REF).current_node == "requirements-approval"
@@ -347,7 +345,7 @@ def test_an_inbox_nobody_looks_after_is_listed_again(env):
     ns.client.delete(processor.keys.backoff(REF), reaper.keys.reaper)
     assert reaper.reap()["stranded"] == 1
     assert ns.client.lrange(processor.keys.ready, 0, -1) == [REF.encode()]
-    work(ns)
+    work(ns, processor)
     assert received(processor) == [d]
     reaper.deregister()
 
@@ -371,7 +369,7 @@ def test_a_failing_delivery_about_no_work_item_does_not_hold_the_shared_inbox(en
     good = deliver(queue, ns, "push", push)
     shared = processor.keys.inbox("~")
     assert ns.client.lrange(shared, 0, -1) == [bad.encode(), good.encode()]
-    work(ns)
+    work(ns, processor)
     assert not ns.client.exists(processor.keys.delivery(good))  # handled
     assert ns.client.lrange(shared, 0, -1) == []
     assert [r["delivery"] for r in processor.deliveries.retrying()] == [bad]
@@ -379,7 +377,7 @@ def test_a_failing_delivery_about_no_work_item_does_not_hold_the_shared_inbox(en
     assert processor.deliveries.release_due(time.time() + 3600) == 1
     assert ns.client.lrange(shared, 0, -1) == [bad.encode()]
     assert b"~" in ns.client.lrange(processor.keys.ready, 0, -1)
-    work(ns)
+    work(ns, processor)
     assert not ns.client.exists(processor.keys.delivery(bad))
     assert processor.deliveries.retrying() == [] and processor.deliveries.failed() == []
 
@@ -398,7 +396,7 @@ def test_a_wake_up_stops_at_its_budget_and_queues_the_next(env):
     assert ns.client.lrange(processor.keys.ready, 0, -1) == [REF.encode()]
     assert len(rq_queue.job_ids) == 1  # the next wake-up
     assert ns.client.get(processor.keys.lock(REF)) is None
-    work(ns)
+    work(ns, processor)
     assert not ns.client.llen(processor.keys.inbox(REF))
     assert all(not ns.client.exists(processor.keys.delivery(i)) for i in ids)
 

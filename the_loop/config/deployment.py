@@ -8,7 +8,6 @@ Loading and errors: :mod:`the_loop.config.loader`.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,8 +15,6 @@ from the_loop.config.legacy import find_legacy_keys
 from the_loop.config.loader import (
     CLI_CONFIG,
     CURRENT_VERSION,
-    ConfigIssue,
-    InvalidConfigError,
     as_dict,
     build,
     load_document,
@@ -227,26 +224,4 @@ def load_cli_config(text: str | None, source: str = CLI_CONFIG_NAME) -> CliConfi
 def cli_config_from_path(path: str | os.PathLike[str]) -> CliConfig:
     """:func:`load_cli_config` of the file at ``path`` (absent: every default)."""
     return load_cli_config(read_file(path), str(path))
-
-
-
-def cli_config_from_env(env: Mapping[str, str] | None = None) -> CliConfig:
-    """The deployment's config: the file named by ``$THE_LOOP_CONFIG``; every default when
-    the variable is unset or empty.
-
-    Raises:
-        InvalidConfigError: also when ``$THE_LOOP_CONFIG`` names a file that does not exist
-            (a configured file that silently turned into defaults would hide a mistake).
-        LegacyConfigError: as :func:`load_cli_config`.
-    """
-    env = os.environ if env is None else env
-    path = env.get(CONFIG_ENV)
-    if not path:
-        return CliConfig()
-    text = read_file(path)
-    if text is None:
-        raise InvalidConfigError([ConfigIssue(
-            path, "", None, f"does not exist (named by ${CONFIG_ENV})",
-            f"create it, fix ${CONFIG_ENV}, or unset ${CONFIG_ENV} to use the defaults")])
-    return load_cli_config(text, path)
 

@@ -12,7 +12,8 @@ handler copies them onto every record, from whichever logger (the-loop's, the gr
 RQ's, PyGithub's). Nothing here logs payload bodies or secrets; callers never pass them.
 
 Used by ``webhook/gunicorn_conf.py`` (``logconfig_dict``) and by ``the-loop worker``
-(:func:`configure`). This module imports only the standard library (and, when the JSON
+(:func:`configure`), with the settings :class:`the_loop.settings.Settings` read and
+validated. This module imports only the standard library (and, when the JSON
 format is configured, ``python-json-logger``): gunicorn's master loads it.
 """
 
@@ -20,21 +21,20 @@ from __future__ import annotations
 
 import logging
 import logging.config
-import os
-from collections.abc import Mapping
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from the_loop.settings import LogSettings
 
 __all__ = [
     "DELIVERY_ID",
-    "FORMATS",
     "WORK_ITEM",
     "ContextFilter",
     "bind",
     "clear",
     "configure",
     "json_formatter",
-    "log_format",
     "logging_dict",
     "text_formatter",
 ]
@@ -42,7 +42,6 @@ __all__ = [
 DELIVERY_ID: ContextVar[str | None] = ContextVar("the_loop_delivery_id", default=None)
 WORK_ITEM: ContextVar[str | None] = ContextVar("the_loop_work_item", default=None)
 
-FORMATS = ("json", "text")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 _JSON_FIELDS = "%(levelname)s %(name)s %(message)s"
 _JSON_RENAMES = {"levelname": "level", "name": "logger"}
@@ -90,43 +89,17 @@ def text_formatter() -> logging.Formatter:
     return logging.Formatter(TEXT_FORMAT)
 
 
-def log_format(env: Mapping[str, str] | None = None) -> str:
-    """``THE_LOOP_LOG_FORMAT`` (``json`` or ``text``; default ``json``).
-
-    Raises:
-        ValueError: another value, naming the variable and the choices.
-    """
-    env = os.environ if env is None else env
-    value = (env.get("THE_LOOP_LOG_FORMAT") or "json").strip().lower()
-    if value not in FORMATS:
-        raise ValueError(
-            f"THE_LOOP_LOG_FORMAT must be json or text, not {value!r}: "
-            "e.g. THE_LOOP_LOG_FORMAT=json"
-        )
-    return value
-
-
-def _level(env: Mapping[str, str]) -> str:
-    level = (env.get("THE_LOOP_LOG_LEVEL") or "INFO").strip().upper()
-    if not isinstance(logging.getLevelName(level), int):
-        raise ValueError(
-            f"THE_LOOP_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, not {level!r}"
-        )
-    return level
-
-
-def logging_dict(env: Mapping[str, str] | None = None, *, gunicorn: bool = False) -> dict[str, Any]:
+def logging_dict(settings: LogSettings, *, gunicorn: bool = False) -> dict[str, Any]:
     """A :func:`logging.config.dictConfig` dictionary: one stdout handler on the root
-    logger, in the format and at the level ``env`` asks for.
+    logger, in the format and at the level ``settings`` give.
 
     Args:
-        env: environment (default ``os.environ``).
+        settings: ``THE_LOOP_LOG_FORMAT`` and ``THE_LOOP_LOG_LEVEL``, as read (and
+            validated) by :class:`the_loop.settings.Settings`.
         gunicorn: also route gunicorn's ``gunicorn.error`` and ``gunicorn.access`` loggers
             to that handler (gunicorn's ``logconfig_dict``).
     """
-    env = os.environ if env is None else env
-    fmt = log_format(env)
-    level = _level(env)
+    fmt, level = settings.format, settings.level
     formatter = {"()": json_formatter if fmt == "json" else text_formatter}
     config: dict[str, Any] = {
         "version": 1,
@@ -155,15 +128,11 @@ def logging_dict(env: Mapping[str, str] | None = None, *, gunicorn: bool = False
     return config
 
 
-def configure(env: Mapping[str, str] | None = None) -> None:
-    """Configure logging for a the-loop process (``the-loop worker``) from ``env``.
-
-    Raises:
-        ValueError: ``THE_LOOP_LOG_FORMAT`` or ``THE_LOOP_LOG_LEVEL`` is invalid.
-    """
-    json_lines = log_format(os.environ if env is None else env) == "json"
-    logging.config.dictConfig(logging_dict(env))
-    if json_lines:
+def configure(settings: LogSettings) -> None:
+    """Configure logging for a the-loop process (``the-loop worker``) as ``settings``
+    say (:attr:`the_loop.settings.Settings.logging`)."""
+    logging.config.dictConfig(logging_dict(settings))
+    if settings.format == "json":
         # JSON: keep RQ's terminal colour codes out of the message text.
         from rq.logutils import colorizer
 

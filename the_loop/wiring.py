@@ -1,0 +1,339 @@
+"""The composition root: the one place that builds the-loop's clients and services.
+
+Every process reads :class:`~the_loop.settings.Settings` once and hands them here:
+
+* :func:`build_receiver` -- the webhook receiver's Flask app (``webhook.wsgi``).
+* :func:`build_worker` -- the worker's :class:`~workers.service.DeliveryProcessor`
+  (``the-loop worker``).
+* :func:`build_operator` -- what the commands need (``the-loop graph force``,
+  ``redeliver``, ``deliveries``): Redis, the state store, the graph and the same GitHub
+  client as the worker.
+
+The GitHub client is built one way for all of them (:func:`github_provider`): the
+transport and credentials of ``cli-config.yaml``'s ``integrations`` block (the
+environment winning), a GitHub Enterprise Server base URL, and the write throttle shared
+through Redis. The worker's providers are checked against what the graph's hooks need
+(the capability check) and wrapped with the metrics wrappers when they are built.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from the_loop.settings import Settings, SettingsError
+
+if TYPE_CHECKING:
+    from flask import Flask
+
+    from graph.compile import Graph
+    from graph.context import HookConfig
+    from graph.runtime import Runtime
+    from integrations.providers import GitHubProvider
+    from integrations.throttle import WriteThrottle
+    from workers.service import DeliveryProcessor
+    from workers.state import RedisStateStore
+
+__all__ = [
+    "OPTIONAL_INTEGRATIONS",
+    "WORKER_OPERATIONS",
+    "NoGitHubClient",
+    "Operator",
+    "build_operator",
+    "build_providers",
+    "build_receiver",
+    "build_worker",
+    "github_provider",
+    "required_operations",
+]
+
+log = logging.getLogger("the_loop.wiring")
+
+#: Operations the worker itself calls outside any hook, on every work item: the
+#: repository config and artifacts (get-file), a pull request's head (get-pull-request),
+#: the status and notice comments (list-comments, comment, update-comment) and who may
+#: decide (get-permission). (Reactions, ``add-reaction``, are best effort: a transport
+#: without it only loses them, with a warning at start-up.)
+WORKER_OPERATIONS: dict[str, frozenset[str]] = {
+    "github": frozenset(
+        {"get-file", "get-pull-request", "list-comments", "comment", "update-comment",
+         "get-permission"}
+    ),
+}
+
+#: Integrations a deployment may leave unconfigured (the hooks using them then skip).
+OPTIONAL_INTEGRATIONS = frozenset({"slack", "jira"})
+
+Which = Callable[[str], "str | None"]
+
+
+class NoGitHubClient(SettingsError):
+    """No GitHub client can be built from the settings; the message says why and what
+    to set (never a secret)."""
+
+
+def required_operations(graph: Graph) -> dict[str, frozenset[str]]:
+    """Integration -> operations this worker needs: the graph's hooks' plus its own."""
+    needed = {k: set(v) for k, v in graph.required_operations().items()}
+    for integration, ops in WORKER_OPERATIONS.items():
+        needed.setdefault(integration, set()).update(ops)
+    return {k: frozenset(v) for k, v in sorted(needed.items())}
+
+
+def _which(settings: Settings) -> Which:
+    """``shutil.which`` over the settings' ``PATH`` (this process's when it has none)."""
+    path = settings.environ.get("PATH")
+    return lambda name: shutil.which(name, path=path)
+
+
+def write_throttle(settings: Settings, connection: redis.Redis) -> WriteThrottle:
+    """GitHub writes spaced per installation across every worker and command."""
+    from integrations.throttle import WriteThrottle
+
+    return WriteThrottle(connection, settings.worker.prefix,
+                         per_minute=settings.limits.per_minute,
+                         per_hour=settings.limits.per_hour)
+
+
+def github_provider(
+    settings: Settings, *, throttle: WriteThrottle | None = None, which: Which | None = None
+) -> GitHubProvider | None:
+    """The configured GitHub transport (installation id -> integration), or ``None``
+    when the settings say ``transport: none``.
+
+    Raises:
+        NoGitHubClient: no transport can be built (``auto`` with nothing available, an
+            explicit transport whose binary or credentials are missing); the message is
+            the reason and the fix.
+    """
+    from integrations.github import GitHubConfigError
+    from integrations.providers import GitHubCliSettings, ProviderConfigError
+    from integrations.providers import github_provider as build
+
+    github = settings.require_github()
+    if github.transport == "none":
+        return None
+    cli = GitHubCliSettings(binary=github.cli_binary, host=github.cli_host,
+                            timeout=float(max(github.timeout * 2, 30)),
+                            retries=github.retries)
+    try:
+        return build(github.transport, github, cli, throttle=throttle,
+                     env=settings.child_env(), which=which or _which(settings))
+    except (ProviderConfigError, GitHubConfigError) as exc:
+        raise NoGitHubClient(str(exc)) from None
+
+
+def build_providers(
+    settings: Settings,
+    *,
+    needed: Mapping[str, Any] = {},  # noqa: B006 (read only)
+    throttle: WriteThrottle | None = None,
+    which: Which | None = None,
+) -> dict[str, Any]:
+    """GitHub always; Slack and Jira when configured (a token, URL or transport in the
+    environment or ``cli-config.yaml``). Unconfigured, they are left out and the hooks
+    that use them skip; ``needed`` (integration -> operations) only names them in the
+    start-up log.
+
+    Returns:
+        integration -> provider (GitHub's is a :class:`~integrations.providers.GitHubProvider`).
+
+    Raises:
+        NoGitHubClient, integrations.providers.ProviderConfigError: naming what to set.
+    """
+    from integrations.providers import jira_provider, slack_provider
+
+    which = which or _which(settings)
+    providers: dict[str, Any] = {}
+    github = github_provider(settings, throttle=throttle, which=which)
+    if github is not None:
+        providers["github"] = github
+    slack, jira = settings.slack, settings.jira
+    if slack is not None and slack.configured:
+        providers["slack"] = slack_provider(slack.transport or "sdk", token=slack.token,
+                                            webhook_url=slack.webhook_url)
+    elif "slack" in needed:
+        log.warning("integration slack: not configured; the hooks that use it will skip "
+                    "(set THE_LOOP_SLACK_TRANSPORT / THE_LOOP_SLACK_TOKEN / "
+                    "THE_LOOP_SLACK_WEBHOOK_URL to configure it)")
+    if jira is not None and jira.configured:
+        providers["jira"] = jira_provider(jira.transport or "api", base_url=jira.base_url,
+                                          user=jira.user, token=jira.token,
+                                          binary=jira.binary, env=settings.child_env(),
+                                          which=which)
+    elif "jira" in needed:
+        log.warning("integration jira: not configured; the hooks that use it will skip "
+                    "(set THE_LOOP_JIRA_TRANSPORT / THE_LOOP_JIRA_URL / THE_LOOP_JIRA_TOKEN "
+                    "to configure it)")
+    for integration, provider in providers.items():
+        reason = getattr(provider, "reason", None) or getattr(provider, "transport", "?")
+        log.info("integration %s: transport %s", integration, reason)
+    return providers
+
+
+def redis_client(settings: Settings, **options: Any) -> redis.Redis:
+    """A Redis client for ``REDIS_URL``."""
+    return redis.Redis.from_url(settings.worker.redis_url, **options)
+
+
+# ----------------------------------------------------------------------------- receiver
+
+
+def build_receiver(settings: Settings, *, connection: redis.Redis | None = None) -> Flask:
+    """The webhook receiver's Flask app.
+
+    Args:
+        settings: read with ``process="receiver"`` (the webhook secret is required).
+        connection: Redis client (default: :func:`webhook.app.make_redis_client`).
+
+    Raises:
+        SettingsError: no webhook secret in ``settings``.
+    """
+    from webhook.app import create_app
+
+    if not settings.receiver.secrets:
+        raise SettingsError("THE_LOOP_WEBHOOK_SECRET is not set: set it to the webhook "
+                            "secret of the GitHub App (App settings > Webhook secret), e.g. "
+                            "`export THE_LOOP_WEBHOOK_SECRET=...`")
+    return create_app(settings.receiver, redis=connection,
+                      multiproc_dir=settings.metrics.multiproc_dir)
+
+
+# ----------------------------------------------------------------------------- worker
+
+
+def build_worker(
+    settings: Settings, connection: redis.Redis | None = None, *, which: Which | None = None
+) -> DeliveryProcessor:
+    """The worker's processor: Redis, the graph, the providers (throttled, checked
+    against every operation the graph's hooks and the worker need, observed by the
+    worker's metrics) and the classifier.
+
+    Raises:
+        SettingsError (NoGitHubClient among them), graph.compile.GraphError,
+        integrations.providers.ProviderConfigError,
+        integrations.capabilities.CapabilityError: at start-up, naming what to fix.
+    """
+    from graph.compile import load_graph
+    from integrations.capabilities import check_capabilities, hooks_needing
+    from integrations.classifier import build_classifier
+    from integrations.metrics import ObservedFactory, ObservedIntegration
+    from workers.service import DeliveryProcessor
+
+    worker = settings.worker
+    classifier = build_classifier(settings.classifier.config, settings.classifier.token)
+    conn = connection or redis_client(settings)
+    graph = load_graph(worker.graph_path)
+    if settings.require_github().transport == "none":
+        # An explicit choice (never a fallback): acknowledge deliveries, advance nothing.
+        log.warning("THE_LOOP_GITHUB_TRANSPORT=none: no GitHub transport; deliveries are "
+                    "acknowledged and every labelled work item's delivery fails, naming "
+                    "the variables to set")
+        return DeliveryProcessor(worker, conn, graph, None, classifier=classifier)
+    needed = required_operations(graph)
+    providers = build_providers(settings, needed=needed,
+                                throttle=write_throttle(settings, conn), which=which)
+    # Slack and Jira are opt-in: unconfigured, their hooks skip (notify without Slack).
+    check_capabilities(needed, providers, hooks=hooks_needing(graph),
+                       optional=OPTIONAL_INTEGRATIONS)
+    github = providers.pop("github")
+    if dict(worker.reactions).get("enabled") and "add-reaction" not in github.operations:
+        log.warning("reactions are enabled but the GitHub transport %s cannot add them",
+                    github.transport)
+    observed = {name: ObservedIntegration(p, name=name) for name, p in providers.items()}
+    return DeliveryProcessor(worker, conn, graph, ObservedFactory(github, name="github"),
+                             integrations=observed, classifier=classifier)
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+@dataclass
+class Operator:
+    """What the commands work with: the service's Redis state and the worker's GitHub
+    client.
+
+    Attributes:
+        settings: the settings read once by the command.
+        redis: Redis client (5 s socket timeout: a command should not hang).
+        store: the service's state store.
+        github: the GitHub provider, or ``None`` when none can be built (then
+            :attr:`github_error` says why).
+        github_error: why no GitHub client could be built, or ``None``.
+    """
+
+    settings: Settings
+    redis: redis.Redis
+    store: RedisStateStore
+    github: GitHubProvider | None = None
+    github_error: str | None = None
+    _graphs: dict[str | None, Graph] = field(default_factory=dict, repr=False)
+
+    def graph(self, path: str | None = None) -> Graph:
+        """The compiled graph (``path``, else ``THE_LOOP_GRAPH``, else the shipped one).
+
+        Raises:
+            graph.compile.GraphError: the graph does not compile.
+        """
+        from graph.compile import load_graph
+
+        key = path or self.settings.worker.graph_path
+        if key not in self._graphs:
+            self._graphs[key] = load_graph(key)
+        return self._graphs[key]
+
+    def runtime(self, graph_path: str | None = None) -> Runtime:
+        """A runtime over the service's state."""
+        from graph.runtime import Runtime
+
+        return Runtime(self.graph(graph_path), self.store)
+
+    def hook_config(self, installation_id: int | None) -> HookConfig:
+        """The hooks' configuration for a work item last seen with ``installation_id``:
+        the GitHub integration acting for that installation.
+
+        Raises:
+            NoGitHubClient: no GitHub client (the reason from :attr:`github_error`), or
+                the client for that installation cannot be built.
+        """
+        from graph.context import HookConfig
+
+        if self.github is None:
+            raise NoGitHubClient(self.github_error or "no GitHub transport is configured")
+        try:
+            client = self.github(installation_id)
+        except (ValueError, LookupError) as exc:
+            raise NoGitHubClient(
+                f"no GitHub client for installation {installation_id}: {exc}") from None
+        return HookConfig(integrations={"github": client})
+
+
+def build_operator(
+    settings: Settings, connection: redis.Redis | None = None, *, which: Which | None = None
+) -> Operator:
+    """The commands' Redis, state store and GitHub client -- the worker's client, built
+    the same way (``integrations`` block, GitHub Enterprise Server URL, write throttle).
+
+    A GitHub client that cannot be built is not an error here (``deliveries`` needs
+    none); :attr:`Operator.github_error` keeps the reason for the commands that do.
+    """
+    from workers.state import RedisStateStore
+
+    conn = connection or redis_client(settings, socket_timeout=5)
+    github: GitHubProvider | None = None
+    error: str | None = None
+    try:
+        github = github_provider(settings, throttle=write_throttle(settings, conn),
+                                 which=which)
+        if github is None:
+            error = ("THE_LOOP_GITHUB_TRANSPORT (integrations.github.transport) is none: "
+                     "set it to auto, api or cli")
+    except NoGitHubClient as exc:
+        error = str(exc)
+    return Operator(settings, conn, RedisStateStore(conn, settings.worker.prefix),
+                    github, error)
