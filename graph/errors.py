@@ -15,6 +15,7 @@ exception class in the packages is in this tree::
     │   ├── StateError (ValueError)                state.py: a stored state is unreadable
     │   ├── GraphMismatch (RuntimeError)           runtime.py
     │   ├── ForceError (ValueError)                runtime.py: `graph force` refused
+    │   ├── RefError (ValueError)                  refs.py: a malformed work-item ref
     │   ├── ParserError (RuntimeError)             hooks/lint_artifacts.py
     │   └── ConfigFileError (ValueError)           context.py: a configuration file
     │       ├── InvalidConfigError                 config.py
@@ -39,11 +40,9 @@ exception class in the packages is in this tree::
     ├── the_loop.inbox (the delivery protocol)
     │   └── DeliveryCommandError (RuntimeError)    dead.py: an operator command refused
     ├── workers
-    │   ├── DeliveryFailed (RuntimeError)          service.py
     │   ├── SettingsError (ValueError)             settings.py
     │   └── WorkerLoopEnded (redis ConnectionError) worker.py
     └── the_loop (command line)
-        ├── RefError (ValueError)                  local.py
         ├── ManifestError (ValueError)             manifest.py
         └── RedeliverError (RuntimeError)          redeliver.py
 

@@ -3,7 +3,7 @@
 Every process reads :class:`~the_loop.settings.Settings` once and hands them here:
 
 * :func:`build_receiver` -- the webhook receiver's Flask app (``webhook.wsgi``).
-* :func:`build_worker` -- the worker's :class:`~workers.service.DeliveryProcessor`
+* :func:`build_worker` -- the worker's :class:`~workers.drain.DeliveryProcessor`
   (``the-loop worker``).
 * :func:`build_operator` -- what the commands need (``the-loop graph force``,
   ``redeliver``, ``deliveries``): Redis, the state store, the graph and the same GitHub
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from graph.runtime import Runtime
     from integrations.providers import GitHubProvider
     from integrations.throttle import WriteThrottle
-    from workers.service import DeliveryProcessor
+    from workers.drain import DeliveryProcessor
     from workers.state import RedisStateStore
 
 __all__ = [
@@ -223,7 +223,7 @@ def build_worker(
     from integrations.capabilities import check_capabilities, hooks_needing
     from integrations.classifier import build_classifier
     from integrations.metrics import ObservedFactory, ObservedIntegration
-    from workers.service import DeliveryProcessor
+    from workers.drain import DeliveryProcessor
 
     worker = settings.worker
     classifier = build_classifier(settings.classifier.config, settings.classifier.token)

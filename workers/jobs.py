@@ -2,7 +2,7 @@
 
 ``dispatch`` is the wake-up job the receiver (and a dispatcher with work left, the
 reaper, a due retry, ``the-loop deliveries retry|discard``) queues: it drains the inboxes
-on the ready list (:meth:`workers.service.DeliveryProcessor.dispatch`); it is the only job
+on the ready list (:meth:`workers.drain.DeliveryProcessor.dispatch`); it is the only job
 the-loop queues (:mod:`the_loop.inbox.wake`).
 """
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from graph.errors import LoopError
 
 if TYPE_CHECKING:
-    from workers.service import DeliveryProcessor
+    from workers.drain import DeliveryProcessor
 
 #: The processor of the worker running the current job (set by
 #: :meth:`workers.worker.LoopWorker.execute_job` for the job's duration).

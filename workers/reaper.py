@@ -8,7 +8,7 @@ tokens carry the worker's name, and its heartbeat extends the locks it holds.
 from __future__ import annotations
 
 from the_loop.inbox import reaper
-from workers.service import DeliveryProcessor
+from workers.drain import DeliveryProcessor
 
 __all__ = ["Reaper"]
 

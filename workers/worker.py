@@ -33,8 +33,8 @@ from the_loop.observability.logs import bind as bind_log_context
 from the_loop.observability.logs import clear as clear_log_context
 from workers import jobs
 from workers import metrics as worker_metrics
+from workers.drain import DeliveryProcessor
 from workers.reaper import Reaper
-from workers.service import DeliveryProcessor
 
 if TYPE_CHECKING:
     from the_loop.settings import Settings

@@ -120,14 +120,14 @@ def test_context_carries_no_secret_values(
         client = app.test_client()
         processor = build_worker(Settings.from_env(env, process="worker"), redis_ns.client)
         assert set(processor.integrations) == {"slack", "jira"}
-        built = processor._hook_config
+        built = processor.repos.hook_config
 
         def capture(*args: Any, **kwargs: Any) -> Any:
             config = built(*args, **kwargs)
             contexts.append(repr(config))
             return config
 
-        processor._hook_config = capture  # type: ignore[method-assign]
+        processor.repos.hook_config = capture  # type: ignore[method-assign]
 
         enrol = _payload("issues", "labeled")
         enrol["label"] = {"name": "the-loop"}

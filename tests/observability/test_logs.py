@@ -24,7 +24,7 @@ from the_loop.observability import logs
 from the_loop.settings import ReceiverSettings, Settings, WorkerSettings
 from webhook.app import create_app
 from webhook.events import parse_delivery
-from workers.service import DeliveryProcessor
+from workers.drain import DeliveryProcessor
 from workers.worker import LoopWorker
 
 SECRET = "log-secret-6f1c2b"

@@ -25,7 +25,7 @@ from the_loop.settings import Settings, SettingsError, WorkerSettings
 from the_loop.wiring import build_worker
 from webhook.events import parse_delivery
 from workers import metrics as worker_metrics
-from workers.service import DeliveryProcessor
+from workers.drain import DeliveryProcessor
 from workers.worker import LoopWorker
 
 REPO = "Codertocat/Hello-World"

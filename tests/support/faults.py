@@ -221,7 +221,7 @@ def clean_run(sc: Scenario, by_item: dict[int, list[Post]], client: redis.Redis,
     from the_loop.inbox.keys import SHARED_INBOX
     from the_loop.settings import WorkerSettings
     from webhook.events import parse_delivery
-    from workers.service import DeliveryProcessor
+    from workers.drain import DeliveryProcessor
 
     gh = fakes.FakeGitHub()
     seed_memory_fake(gh, sc)

@@ -17,7 +17,7 @@ from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
 from the_loop.settings import WorkerSettings
 from webhook.events import parse_delivery
-from workers.service import DeliveryProcessor
+from workers.drain import DeliveryProcessor
 from workers.state import RedisStateStore
 
 REPO = "Codertocat/Hello-World"

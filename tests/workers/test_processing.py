@@ -18,8 +18,8 @@ from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
 from the_loop.settings import WorkerSettings
 from webhook.events import parse_delivery
+from workers.drain import DeliveryProcessor
 from workers.router import ROUTES, route
-from workers.service import DeliveryProcessor
 from workers.state import RedisStateStore
 from workers.worker import LoopWorker
 

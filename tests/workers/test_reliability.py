@@ -25,8 +25,8 @@ from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.settings import WorkerSettings
 from webhook.events import parse_delivery
 from workers import worker as worker_module
+from workers.drain import DeliveryProcessor
 from workers.reaper import Reaper
-from workers.service import DeliveryProcessor
 from workers.worker import LoopWorker, work_with_reconnect
 
 REPO = "Codertocat/Hello-World"

@@ -1,0 +1,335 @@
+"""The worker's drain loop: take deliveries off the inboxes, in order, one work item at a
+time, and hand each to its route's handler (:mod:`workers.routes`).
+
+Deliveries of one work item are processed one at a time, in arrival order, even with
+several workers: the receiver appends each delivery id to the work item's inbox list
+(and, when that made the inbox non-empty, lists the work item as ready and queues a
+wake-up job), and whichever worker holds the work item's lock drains the inbox
+head-first. A wake-up job (:meth:`DeliveryProcessor.dispatch`) takes work items off the
+ready list until it is empty or the job's time budget is used up; see
+:mod:`the_loop.inbox.drain`. A delivery whose handling fails is retried after a backoff or,
+its attempts used up, parked (:mod:`the_loop.inbox.dead`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import redis
+
+from graph.compile import Graph
+from graph.ports import Integration, IntegrationError
+from graph.refs import WorkItemRef
+from graph.runtime import Runtime
+from graph.state import StateStore
+from the_loop.events import GitHubEvent
+from the_loop.inbox.dead import Deliveries
+from the_loop.inbox.drain import SHARED_INBOX, Inboxes, Step
+from the_loop.inbox.enqueue import DeliveryQueue
+from the_loop.inbox.record import DeliveryRecord
+from the_loop.observability.logs import bind as bind_log_context
+from the_loop.observability.logs import clear as clear_log_context
+from the_loop.settings import WorkerSettings
+from workers import metrics as worker_metrics
+from workers.notices import Notices
+from workers.repo_context import RepoContext
+from workers.router import IGNORE, ROUTES, route
+from workers.routes import HANDLERS, Agent, Delivery, GitHubFactory, Handled
+from workers.state import RedisStateStore
+
+__all__ = ["DISPATCH_SKIP", "DeliveryProcessor", "GitHubFactory", "Handled"]
+
+log = logging.getLogger("the_loop.worker")
+
+#: Ready refs one step may pop looking for a delivery (locked, held or empty ones are
+#: dropped from the list: their holder, a retry or an operator lists them again).
+DISPATCH_SKIP = 50
+
+
+class DeliveryProcessor:
+    """Drain queued deliveries and hand each to its route's handler.
+
+    Args:
+        settings: worker settings.
+        connection: Redis client (the RQ connection).
+        graph: the compiled graph.
+        github: installation id -> GitHub provider; ``None`` when no credentials are
+            configured (enrolled work items then fail with a clear reason).
+        store: state store (default: Redis under ``settings.prefix``).
+        classifier: the optional model classifier for gate feedback.
+        integrations: providers other than GitHub (``slack``, ``jira``), shared by every
+            work item.
+        repos: the repository context (default: one over ``connection``, the
+            integrations and the classifier).
+
+    No I/O happens in the constructor.
+    """
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        connection: redis.Redis,
+        graph: Graph,
+        github: GitHubFactory | None,
+        store: StateStore | None = None,
+        classifier: Callable[[str, Sequence[str]], str | None] | None = None,
+        integrations: Mapping[str, Integration] | None = None,
+        *,
+        repos: RepoContext | None = None,
+    ) -> None:
+        self.settings = settings
+        self.redis = connection
+        self.graph = graph
+        self.github = github
+        # Providers other than GitHub (slack, jira), shared by every work item.
+        self.integrations: dict[str, Integration] = dict(integrations or {})
+        self.store = store or RedisStateStore(connection, settings.prefix)
+        self.runtime = Runtime(graph, self.store)
+        self.repos = repos or RepoContext(settings, connection, self.integrations, classifier)
+        self.notices = Notices(self.store)
+        self.inboxes = Inboxes(connection, settings, routed=ROUTES)
+        self.deliveries = Deliveries(connection, settings, self.store, self.inboxes)
+        self.keys = self.inboxes.keys
+        self._fan_out_queue: DeliveryQueue | None = None
+        # Who holds a work item lock (its token starts with this); `the-loop worker` sets
+        # its RQ worker name, so a reaper can tell a dead holder's locks.
+        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self._held: dict[str, Any] = {}
+        self._held_guard = threading.Lock()
+
+    def _token(self) -> str:
+        return f"{self.owner}|{uuid.uuid4().hex}"
+
+    def _hold(self, ref: str, token: str) -> None:
+        """Note that this processor holds ``ref``'s lock (:meth:`heartbeat` extends it)."""
+        lock = self.redis.lock(self.keys.lock(ref), timeout=self.settings.lock_timeout,
+                               thread_local=False)
+        lock.local.token = token.encode()
+        with self._held_guard:
+            self._held[ref] = lock
+
+    def _unhold(self, ref: str | None) -> None:
+        if ref is not None:
+            with self._held_guard:
+                self._held.pop(ref, None)
+
+    def _let_go(self, ref: str | None, token: str) -> None:
+        """After an error mid-drain: release ``ref``'s lock and list it as ready again."""
+        if ref is None:
+            return
+        try:
+            self.inboxes.let_go(ref, token)
+        except redis.RedisError as exc:
+            log.warning("work item lock for %s not released (%s); it expires, or the reaper "
+                        "takes it back", ref, type(exc).__name__)
+
+    def _handle_step(self, step: Step) -> tuple[Handled, tuple[str, str, bool, bool, str]]:
+        """Handle the delivery ``step`` took; returns what happened and the ``done`` of
+        the next :meth:`the_loop.inbox.drain.Inboxes.step` (then ``more``)."""
+        ref, delivery_id, record = step.ref, step.delivery_id, step.record
+        if record is None:
+            # Only bookkeeping left of an expired record (or nothing): drop it, pop it.
+            handled = Handled(delivery_id, "ignored", "delivery record expired or already handled")
+            return handled, (ref, delivery_id, True, step.leftover, "more")
+        handled = self._handle_record(record, step.attempt, not step.first)
+        succeeded = handled.outcome not in ("retrying", "failed")
+        # A failed attempt stays at its inbox head (the retry drains on) -- except in the
+        # shared inbox, whose deliveries keep no order: the retry puts it back there.
+        keep = handled.outcome == "retrying" and ref != SHARED_INBOX
+        return handled, (ref, delivery_id, not keep, succeeded, "release" if keep else "more")
+
+    def drain(self, ref: str) -> list[Handled]:
+        """Handle ``ref``'s inbox in order while holding its lock.
+
+        Returns at once when the lock is held (its holder re-checks the inbox as it lets
+        go, in the same atomic step), or the work item waits for a retry's backoff (the
+        scheduled retry lists it again) or is held by a parked delivery. The lock expires
+        after ``lock_timeout`` seconds unless extended (:meth:`heartbeat`).
+        """
+        token = self._token()
+        handled: list[Handled] = []
+        step = self.inboxes.step(token, take=ref)
+        if step.what != "ok":
+            return handled
+        self._hold(ref, token)
+        try:
+            while step.what == "ok":
+                outcome, done = self._handle_step(step)
+                handled.append(outcome)
+                step = self.inboxes.step(token, done=done)
+                self._note(step)
+        except BaseException:
+            self._let_go(ref, token)
+            raise
+        finally:
+            self._unhold(ref)
+        return handled
+
+    def dispatch(self, budget: float | None = None) -> list[Handled]:
+        """One wake-up: take work items off the ready list and drain each (as
+        :meth:`drain` does) until the list is empty or ``budget`` seconds
+        (``dispatch_budget``) are used up; then, if work is left, queue a wake-up job.
+
+        ``P:wake`` is deleted first, so the next activation queues another wake-up job
+        and an idle worker joins in; while the ready list is long and no wake-up is
+        pending, this one queues one too.
+        """
+        budget = self.settings.dispatch_budget if budget is None else budget
+        self.inboxes.clear_wake()
+        deadline = time.monotonic() + budget
+        token = self._token()
+        handled: list[Handled] = []
+        current: str | None = None
+        step = self.inboxes.step(token, ready=DISPATCH_SKIP)
+        try:
+            while True:
+                self._note(step)
+                if step.what != "ok":
+                    if step.what == "idle" and step.ready and time.monotonic() < deadline:
+                        # Every ref popped was locked, held or empty; more are listed.
+                        step = self.inboxes.step(token, ready=DISPATCH_SKIP)
+                        continue
+                    break
+                if step.ref != current:
+                    self._unhold(current)
+                    current = step.ref
+                    self._hold(current, token)
+                if step.ready and not step.wake_pending:
+                    self.inboxes.ensure_wake()  # more work than this worker: wake another
+                outcome, done = self._handle_step(step)
+                handled.append(outcome)
+                if time.monotonic() < deadline:
+                    step = self.inboxes.step(token, done=done, ready=DISPATCH_SKIP)
+                else:
+                    if done[4] == "more":
+                        done = (*done[:4], "yield")
+                    step = self.inboxes.step(token, done=done)
+                    self._note(step)
+                    self._unhold(current)
+                    current = None
+                    break
+        except BaseException:
+            self._let_go(current, token)
+            raise
+        finally:
+            self._unhold(current)
+            clear_log_context()  # the job's own lines are about no one delivery
+        if step.ready:
+            self.inboxes.ensure_wake()
+        return handled
+
+    def _note(self, step: Step) -> None:
+        if step.done in ("lost", "changed"):
+            log.warning("work item lock was %s while draining; stopping that work item",
+                        "lost" if step.done == "lost" else "kept but its inbox changed")
+
+    def heartbeat(self) -> int:
+        """Extend every work item lock this processor holds (called every third of
+        ``lock_timeout`` by ``the-loop worker``); returns how many were extended."""
+        with self._held_guard:
+            held = list(self._held.items())
+        extended = 0
+        for ref, lock in held:
+            try:
+                lock.reacquire()
+                extended += 1
+            except redis.exceptions.LockError:
+                log.warning("work item lock for %s was lost while held", ref)
+        return extended
+
+    # -- one delivery ------------------------------------------------------------------
+
+    def _handle_record(self, record: DeliveryRecord, attempt: int, replay: bool) -> Handled:
+        """Handle one delivery whose attempt ``attempt`` was counted (``replay``: an
+        earlier attempt had started); a failure is retried later or parked
+        (:meth:`_failed`). Does not touch the record's key."""
+        delivery_id, event = record.delivery_id, record.event
+        bind_log_context(delivery_id, record.work_item)
+        if attempt > self.settings.delivery_attempts:
+            # Its earlier attempts never finished (the worker died each time).
+            reason = (f"processing did not finish in {attempt - 1} attempts "
+                      "(the worker stopped each time)")
+            handled = self._failed(delivery_id, event, record, reason, attempt - 1)
+        else:
+            try:
+                handled = self.handle(record, replay=replay)
+            except IntegrationError as exc:
+                # Our own message (operation, status, the fix); never a response body.
+                reason = f"{exc.integration} {exc.op}: {exc}"
+                (log.warning if exc.retriable else log.error)(
+                    "delivery=%s event=%s failed (attempt %d): %s", delivery_id, event,
+                    attempt, reason)
+                handled = self._failed(delivery_id, event, record, reason, attempt)
+            except Exception as exc:
+                log.exception("delivery=%s event=%s failed (attempt %d)", delivery_id, event,
+                              attempt)
+                handled = self._failed(delivery_id, event, record, type(exc).__name__, attempt)
+        log.info("delivery=%s event=%s work_item=%s outcome=%s detail=%s", delivery_id, event,
+                 record.work_item or "-", handled.outcome, handled.detail)
+        worker_metrics.count_handled(event, handled.outcome)
+        return handled
+
+    def _failed(
+        self, delivery_id: str, event: str, record: DeliveryRecord, reason: str,
+        attempt: int,
+    ) -> Handled:
+        """Retry ``delivery_id`` after a backoff, or park it once its attempts are used up
+        (see :mod:`the_loop.inbox.dead`)."""
+        ref = record.work_item
+        if attempt < self.settings.delivery_attempts:
+            delay = self.deliveries.schedule_retry(delivery_id, ref, attempt, reason)
+            return Handled(delivery_id, "retrying",
+                           f"attempt {attempt} failed ({reason}); retry in {delay:g} s")
+        self.deliveries.park(delivery_id, event, ref, reason, attempt)
+        return Handled(delivery_id, "failed", reason)
+
+    def handle(self, record: DeliveryRecord, *, replay: bool = False) -> Handled:
+        """Route one delivery record (what the receiver stored) to its handler
+        (:data:`workers.routes.HANDLERS`); ``replay``: an earlier attempt had started.
+
+        The body is read (from Redis when the drain step left it out) and parsed once,
+        into a :class:`the_loop.events.GitHubEvent`, only for a routed event.
+
+        Raises whatever the handler raises (the caller retries or parks the delivery).
+        """
+        chosen = route(record.event, record.action)
+        if chosen.kind == IGNORE:
+            # Decided by the route alone: the body is neither read from Redis nor parsed.
+            return Handled(record.delivery_id, "ignored", chosen.reason)
+        if record.body is None:  # the drain fetches it for routed events only
+            body = self.inboxes.body(record.delivery_id)
+            if body is None:
+                return Handled(record.delivery_id, "ignored", "delivery record expired")
+            record = replace(record, body=body)
+        delivery = Delivery(record, GitHubEvent.parse(record.event, record.payload()),
+                            WorkItemRef.parse_or_none(record.work_item), replay)
+        return HANDLERS[chosen.kind](self.agent(), delivery)
+
+    def agent(self) -> Agent:
+        """What the route handlers use (read at each delivery: a provider wrapped after
+        construction, e.g. for metrics, is seen)."""
+        return Agent(self.settings, self.graph, self.store, self.runtime, self.repos,
+                     self.notices, self.github, self.fan_out)
+
+    def fan_out(self, record: DeliveryRecord, refs: list[str]) -> int:
+        """Queue ``record`` again for each work item in ``refs`` (each through its own
+        inbox, so order is kept); returns how many were queued (a fan-out already made
+        by an earlier attempt is not queued twice)."""
+        queue = self._fan_out_queue
+        if queue is None or queue.prefix != self.settings.prefix:
+            queue = self._fan_out_queue = DeliveryQueue(
+                self.redis, queue_name=self.settings.queue, prefix=self.settings.prefix)
+        count = 0
+        for i, ref in enumerate(sorted(refs)):
+            count += queue.put(replace(record, delivery_id=f"{record.delivery_id}-w{i}",
+                                       action=None, received_at=time.time(), work_item=ref,
+                                       attempts=0, last_error=None))
+        return count

@@ -1,0 +1,191 @@
+"""The worker's own notices on a work item, each posted through the outbox.
+
+Besides what hooks do, the worker tells a work item about three things, in the-loop's own
+words (never text from a payload):
+
+- an **alarm**: an approving comment was edited by someone other than its author;
+- a **withdrawal**: the comment or review that decided a gate was deleted or dismissed
+  after the work item moved on;
+- **drift**: a person changed a ``phase:`` label by hand;
+
+and, per ``routing.reactions``, reacts on the triggering comment (``started``,
+``completed``, ``error``).
+
+Every one of them goes through the outbox (:class:`graph.effects.HookEffects`): it is
+recorded in the work item's state before it is posted and marked done after, so it is
+posted once per effect id; a transient failure (:class:`graph.effects.RetryLater`) fails
+the delivery, which is retried later, and the retry finds the pending effect and
+reconciles it (the marked comment is looked for first) instead of losing or doubling
+the notice. A permanent refusal (GitHub answers 403, 404, 422) is logged and recorded
+(``notification.failed``) and does not hold the work item up.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, cast
+
+from graph.effects import HookEffects, RetryLater
+from graph.markers import marker
+from graph.model import InboundEvent, WorkItem
+from graph.ports import GitHub, Integration, IntegrationError
+from graph.state import StateStore, WorkItemState
+from the_loop.config.repository import Collaborators
+
+log = logging.getLogger("the_loop.worker")
+
+ALARM_TEXT = (
+    "**the-loop** · alarm: an approving comment on this work item was edited by someone "
+    "other than its author. Edited comments only count when their author edits them; this "
+    "one does not count."
+)
+WITHDRAWN_TEXT = (
+    "**the-loop** · the review that decided gate `{gate}` was {what} after the work item "
+    "moved on (it is now at `{node}`). The decision stays recorded; to return to the gate, "
+    "an operator runs `the-loop graph force --work-item {ref} --to {gate} --reason TEXT`."
+)
+DRIFT_TEXT = (
+    "**the-loop** · a `phase:` label was changed by hand. The work item is still at node "
+    "`{node}`; labels follow the graph, not the other way round. To move the phase, an "
+    "operator runs `the-loop graph force --work-item {ref} --to NODE --reason TEXT`."
+)
+
+#: Event types a comment (``issue_comment``, ``pull_request_review_comment``) arrives as.
+COMMENT_KINDS = ("issue_comment.", "pull_request_review_comment.")
+
+
+def alarm_effect(ref: str, decisions: int, node: str) -> str:
+    """The effect id of the edit alarm at ``node`` after ``decisions`` decisions."""
+    return f"{ref}/alarm/{decisions}/{node}"
+
+
+def withdrawn_effect(ref: str, source_id: int | None) -> str:
+    """The effect id of the withdrawal notice for comment or review ``source_id``."""
+    return f"{ref}/withdrawn/{source_id}"
+
+
+def drift_effect(ref: str) -> str:
+    """The effect id of the (one) phase-label drift notice of a work item."""
+    return f"{ref}/drift"
+
+
+class Notices:
+    """Posts the worker's notices and reactions through the outbox.
+
+    Args:
+        store: the state store the outbox records in (the runtime's).
+    """
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    def comment(self, github: GitHub, item: WorkItem, effect: str, text: str,
+                state: WorkItemState | None = None) -> bool:
+        """Post ``text`` on ``item`` once per ``effect`` (the body carries
+        ``marker(effect)``).
+
+        Args:
+            github: the GitHub provider (unwrapped).
+            item: the work item (``repository`` and ``id`` say where).
+            effect: the notice's effect id, e.g. :func:`drift_effect`.
+            text: the-loop's own wording.
+            state: the work item's current state (loaded when ``None``); it is saved
+                with the effect's record, so pass only a copy nothing newer was saved
+                over.
+
+        Returns:
+            whether the notice is on the work item (posted now or before).
+
+        Raises:
+            RetryLater: a transient failure; the effect stays pending and the
+                delivery's retry posts it.
+        """
+        if state is None:
+            state = self.store.load(item.ref)
+        if state is None:
+            return False  # not a work item: nothing to record the notice in
+        params: dict[str, Any] = {"repo": item.repository, "number": item.id,
+                                  "body": f"{text}\n\n{marker(effect)}"}
+        return self._perform(github, state, effect, "comment", params, "github-comment")
+
+    def _perform(self, github: GitHub, state: WorkItemState, effect: str, op: str,
+                 params: dict[str, Any], channel: str) -> bool:
+        """``op`` once per ``effect`` through the outbox; a permanent refusal is logged
+        and, for a comment, recorded (``notification.failed``).
+
+        Raises:
+            RetryLater: a transient failure (the effect stays pending).
+        """
+        try:
+            HookEffects(state, self.store, effect).perform(
+                "github", cast(Integration, github), op, params)
+        except RetryLater:
+            log.warning("%s %s not made yet (transient failure)", channel, effect)
+            raise
+        except IntegrationError as exc:
+            log.warning("%s %s refused (%s); not retried", channel, effect,
+                        type(exc).__name__)
+            if op == "comment":
+                self.store.append_event(state.ref, "notification.failed",
+                                        {"channel": channel, "error": type(exc).__name__},
+                                        None)
+            return False
+        return True
+
+    def reactions(self, github: GitHub, item: WorkItem, event: InboundEvent,
+                  collaborators: Collaborators,
+                  settings: Mapping[str, Any]) -> Reactions:
+        """The reactions on ``event``'s comment, per ``settings`` (``routing.reactions``:
+        ``enabled`` and the content per stage): only on comments by people authorized
+        for some gate role (their text is never read for this)."""
+        authorized = bool(event.actor) and any(
+            collaborators.is_authorized(event.actor, role) for role in collaborators.roles)
+        enabled = bool(settings.get("enabled") and event.comment_id and authorized
+                       and event.kind.startswith(COMMENT_KINDS))
+        return Reactions(self, github, item, event.comment_id if enabled else None,
+                         settings)
+
+
+class Reactions:
+    """Reactions on one triggering comment (see :meth:`Notices.reactions`); does nothing
+    when ``comment_id`` is ``None``."""
+
+    def __init__(self, notices: Notices, github: GitHub, item: WorkItem,
+                 comment_id: int | None, contents: Mapping[str, Any]) -> None:
+        self.notices = notices
+        self.github = github
+        self.item = item
+        self.comment_id = comment_id
+        self.contents = contents
+
+    def react(self, stage: str, *, strict: bool = True,
+              state: WorkItemState | None = None) -> None:
+        """React for ``stage`` (``started``, ``completed``, ``error``) through the
+        outbox, once per comment and stage.
+
+        A comment that enrols its work item has no state yet to record in: its
+        ``started`` reaction is made directly. A refusal is logged; a transient failure
+        raises :class:`graph.effects.RetryLater` (the delivery is retried and the
+        reaction made then) unless ``strict`` is false (then it is logged). ``state``:
+        the work item's current state (loaded when ``None``; see
+        :meth:`Notices.comment`).
+        """
+        if self.comment_id is None:
+            return
+        params: dict[str, Any] = {"repo": self.item.repository,
+                                  "comment_id": self.comment_id,
+                                  "content": str(self.contents[stage])}
+        if state is None:
+            state = self.notices.store.load(self.item.ref)
+        try:
+            if state is None:
+                self.github.add_reaction(**params)
+                return
+            self.notices._perform(self.github, state,
+                                  f"{self.item.ref}/reaction/{self.comment_id}/{stage}",
+                                  "add-reaction", params, "reaction")
+        except IntegrationError as exc:
+            if strict and exc.retriable:
+                raise
+            log.warning("reaction %s not added (%s)", stage, type(exc).__name__)

@@ -1,0 +1,266 @@
+"""What a work item's hooks are given about its repository, read and cached per worker.
+
+:class:`RepoContext` owns the repository-side caches of a worker process:
+
+- the repository configuration (``.the-loop/harness-config.yaml`` and
+  ``collaborators.yaml``), read from the default branch only (never from a pull request
+  branch under review) and cached by the default branch's head commit;
+- collaborators' GitHub permissions (``get-permission``), cached for ``config_ttl``
+  seconds;
+
+and builds the :class:`graph.context.HookConfig` of one delivery from them
+(:meth:`RepoContext.hook_config`). Both caches are ``cachetools`` caches, bounded, behind a
+lock (a hook that ran past its timeout may still be reading from its own thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import cast
+
+import redis
+from cachetools import LRUCache, TTLCache
+
+from graph.context import HookConfig
+from graph.ports import GitHub, Integration, IntegrationError, NotFound
+from graph.refs import WorkItemRef
+from the_loop.config.loader import ConfigFileError
+from the_loop.config.repository import (
+    COLLABORATORS_PATH,
+    HARNESS_CONFIG_PATH,
+    Collaborators,
+    HarnessConfig,
+    load_harness_config,
+)
+from the_loop.events import GitHubEvent
+from the_loop.inbox.keys import Keys
+from the_loop.inbox.record import text
+from the_loop.settings import WorkerSettings
+from workers.ci import RedisCI
+from workers.files import GitHubFiles
+
+log = logging.getLogger("the_loop.worker")
+
+#: How long a default branch head recorded from a ``push`` is kept (seconds).
+HEAD_TTL = 30 * 24 * 3600
+#: Repositories (and collaborator logins) a worker keeps cached at most.
+CACHE_SIZE = 1024
+
+Classifier = Callable[[str, Sequence[str]], str | None]
+
+
+@dataclass(frozen=True)
+class RepoConfig:
+    """A repository's configuration, read from its default branch.
+
+    Attributes:
+        harness: the harness config (defaults when the file is absent or broken).
+        collaborators: role -> people (nobody when absent or broken: fail closed).
+        harness_present: whether the repository has a (valid) harness config file.
+    """
+
+    harness: HarnessConfig = field(default_factory=lambda: load_harness_config(None))
+    collaborators: Collaborators = field(default_factory=Collaborators)
+    harness_present: bool = False
+
+    def enrolment_label(self, settings: WorkerSettings) -> str:
+        """The harness file's label, else the deployment's (``THE_LOOP_ENROLMENT_LABEL``)."""
+        return self.harness.enrolment.label if self.harness_present else settings.enrolment_label
+
+    def spec_dir(self, settings: WorkerSettings) -> str:
+        """The harness file's spec directory template, else the deployment's."""
+        return self.harness.specs.directory if self.harness_present else settings.spec_dir
+
+
+class RepoContext:
+    """Repository configuration, permissions and the HookConfig of a delivery.
+
+    Args:
+        settings: worker settings (``prefix``, ``config_ttl``, labels, bot logins).
+        connection: Redis client (the default branch heads, CI results).
+        integrations: providers other than GitHub (``slack``, ``jira``), shared by every
+            work item; the mapping is read at each delivery, so a wrapper installed
+            later (metrics) is seen.
+        classifier: the optional model classifier for gate feedback.
+    """
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        connection: redis.Redis,
+        integrations: Mapping[str, Integration] | None = None,
+        classifier: Classifier | None = None,
+    ) -> None:
+        self.settings = settings
+        self.redis = connection
+        self.keys = Keys(settings.prefix, settings.queue)
+        self.integrations: Mapping[str, Integration] = (
+            integrations if integrations is not None else {})
+        self.classifier = classifier
+        ttl = max(float(settings.config_ttl), 0.001)
+        # repository -> its config, trusted without a look at the head for `config_ttl`
+        self._fresh: TTLCache[str, RepoConfig] = TTLCache(CACHE_SIZE, ttl)
+        # (repository, head commit) -> the config read at that commit (it never changes)
+        self._at_head: LRUCache[tuple[str, str], RepoConfig] = LRUCache(CACHE_SIZE)
+        # (repository, login casefolded) -> GitHub permission
+        self._permissions: TTLCache[tuple[str, str], str] = TTLCache(CACHE_SIZE * 4, ttl)
+        self._lock = threading.Lock()
+
+    # -- repository configuration --------------------------------------------------------
+
+    def config(self, github: GitHub, repo: str, branch: str) -> RepoConfig:
+        """``repo``'s configuration from its default branch ``branch``.
+
+        Cached by the default branch's head commit: a push to the default branch records
+        its new head in Redis (``P:head:OWNER/REPO``, :meth:`note_push`) for every
+        worker; the files are read at that commit, and read again only when the head
+        moves (checked once per ``config_ttl`` seconds; every ``config_ttl`` seconds at
+        the branch while no push has been seen). A broken file fails closed (nobody is
+        authorized) and is logged naming file, key and fix.
+
+        Raises:
+            IntegrationError: GitHub failed reading a file (not "absent").
+        """
+        with self._lock:
+            config = self._fresh.get(repo)
+        if config is not None:
+            return config
+        head = self.redis.get(self.keys.head(repo))
+        ref = text(head) if head else branch
+        with self._lock:
+            config = self._at_head.get((repo, ref)) if head else None
+        if config is None:
+            config = self._read(github, repo, ref)
+        with self._lock:
+            if head:
+                self._at_head[(repo, ref)] = config
+            self._fresh[repo] = config
+        return config
+
+    def note_push(self, repo: str, after: str) -> None:
+        """The default branch of ``repo`` moved to ``after``: every worker reads the
+        configuration at the new head (this one at once)."""
+        self.redis.set(self.keys.head(repo), after, ex=HEAD_TTL)
+        with self._lock:
+            self._fresh.pop(repo, None)
+
+    @staticmethod
+    def _read(github: GitHub, repo: str, ref: str) -> RepoConfig:
+        def read(path: str) -> str | None:
+            try:
+                return str(github.get_file(repo=repo, path=path, ref=ref)["text"])
+            except NotFound:
+                return None
+
+        harness_text = read(HARNESS_CONFIG_PATH)
+        try:
+            harness = load_harness_config(harness_text, f"{repo}:{HARNESS_CONFIG_PATH}")
+        except ConfigFileError as exc:
+            log.error("%s", exc)
+            harness, harness_text = load_harness_config(None), None
+        try:
+            collaborators = Collaborators.parse(read(COLLABORATORS_PATH),
+                                                f"{repo}:{COLLABORATORS_PATH}")
+        except ConfigFileError as exc:
+            log.error("%s", exc)
+            collaborators = Collaborators()
+        return RepoConfig(harness, collaborators, harness_text is not None)
+
+    # -- what hooks are handed -----------------------------------------------------------
+
+    def ci(self, repo: str) -> RedisCI:
+        """CI results recorded for ``repo``'s commits."""
+        return RedisCI(self.redis, self.settings.prefix, repo)
+
+    def hook_config(self, github: GitHub, event: GitHubEvent, ref: WorkItemRef,
+                    repo_config: RepoConfig) -> HookConfig:
+        """The HookConfig for work item ``ref`` on ``event``.
+
+        The pull request head comes from the event; an issue comment on a pull request,
+        or a CI event, does not carry it, so the pull request is asked for once
+        (``get-pull-request``; an issue answers "not found"). A pull request's head is
+        remembered for commit statuses (:meth:`workers.ci.RedisCI.remember`).
+
+        Raises:
+            IntegrationError: GitHub failed (other than "not found").
+        """
+        repo = str(event.repository)
+        default_branch = event.default_branch or "main"
+        head, head_ref = event.head_sha, event.head_ref
+        is_pr = event.kind == "pull_request"
+        if event.kind != "issue" and not (head and head_ref):
+            try:
+                pull = github.get_pull_request(repo=repo, number=ref.number)
+            except NotFound:
+                pull = None  # an issue, not a pull request
+            if pull is not None:
+                is_pr = True
+                head, head_ref = str(pull["head_sha"]), str(pull["head_ref"])
+
+        def resolve_ref() -> str:
+            # Artifacts are read at the PR head for a pull request, else the default branch.
+            return head or default_branch
+
+        ci = self.ci(repo)
+        if head and is_pr:
+            ci.remember(head, ref.format())
+        harness = repo_config.harness
+        policy = harness.as_dict()
+        return HookConfig(
+            harness=policy,
+            policy=policy,
+            collaborators=repo_config.collaborators,
+            integrations={**self.integrations, "github": cast(Integration, github)},
+            files=GitHubFiles(github, repo, resolve_ref),
+            enrolment_label=repo_config.enrolment_label(self.settings),
+            bot_logins=self.settings.bot_logins,
+            ci=ci,
+            head_sha=head,
+            head_ref=head_ref,
+            permissions=self.permissions(github, repo),
+            trees=self.trees(github, repo),
+            human_only=harness.requires_human,
+            classifier=self.classifier,
+        )
+
+    def permissions(self, github: GitHub, repo: str) -> Callable[[str], str | None]:
+        """login -> the person's GitHub permission on ``repo`` (``admin``, ``write``...),
+        cached for ``config_ttl`` seconds; ``None`` when unreadable (fail closed: not
+        authorized; not cached)."""
+
+        def permission(login: str) -> str | None:
+            key = (repo, login.casefold())
+            with self._lock:
+                cached = self._permissions.get(key)
+            if cached is not None:
+                return cached
+            try:
+                value = str(github.get_permission(repo=repo, login=login)["permission"])
+            except IntegrationError as exc:
+                log.warning("permission of a collaborator on %s unreadable (%s)", repo,
+                            type(exc).__name__)
+                return None
+            with self._lock:
+                self._permissions[key] = value
+            return value
+
+        return permission
+
+    @staticmethod
+    def trees(github: GitHub, repo: str) -> Callable[[str], str | None]:
+        """commit SHA -> its tree SHA (to tell a rebase from new content); ``None`` when
+        the transport cannot say."""
+
+        def tree(sha: str) -> str | None:
+            transport = cast(Integration, github)
+            if "get-commit" not in transport.operations:
+                return None
+            try:
+                return str(transport.call("get-commit", repo=repo, sha=sha)["tree_sha"])
+            except IntegrationError:
+                return None
+
+        return tree

@@ -1,0 +1,371 @@
+"""One handler per route (the plugin shape of Prow's hook server).
+
+:func:`workers.router.route` names what a delivery is for from ``(event, action)``;
+:data:`HANDLERS` maps that route to the one function that handles it. Every handler has
+the same shape, ``handler(agent, delivery) -> Handled``: :class:`Agent` carries what
+handlers may use (state, runtime, repository context, notices, the GitHub provider),
+:class:`Delivery` the delivery, read once (:class:`the_loop.events.GitHubEvent`).
+
+======================  ================================================================
+route                   handler
+======================  ================================================================
+``drive``               :func:`drive`: enrol (the enrolment label) or advance
+``drive-if-enrolled``   :func:`drive_if_enrolled`: record the CI result, advance a work
+                        item that has state
+``ci``                  :func:`ci_status`: record a commit status; fan it out to the work
+                        items whose head it names (or advance the one it was fanned to)
+``config``              :func:`config_push`: a push to the default branch refreshes the
+                        repository configuration
+``labels``              :func:`labels`: a person changed a ``phase:`` label (drift)
+``withdraw``            :func:`withdraw`: a comment deleted or a review dismissed
+======================  ================================================================
+
+Handlers raise whatever processing raises; the drain retries or parks the delivery
+(:mod:`workers.drain`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from graph.compile import Graph
+from graph.hooks.set_phase_label import PHASE_PREFIX
+from graph.model import WorkItem
+from graph.ports import GitHub, IntegrationError
+from graph.refs import WorkItemRef
+from graph.runtime import AdvanceResult, Runtime
+from graph.state import StateStore
+from the_loop.events import GitHubEvent
+from the_loop.inbox.record import DeliveryRecord
+from the_loop.settings import WorkerSettings
+from workers import metrics as worker_metrics
+from workers.notices import (
+    ALARM_TEXT,
+    DRIFT_TEXT,
+    WITHDRAWN_TEXT,
+    Notices,
+    Reactions,
+    alarm_effect,
+    drift_effect,
+    withdrawn_effect,
+)
+from workers.repo_context import RepoConfig, RepoContext
+from workers.router import CI_ONLY, CONFIG, DRIVE, DRIVE_IF_ENROLLED, LABELS, WITHDRAW
+
+#: installation id -> the GitHub provider (its typed port, :class:`graph.ports.GitHub`).
+GitHubFactory = Callable[[int | None], GitHub]
+
+
+@dataclass(frozen=True)
+class Handled:
+    """What happened to one delivery: ``outcome`` is ``advanced``, ``ignored``,
+    ``retrying`` or ``failed``; ``detail`` is the-loop's own reason or the work item's
+    status."""
+
+    delivery_id: str
+    outcome: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One delivery as a handler sees it.
+
+    Attributes:
+        record: the stored delivery (its body read).
+        event: the body, read once.
+        ref: the work item the record names: the receiver's (from the payload), or the
+            one a CI result was fanned out to; ``None`` for none.
+        replay: an earlier attempt of this delivery had started.
+    """
+
+    record: DeliveryRecord
+    event: GitHubEvent
+    ref: WorkItemRef | None
+    replay: bool = False
+
+    @property
+    def id(self) -> str:
+        """The ``X-GitHub-Delivery`` id."""
+        return self.record.delivery_id
+
+    def ignored(self, reason: str) -> Handled:
+        """This delivery, ignored for ``reason``."""
+        return Handled(self.id, "ignored", reason)
+
+
+@dataclass(frozen=True)
+class Agent:
+    """What handlers may use (built by :class:`workers.drain.DeliveryProcessor`).
+
+    Attributes:
+        settings: worker settings.
+        graph: the compiled graph.
+        store: work item state and event logs.
+        runtime: the graph runtime over ``store``.
+        repos: repository configuration, permissions, CI results, HookConfig.
+        notices: the worker's notices and reactions (through the outbox).
+        github: installation id -> GitHub provider; ``None`` without credentials.
+        fan_out: queue a record again for each of the given work items; returns how
+            many were queued.
+    """
+
+    settings: WorkerSettings
+    graph: Graph
+    store: StateStore
+    runtime: Runtime
+    repos: RepoContext
+    notices: Notices
+    github: GitHubFactory | None
+    fan_out: Callable[[DeliveryRecord, list[str]], int]
+
+    def github_or_none(self, installation_id: int | None) -> GitHub | None:
+        """The GitHub provider, or ``None`` without credentials or an installation."""
+        if self.github is None:
+            return None
+        try:
+            return self.github(installation_id)
+        except IntegrationError:
+            return None
+
+    def github_for(self, installation_id: int | None) -> GitHub:
+        """The GitHub provider.
+
+        Raises:
+            IntegrationError: no credentials are configured (naming the variables to
+                set), or the installation's client cannot be made.
+        """
+        if self.github is None:
+            raise IntegrationError(
+                "no GitHub credentials: set THE_LOOP_GITHUB_APP_ID and "
+                "THE_LOOP_GITHUB_PRIVATE_KEY (or _PATH), or GH_TOKEN",
+                integration="github", op="connect")
+        return self.github(installation_id)
+
+
+Handler = Callable[[Agent, Delivery], Handled]
+
+
+# -- drive: enrol or advance -----------------------------------------------------------
+
+
+def drive(agent: Agent, delivery: Delivery) -> Handled:
+    """An issue, pull request, comment or review: advance the work item, enrolling it
+    when it carries the enrolment label. A ``phase:`` label added is drift
+    (:func:`labels`)."""
+    if _is_phase_label_change(delivery.event):
+        return labels(agent, delivery)
+    return _advance(agent, delivery, enrol=True)
+
+
+def drive_if_enrolled(agent: Agent, delivery: Delivery) -> Handled:
+    """A completed check run, check suite or workflow run: record its result for
+    ``verify-tests``, then advance the work item it names if it is one."""
+    if delivery.event.ci is not None:
+        agent.repos.ci(delivery.event.ci.repository).record(delivery.event.ci)
+    return _advance(agent, delivery, enrol=False)
+
+
+def ci_status(agent: Agent, delivery: Delivery) -> Handled:
+    """A commit status: record it. It names no pull request, so the work items whose
+    head is that commit are re-driven, each through its own inbox (order is kept); a
+    status already fanned out to one work item advances it."""
+    ci = delivery.event.ci
+    if ci is None:
+        return _advance(agent, delivery, enrol=False)
+    store = agent.repos.ci(ci.repository)
+    store.record(ci)
+    if delivery.ref is not None:
+        return _advance(agent, delivery, enrol=False)
+    fanned = agent.fan_out(delivery.record, store.work_items(ci.sha))
+    return delivery.ignored(f"recorded {ci.name}={ci.conclusion} for {ci.sha[:12]}; "
+                            f"re-driving {fanned} work item(s)")
+
+
+def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
+    ref, event, settings = delivery.ref, delivery.event, agent.settings
+    if ref is None:
+        return delivery.ignored("no issue or pull request in this delivery")
+    installation_id = event.installation_id
+    github = agent.github_or_none(installation_id)
+    repo_config = (agent.repos.config(github, str(event.repository),
+                                      event.default_branch or "main")
+                   if github is not None else RepoConfig())
+    label = repo_config.enrolment_label(settings)
+    if enrol and not _carries(event, label):
+        return delivery.ignored(f"not a work item (no {label!r} label)")
+    if not enrol and agent.store.load(ref.format()) is None:
+        return delivery.ignored("not a work item")
+    if github is None:
+        github = agent.github_for(installation_id)  # raises, naming the variables to set
+    config = agent.repos.hook_config(github, event, ref, repo_config)
+    item = event.work_item(ref, repo_config.spec_dir(settings))
+    inbound = event.inbound(delivery.id)
+    if not (delivery.replay and _logged(agent, item.ref, "delivery.received", delivery.id)):
+        agent.store.append_event(item.ref, "delivery.received", {
+            "event": event.name,
+            "action": event.action,
+            "delivery": delivery.id,
+            "actor": inbound.actor,
+            "body_sha256": inbound.body_sha256,
+        }, delivery.id)
+    reactions = agent.notices.reactions(github, item, inbound, repo_config.collaborators,
+                                        dict(settings.reactions))
+    reactions.react("started")
+    try:
+        if enrol:
+            result = agent.runtime.enrol(item, config, inbound)
+        else:
+            maybe = agent.runtime.advance(item, config, inbound)
+            if maybe is None:
+                return delivery.ignored("not a work item")
+            result = maybe
+    except Exception:
+        reactions.react("error", strict=False)
+        raise
+    worker_metrics.observe_advance(result)
+    _after(agent, delivery, item, github, result, reactions)
+    return Handled(delivery.id, "advanced", f"{result.status} at {result.node}")
+
+
+def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
+           result: AdvanceResult, reactions: Reactions) -> None:
+    """What follows a saved advance: edit alarms, the ``completed`` reaction, and the
+    installation id ``the-loop graph force`` needs.
+
+    A retried delivery advances on a tick (its event was consumed), so what its first
+    attempt decided is read back: its alarms from the event log, its decision from the
+    state."""
+    state = agent.store.load(item.ref)
+    if state is None:
+        return
+    alarms = [alarm_effect(item.ref, len(state.decisions), chain.node)
+              for chain in result.chains for r in chain.results
+              if r.data.get("alarm") == "edited-by-other"]
+    logged = ({str(e.data.get("notice")) for e in agent.store.events(item.ref)
+               if e.type == "alarm" and e.caused_by == delivery.id}
+              if delivery.replay else set())
+    for effect in alarms:
+        if effect not in logged:
+            agent.store.append_event(item.ref, "alarm", {
+                "kind": "edited-by-other", "node": effect.rpartition("/")[2],
+                "notice": effect}, delivery.id)
+    for effect in dict.fromkeys([*alarms, *sorted(logged)]):
+        agent.notices.comment(github, item, effect, ALARM_TEXT, state)
+    # The decision comment itself is record-decision's (through the outbox).
+    if any(agent.graph.node(move.source).is_gate for move in result.moves) or (
+            delivery.replay and any(d.get("delivery") == delivery.id
+                                    for d in state.decisions)):
+        reactions.react("completed", state=state)
+    installation_id = delivery.event.installation_id
+    if installation_id is not None and state.installation_id != installation_id:
+        state.installation_id = installation_id  # `the-loop graph force` comments as the App
+        agent.store.save(state)
+
+
+def _carries(event: GitHubEvent, label: str) -> bool:
+    """Whether the issue or pull request carries ``label`` (or it is being added)."""
+    return label in event.labels or (event.action == "labeled" and event.label == label)
+
+
+def _is_phase_label_change(event: GitHubEvent) -> bool:
+    return event.action in ("labeled", "unlabeled") and (event.label or "").startswith(
+        PHASE_PREFIX)
+
+
+def _logged(agent: Agent, ref: str, type_: str, delivery_id: str) -> bool:
+    """Whether ``ref``'s log has a ``type_`` event caused by ``delivery_id`` (an earlier
+    attempt logged it before it failed or its worker died)."""
+    return any(e.type == type_ and e.caused_by == delivery_id
+               for e in reversed(agent.store.events(ref)))
+
+
+# -- labels, withdrawals, configuration -------------------------------------------------
+
+
+def labels(agent: Agent, delivery: Delivery) -> Handled:
+    """Phase labels changed by a person are noticed, not fought: the drift is recorded
+    in the event log and the work item is told once how to move the phase properly.
+    The-loop never re-adds the label in a loop (it sets labels only on entering a
+    node)."""
+    ref, event = delivery.ref, delivery.event
+    if ref is None:
+        return delivery.ignored("no issue or pull request in this delivery")
+    label = event.label or ""
+    login = event.sender.login or ""
+    if not label.startswith(PHASE_PREFIX):
+        return delivery.ignored("label change does not move a work item")
+    if event.sender.is_bot or login.casefold() in agent.settings.bot_logins:
+        return delivery.ignored("the-loop's own phase label change")
+    key = ref.format()
+    state = agent.store.load(key)
+    if state is None:
+        return delivery.ignored("not a work item")
+    events = agent.store.events(key)
+    if not (delivery.replay and any(e.type == "labels.drift" and e.caused_by == delivery.id
+                                    for e in events)):
+        agent.store.append_event(key, "labels.drift", {
+            "action": event.action, "label": label, "actor": login,
+            "node": state.current_node,
+        }, delivery.id)
+    github = agent.github_or_none(event.installation_id)
+    if github is not None and not any(e.type == "labels.drift-noted" for e in events):
+        agent.notices.comment(github, event.work_item(ref), drift_effect(key),
+                              DRIFT_TEXT.format(node=state.current_node, ref=key), state)
+        agent.store.append_event(key, "labels.drift-noted", {"node": state.current_node},
+                                 delivery.id)
+    return delivery.ignored(f"phase label {event.action} by a person: recorded")
+
+
+def withdraw(agent: Agent, delivery: Delivery) -> Handled:
+    """A deleted comment or a dismissed review withdraws what it said. Gates decide on
+    the event that carries a decision, so a gate still waiting holds nothing from it;
+    if its decision already moved the work item on, the-loop says so on the work item
+    (moving back is an operator's ``graph force``, never automatic)."""
+    ref, event = delivery.ref, delivery.event
+    if ref is None:
+        return delivery.ignored("no issue or pull request in this delivery")
+    key = ref.format()
+    state = agent.store.load(key)
+    if state is None:
+        return delivery.ignored("not a work item")
+    source_id = event.comment.id if event.comment else None
+    decided = [d for d in state.decisions
+               if source_id is not None and d.get("comment_id") == source_id]
+    dismissed = event.name == "pull_request_review"
+    what = "review.dismissed" if dismissed else "feedback.withdrawn"
+    if not (delivery.replay and _logged(agent, key, what, delivery.id)):
+        agent.store.append_event(key, what, {
+            "id": source_id, "decided": [d.get("node") for d in decided],
+        }, delivery.id)
+    github = agent.github_or_none(event.installation_id) if decided else None
+    if github is not None:
+        gate = decided[-1].get("node")
+        agent.notices.comment(github, event.work_item(ref), withdrawn_effect(key, source_id),
+                              WITHDRAWN_TEXT.format(
+                                  gate=gate, node=state.current_node, ref=key,
+                                  what="dismissed" if dismissed else "deleted"), state)
+    return delivery.ignored(f"{what}: recorded")
+
+
+def config_push(agent: Agent, delivery: Delivery) -> Handled:
+    """A push: when it moves the default branch, every worker reads the repository
+    configuration at the new head."""
+    event = delivery.event
+    if (event.repository and event.after
+            and event.pushed_ref == f"refs/heads/{event.default_branch}"):
+        agent.repos.note_push(event.repository, event.after)
+        return delivery.ignored("default branch moved; config refreshed")
+    return delivery.ignored("push does not move a work item")
+
+
+#: route (:mod:`workers.router`) -> its handler.
+HANDLERS: Mapping[str, Handler] = {
+    DRIVE: drive,
+    DRIVE_IF_ENROLLED: drive_if_enrolled,
+    CI_ONLY: ci_status,
+    CONFIG: config_push,
+    LABELS: labels,
+    WITHDRAW: withdraw,
+}
