@@ -25,38 +25,11 @@ import redis
 
 from graph.ports import RateLimited
 from the_loop.inbox.keys import Keys
+from the_loop.inbox.scripts import Scripts
 
 __all__ = ["WriteThrottle"]
 
 log = logging.getLogger("the_loop.integrations.throttle")
-
-# KEYS[1]: the installation's hash. ARGV[1]: longest acceptable wait (ms); then one
-# (interval ms, tolerance ms) pair per limit. Returns {reserved (1/0), wait ms}.
-_RESERVE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local max_wait = tonumber(ARGV[1])
-local n = (#ARGV - 1) / 2
-local slot = now
-local tats = {}
-for i = 1, n do
-  local tat = tonumber(redis.call('HGET', KEYS[1], 'tat' .. i) or '0')
-  if tat < now then tat = now end
-  tats[i] = tat
-  local allowed = tat - tonumber(ARGV[2 * i + 1])
-  if allowed > slot then slot = allowed end
-end
-local wait = slot - now
-if wait > max_wait then return {0, wait} end
-local horizon = 0
-for i = 1, n do
-  local tat = math.max(tats[i], slot) + tonumber(ARGV[2 * i])
-  redis.call('HSET', KEYS[1], 'tat' .. i, tat)
-  if tat - now > horizon then horizon = tat - now end
-end
-redis.call('PEXPIRE', KEYS[1], horizon + 1000)
-return {1, wait}
-"""
 
 
 @dataclass(frozen=True)
@@ -103,7 +76,7 @@ class WriteThrottle:
             _limit(60_000, per_minute, burst),
             _limit(3_600_000, per_hour, per_minute),
         )
-        self._script = connection.register_script(_RESERVE)
+        self._script = Scripts(connection).reserve_write
 
     def __repr__(self) -> str:
         return (

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import redis
-from rq.job import Job, JobStatus
+from rq.job import Job
 from rq.registry import FailedJobRegistry
 
 from graph.errors import LoopError
@@ -123,12 +123,7 @@ class Deliveries:
         self.redis.hset(self.keys.failed, delivery_id, json.dumps({
             "event": event, "work_item": ref, "reason": reason, "attempts": attempts,
             "at": at}))
-        # RQ's view of it (dashboards, `rq info`): a job under the delivery's id. Requeued
-        # from RQ it only wakes a worker; the delivery stays parked until an operator acts.
-        job = self.inboxes.wakeups.queue.create_job(
-            self.inboxes.wakeups.func, job_id=delivery_id, result_ttl=0,
-            failure_ttl=FAILURE_TTL, description=f"{event} {delivery_id} (parked)",
-            status=JobStatus.FAILED)
+        job = self.inboxes.wakeups.parked(delivery_id, f"{event} {delivery_id} (parked)")
         FailedJobRegistry(self.settings.queue, connection=self.redis).add(
             job, ttl=FAILURE_TTL, exc_string=f"parked after {attempts} attempts: {reason}")
         self.redis.zrem(self.keys.retry, delivery_id)

@@ -124,6 +124,9 @@ class Inboxes:
         self.settings = settings
         self.keys = Keys(settings.prefix, settings.queue)
         self.scripts = Scripts(connection, routed)
+        # Every step passes these (built once: a step is the drain's hot path).
+        self._step_keys = (self.keys.ready, self.keys.wake)
+        self._per_ref = self.keys.per_ref()
         self.wakeups = WakeUps(connection, settings.queue)
         # Wake-up job ids carry the queue name (as far as RQ allows in an id).
         self._tag = re.sub(r"[^A-Za-z0-9_-]", "", settings.queue)[:64] or "the-loop"
@@ -145,9 +148,8 @@ class Inboxes:
             What the step did (:class:`Step`).
         """
         ref, delivery_id, pop, delete, then = done or ("", "", False, False, "")
-        keys = self.keys
-        reply = self.scripts.step(keys=(keys.ready, keys.wake), args=(
-            *keys.per_ref(), token, int(self.settings.lock_timeout * 1000), ref, delivery_id,
+        reply = self.scripts.step(keys=self._step_keys, args=(
+            *self._per_ref, token, int(self.settings.lock_timeout * 1000), ref, delivery_id,
             "1" if pop else "", "1" if delete else "", then, take or "", ready))
         return Step.parse(reply)
 

@@ -124,25 +124,29 @@ class DeliveryRecord:
             The record, or ``None`` when it has no ``event`` (it expired: at most
             bookkeeping fields are left).
         """
-        values = {text(k): v for k, v in fields.items()}
-        event = text(values.get("event"))
+        values: dict[str, Any] = {}
+        for key, value in fields.items():  # one pass: the drain decodes every delivery
+            if key.__class__ is bytes:
+                key = key.decode()
+            if value.__class__ is bytes and key != "body":
+                value = value.decode()
+            values[key] = value
+        get = values.get
+        event = get("event")
         if not event:
             return None
-        received = text(values.get("received_at"))
-        installation = text(values.get("installation_id"))
-        body = values.get("body")
-        error = values.get("last_error")
+        received, installation, body = get("received_at"), get("installation_id"), get("body")
         return cls(
-            delivery_id=text(values.get("delivery_id")) or delivery_id or "",
-            event=event,
-            action=text(values.get("action")) or None,
+            delivery_id=get("delivery_id") or delivery_id or "",
+            event=str(event),
+            action=get("action") or None,
             received_at=float(received) if received else None,
             installation_id=int(installation) if installation else None,
-            repository=text(values.get("repository")) or None,
-            work_item=text(values.get("work_item")) or None,
+            repository=get("repository") or None,
+            work_item=get("work_item") or None,
             body=body.encode() if isinstance(body, str) else body,
-            attempts=int(text(values.get("attempts")) or 0),
-            last_error=None if error is None else text(error),
+            attempts=int(get("attempts") or 0),
+            last_error=get("last_error"),
         )
 
     def payload(self) -> Any:

@@ -1,4 +1,5 @@
-"""Wake-up jobs: the only RQ jobs the-loop queues, made one way, with RQ's public API.
+"""Wake-up jobs: the only RQ jobs the-loop queues, made one way, with RQ's public API
+(and RQ's record of a parked delivery, :meth:`WakeUps.parked`).
 
 A wake-up job runs ``workers.jobs.dispatch`` (no arguments): it drains the inboxes on the
 ready list. ``P:wake`` holds the id of the pending one (set with ``NX``, expiring after
@@ -12,7 +13,7 @@ reaper then queues one.
 from __future__ import annotations
 
 import redis
-from rq.job import Job
+from rq.job import Job, JobStatus
 from rq.queue import Queue
 
 __all__ = ["DISPATCH_FUNC", "FAILURE_TTL", "JOB_TIMEOUT", "WAKE_TTL_MS", "WakeUps"]
@@ -52,6 +53,14 @@ class WakeUps:
         return self.queue.create_job(
             self.func, job_id=job_id, result_ttl=0, failure_ttl=self.failure_ttl,
             timeout=self.timeout, description="the-loop dispatch")
+
+    def parked(self, job_id: str, description: str) -> Job:
+        """RQ's view of a parked delivery (for ``FailedJobRegistry``; not saved, no I/O):
+        a failed wake-up under the delivery's id. Requeued from RQ it only wakes a
+        worker; the delivery stays parked until an operator acts."""
+        return self.queue.create_job(
+            self.func, job_id=job_id, result_ttl=0, failure_ttl=self.failure_ttl,
+            timeout=self.timeout, description=description, status=JobStatus.FAILED)
 
     def enqueue(self, job_id: str) -> Job:
         """Save and queue wake-up job ``job_id`` (one round trip, a MULTI/EXEC pipeline;

@@ -1,11 +1,13 @@
-"""The Lua scripts of the delivery protocol, one file each, loaded by :class:`Scripts`.
+"""Every Lua script of the-loop, one file each, loaded by :class:`Scripts`.
 
 - ``enqueue.lua``: the receiver's dedupe + record + inbox + ready + ``SET P:wake NX``;
 - ``step.lua``: one step of a drain (finish the delivery just handled, take the next);
 - ``mark_ready.lua``: list a ref as ready if its inbox holds deliveries;
 - ``sweep.lua``: the reaper's look at a batch of indexed inboxes;
 - ``backlog.lua``: queue depth and the oldest ready delivery's arrival (``/metrics``);
-- ``delete_if_equal.lua``: delete a key only if it still holds a value.
+- ``delete_if_equal.lua``: delete a key only if it still holds a value;
+- ``reserve_write.lua``: the GitHub write throttle's slot reservation
+  (:class:`integrations.throttle.WriteThrottle`).
 
 Scripts never spell a key name: they get keys through ``KEYS`` and the per-ref key
 prefixes through ``ARGV`` (:meth:`the_loop.inbox.keys.Keys.per_ref`). Two tables are
@@ -50,7 +52,7 @@ def step_source(routed: Iterable[tuple[str, str | None]]) -> str:
 
 
 class Scripts:
-    """Every protocol script, registered on one Redis connection (``register_script``
+    """Every script, registered on one Redis connection (``register_script``
     only hashes the text: no I/O here; the first call of each loads it, EVALSHA after).
 
     Args:
@@ -67,3 +69,4 @@ class Scripts:
         self.sweep: Script = connection.register_script(source("sweep"))
         self.backlog: Script = connection.register_script(source("backlog"))
         self.delete_if_equal: Script = connection.register_script(source("delete_if_equal"))
+        self.reserve_write: Script = connection.register_script(source("reserve_write"))
