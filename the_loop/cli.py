@@ -262,8 +262,13 @@ def state_cmd(ref: str, as_json: bool, with_events: bool) -> None:
     """Show the state of work item REF (e.g. github:OWNER/REPO#1) from Redis."""
     import redis
 
+    from graph.refs import RefError, WorkItemRef
     from graph.state import StateError
 
+    try:
+        ref = WorkItemRef.parse(ref).format()
+    except RefError as exc:
+        raise click.BadParameter(str(exc), param_hint="REF") from None
     store = open_operator().store
     try:
         state = store.load(ref)

@@ -11,11 +11,12 @@ Field names follow GitHub's "Webhook events and payloads" documentation. Untrust
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from graph.model import InboundEvent, WorkItem
 from graph.refs import RefError, WorkItemRef
@@ -263,6 +264,15 @@ def _comment(event: str, payload: Mapping[str, Any]) -> Comment | None:
 
 # --- the event ----------------------------------------------------------------------
 
+class Derive(enum.Enum):
+    """The type of :data:`DERIVE`."""
+
+    DERIVE = "derive"
+
+
+#: :meth:`GitHubEvent.parse` derives the work item from the payload.
+DERIVE: Final = Derive.DERIVE
+
 #: What a delivery is about: ``issue``, ``pull_request``, or ``None`` (push, status...).
 SubjectKind = Literal["issue", "pull_request"]
 
@@ -312,13 +322,17 @@ class GitHubEvent:
     after: str | None = None
 
     @classmethod
-    def parse(cls, event: str, payload: Mapping[str, Any]) -> GitHubEvent:
+    def parse(cls, event: str, payload: Mapping[str, Any],
+              ref: WorkItemRef | None | Derive = DERIVE) -> GitHubEvent:
         """Read every fact the-loop uses off ``payload`` (never raises: a missing or
         malformed field is ``None`` or empty).
 
         Args:
             event: the ``X-GitHub-Event`` value.
             payload: the delivery's JSON object.
+            ref: the work item, when the caller knows it already (the worker reads it
+                from the stored record: the receiver's, or the one a CI result was
+                fanned out to); by default it is derived (:func:`work_item_ref`).
         """
         repository = _mapping(payload, "repository")
         pull = _mapping(payload, "pull_request")
@@ -338,7 +352,7 @@ class GitHubEvent:
             repository_id=_int(repository.get("id")),
             default_branch=_str(repository.get("default_branch")),
             installation_id=_int(_get(payload.get("installation"), "id")),
-            ref=work_item_ref(event, payload),
+            ref=work_item_ref(event, payload) if ref is DERIVE else ref,
             kind=kind,
             sender=Sender(_str(sender.get("login")), _str(sender.get("type"))),
             labels=tuple(str(label.get("name")) for label in subject.get("labels") or ()

@@ -309,8 +309,10 @@ class DeliveryProcessor:
             if body is None:
                 return Handled(record.delivery_id, "ignored", "delivery record expired")
             record = replace(record, body=body)
-        delivery = Delivery(record, GitHubEvent.parse(record.event, record.payload()),
-                            WorkItemRef.parse_or_none(record.work_item), replay)
+        # The work item is the record's (the receiver derived it, or a fan-out set it).
+        event = GitHubEvent.parse(record.event, record.payload(),
+                                  WorkItemRef.parse_or_none(record.work_item))
+        delivery = Delivery(record, event, replay)
         return HANDLERS[chosen.kind](self.agent(), delivery)
 
     def agent(self) -> Agent:

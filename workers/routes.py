@@ -74,21 +74,24 @@ class Delivery:
 
     Attributes:
         record: the stored delivery (its body read).
-        event: the body, read once.
-        ref: the work item the record names: the receiver's (from the payload), or the
-            one a CI result was fanned out to; ``None`` for none.
+        event: the body, read once; its ``ref`` is the work item the record names: the
+            receiver's (from the payload), or the one a CI result was fanned out to.
         replay: an earlier attempt of this delivery had started.
     """
 
     record: DeliveryRecord
     event: GitHubEvent
-    ref: WorkItemRef | None
     replay: bool = False
 
     @property
     def id(self) -> str:
         """The ``X-GitHub-Delivery`` id."""
         return self.record.delivery_id
+
+    @property
+    def ref(self) -> WorkItemRef | None:
+        """The work item, or ``None``."""
+        return self.event.ref
 
     def ignored(self, reason: str) -> Handled:
         """This delivery, ignored for ``reason``."""

@@ -51,6 +51,8 @@ def test_state_json_reads_redis(redis_ns, monkeypatch):
     assert out.exit_code == 0 and doc["state"]["current_node"] == "requirements"
     missing = CliRunner().invoke(main, ["state", "github:o/r#2", "--json"])
     assert missing.exit_code == 1 and json.loads(missing.output)["ok"] is False
+    malformed = CliRunner().invoke(main, ["state", "github:o/r"])
+    assert malformed.exit_code == 2 and "github:OWNER/REPO#N" in malformed.output
 
 
 def test_replay_signs_and_names_the_event_after_the_folder(tmp_path, monkeypatch):

@@ -246,3 +246,13 @@ def test_the_graph_sees_the_work_item_and_the_inbound_event() -> None:
     # A CI result fanned out to a work item: the item is the one given, not the payload's.
     fanned = event_of("status", "payload").work_item(ref)
     assert (fanned.ref, fanned.kind, fanned.tags) == (ref.format(), "issue", ())
+
+
+def test_a_known_work_item_is_taken_as_given_not_derived_again() -> None:
+    ref = WorkItemRef("Codertocat/Hello-World", 5)
+    payload = json.loads(load_fixture("status", "payload"))
+    assert GitHubEvent.parse("status", payload, ref).ref == ref  # fanned out to #5
+    comment = json.loads(load_fixture("issue_comment", "created"))
+    assert GitHubEvent.parse("issue_comment", comment, None).ref is None
+    assert GitHubEvent.parse("issue_comment", comment).ref == WorkItemRef(
+        "Codertocat/Hello-World", 1)
