@@ -1,66 +1,192 @@
-"""The in-memory fake GitHub: the :class:`graph.ports.GitHub` port over plain dicts,
-recording every write as a Prow-style action string (``o/r#1:add-label:x``).
+"""The one fake GitHub: repositories, files, pull requests, labels, comments, reactions,
+reviews, permissions and check runs in memory, behind the :class:`graph.ports.GitHub` port.
 
-For graph, hook and worker tests, and for local development without a GitHub (``the-loop``
-run against a fake). It implements every GitHub operation with the same parameters and
-result shapes as the real transports (:class:`integrations.github_ops.GitHubOperations`);
-``tests/integrations/test_github_fake_contract.py`` runs the same cases against both.
+Every successful write is recorded in :attr:`FakeGitHub.actions` as a Prow-style string::
 
-State is plain dicts, so tests can seed and inspect it directly:
-``files[(repo, ref, path)]``, ``labels[(repo, number)]``, ``repo_labels[repo]``,
-``comments[(repo, number)]``, ``pulls[(repo, number)]`` (the ``get-pull-request`` result),
-``pull_files[(repo, number)]``, ``requested[(repo, number)]``, ``reviews[(repo, number)]``,
-``permissions[(repo, login)]``, ``check_runs[id]``; ``actions`` lists the writes.
-Seeding: :meth:`FakeGitHub.add_file`, :meth:`~FakeGitHub.add_pull`,
-:meth:`~FakeGitHub.add_review`, :meth:`~FakeGitHub.set_permission`.
+    OWNER/NAME#1:add-label:phase:requirements
+    OWNER/NAME#1:remove-label:phase:requirements
+    OWNER/NAME:create-label:phase:requirements
+    OWNER/NAME#1:comment:<comment id>
+    OWNER/NAME:update-comment:<comment id>
+    OWNER/NAME:add-reaction:<comment id>:<content>
+    OWNER/NAME:put-file:<branch>:<path>
+    OWNER/NAME#1:request-reviewers:<login>
+    OWNER/NAME:create-check-run:<name>
+    OWNER/NAME:update-check-run:<check run id>
+
+Use it in-process as the GitHub integration of graph, hook and worker tests, or for local
+development without a GitHub. The loopback HTTP fake of the end-to-end tests
+(``tests/support/fake_github.py``) is a thin Flask front over this same state, so there is
+one state model; ``tests/integrations/test_github_fake_contract.py`` runs the same cases
+through the real transport against that front and against this class directly.
+
+Operations take the same parameters and return the same shapes as the real transports
+(:class:`integrations.github_ops.GitHubOperations`). A repository springs into existence
+the first time it is used (default branch ``main``; :meth:`FakeGitHub.add_repo` sets
+another). Writes are made as :attr:`FakeGitHub.bot_login` unless :meth:`acting_as` says
+otherwise (the HTTP front acts as the token's user).
+
+Seeding (records no action): :meth:`~FakeGitHub.add_repo`, :meth:`~FakeGitHub.add_file`,
+:meth:`~FakeGitHub.remove_file`, :meth:`~FakeGitHub.add_pull`,
+:meth:`~FakeGitHub.set_pull_files`, :meth:`~FakeGitHub.add_review`,
+:meth:`~FakeGitHub.set_permission`, :meth:`~FakeGitHub.add_repo_label`,
+:meth:`~FakeGitHub.set_issue_labels`, :meth:`~FakeGitHub.add_comment`. Reading:
+:attr:`~FakeGitHub.actions`, :meth:`~FakeGitHub.comments`, :meth:`~FakeGitHub.labels`,
+:meth:`~FakeGitHub.repo_labels`, :meth:`~FakeGitHub.file`,
+:meth:`~FakeGitHub.requested_reviewers`, :meth:`~FakeGitHub.check_runs`,
+:meth:`~FakeGitHub.reactions`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from graph.ports import OPERATIONS, IntegrationError, NotFound, Transport
-from integrations.github_ops import PERMISSIONS
+from integrations.github_ops import CHECK_STATUSES, PERMISSIONS, REACTIONS
+
+__all__ = ["BASE_PERMISSION", "FakeGitHub", "Repo", "blob_sha"]
+
+#: Repository role -> the coarse ``permission`` GitHub reports beside ``role_name``.
+BASE_PERMISSION = {
+    "admin": "admin",
+    "maintain": "write",
+    "write": "write",
+    "triage": "read",
+    "read": "read",
+    "none": "none",
+}
 
 
-def blob_sha(text: str) -> str:
+def blob_sha(text: str | bytes) -> str:
     """Git's blob sha of ``text`` (what GitHub reports as a file's ``sha``)."""
-    data = text.encode("utf-8")
+    data = text.encode("utf-8") if isinstance(text, str) else text
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
+def now() -> str:
+    """The current time as GitHub writes it (``2024-01-01T12:00:00Z``)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Repo:
+    """One repository's state (the fake's lock guards it)."""
+
+    full_name: str
+    id: int
+    default_branch: str = "main"
+    private: bool = False
+    files: dict[tuple[str, str], str] = field(default_factory=dict)  # (ref, path) -> text
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # lower(name) -> label
+    issue_labels: dict[int, list[str]] = field(default_factory=dict)  # number -> names
+    permissions: dict[str, tuple[str, str]] = field(default_factory=dict)  # login -> roles
+    check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> check run
+
+
 def _not_found(op: str, what: str) -> NotFound:
-    return NotFound(f"no such {what}", integration="github", op=op, status=404)
+    return NotFound(f"github {op}: no such {what}", integration="github", op=op, status=404)
+
+
+def _refused(op: str, status: int, message: str, *codes: str) -> IntegrationError:
+    return IntegrationError(f"github {op}: {message}", integration="github", op=op,
+                            status=status, codes=codes)
 
 
 class FakeGitHub(Transport):
-    """Every GitHub operation, in memory (see the module docstring)."""
+    """Every GitHub operation over one in-memory state (see the module docstring).
+
+    Args:
+        bot_login: the login writes are made as (the App's bot).
+        user_login: the login of a person (a pull request's default author).
+    """
 
     name = "github"
     transport = "fake"
     operations = frozenset(OPERATIONS["github"])
 
-    def __init__(self) -> None:
-        self.files: dict[tuple[str, str, str], str] = {}
-        self.labels: dict[tuple[str, int], list[str]] = {}
-        self.repo_labels: dict[str, set[str]] = {}
-        self.comments: dict[tuple[str, int], list[dict[str, Any]]] = {}
-        self.actions: list[str] = []
-        self.pulls: dict[tuple[str, int], dict[str, Any]] = {}
-        self.pull_files: dict[tuple[str, int], list[str]] = {}
-        self.requested: dict[tuple[str, int], list[str]] = {}
-        self.reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
-        self.permissions: dict[tuple[str, str], str] = {}
-        self.check_runs: dict[int, dict[str, Any]] = {}
-        self._ids = itertools.count(1000)
+    def __init__(self, *, bot_login: str = "the-loop[bot]",
+                 user_login: str = "octocat") -> None:
+        self.bot_login = bot_login
+        self.user_login = user_login
+        self.lock = threading.RLock()
+        self._ids = itertools.count(1001)
+        self._local = threading.local()
+        self.repos: dict[str, Repo] = {}  # lower(full name) -> repo
+        self.comment_store: dict[int, dict[str, Any]] = {}  # id -> comment
+        self.reaction_store: dict[int, list[dict[str, Any]]] = {}  # comment id -> reactions
+        self._actions: list[str] = []
 
-    # -- seeding ----------------------------------------------------------------------
+    # -- identity and state -------------------------------------------------------------
 
-    def add_file(self, repo: str, path: str, text: str, ref: str = "main") -> None:
-        """Seed ``path`` on ``ref`` with ``text``."""
-        self.files[(repo, ref, path)] = text
+    @contextlib.contextmanager
+    def acting_as(self, login: str | None) -> Iterator[None]:
+        """Make the writes of this thread as ``login`` (``None``: :attr:`bot_login`)."""
+        before = getattr(self._local, "login", None)
+        self._local.login = login
+        try:
+            yield
+        finally:
+            self._local.login = before
+
+    @property
+    def actor(self) -> str:
+        """The login writes are made as, in this thread."""
+        return getattr(self._local, "login", None) or self.bot_login
+
+    def next_id(self) -> int:
+        """A new id for a comment, label, review, check run, reaction or repository."""
+        return next(self._ids)
+
+    def lookup(self, repo: str) -> Repo | None:
+        """Repository ``OWNER/NAME`` if it exists (case-insensitive), else ``None``."""
+        return self.repos.get(repo.lower())
+
+    def repo(self, repo: str) -> Repo:
+        """Repository ``OWNER/NAME``, created (default branch ``main``) if it is new."""
+        with self.lock:
+            found = self.lookup(repo)
+            if found is None:
+                found = self.repos[repo.lower()] = Repo(repo, self.next_id())
+            return found
+
+    def record(self, action: str) -> None:
+        """Append one action string (see the module docstring)."""
+        with self.lock:
+            self._actions.append(action)
+
+    def clear_actions(self) -> None:
+        """Forget the recorded actions (state stays)."""
+        with self.lock:
+            self._actions.clear()
+
+    # -- seeding --------------------------------------------------------------------------
+
+    def add_repo(self, full_name: str, *, default_branch: str = "main",
+                 private: bool = False) -> None:
+        """Create repository ``OWNER/NAME`` (idempotent; updates the default branch)."""
+        with self.lock:
+            r = self.repo(full_name)
+            r.default_branch, r.private = default_branch, private
+
+    def add_file(self, repo: str, path: str, text: str, ref: str | None = None) -> None:
+        """Store ``text`` at ``path`` on ``ref`` (default branch when ``None``)."""
+        with self.lock:
+            r = self.repo(repo)
+            r.files[(ref or r.default_branch, path.strip("/"))] = text
+
+    def remove_file(self, repo: str, path: str, ref: str | None = None) -> None:
+        """Delete ``path`` on ``ref`` (default branch when ``None``), if it is there."""
+        with self.lock:
+            r = self.repo(repo)
+            r.files.pop((ref or r.default_branch, path.strip("/")), None)
 
     def add_pull(
         self,
@@ -69,196 +195,400 @@ class FakeGitHub(Transport):
         *,
         head_sha: str,
         head_ref: str,
-        base_ref: str = "main",
+        base_ref: str | None = None,
         state: str = "open",
-        files: list[str] | tuple[str, ...] = (),
+        title: str = "A pull request",
+        user: str | None = None,
+        files: Iterable[str | tuple[str, str]] = (),
     ) -> None:
-        self.pulls[(repo, number)] = {
-            "number": number,
-            "head_sha": head_sha,
-            "head_ref": head_ref,
-            "base_ref": base_ref,
-            "state": state,
-        }
-        self.pull_files[(repo, number)] = list(files)
+        """Create pull request ``number`` (base defaults to the default branch) changing
+        ``files``."""
+        with self.lock:
+            r = self.repo(repo)
+            r.pulls[number] = {
+                "head_sha": head_sha,
+                "head_ref": head_ref,
+                "base_ref": base_ref or r.default_branch,
+                "state": state,
+                "title": title,
+                "user": user or self.user_login,
+                "id": self.next_id(),
+                "files": [],
+                "requested": [],
+                "reviews": [],
+            }
+        self.set_pull_files(repo, number, files)
 
-    def add_review(
-        self, repo: str, number: int, user: str, state: str = "APPROVED", *,
-        commit_id: str | None = None,
-    ) -> int:
-        rid = next(self._ids)
-        head = self.pulls.get((repo, number), {}).get("head_sha")
-        self.reviews.setdefault((repo, number), []).append(
-            {"id": rid, "user": user, "state": state, "commit_id": commit_id or head}
-        )
-        return rid
+    def set_pull_files(self, repo: str, number: int,
+                       files: Iterable[str | tuple[str, str]]) -> None:
+        """The files pull request ``number`` changes: paths, or ``(path, previous_path)``
+        for a rename."""
+        with self.lock:
+            pr = self._pull(repo, number, "set_pull_files")
+            pr["files"] = []
+            for f in files:
+                path, previous = (f, None) if isinstance(f, str) else f
+                entry = {"filename": path, "status": "renamed" if previous else "modified"}
+                if previous:
+                    entry["previous_filename"] = previous
+                pr["files"].append(entry)
 
-    def set_permission(self, repo: str, login: str, role: str) -> None:
-        self.permissions[(repo, login.lower())] = role
+    def add_review(self, repo: str, number: int, user: str, state: str = "APPROVED", *,
+                   commit_id: str | None = None, body: str = "") -> int:
+        """Add a submitted review by ``user`` to pull request ``number``; returns its id."""
+        with self.lock:
+            pr = self._pull(repo, number, "add_review")
+            review = {
+                "id": self.next_id(),
+                "user": user,
+                "state": state,
+                "commit_id": commit_id or pr["head_sha"],
+                "body": body,
+                "submitted_at": now(),
+            }
+            pr["reviews"].append(review)
+            return int(review["id"])
 
-    # -- operations -------------------------------------------------------------------
+    def set_permission(self, repo: str, login: str, role: str, *,
+                       permission: str | None = None) -> None:
+        """Give ``login`` the repository role ``role`` (admin, maintain, write, triage,
+        read, or a custom role name with its base ``permission``)."""
+        with self.lock:
+            base = permission or BASE_PERMISSION.get(role)
+            if base is None:
+                raise ValueError(f"custom role {role!r} needs permission=")
+            self.repo(repo).permissions[login.lower()] = (role, base)
+
+    def add_repo_label(self, repo: str, name: str, *, color: str = "ededed",
+                       description: str = "") -> dict[str, Any]:
+        """Create repository label ``name`` if it is new; returns it."""
+        with self.lock:
+            r = self.repo(repo)
+            label = r.labels.get(name.lower())
+            if label is None:
+                label = {"id": self.next_id(), "name": name, "color": color,
+                         "description": description}
+                r.labels[name.lower()] = label
+            return label
+
+    def set_issue_labels(self, repo: str, number: int, labels: Iterable[str]) -> None:
+        """Put exactly ``labels`` on issue/PR ``number`` (creating repository labels)."""
+        with self.lock:
+            names = [self.add_repo_label(repo, n)["name"] for n in labels]
+            self.repo(repo).issue_labels[number] = list(dict.fromkeys(names))
+
+    def add_comment(self, repo: str, number: int, body: str, *, user: str = "octocat") -> int:
+        """Add a comment by ``user`` to issue/PR ``number``; returns its id."""
+        return int(self._new_comment(repo, number, body, user)["id"])
+
+    # -- reading --------------------------------------------------------------------------
+
+    @property
+    def actions(self) -> list[str]:
+        """Copy of the successful writes, in order (see the module docstring)."""
+        with self.lock:
+            return list(self._actions)
+
+    def comments(self, repo: str, number: int) -> list[dict[str, Any]]:
+        """Comments on issue/PR ``number``, oldest first: ``[{"id", "user", "body"}]``."""
+        with self.lock:
+            return [{"id": c["id"], "user": c["user"], "body": c["body"]}
+                    for c in self.comments_on(repo, number)]
+
+    def comments_on(self, repo: str, number: int) -> list[dict[str, Any]]:
+        """The stored comments on issue/PR ``number`` (all fields), oldest first."""
+        with self.lock:
+            r = self.lookup(repo)
+            if r is None:
+                return []
+            return [c for c in self.comment_store.values()
+                    if c["repo"] == r.full_name and c["number"] == number]
+
+    def labels(self, repo: str, number: int) -> list[str]:
+        """Label names on issue/PR ``number``."""
+        with self.lock:
+            r = self.lookup(repo)
+            return list(r.issue_labels.get(number, [])) if r else []
+
+    def repo_labels(self, repo: str) -> list[str]:
+        """Label names defined in the repository."""
+        with self.lock:
+            r = self.lookup(repo)
+            return [lbl["name"] for lbl in r.labels.values()] if r else []
+
+    def file(self, repo: str, path: str, ref: str | None = None) -> str | None:
+        """Text of ``path`` on ``ref`` (default branch when ``None``), or ``None``."""
+        with self.lock:
+            r = self.lookup(repo)
+            if r is None:
+                return None
+            return r.files.get((ref or r.default_branch, path.strip("/")))
+
+    def requested_reviewers(self, repo: str, number: int) -> list[str]:
+        """Logins with a pending review request on pull request ``number``."""
+        with self.lock:
+            return list(self._pull(repo, number, "requested_reviewers")["requested"])
+
+    def check_runs(self, repo: str) -> list[dict[str, Any]]:
+        """Check runs of the repository, oldest first: ``{"id", "name", "head_sha",
+        "status", "conclusion", "output": {"title", "summary"}}``."""
+        with self.lock:
+            r = self.lookup(repo)
+            return [dict(c) for c in r.check_runs.values()] if r else []
+
+    def reactions(self, repo: str, comment_id: int) -> list[tuple[str, str]]:
+        """``(user, content)`` pairs on comment ``comment_id``."""
+        with self.lock:
+            return [(x["user"], x["content"]) for x in self.reaction_store.get(comment_id, [])]
+
+    # -- operations: repositories and people ----------------------------------------------
 
     def get_repository(self, repo: str) -> dict[str, Any]:
-        return {"full_name": repo, "default_branch": "main"}
-
-    def get_pull_request(self, repo: str, number: int) -> dict[str, Any]:
-        try:
-            return self.pulls[(repo, number)]
-        except KeyError:
-            raise _not_found("get-pull-request", "pull request") from None
-
-    def add_label(self, repo: str, number: int, label: str) -> dict[str, Any]:
-        labels = self.labels.setdefault((repo, number), [])
-        if label not in labels:
-            labels.append(label)
-        self.actions.append(f"{repo}#{number}:add-label:{label}")
-        return {"labels": list(labels)}
-
-    def remove_label(self, repo: str, number: int, label: str) -> dict[str, Any]:
-        labels = self.labels.setdefault((repo, number), [])
-        if label not in labels:
-            return {"labels": None}  # GitHub's 404 for a label not on the issue
-        labels.remove(label)
-        self.actions.append(f"{repo}#{number}:remove-label:{label}")
-        return {"labels": list(labels)}
-
-    def ensure_label(
-        self, repo: str, label: str, color: str = "ededed", description: str = ""
-    ) -> dict[str, Any]:
-        existing = self.repo_labels.setdefault(repo, set())
-        created = label not in existing
-        if created:
-            existing.add(label)
-            self.actions.append(f"{repo}:create-label:{label}")
-        return {"label": label, "created": created}
-
-    def comment(self, repo: str, number: int, body: str) -> dict[str, Any]:
-        cid = next(self._ids)
-        self.comments.setdefault((repo, number), []).append(
-            {"id": cid, "user": "the-loop[bot]", "body": body}
-        )
-        self.actions.append(f"{repo}#{number}:comment:{cid}")
-        return {"id": cid, "url": f"https://github.test/{repo}/issues/{number}#c{cid}"}
-
-    def update_comment(self, repo: str, comment_id: int, body: str) -> dict[str, Any]:
-        for comments in self.comments.values():
-            for c in comments:
-                if c["id"] == comment_id:
-                    c["body"] = body
-                    self.actions.append(f"{repo}:update-comment:{comment_id}")
-                    return {"id": comment_id, "url": ""}
-        raise _not_found("update-comment", "comment")
-
-    def list_comments(self, repo: str, number: int) -> dict[str, Any]:
-        return {"comments": [dict(c) for c in self.comments.get((repo, number), [])]}
-
-    def add_reaction(self, repo: str, comment_id: int, content: str) -> dict[str, Any]:
-        self.actions.append(f"{repo}:add-reaction:{comment_id}:{content}")
-        return {"id": next(self._ids)}
-
-    def get_file(self, repo: str, path: str, ref: str | None = None) -> dict[str, Any]:
-        key = (repo, ref or "main", path.strip("/"))
-        if key not in self.files:
-            raise _not_found("get-file", "file")
-        text = self.files[key]
-        return {"path": key[2], "sha": blob_sha(text), "ref": ref, "text": text}
-
-    def put_file(
-        self,
-        repo: str,
-        path: str,
-        branch: str,
-        text: str,
-        sha: str | None = None,
-        message: str | None = None,
-    ) -> dict[str, Any]:
-        key = (repo, branch, path.strip("/"))
-        current = self.files.get(key)
-        if current is not None and sha is None:
-            raise IntegrationError("sha wasn't supplied", integration="github", op="put-file",
-                                   status=422)
-        if sha is not None and (current is None or blob_sha(current) != sha):
-            raise IntegrationError("stale sha", integration="github", op="put-file",
-                                   status=409)
-        self.files[key] = text
-        self.actions.append(f"{repo}:put-file:{branch}:{key[2]}")
-        commit = hashlib.sha1(f"{key}:{next(self._ids)}".encode(),
-                              usedforsecurity=False).hexdigest()
-        return {"path": key[2], "sha": blob_sha(text), "commit": commit}
-
-    def list_pull_files(self, repo: str, number: int) -> dict[str, Any]:
-        if (repo, number) not in self.pulls and (repo, number) not in self.pull_files:
-            raise _not_found("list-pull-files", "pull request")
-        return {"files": list(self.pull_files.get((repo, number), []))}
-
-    def request_reviewers(
-        self, repo: str, number: int, reviewers: list[str]
-    ) -> dict[str, Any]:
-        if (repo, number) not in self.pulls:
-            raise _not_found("request-reviewers", "pull request")
-        requested = self.requested.setdefault((repo, number), [])
-        for login in reviewers:
-            if login not in requested:
-                requested.append(login)
-            self.actions.append(f"{repo}#{number}:request-reviewers:{login}")
-        return {"requested": list(requested)}
+        r = self.repo(repo)
+        return {"full_name": r.full_name, "default_branch": r.default_branch}
 
     def get_permission(self, repo: str, login: str) -> dict[str, Any]:
-        role = self.permissions.get((repo, login.lower()), "none")
-        return {"permission": role if role in PERMISSIONS else "none"}
+        with self.lock:
+            role, base = self.repo(repo).permissions.get(login.lower(), ("none", "none"))
+        return {"permission": role if role in PERMISSIONS else base}
+
+    # -- operations: labels ---------------------------------------------------------------
+
+    def add_label(self, repo: str, number: int, label: str) -> dict[str, Any]:
+        with self.lock:
+            r = self.repo(repo)
+            name = self.add_repo_label(repo, label)["name"]
+            current = r.issue_labels.setdefault(number, [])
+            if name not in current:
+                current.append(name)
+            self.record(f"{r.full_name}#{number}:add-label:{name}")
+            return {"labels": list(current)}
+
+    def remove_label(self, repo: str, number: int, label: str) -> dict[str, Any]:
+        with self.lock:
+            r = self.repo(repo)
+            current = r.issue_labels.get(number, [])
+            match = next((n for n in current if n.lower() == label.lower()), None)
+            if match is None:
+                return {"labels": None}  # GitHub's 404 for a label not on the issue
+            current.remove(match)
+            self.record(f"{r.full_name}#{number}:remove-label:{match}")
+            return {"labels": list(current)}
+
+    def ensure_label(self, repo: str, label: str, color: str = "ededed",
+                     description: str = "") -> dict[str, Any]:
+        with self.lock:
+            r = self.repo(repo)
+            existing = r.labels.get(label.lower())
+            if existing is not None:
+                return {"label": existing["name"], "created": False}
+            created = self.add_repo_label(repo, label, color=color.lstrip("#"),
+                                          description=description)
+            self.record(f"{r.full_name}:create-label:{created['name']}")
+            return {"label": created["name"], "created": True}
+
+    # -- operations: comments and reactions -----------------------------------------------
+
+    def comment(self, repo: str, number: int, body: str) -> dict[str, Any]:
+        with self.lock:
+            c = self._new_comment(repo, number, body, self.actor)
+            self.record(f"{c['repo']}#{number}:comment:{c['id']}")
+        return {"id": c["id"], "url": self.comment_url(c)}
+
+    def update_comment(self, repo: str, comment_id: int, body: str) -> dict[str, Any]:
+        with self.lock:
+            c = self.find_comment(repo, comment_id)
+            if c is None:
+                raise _not_found("update-comment", "comment")
+            c["body"], c["updated_at"] = body, now()
+            self.record(f"{c['repo']}:update-comment:{comment_id}")
+        return {"id": comment_id, "url": self.comment_url(c)}
+
+    def list_comments(self, repo: str, number: int) -> dict[str, Any]:
+        return {"comments": self.comments(repo, number)}
+
+    def add_reaction(self, repo: str, comment_id: int, content: str) -> dict[str, Any]:
+        """Adding the same reaction twice returns the existing one, as GitHub does. The
+        comment need not be seeded (a delivery's comment is GitHub's, not the fake's); the
+        HTTP front answers 404 for an unknown one."""
+        if content not in REACTIONS:
+            raise _refused("add-reaction", 422, f"content {content!r} is not a reaction",
+                           "invalid")
+        with self.lock:
+            full_name = self.repo(repo).full_name
+            existing = self.reaction_store.setdefault(comment_id, [])
+            found = next((x for x in existing
+                          if x["user"] == self.actor and x["content"] == content), None)
+            if found is None:
+                found = {"id": self.next_id(), "user": self.actor, "content": content,
+                         "created_at": now()}
+                existing.append(found)
+            self.record(f"{full_name}:add-reaction:{comment_id}:{content}")
+            return {"id": found["id"]}
+
+    def find_comment(self, repo: str, comment_id: int) -> dict[str, Any] | None:
+        """The stored comment ``comment_id`` of ``repo``, or ``None``."""
+        with self.lock:
+            r = self.lookup(repo)
+            c = self.comment_store.get(comment_id)
+            return c if r is not None and c is not None and c["repo"] == r.full_name else None
+
+    @staticmethod
+    def comment_url(c: dict[str, Any]) -> str:
+        """The comment's ``html_url`` path, relative to the web root."""
+        return f"/{c['repo']}/issues/{c['number']}#issuecomment-{c['id']}"
+
+    # -- operations: files ----------------------------------------------------------------
+
+    def get_file(self, repo: str, path: str, ref: str | None = None) -> dict[str, Any]:
+        with self.lock:
+            r = self.repo(repo)
+            clean = path.strip("/")
+            text = r.files.get((ref or r.default_branch, clean))
+        if text is None:
+            raise _not_found("get-file", "file")
+        return {"path": clean, "sha": blob_sha(text), "ref": ref, "text": text}
+
+    def put_file(self, repo: str, path: str, branch: str, text: str,
+                 sha: str | None = None, message: str | None = None) -> dict[str, Any]:
+        """Refused as GitHub does: 422 when the file exists and no ``sha`` is given, 409
+        when ``sha`` is not the file's current one."""
+        with self.lock:
+            r = self.repo(repo)
+            clean = path.strip("/")
+            current = r.files.get((branch, clean))
+            if current is not None and not sha:
+                raise _refused("put-file", 422, '"sha" wasn\'t supplied')
+            if sha and (current is None or blob_sha(current) != sha):
+                raise _refused("put-file", 409, f"{clean} does not match {sha}")
+            r.files[(branch, clean)] = text
+            commit = hashlib.sha1(f"{branch}:{clean}:{self.next_id()}".encode(),
+                                  usedforsecurity=False).hexdigest()
+            self.record(f"{r.full_name}:put-file:{branch}:{clean}")
+        return {"path": clean, "sha": blob_sha(text), "commit": commit}
+
+    # -- operations: pull requests --------------------------------------------------------
+
+    def get_pull_request(self, repo: str, number: int) -> dict[str, Any]:
+        with self.lock:
+            pr = self.repo(repo).pulls.get(number)
+            if pr is None:
+                raise _not_found("get-pull-request", "pull request")
+            return {"number": number, "head_sha": pr["head_sha"], "head_ref": pr["head_ref"],
+                    "base_ref": pr["base_ref"], "state": pr["state"]}
+
+    def list_pull_files(self, repo: str, number: int) -> dict[str, Any]:
+        with self.lock:
+            pr = self.repo(repo).pulls.get(number)
+            if pr is None:
+                raise _not_found("list-pull-files", "pull request")
+            paths: list[str] = []
+            for f in pr["files"]:
+                for key in ("filename", "previous_filename"):
+                    value = f.get(key)
+                    if value and value not in paths:
+                        paths.append(value)
+        return {"files": paths}
+
+    def request_reviewers(self, repo: str, number: int, reviewers: list[str]) -> dict[str, Any]:
+        """GitHub refuses (422) a review request from the pull request's author."""
+        with self.lock:
+            r = self.repo(repo)
+            pr = r.pulls.get(number)
+            if pr is None:
+                raise _not_found("request-reviewers", "pull request")
+            if any(x.lower() == pr["user"].lower() for x in reviewers):
+                raise _refused("request-reviewers", 422,
+                               "review cannot be requested from the pull request author")
+            for login in reviewers:
+                if login not in pr["requested"]:
+                    pr["requested"].append(login)
+                self.record(f"{r.full_name}#{number}:request-reviewers:{login}")
+            return {"requested": list(pr["requested"])}
 
     def list_reviews(self, repo: str, number: int) -> dict[str, Any]:
-        if (repo, number) not in self.pulls:
-            raise _not_found("list-reviews", "pull request")
-        return {"reviews": [dict(r) for r in self.reviews.get((repo, number), [])]}
+        with self.lock:
+            pr = self.repo(repo).pulls.get(number)
+            if pr is None:
+                raise _not_found("list-reviews", "pull request")
+            return {"reviews": [{k: v[k] for k in ("id", "user", "state", "commit_id")}
+                                for v in pr["reviews"]]}
 
-    def create_check_run(
-        self,
-        repo: str,
-        head_sha: str,
-        name: str,
-        status: str,
-        conclusion: str | None = None,
-        title: str | None = None,
-        summary: str | None = None,
-    ) -> dict[str, Any]:
-        cid = next(self._ids)
-        self.check_runs[cid] = {
-            "id": cid, "repo": repo, "head_sha": head_sha, "name": name,
-            "status": "completed" if conclusion else status, "conclusion": conclusion,
-            "title": title, "summary": summary,
-        }
-        self.actions.append(f"{repo}:create-check-run:{name}")
-        return {"id": cid}
+    # -- operations: check runs -----------------------------------------------------------
 
-    def update_check_run(
-        self,
-        repo: str,
-        check_run_id: int,
-        status: str | None = None,
-        conclusion: str | None = None,
-        title: str | None = None,
-        summary: str | None = None,
-    ) -> dict[str, Any]:
-        run = self.check_runs.get(check_run_id)
-        if run is None or run["repo"] != repo:
-            raise _not_found("update-check-run", "check run")
-        for key, value in (("status", status), ("conclusion", conclusion), ("title", title),
-                           ("summary", summary)):
-            if value is not None:
-                run[key] = value
-        if conclusion is not None:
-            run["status"] = "completed"
-        self.actions.append(f"{repo}:update-check-run:{check_run_id}")
+    def create_check_run(self, repo: str, head_sha: str, name: str, status: str,
+                         conclusion: str | None = None, title: str | None = None,
+                         summary: str | None = None) -> dict[str, Any]:
+        run: dict[str, Any] = {"id": 0, "name": name, "head_sha": head_sha, "status": "queued",
+                               "conclusion": None, "output": {"title": None, "summary": None}}
+        self._check_fields("create-check-run", run, status, conclusion, title, summary)
+        with self.lock:
+            r = self.repo(repo)
+            run["id"] = self.next_id()
+            r.check_runs[run["id"]] = run
+            self.record(f"{r.full_name}:create-check-run:{name}")
+        return {"id": run["id"]}
+
+    def update_check_run(self, repo: str, check_run_id: int, status: str | None = None,
+                         conclusion: str | None = None, title: str | None = None,
+                         summary: str | None = None) -> dict[str, Any]:
+        with self.lock:
+            r = self.repo(repo)
+            run = r.check_runs.get(check_run_id)
+            if run is None:
+                raise _not_found("update-check-run", "check run")
+            updated = {**run, "output": dict(run["output"])}
+            self._check_fields("update-check-run", updated, status, conclusion, title, summary)
+            run.update(updated)
+            self.record(f"{r.full_name}:update-check-run:{check_run_id}")
         return {"id": check_run_id}
 
-    def list_check_runs(
-        self, repo: str, head_sha: str, name: str | None = None
-    ) -> dict[str, Any]:
-        latest: dict[str, dict[str, Any]] = {}
-        for run in self.check_runs.values():
-            if run["repo"] == repo and run["head_sha"] == head_sha and name in (None, run["name"]):
-                latest[run["name"]] = run
-        runs = sorted(latest.values(), key=lambda r: r["id"])
-        return {"check_runs": [{k: r[k] for k in ("id", "name", "status", "conclusion")}
-                               for r in runs]}
+    def list_check_runs(self, repo: str, head_sha: str, name: str | None = None
+                        ) -> dict[str, Any]:
+        """The latest run of each name on ``head_sha`` (GitHub's ``filter=latest``)."""
+        return {"check_runs": [{k: run[k] for k in ("id", "name", "status", "conclusion")}
+                               for run in self.latest_check_runs(repo, head_sha, name)]}
+
+    def latest_check_runs(self, repo: str, head_sha: str,
+                          name: str | None = None) -> list[dict[str, Any]]:
+        """The stored latest run of each name on ``head_sha``, oldest first."""
+        with self.lock:
+            r = self.repo(repo)
+            latest: dict[str, dict[str, Any]] = {}
+            for run in r.check_runs.values():
+                if run["head_sha"] == head_sha and name in (None, run["name"]):
+                    latest[run["name"]] = run
+            return sorted(latest.values(), key=lambda run: run["id"])
+
+    @staticmethod
+    def _check_fields(op: str, run: dict[str, Any], status: str | None,
+                      conclusion: str | None, title: str | None, summary: str | None) -> None:
+        if status is not None:
+            if status not in CHECK_STATUSES:
+                raise _refused(op, 422, f"status {status!r} is not a check run status")
+            run["status"] = status
+        if conclusion is not None:
+            run["conclusion"], run["status"] = conclusion, "completed"
+        if run["status"] == "completed" and not run["conclusion"]:
+            raise _refused(op, 422, '"conclusion" wasn\'t supplied')
+        if title is not None or summary is not None:
+            run["output"] = {"title": title, "summary": summary}
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _pull(self, repo: str, number: int, what: str) -> dict[str, Any]:
+        pr = self.repo(repo).pulls.get(number)
+        if pr is None:
+            raise KeyError(f"fake GitHub has no pull request {repo}#{number} ({what}); "
+                           "call add_pull() first")
+        return pr
+
+    def _new_comment(self, repo: str, number: int, body: str, user: str) -> dict[str, Any]:
+        with self.lock:
+            r = self.repo(repo)
+            stamp = now()
+            c: dict[str, Any] = {"id": self.next_id(), "repo": r.full_name, "number": number,
+                                 "user": user, "body": body, "created_at": stamp,
+                                 "updated_at": stamp}
+            self.comment_store[c["id"]] = c
+            return c

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.conftest import FIXTURES_DIR, load_fixture, sign_body
-from tests.support.fake_github import FakeGitHub, serve
+from tests.support.fake_github import HttpFakeGitHub, serve
 from workers.state import RedisStateStore
 
 pytestmark = pytest.mark.e2e
@@ -51,7 +51,7 @@ def wait_until(predicate, timeout=20.0, what="condition"):
 
 @pytest.fixture
 def stack(redis_ns, tmp_path):
-    fake = FakeGitHub()
+    fake = HttpFakeGitHub()
     fake.add_repo(REPO, default_branch="master")
     fake.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS)
     fake.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)

@@ -132,7 +132,7 @@ class Files:
         self.gh, self.revision = gh, "main"
 
     def read_text(self, path):
-        return self.gh.files.get((REPO, "main", path))
+        return self.gh.file(REPO, path, "main")
 
 
 def service(gh=None):
@@ -144,7 +144,7 @@ def service(gh=None):
 
 
 def status_comments(gh):
-    return [c for c in gh.comments.get((REPO, 1), [])
+    return [c for c in gh.comments(REPO, 1)
             if (find_effect(c["body"]) or "").endswith("/status")]
 
 
@@ -251,7 +251,7 @@ def test_changes_requested_returns_to_the_producing_node_in_the_same_session():
     rt.advance(item, config, None)
     state = rt.store.load(REF)
     assert state.current_node == "design-approval" and state.session["id"] == session
-    gh.files.pop((REPO, "main", "specs/1/design.md"))
+    gh.remove_file(REPO, "specs/1/design.md", "main")
     rt.advance(item, config, comment("alice", "/request-changes", "d-cr"))
     state = rt.store.load(REF)
     assert state.current_node == "design" and state.session["id"] == session
@@ -357,7 +357,7 @@ def test_force_past_a_gate_warns_records_everywhere_and_forges_nothing():
     assert "work-item.forced" in types
     assert any(e.type == "checkpoint" and e.data.get("boundary") == "forced"
                for e in rt.store.events(REF))
-    forced_comments = [c for c in gh.comments[(REPO, 1)]
+    forced_comments = [c for c in gh.comments(REPO, 1)
                        if "/forced/" in (find_effect(c["body"]) or "")]
     assert len(forced_comments) == 1 and "waived" in forced_comments[0]["body"]
 
@@ -440,16 +440,16 @@ def test_publish_check_tracks_phase_and_gate_state_on_the_pr_head():
     item = WorkItem(REF, 1, REPO, kind="pull_request", spec_dir="specs/1")
     rt = Runtime(load_graph(), MemoryStateStore())
     rt.enrol(item, config, None)
-    runs = [r for r in gh.check_runs.values() if r["name"] == "the-loop"]
+    runs = [r for r in gh.check_runs(REPO) if r["name"] == "the-loop"]
     assert len(runs) == 1 and runs[0]["head_sha"] == "abc"
     assert (runs[0]["status"], runs[0]["conclusion"]) == ("completed", "failure")
-    assert "requirements.md does not exist" in runs[0]["summary"]
+    assert "requirements.md does not exist" in runs[0]["output"]["summary"]
     gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     rt.advance(item, config, None)
-    runs = sorted((r for r in gh.check_runs.values() if r["name"] == "the-loop"),
+    runs = sorted((r for r in gh.check_runs(REPO) if r["name"] == "the-loop"),
                   key=lambda r: r["id"])
     assert len(runs) == 2 and runs[-1]["status"] == "in_progress"
-    assert "requirements-approval" in runs[-1]["title"]
+    assert "requirements-approval" in runs[-1]["output"]["title"]
 
 
 def test_session_died_mid_node_re_enters_the_same_node_with_its_session():

@@ -63,7 +63,7 @@ class Files:
         self.revision = "main"
 
     def read_text(self, path):
-        return self.gh.files.get((REPO, "main", path))
+        return self.gh.file(REPO, path, "main")
 
 
 class SpyStore(MemoryStateStore):
@@ -94,7 +94,7 @@ def approve(delivery="d-approve"):
 
 
 def marked(gh):
-    return [find_effect(c["body"]) for c in gh.comments.get((REPO, 1), [])]
+    return [find_effect(c["body"]) for c in gh.comments(REPO, 1)]
 
 
 def test_reads_pass_through_and_everything_else_is_a_side_effect():
@@ -222,7 +222,7 @@ def test_a_file_commit_is_compared_by_content_before_it_is_made_again():
         hook_run(state)
     result = hook_run(store.load(REF))
     assert result["unchanged"] is True
-    assert gh.files[(REPO, "feature", "specs/1/requirements.md")] == "base\nentry\n"
+    assert gh.file(REPO, "specs/1/requirements.md", "feature") == "base\nentry\n"
     assert gh.actions.count(f"{REPO}:put-file:feature:specs/1/requirements.md") == 1
 
 
@@ -241,7 +241,7 @@ def test_a_check_run_is_found_by_name_and_head_sha_before_creating_another():
     with pytest.raises(RetryLater):
         hook_run(state)
     hook_run(store.load(REF))
-    assert [r["name"] for r in gh.check_runs.values()] == ["the-loop"]
+    assert [r["name"] for r in gh.check_runs(REPO)] == ["the-loop"]
 
 
 def test_the_same_delivery_again_is_a_tick_one_approve_never_approves_two_gates():
@@ -274,7 +274,7 @@ def test_a_crash_after_the_decision_replays_only_what_was_left():
     state = runtime.store.load(REF)
     assert [d["node"] for d in state.decisions] == ["requirements-approval"]
     assert state.current_node == "design" and not state.entry_pending
-    assert gh.labels[(REPO, 1)] == ["phase:design"]
+    assert gh.labels(REPO, 1) == ["phase:design"]
 
 
 def test_an_abandoned_hook_run_performs_no_further_effect():

@@ -25,7 +25,7 @@ class Files:
         self.revision = "main"
 
     def read_text(self, path):
-        return self.gh.files.get((REPO, "main", path))
+        return self.gh.file(REPO, path, "main")
 
 
 def setup():
@@ -40,7 +40,7 @@ def setup():
 
 
 def review_requests(gh):
-    return [c for c in gh.comments.get((REPO, 1), [])
+    return [c for c in gh.comments(REPO, 1)
             if (find_effect(c["body"]) or "").endswith("/request-review")]
 
 
@@ -159,7 +159,7 @@ def test_gate_waits_for_an_authorized_approval_and_ignores_others():
     gh.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS)
     first = rt.enrol(item, config, None)
     assert (first.status, first.node) == ("waiting", "requirements-approval")
-    assert gh.labels[(REPO, 1)] == ["phase:requirements-approval"]
+    assert gh.labels(REPO, 1) == ["phase:requirements-approval"]
     posted = review_requests(gh)
     assert len(posted) == 1 and "@alice" in posted[0]["body"]
     assert find_effect(posted[0]["body"]) == f"{REF}/requirements-approval/1/request-review"
@@ -178,7 +178,7 @@ def test_gate_waits_for_an_authorized_approval_and_ignores_others():
     state = rt.store.load(REF)
     assert state.decisions[-1]["actor"] == "alice"
     assert state.decisions[-1]["delivery"] == "d-ok"
-    assert gh.labels[(REPO, 1)] == ["phase:design"]
+    assert gh.labels(REPO, 1) == ["phase:design"]
 
 
 def test_one_event_never_approves_two_gates():

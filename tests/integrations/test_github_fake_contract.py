@@ -1,4 +1,7 @@
-"""Contract test: the real GitHub transports against the fake GitHub served on loopback.
+"""Contract test: the real GitHub transports against the one fake GitHub.
+
+The fake (``integrations.github_fake.FakeGitHub``) is served on loopback by its HTTP front
+(``tests/support/fake_github.HttpFakeGitHub``, the same state and operations).
 
 Each operation runs through the same code path as production, over HTTP: the ``api``
 transport (PyGithub) in both URL layouts (github.com and GHES ``/api/v3``) and both auth
@@ -23,7 +26,7 @@ from integrations.github_cli import GitHubCli
 from integrations.github_fake import FakeGitHub as MemoryGitHub
 from tests.integrations.fakecli import gh_forwarder
 from tests.integrations.test_github_api import assert_shape, rsa_pem  # noqa: F401 (fixture)
-from tests.support.fake_github import FakeGitHub, serve
+from tests.support.fake_github import HttpFakeGitHub, serve
 
 REPO = "Codertocat/Hello-World"
 APP_ID = 77
@@ -32,7 +35,7 @@ PAT = "ghp_contract_token"
 
 @dataclass
 class Env:
-    fake: FakeGitHub
+    fake: HttpFakeGitHub
     api: GitHubApi | GitHubCli
     clients: GitHubClients | None
     base_url: str
@@ -40,7 +43,7 @@ class Env:
 
 @pytest.fixture(params=["app", "token-ghes", "cli"])
 def env(request: pytest.FixtureRequest, rsa_pem, tmp_path) -> Iterator[Env]:  # noqa: F811
-    fake = FakeGitHub(app_id=APP_ID, tokens=[PAT])
+    fake = HttpFakeGitHub(app_id=APP_ID, tokens=[PAT])
     fake.add_repo(REPO, default_branch="main")
     fake.add_file(REPO, "README.md", "# Hello ✓\n")
     fake.add_file(REPO, "docs/spec.md", "on a branch\n", ref="feature")
@@ -389,8 +392,9 @@ def _scenario(
 
 
 def test_in_memory_fake_matches_real_client(env: Env) -> None:
-    """integrations.github_fake.FakeGitHub (graph/hook tests) agrees with GitHubApi on the
-    fake server: same operations, result shapes and actions."""
+    """The fake called in-process (as graph, hook and worker tests use it) agrees with
+    GitHubApi talking to the same fake over HTTP: same operations, result shapes and
+    actions."""
     memory = MemoryGitHub()
     memory.add_file(REPO, "README.md", "# Hello ✓\n")
     memory.add_file(REPO, "docs/spec.md", "on a branch\n", ref="feature")
@@ -417,7 +421,7 @@ class RecordingApi:
     """GitHubApi plus the HTTP fake's action log, shaped like the in-memory fake."""
 
     api: GitHubApi
-    fake: FakeGitHub
+    fake: HttpFakeGitHub
 
     @property
     def actions(self) -> list[str]:

@@ -16,7 +16,7 @@ from graph.ports import IntegrationError, NotFound, RateLimited
 from integrations.github import GitHubClients, GitHubSettings
 from integrations.throttle import WriteThrottle
 from tests.integrations.test_github_api import rsa_pem  # noqa: F401 (fixture)
-from tests.support.fake_github import FakeGitHub, serve
+from tests.support.fake_github import HttpFakeGitHub, serve
 
 API = "https://api.github.com:443"
 REPO = "Codertocat/Hello-World"
@@ -85,7 +85,7 @@ def test_long_retry_after_is_not_slept_in_the_worker(rs) -> None:
 def served() -> Any:
     """The loopback fake GitHub (real HTTP, so retry sleeps really happen; ``responses``
     skips them)."""
-    fake = FakeGitHub(tokens=[TOKEN])
+    fake = HttpFakeGitHub(tokens=[TOKEN])
     fake.add_repo(REPO)
     url, stop = serve(fake)
     settings = GitHubSettings(api_url=url, token=TOKEN, write_interval=0.0, read_interval=0.0,

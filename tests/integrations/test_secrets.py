@@ -16,7 +16,7 @@ from rq import Queue
 
 import integrations.github  # noqa: F401  (PyGithub sets its log level on import: first)
 from tests.conftest import load_fixture, sign_body
-from tests.support.fake_github import FakeGitHub, serve
+from tests.support.fake_github import HttpFakeGitHub, serve
 from the_loop.settings import Settings
 from the_loop.wiring import build_receiver, build_worker
 from workers.state import RedisStateStore
@@ -80,7 +80,7 @@ def test_context_carries_no_secret_values(
     # DEBUG lines would then carry response bodies (installation access tokens).
     caplog.set_level(logging.DEBUG, logger="github")
     pem = _pem()
-    fake = FakeGitHub(app_id=APP_ID, installations=[INSTALLATION])
+    fake = HttpFakeGitHub(app_id=APP_ID, installations=[INSTALLATION])
     fake.add_repo(REPO, default_branch="master")
     fake.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS)
     fake.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)

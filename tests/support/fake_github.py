@@ -1,23 +1,12 @@
-"""A loopback fake of the GitHub REST API, in the style of Prow's fake GitHub client.
+"""A loopback HTTP front over the one fake GitHub, in the style of Prow's fakeghserver.
 
-:class:`FakeGitHub` keeps repositories, files, pull requests, labels, comments and
-reactions in memory, records every successful write in :attr:`FakeGitHub.actions` as a
-Prow-style string, and serves the endpoints that PyGithub calls for the operations of
+:class:`HttpFakeGitHub` *is* an :class:`integrations.github_fake.FakeGitHub` (the same
+state, the same operations, the same Prow-style :attr:`actions`); this module only adds
+HTTP: it serves the REST endpoints that PyGithub and ``gh api`` call for the operations of
 :class:`integrations.github.GitHubApi` (see :data:`ENDPOINTS`), both at ``/`` (github.com
-layout) and under ``/api/v3`` (GitHub Enterprise Server layout).
-
-Action strings::
-
-    OWNER/NAME#1:add-label:phase:requirements     (one per label in the request)
-    OWNER/NAME#1:remove-label:phase:requirements
-    OWNER/NAME:create-label:phase:requirements
-    OWNER/NAME#1:comment:<comment id>
-    OWNER/NAME:update-comment:<comment id>
-    OWNER/NAME:add-reaction:<comment id>:<content>
-    OWNER/NAME:put-file:<branch>:<path>
-    OWNER/NAME#1:request-reviewers:<login>          (one per login in the request)
-    OWNER/NAME:create-check-run:<name>
-    OWNER/NAME:update-check-run:<check run id>
+layout) and under ``/api/v3`` (GitHub Enterprise Server layout). Each route checks the
+request as GitHub does, performs the write through the fake's own operation (so an action
+is recorded in one place) and renders GitHub's JSON from the shared state.
 
 Use it in-process with Flask's test client (``fake.app.test_client()``), over loopback
 with :func:`serve`, or standalone: ``python -m tests.support.fake_github --port 8765
@@ -27,9 +16,11 @@ Authentication, roughly like GitHub: ``POST /app/installations/{id}/access_token
 needs ``Authorization: Bearer <JWT>`` (structure and ``iss`` are checked, not the
 signature) and issues ``ghs_...`` tokens valid for one hour; every other endpoint needs
 ``Authorization: token <token>`` for writes (reads may be anonymous). Installation tokens
-act as :attr:`FakeGitHub.bot_login`, any other token as :attr:`FakeGitHub.user_login`
-(restrict them with ``tokens=``). As on GitHub, only installation tokens may create or
-update check runs (others get 403 "You must authenticate via a GitHub App.").
+act as :attr:`HttpFakeGitHub.bot_login`, any other token as
+:attr:`HttpFakeGitHub.user_login` (restrict them with ``tokens=``). As on GitHub, only
+installation tokens may create or update check runs (others get 403 "You must
+authenticate via a GitHub App."). Repositories must be created with ``add_repo`` (or by
+seeding them) before they are served; any other is 404.
 """
 
 from __future__ import annotations
@@ -38,8 +29,6 @@ import argparse
 import base64
 import collections
 import contextlib
-import hashlib
-import itertools
 import json
 import random
 import re
@@ -47,14 +36,18 @@ import threading
 import urllib.parse
 import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from flask import Blueprint, Flask, Response, g, jsonify, request
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-__all__ = ["ENDPOINTS", "FakeGitHub", "RecordedRequest", "serve"]
+from graph.ports import IntegrationError
+from integrations.github_fake import FakeGitHub, Repo, blob_sha
+from integrations.github_ops import REACTIONS
+
+__all__ = ["ENDPOINTS", "HttpFakeGitHub", "RecordedRequest", "serve"]
 
 #: What the fake serves (each also under the ``/api/v3`` prefix).
 ENDPOINTS = (
@@ -83,17 +76,6 @@ ENDPOINTS = (
     "GET    /repos/{owner}/{repo}/commits/{ref}/check-runs",
 )
 
-#: Role -> the coarse ``permission`` GitHub reports beside ``role_name``.
-_BASE_PERMISSION = {
-    "admin": "admin",
-    "maintain": "write",
-    "write": "write",
-    "triage": "read",
-    "read": "read",
-    "none": "none",
-}
-
-REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
 GHES_PREFIX = "/api/v3"
 DOCS = "https://docs.github.com/rest"
 
@@ -127,35 +109,13 @@ class _Chaos:
     pattern: re.Pattern[str]
 
 
-@dataclass
-class _Repo:
-    full_name: str
-    id: int
-    default_branch: str
-    private: bool
-    files: dict[tuple[str, str], str] = field(default_factory=dict)  # (ref, path) -> text
-    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
-    labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # lower(name) -> label
-    issue_labels: dict[int, list[str]] = field(default_factory=dict)  # number -> names
-    permissions: dict[str, tuple[str, str]] = field(default_factory=dict)  # login -> roles
-    check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> check run
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _blob_sha(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
-
-
 def _b64_lines(data: bytes) -> str:
     text = base64.b64encode(data).decode("ascii")
     return "".join(text[i : i + 60] + "\n" for i in range(0, len(text), 60))
 
 
-class FakeGitHub:
-    """In-memory GitHub state plus the Flask app that serves it.
+class HttpFakeGitHub(FakeGitHub):
+    """The fake GitHub's state and operations plus the Flask app that serves them.
 
     Args:
         bot_login: login that installation tokens act as (author of their comments).
@@ -164,12 +124,9 @@ class FakeGitHub:
         app_id: if given, the JWT ``iss`` the access-token endpoint accepts.
         installations: if given, the only installation ids that can get a token (404).
 
-    Seeding (records no action): :meth:`add_repo`, :meth:`put_file`, :meth:`add_pull`,
-    :meth:`set_pull_files`, :meth:`add_review`, :meth:`set_permission`, :meth:`add_label`,
-    :meth:`set_issue_labels`, :meth:`add_comment`. Reading: :attr:`actions`,
-    :attr:`requests`, :attr:`token_requests`, :meth:`comments`, :meth:`labels`,
-    :meth:`repo_labels`, :meth:`reactions`, :meth:`file`, :meth:`requested_reviewers`,
-    :meth:`check_runs`. Faults: :meth:`fail_next`, :meth:`chaos` (counted in :attr:`injected`).
+    Seeding and reading are :class:`~integrations.github_fake.FakeGitHub`'s. Besides:
+    :attr:`requests`, :attr:`token_requests`, :meth:`clear_records`; faults:
+    :meth:`fail_next`, :meth:`chaos` (counted in :attr:`injected`).
     """
 
     #: Files larger than this (bytes) come back from the contents API with
@@ -185,147 +142,17 @@ class FakeGitHub:
         app_id: int | None = None,
         installations: Iterable[int] | None = None,
     ) -> None:
-        self.bot_login = bot_login
-        self.user_login = user_login
+        super().__init__(bot_login=bot_login, user_login=user_login)
         self._tokens = None if tokens is None else set(tokens)
         self.app_id = app_id
         self._installations = None if installations is None else set(installations)
-        self._lock = threading.RLock()
-        self._ids = itertools.count(1001)
-        self._repos: dict[str, _Repo] = {}
-        self._comments: dict[int, dict[str, Any]] = {}  # id -> {repo, number, user, body, ...}
-        self._reactions: dict[int, list[dict[str, Any]]] = {}  # comment id -> reactions
         self._issued: dict[str, int] = {}  # installation token -> installation id
         self._faults: list[_Fault] = []
         self._chaos: _Chaos | None = None
         self._injected: collections.Counter[str] = collections.Counter()
-        self._actions: list[str] = []
         self._requests: list[RecordedRequest] = []
         self._token_requests: list[int] = []
         self.app = _create_app(self)
-
-    # -- seeding ----------------------------------------------------------------------
-
-    def add_repo(
-        self, full_name: str, *, default_branch: str = "main", private: bool = False
-    ) -> None:
-        """Create repository ``OWNER/NAME`` (idempotent; updates the default branch)."""
-        with self._lock:
-            repo = self._repos.get(full_name.lower())
-            if repo is None:
-                self._repos[full_name.lower()] = _Repo(
-                    full_name, next(self._ids), default_branch, private
-                )
-            else:
-                repo.default_branch = default_branch
-
-    def add_file(self, repo: str, path: str, text: str, ref: str | None = None) -> None:
-        """Store ``text`` at ``path`` on ``ref`` (default branch when ``None``)."""
-        with self._lock:
-            r = self._repo_or_raise(repo)
-            r.files[(ref or r.default_branch, path.strip("/"))] = text
-
-    def add_pull(
-        self,
-        repo: str,
-        number: int,
-        *,
-        head_sha: str,
-        head_ref: str,
-        base_ref: str | None = None,
-        state: str = "open",
-        title: str = "A pull request",
-        user: str | None = None,
-        files: Iterable[str] = (),
-    ) -> None:
-        """Create pull request ``number`` (base defaults to the default branch) changing
-        ``files``."""
-        with self._lock:
-            r = self._repo_or_raise(repo)
-            r.pulls[number] = {
-                "head_sha": head_sha,
-                "head_ref": head_ref,
-                "base_ref": base_ref or r.default_branch,
-                "state": state,
-                "title": title,
-                "user": user or self.user_login,
-                "id": next(self._ids),
-                "files": [],
-                "requested": [],
-                "reviews": [],
-            }
-        self.set_pull_files(repo, number, files)
-
-    def set_pull_files(
-        self, repo: str, number: int, files: Iterable[str | tuple[str, str]]
-    ) -> None:
-        """The files pull request ``number`` changes: paths, or ``(path, previous_path)``
-        for a rename."""
-        with self._lock:
-            pr = self._pull_or_raise(repo, number)
-            pr["files"] = []
-            for f in files:
-                path, previous = (f, None) if isinstance(f, str) else f
-                entry = {"filename": path, "status": "renamed" if previous else "modified"}
-                if previous:
-                    entry["previous_filename"] = previous
-                pr["files"].append(entry)
-
-    def add_review(
-        self,
-        repo: str,
-        number: int,
-        user: str,
-        state: str = "APPROVED",
-        *,
-        commit_id: str | None = None,
-        body: str = "",
-    ) -> int:
-        """Add a submitted review by ``user`` to pull request ``number``; returns its id."""
-        with self._lock:
-            pr = self._pull_or_raise(repo, number)
-            review = {
-                "id": next(self._ids),
-                "user": user,
-                "state": state,
-                "commit_id": commit_id or pr["head_sha"],
-                "body": body,
-                "submitted_at": _now(),
-            }
-            pr["reviews"].append(review)
-            return int(review["id"])
-
-    def set_permission(
-        self, repo: str, login: str, role: str, *, permission: str | None = None
-    ) -> None:
-        """Give ``login`` the repository role ``role`` (admin, maintain, write, triage,
-        read, or a custom role name with its base ``permission``)."""
-        with self._lock:
-            r = self._repo_or_raise(repo)
-            base = permission or _BASE_PERMISSION.get(role)
-            if base is None:
-                raise ValueError(f"custom role {role!r} needs permission=")
-            r.permissions[login.lower()] = (role, base)
-
-    def add_label(
-        self, repo: str, name: str, *, color: str = "ededed", description: str = ""
-    ) -> None:
-        """Create repository label ``name``."""
-        with self._lock:
-            self._ensure_repo_label(self._repo_or_raise(repo), name, color, description)
-
-    def set_issue_labels(self, repo: str, number: int, labels: Iterable[str]) -> None:
-        """Put exactly ``labels`` on issue/PR ``number`` (creating repository labels)."""
-        with self._lock:
-            r = self._repo_or_raise(repo)
-            names = [self._ensure_repo_label(r, n)["name"] for n in labels]
-            r.issue_labels[number] = list(dict.fromkeys(names))
-
-    def add_comment(self, repo: str, number: int, body: str, *, user: str = "octocat") -> int:
-        """Add a comment by ``user`` to issue/PR ``number``; returns its id."""
-        with self._lock:
-            r = self._repo_or_raise(repo)
-            return self._new_comment(r, number, body, user)["id"]
 
     # -- faults -----------------------------------------------------------------------
 
@@ -347,7 +174,7 @@ class FakeGitHub:
         With ``after=True`` the request is handled (a write lands) and the fault replaces
         its answer: the client sees an error for something that happened.
         """
-        with self._lock:
+        with self.lock:
             self._faults.append(
                 _Fault(
                     re.compile(path_regex),
@@ -378,130 +205,38 @@ class FakeGitHub:
         a secondary rate limit -- 403 with ``retry-after`` -- and 429); of those faults, a
         share ``after_rate`` is injected after handling (the answer is lost, the write
         landed). ``rate=0`` turns it off. Counts are in :attr:`injected`."""
-        with self._lock:
+        with self.lock:
             self._chaos = _Chaos(rate, after_rate, statuses, random.Random(seed),
                                  re.compile(path_regex)) if rate > 0 else None
 
     @property
     def injected(self) -> dict[str, int]:
         """Faults injected so far: ``{"<status>": n, "<status>-after": n}``."""
-        with self._lock:
+        with self.lock:
             return dict(self._injected)
 
     # -- reading ----------------------------------------------------------------------
 
     @property
-    def actions(self) -> list[str]:
-        """Copy of the successful writes, in order (see the module docstring)."""
-        with self._lock:
-            return list(self._actions)
-
-    @property
     def requests(self) -> list[RecordedRequest]:
         """Copy of every request received, in order (faulted ones included)."""
-        with self._lock:
+        with self.lock:
             return list(self._requests)
 
     @property
     def token_requests(self) -> list[int]:
         """Installation ids for which an access token was issued, in order."""
-        with self._lock:
+        with self.lock:
             return list(self._token_requests)
 
     def clear_records(self) -> None:
         """Forget recorded actions, requests and token requests (state stays)."""
-        with self._lock:
-            self._actions.clear()
+        with self.lock:
+            self.clear_actions()
             self._requests.clear()
             self._token_requests.clear()
 
-    def comments(self, repo: str, number: int) -> list[dict[str, Any]]:
-        """Comments on issue/PR ``number``, oldest first: ``[{"id", "user", "body"}]``."""
-        with self._lock:
-            key = self._repo_or_raise(repo).full_name
-            return [
-                {"id": c["id"], "user": c["user"], "body": c["body"]}
-                for c in self._comments.values()
-                if c["repo"] == key and c["number"] == number
-            ]
-
-    def labels(self, repo: str, number: int) -> list[str]:
-        """Label names on issue/PR ``number``."""
-        with self._lock:
-            return list(self._repo_or_raise(repo).issue_labels.get(number, []))
-
-    def repo_labels(self, repo: str) -> list[str]:
-        """Label names defined in the repository."""
-        with self._lock:
-            return [lbl["name"] for lbl in self._repo_or_raise(repo).labels.values()]
-
-    def file(self, repo: str, path: str, ref: str | None = None) -> str | None:
-        """Text of ``path`` on ``ref`` (default branch when ``None``), or ``None``."""
-        with self._lock:
-            r = self._repo_or_raise(repo)
-            return r.files.get((ref or r.default_branch, path.strip("/")))
-
-    def requested_reviewers(self, repo: str, number: int) -> list[str]:
-        """Logins with a pending review request on pull request ``number``."""
-        with self._lock:
-            return list(self._pull_or_raise(repo, number)["requested"])
-
-    def check_runs(self, repo: str) -> list[dict[str, Any]]:
-        """Check runs of the repository, oldest first: ``{"id", "name", "head_sha",
-        "status", "conclusion", "output"}``."""
-        with self._lock:
-            return [dict(c) for c in self._repo_or_raise(repo).check_runs.values()]
-
-    def reactions(self, repo: str, comment_id: int) -> list[tuple[str, str]]:
-        """``(user, content)`` pairs on comment ``comment_id``."""
-        with self._lock:
-            self._repo_or_raise(repo)
-            return [(x["user"], x["content"]) for x in self._reactions.get(comment_id, [])]
-
     # -- internals (call with the lock held) ------------------------------------------
-
-    def _repo_or_raise(self, repo: str) -> _Repo:
-        r = self._repos.get(repo.lower())
-        if r is None:
-            raise KeyError(f"fake GitHub has no repository {repo!r}; call add_repo() first")
-        return r
-
-    def _pull_or_raise(self, repo: str, number: int) -> dict[str, Any]:
-        pr = self._repo_or_raise(repo).pulls.get(number)
-        if pr is None:
-            raise KeyError(f"fake GitHub has no pull request {repo}#{number}; call add_pull()")
-        return pr
-
-    def _ensure_repo_label(
-        self, r: _Repo, name: str, color: str = "ededed", description: str = ""
-    ) -> dict[str, Any]:
-        label = r.labels.get(name.lower())
-        if label is None:
-            label = {
-                "id": next(self._ids),
-                "name": name,
-                "color": color,
-                "description": description,
-            }
-            r.labels[name.lower()] = label
-        return label
-
-    def _new_comment(self, r: _Repo, number: int, body: str, user: str) -> dict[str, Any]:
-        now = _now()
-        c: dict[str, Any] = {
-            "id": next(self._ids),
-            "repo": r.full_name,
-            "number": number,
-            "user": user,
-            "body": body,
-            "created_at": now,
-            "updated_at": now,
-        }
-        self._comments[c["id"]] = c
-        return c
-
-    def _record(self, action: str) -> None:
-        self._actions.append(action)
 
     def _take_fault(self, method: str, path: str) -> _Fault | None:
         for fault in self._faults:
@@ -552,7 +287,7 @@ def _jwt_payload(token: str) -> dict[str, Any] | None:
     return payload if isinstance(payload, dict) else None
 
 
-def _create_app(fake: FakeGitHub) -> Flask:
+def _create_app(fake: HttpFakeGitHub) -> Flask:
     app = Flask("fake_github")
     bp = Blueprint("github", __name__)
 
@@ -576,7 +311,7 @@ def _create_app(fake: FakeGitHub) -> Flask:
             "html_url": f"{web_base()}/{login}",
         }
 
-    def repo_json(r: _Repo) -> dict[str, Any]:
+    def repo_json(r: Repo) -> dict[str, Any]:
         owner, _, name = r.full_name.partition("/")
         return {
             "id": r.id,
@@ -593,7 +328,7 @@ def _create_app(fake: FakeGitHub) -> Flask:
             "default_branch": r.default_branch,
         }
 
-    def label_json(r: _Repo, label: dict[str, Any]) -> dict[str, Any]:
+    def label_json(r: Repo, label: dict[str, Any]) -> dict[str, Any]:
         quoted = urllib.parse.quote(label["name"], safe="")
         return {
             "id": label["id"],
@@ -605,7 +340,7 @@ def _create_app(fake: FakeGitHub) -> Flask:
             "default": False,
         }
 
-    def issue_labels_json(r: _Repo, number: int) -> list[dict[str, Any]]:
+    def issue_labels_json(r: Repo, number: int) -> list[dict[str, Any]]:
         return [label_json(r, r.labels[n.lower()]) for n in r.issue_labels.get(number, [])]
 
     def comment_json(c: dict[str, Any]) -> dict[str, Any]:
@@ -623,9 +358,9 @@ def _create_app(fake: FakeGitHub) -> Flask:
             "author_association": "NONE",
         }
 
-    def content_json(r: _Repo, ref: str, path: str, text: str) -> dict[str, Any]:
+    def content_json(r: Repo, ref: str, path: str, text: str) -> dict[str, Any]:
         data = text.encode("utf-8")
-        sha = _blob_sha(data)
+        sha = blob_sha(data)
         inline = len(data) <= fake.contents_inline_limit
         url = f"{api_base()}/repos/{r.full_name}/contents/{path}?ref={ref}"
         return {
@@ -648,7 +383,7 @@ def _create_app(fake: FakeGitHub) -> Flask:
     @app.before_request
     def gate() -> Response | None:
         kind, credential = _auth_kind(request.headers.get("Authorization"))
-        with fake._lock:
+        with fake.lock:
             fake._requests.append(
                 RecordedRequest(
                     request.method, request.path, kind, request.query_string.decode("latin-1")
@@ -666,7 +401,7 @@ def _create_app(fake: FakeGitHub) -> Flask:
         if "/access_tokens" in request.path:
             return None  # checked by the route
         if kind == "token":
-            with fake._lock:
+            with fake.lock:
                 installation = fake._issued.get(credential)
             if installation is not None:
                 g.login = fake.bot_login
@@ -702,8 +437,8 @@ def _create_app(fake: FakeGitHub) -> Flask:
     def not_allowed(_: Exception) -> Response:
         return _error(404, "Not Found")
 
-    def lookup(owner: str, name: str) -> _Repo | None:
-        return fake._repos.get(f"{owner}/{name}".lower())
+    def lookup(owner: str, name: str) -> Repo | None:
+        return fake.lookup(f"{owner}/{name}")
 
     def json_body() -> Any:
         return request.get_json(silent=True)
@@ -718,10 +453,10 @@ def _create_app(fake: FakeGitHub) -> Flask:
             return _error(401, "A JSON web token could not be decoded")
         if fake.app_id is not None and str(payload["iss"]) != str(fake.app_id):
             return _error(401, "Integration not found")
-        with fake._lock:
+        with fake.lock:
             if fake._installations is not None and installation_id not in fake._installations:
                 return _error(404, "Not Found")
-            token = f"ghs_fake{installation_id}x{next(fake._ids)}"
+            token = f"ghs_fake{installation_id}x{fake.next_id()}"
             fake._issued[token] = installation_id
             fake._token_requests.append(installation_id)
         expires = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -745,7 +480,7 @@ def _create_app(fake: FakeGitHub) -> Flask:
 
     @bp.get("/repos/<owner>/<name>")
     def get_repo(owner: str, name: str) -> Response:
-        with fake._lock:
+        with fake.lock:
             r = lookup(owner, name)
             if r is None:
                 return _error(404, "Not Found")
@@ -753,14 +488,14 @@ def _create_app(fake: FakeGitHub) -> Flask:
 
     @bp.get("/repos/<owner>/<name>/pulls/<int:number>")
     def get_pull(owner: str, name: str, number: int) -> Response:
-        with fake._lock:
+        with fake.lock:
             r = lookup(owner, name)
             pr = r.pulls.get(number) if r else None
             if r is None or pr is None:
                 return _error(404, "Not Found")
             return jsonify(pull_json(r, number, pr))
 
-    def pull_json(r: _Repo, number: int, pr: dict[str, Any]) -> dict[str, Any]:
+    def pull_json(r: Repo, number: int, pr: dict[str, Any]) -> dict[str, Any]:
         rj = repo_json(r)
         owner_login = r.full_name.split("/")[0]
         return {
@@ -797,7 +532,7 @@ def _create_app(fake: FakeGitHub) -> Flask:
 
     @bp.get("/repos/<owner>/<name>/issues/<int:number>/labels")
     def list_issue_labels(owner: str, name: str, number: int) -> Response:
-        with fake._lock:
+        with fake.lock:
             r = lookup(owner, name)
             if r is None:
                 return _error(404, "Not Found")
@@ -813,35 +548,29 @@ def _create_app(fake: FakeGitHub) -> Flask:
         if not all(isinstance(n, str) and n.strip() for n in wanted):
             return _error(422, "Invalid request.")
         names = [str(n) for n in wanted]
-        with fake._lock:
+        with fake.lock:
             r = lookup(owner, name)
             if r is None:
                 return _error(404, "Not Found")
-            current = r.issue_labels.setdefault(number, [])
             for n in names:
-                label = fake._ensure_repo_label(r, n)
-                if label["name"] not in current:
-                    current.append(label["name"])
-                fake._record(f"{r.full_name}#{number}:add-label:{label['name']}")
+                fake.add_label(r.full_name, number, n)
             return jsonify(issue_labels_json(r, number))
 
     @bp.delete("/repos/<owner>/<name>/issues/<int:number>/labels/<path:label>")
     def remove_issue_label(owner: str, name: str, number: int, label: str) -> Response:
-        with fake._lock:
+        with fake.lock:
             r = lookup(owner, name)
             if r is None:
                 return _error(404, "Not Found")
             current = r.issue_labels.get(number, [])
-            match = next((n for n in current if n.lower() == label.lower()), None)
-            if match is None:
+            if not any(n.lower() == label.lower() for n in current):
                 return _error(404, "Label does not exist")
-            current.remove(match)
-            fake._record(f"{r.full_name}#{number}:remove-label:{match}")
+            fake.remove_label(r.full_name, number, label)
             return jsonify(issue_labels_json(r, number))
 
     @bp.get("/repos/<owner>/<name>/labels/<path:label>")
     def get_label(owner: str, name: str, label: str) -> Response:
-        with fake._lock:
+        with fake.lock:
             r = lookup(owner, name)
             found = r.labels.get(label.lower()) if r else None
             if r is None or found is None:
@@ -864,7 +593,7 @@ def _create_app(fake: FakeGitHub) -> Flask:
                 "Validation Failed",
                 errors=[{"resource": "Label", "code": "invalid", "field": "color"}],
             )
-        with fake._lock:
+        with fake.lock:
             r = lookup(owner, name)
             if r is None:
                 return _error(404, "Not Found")
@@ -874,11 +603,8 @@ def _create_app(fake: FakeGitHub) -> Flask:
                     "Validation Failed",
                     errors=[{"resource": "Label", "code": "already_exists", "field": "name"}],
                 )
-            label = fake._ensure_repo_label(
-                r, body["name"], color, str(body.get("description") or "")
-            )
-            fake._record(f"{r.full_name}:create-label:{label['name']}")
-            resp = jsonify(label_json(r, label))
+            fake.ensure_label(r.full_name, body["name"], color, str(body.get("description") or ""))
+            resp = jsonify(label_json(r, r.labels[body["name"].lower()]))
             resp.status_code = 201
             return resp
 
@@ -918,16 +644,11 @@ def _create_app(fake: FakeGitHub) -> Flask:
 
     @bp.get("/repos/<owner>/<name>/issues/<int:number>/comments")
     def list_comments(owner: str, name: str, number: int) -> Response:
-        with fake._lock:
+        with fake.lock:
             r = lookup(owner, name)
             if r is None:
                 return _error(404, "Not Found")
-            items = [
-                c
-                for c in fake._comments.values()
-                if c["repo"] == r.full_name and c["number"] == number
-            ]
-            return paged(items, comment_json)
+            return paged(fake.comments_on(r.full_name, number), comment_json)
 
     @bp.post("/repos/<owner>/<name>/issues/<int:number>/comments")
     def create_comment(owner: str, name: str, number: int) -> Response:
@@ -938,26 +659,22 @@ def _create_app(fake: FakeGitHub) -> Flask:
                 "Validation Failed",
                 errors=[{"resource": "IssueComment", "code": "missing_field", "field": "body"}],
             )
-        with fake._lock:
+        with fake.lock:
             r = lookup(owner, name)
             if r is None:
                 return _error(404, "Not Found")
-            c = fake._new_comment(r, number, body["body"], g.login or fake.user_login)
-            fake._record(f"{r.full_name}#{number}:comment:{c['id']}")
-            resp = jsonify(comment_json(c))
+            with fake.acting_as(g.login or fake.user_login):
+                posted = fake.comment(r.full_name, number, body["body"])
+            resp = jsonify(comment_json(fake.comment_store[posted["id"]]))
         resp.status_code = 201
         return resp
 
     def find_comment(owner: str, name: str, comment_id: int) -> dict[str, Any] | None:
-        r = lookup(owner, name)
-        c = fake._comments.get(comment_id)
-        if r is None or c is None or c["repo"] != r.full_name:
-            return None
-        return c
+        return fake.find_comment(f"{owner}/{name}", comment_id)
 
     @bp.get("/repos/<owner>/<name>/issues/comments/<int:comment_id>")
     def get_comment(owner: str, name: str, comment_id: int) -> Response:
-        with fake._lock:
+        with fake.lock:
             c = find_comment(owner, name, comment_id)
             return _error(404, "Not Found") if c is None else jsonify(comment_json(c))
 
@@ -970,13 +687,11 @@ def _create_app(fake: FakeGitHub) -> Flask:
                 "Validation Failed",
                 errors=[{"resource": "IssueComment", "code": "missing_field", "field": "body"}],
             )
-        with fake._lock:
+        with fake.lock:
             c = find_comment(owner, name, comment_id)
             if c is None:
                 return _error(404, "Not Found")
-            c["body"] = body["body"]
-            c["updated_at"] = _now()
-            fake._record(f"{c['repo']}:update-comment:{comment_id}")
+            fake.update_comment(c["repo"], comment_id, body["body"])
             return jsonify(comment_json(c))
 
     @bp.post("/repos/<owner>/<name>/issues/comments/<int:comment_id>/reactions")
@@ -989,26 +704,15 @@ def _create_app(fake: FakeGitHub) -> Flask:
                 "Validation Failed",
                 errors=[{"resource": "Reaction", "code": "invalid", "field": "content"}],
             )
-        with fake._lock:
+        with fake.lock:
             c = find_comment(owner, name, comment_id)
             if c is None:
                 return _error(404, "Not Found")
             user = g.login or fake.user_login
-            existing = fake._reactions.setdefault(comment_id, [])
-            found = next(
-                (x for x in existing if x["user"] == user and x["content"] == content), None
-            )
-            status = 200
-            if found is None:
-                found = {
-                    "id": next(fake._ids),
-                    "user": user,
-                    "content": content,
-                    "created_at": _now(),
-                }
-                existing.append(found)
-                status = 201
-            fake._record(f"{c['repo']}:add-reaction:{comment_id}:{content}")
+            fresh = (user, content) not in fake.reactions(c["repo"], comment_id)
+            with fake.acting_as(user):
+                added = fake.add_reaction(c["repo"], comment_id, content)
+            found = next(x for x in fake.reaction_store[comment_id] if x["id"] == added["id"])
             resp = jsonify(
                 {
                     "id": found["id"],
@@ -1018,7 +722,7 @@ def _create_app(fake: FakeGitHub) -> Flask:
                     "created_at": found["created_at"],
                 }
             )
-        resp.status_code = status
+        resp.status_code = 201 if fresh else 200
         return resp
 
     # -- contents ---------------------------------------------------------------------
@@ -1027,7 +731,7 @@ def _create_app(fake: FakeGitHub) -> Flask:
     @bp.get("/repos/<owner>/<name>/contents/<path:path>")
     def get_contents(owner: str, name: str, path: str) -> Response:
         path = path.strip("/")
-        with fake._lock:
+        with fake.lock:
             r = lookup(owner, name)
             if r is None:
                 return _error(404, "Not Found")
@@ -1049,7 +753,7 @@ def _create_app(fake: FakeGitHub) -> Flask:
                             "type": "dir",
                             "name": head,
                             "path": child,
-                            "sha": _blob_sha(child.encode()),
+                            "sha": blob_sha(child.encode()),
                             "size": 0,
                         },
                     )
@@ -1064,13 +768,13 @@ def _create_app(fake: FakeGitHub) -> Flask:
 
     @bp.get("/repos/<owner>/<name>/git/blobs/<sha>")
     def get_blob(owner: str, name: str, sha: str) -> Response:
-        with fake._lock:
+        with fake.lock:
             r = lookup(owner, name)
             if r is None:
                 return _error(404, "Not Found")
             for text in r.files.values():
                 data = text.encode("utf-8")
-                if _blob_sha(data) == sha:
+                if blob_sha(data) == sha:
                     return jsonify(
                         {
                             "sha": sha,
@@ -1098,22 +802,20 @@ def _create_app(fake: FakeGitHub) -> Flask:
             text = data.decode("utf-8")
         except (ValueError, UnicodeDecodeError):
             return _error(422, "content is not valid Base64")
-        with fake._lock:
+        with fake.lock:
             r = lookup(owner, name)
             if r is None:
                 return _error(404, "Not Found")
             branch = body.get("branch") or r.default_branch
-            current = r.files.get((branch, path))
+            existed = (branch, path) in r.files
             sha = body.get("sha")
-            if current is not None and not sha:
+            try:
+                put = fake.put_file(r.full_name, path, branch, text, sha=sha or None,
+                                    message=body["message"])
+            except IntegrationError as exc:
+                if exc.status == 409:
+                    return _error(409, f"{path} does not match {sha}")
                 return _error(422, 'Invalid request.\n\n"sha" wasn\'t supplied.')
-            if sha and (current is None or _blob_sha(current.encode("utf-8")) != sha):
-                return _error(409, f"{path} does not match {sha}")
-            r.files[(branch, path)] = text
-            commit = hashlib.sha1(
-                f"{branch}:{path}:{next(fake._ids)}".encode(), usedforsecurity=False
-            ).hexdigest()
-            fake._record(f"{r.full_name}:put-file:{branch}:{path}")
             item = content_json(r, branch, path, text)
             for key in ("content", "encoding"):
                 item.pop(key)
@@ -1121,31 +823,31 @@ def _create_app(fake: FakeGitHub) -> Flask:
                 {
                     "content": item,
                     "commit": {
-                        "sha": commit,
+                        "sha": put["commit"],
                         "message": body["message"],
-                        "url": f"{api_base()}/repos/{r.full_name}/git/commits/{commit}",
+                        "url": f"{api_base()}/repos/{r.full_name}/git/commits/{put['commit']}",
                     },
                 }
             )
-        resp.status_code = 200 if current is not None else 201
+        resp.status_code = 200 if existed else 201
         return resp
 
     # -- pull request files, reviewers and reviews ------------------------------------
 
-    def find_pull(owner: str, name: str, number: int) -> tuple[_Repo | None, Any]:
+    def find_pull(owner: str, name: str, number: int) -> tuple[Repo | None, Any]:
         r = lookup(owner, name)
         return r, (r.pulls.get(number) if r else None)
 
     @bp.get("/repos/<owner>/<name>/pulls/<int:number>/files")
     def list_pull_files(owner: str, name: str, number: int) -> Response:
-        with fake._lock:
+        with fake.lock:
             r, pr = find_pull(owner, name, number)
             if pr is None:
                 return _error(404, "Not Found")
 
             def file_json(f: dict[str, Any]) -> dict[str, Any]:
                 return {
-                    "sha": _blob_sha(f["filename"].encode()),
+                    "sha": blob_sha(f["filename"].encode()),
                     "filename": f["filename"],
                     "status": f["status"],
                     "additions": 1,
@@ -1163,25 +865,21 @@ def _create_app(fake: FakeGitHub) -> Flask:
         reviewers = body.get("reviewers") if isinstance(body, dict) else None
         if not isinstance(reviewers, list) or not all(isinstance(x, str) for x in reviewers):
             return _error(422, "Invalid request.")
-        with fake._lock:
+        with fake.lock:
             r, pr = find_pull(owner, name, number)
             if r is None or pr is None:
                 return _error(404, "Not Found")
-            if any(x.lower() == pr["user"].lower() for x in reviewers):
-                return _error(
-                    422, "Review cannot be requested from pull request author."
-                )
-            for login in reviewers:
-                if login not in pr["requested"]:
-                    pr["requested"].append(login)
-                fake._record(f"{r.full_name}#{number}:request-reviewers:{login}")
+            try:
+                fake.request_reviewers(r.full_name, number, reviewers)
+            except IntegrationError:
+                return _error(422, "Review cannot be requested from pull request author.")
             resp = jsonify(pull_json(r, number, pr))
         resp.status_code = 201
         return resp
 
     @bp.get("/repos/<owner>/<name>/pulls/<int:number>/reviews")
     def list_reviews(owner: str, name: str, number: int) -> Response:
-        with fake._lock:
+        with fake.lock:
             r, pr = find_pull(owner, name, number)
             if r is None or pr is None:
                 return _error(404, "Not Found")
@@ -1204,7 +902,7 @@ def _create_app(fake: FakeGitHub) -> Flask:
 
     @bp.get("/repos/<owner>/<name>/collaborators/<login>/permission")
     def get_permission(owner: str, name: str, login: str) -> Response:
-        with fake._lock:
+        with fake.lock:
             r = lookup(owner, name)
             if r is None:
                 return _error(404, "Not Found")
@@ -1215,7 +913,7 @@ def _create_app(fake: FakeGitHub) -> Flask:
 
     # -- check runs -------------------------------------------------------------------
 
-    def check_run_json(r: _Repo, c: dict[str, Any]) -> dict[str, Any]:
+    def check_run_json(r: Repo, c: dict[str, Any]) -> dict[str, Any]:
         return {
             "id": c["id"],
             "node_id": f"CR_{c['id']}",
@@ -1229,22 +927,14 @@ def _create_app(fake: FakeGitHub) -> Flask:
             "app": {"id": fake.app_id or 1, "slug": "the-loop"},
         }
 
-    def check_run_fields(body: dict[str, Any], c: dict[str, Any]) -> Response | None:
-        if "status" in body:
-            if body["status"] not in ("queued", "in_progress", "completed"):
-                return _error(422, "Invalid request.")
-            c["status"] = body["status"]
-        if "conclusion" in body:
-            c["conclusion"] = body["conclusion"]
-            c["status"] = "completed"
-        if c["status"] == "completed" and not c["conclusion"]:
-            return _error(422, "Invalid request.\n\n\"conclusion\" wasn't supplied.")
-        if isinstance(body.get("output"), dict):
-            c["output"] = {
-                "title": body["output"].get("title"),
-                "summary": body["output"].get("summary"),
-            }
-        return None
+    def check_run_args(body: dict[str, Any]) -> dict[str, Any]:
+        output = body.get("output") if isinstance(body.get("output"), dict) else {}
+        return {
+            "status": body.get("status"),
+            "conclusion": body.get("conclusion"),
+            "title": output.get("title"),
+            "summary": output.get("summary"),
+        }
 
     def needs_app() -> Response | None:
         if g.installation is None:
@@ -1263,24 +953,16 @@ def _create_app(fake: FakeGitHub) -> Flask:
             or not isinstance(body.get("head_sha"), str)
         ):
             return _error(422, "Invalid request.")
-        with fake._lock:
+        with fake.lock:
             r = lookup(owner, name)
             if r is None:
                 return _error(404, "Not Found")
-            c: dict[str, Any] = {
-                "id": next(fake._ids),
-                "name": body["name"],
-                "head_sha": body["head_sha"],
-                "status": "queued",
-                "conclusion": None,
-                "output": {"title": None, "summary": None},
-            }
-            problem = check_run_fields(body, c)
-            if problem is not None:
-                return problem
-            r.check_runs[c["id"]] = c
-            fake._record(f"{r.full_name}:create-check-run:{c['name']}")
-            resp = jsonify(check_run_json(r, c))
+            try:
+                created = fake.create_check_run(r.full_name, body["head_sha"], body["name"],
+                                                **check_run_args(body))
+            except IntegrationError:
+                return _error(422, "Invalid request.")
+            resp = jsonify(check_run_json(r, r.check_runs[created["id"]]))
         resp.status_code = 201
         return resp
 
@@ -1292,31 +974,24 @@ def _create_app(fake: FakeGitHub) -> Flask:
         body = json_body()
         if not isinstance(body, dict):
             return _error(422, "Invalid request.")
-        with fake._lock:
+        with fake.lock:
             r = lookup(owner, name)
             c = r.check_runs.get(check_run_id) if r else None
             if r is None or c is None:
                 return _error(404, "Not Found")
-            updated = dict(c)
-            problem = check_run_fields(body, updated)
-            if problem is not None:
-                return problem
-            c.update(updated)
-            fake._record(f"{r.full_name}:update-check-run:{check_run_id}")
+            try:
+                fake.update_check_run(r.full_name, check_run_id, **check_run_args(body))
+            except IntegrationError:
+                return _error(422, "Invalid request.")
             return jsonify(check_run_json(r, c))
 
     @bp.get("/repos/<owner>/<name>/commits/<ref>/check-runs")
     def list_check_runs(owner: str, name: str, ref: str) -> Response:
-        with fake._lock:
+        with fake.lock:
             r = lookup(owner, name)
             if r is None:
                 return _error(404, "Not Found")
-            wanted = request.args.get("check_name")
-            latest: dict[str, dict[str, Any]] = {}
-            for c in r.check_runs.values():  # filter=latest: the newest run of each name
-                if c["head_sha"] == ref and (wanted is None or c["name"] == wanted):
-                    latest[c["name"]] = c
-            items = sorted(latest.values(), key=lambda c: c["id"])
+            items = fake.latest_check_runs(r.full_name, ref, request.args.get("check_name"))
             return paged(
                 items,
                 lambda c: check_run_json(r, c),
@@ -1337,7 +1012,7 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 def serve(
-    fake: FakeGitHub, host: str = "127.0.0.1", port: int = 0
+    fake: HttpFakeGitHub, host: str = "127.0.0.1", port: int = 0
 ) -> tuple[str, Callable[[], None]]:
     """Serve ``fake`` from a background thread (threaded werkzeug server).
 
@@ -1373,7 +1048,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--default-branch", default="main")
     args = parser.parse_args(argv)
-    fake = FakeGitHub()
+    fake = HttpFakeGitHub()
     for full_name in args.repo:
         fake.add_repo(full_name, default_branch=args.default_branch)
     server = make_server(args.host, args.port, fake.app, threaded=True)

@@ -52,7 +52,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from graph.markers import find_effect
 from integrations import github_fake as fakes
 from tests.conftest import load_fixture, sign_body
-from tests.support.fake_github import FakeGitHub, serve
+from tests.support.fake_github import HttpFakeGitHub, serve
 from the_loop.inbox.keys import Keys
 
 OWNER = "Codertocat"
@@ -193,7 +193,7 @@ def plan(sc: Scenario, token: str) -> tuple[dict[int, list[Post]], list[Post]]:
     return by_item, [post for _, post in ordered]
 
 
-def seed_http_fake(fake: FakeGitHub, sc: Scenario) -> None:
+def seed_http_fake(fake: HttpFakeGitHub, sc: Scenario) -> None:
     for item in range(1, sc.items + 1):
         fake.add_repo(repo(item), default_branch="master")
         fake.add_file(repo(item), ".the-loop/collaborators.yaml", COLLABORATORS)
@@ -295,7 +295,7 @@ class Stack:
     def __init__(self, sc: Scenario, redis_url: str, prefix: str, queue: str,
                  logs: Path) -> None:
         self.sc = sc
-        self.fake = FakeGitHub()
+        self.fake = HttpFakeGitHub()
         seed_http_fake(self.fake, sc)
         self.logs = logs
         self.prefix, self.queue = prefix, queue
@@ -486,7 +486,7 @@ def run(sc: Scenario, client: redis.Redis, redis_url: str, prefix: str, queue: s
     return report
 
 
-def _check(report: Report, store: Any, fake: FakeGitHub, clean_gh: fakes.FakeGitHub,
+def _check(report: Report, store: Any, fake: HttpFakeGitHub, clean_gh: fakes.FakeGitHub,
            by_item: dict[int, list[Post]], expected: dict[int, dict[str, Any]]) -> None:
     problems = report.problems
     for item, seq in by_item.items():
@@ -510,7 +510,7 @@ def _check(report: Report, store: Any, fake: FakeGitHub, clean_gh: fakes.FakeGit
         if twice:
             problems.append(f"{r}: comments posted twice: {twice}")
         clean_marks = {find_effect(c["body"]) or "" for c in
-                       clean_gh.comments.get((repo(item), item), [])}
+                       clean_gh.comments(repo(item), item)}
         got_marks = {m or "" for m in marks}
         # Hook effects (review requests) and the status comment go through the outbox and
         # must all be there; the worker's notices (decision, alarm) are best effort: never
@@ -522,9 +522,9 @@ def _check(report: Report, store: Any, fake: FakeGitHub, clean_gh: fakes.FakeGit
                             f"{sorted(clean_marks)}")
         report.notices_missing += len(clean_marks - got_marks)
         labels = sorted(fake.labels(repo(item), item))
-        if labels != sorted(clean_gh.labels.get((repo(item), item), [])):
+        if labels != sorted(clean_gh.labels(repo(item), item)):
             problems.append(f"{r}: labels {labels}, the clean run "
-                            f"{sorted(clean_gh.labels.get((repo(item), item), []))}")
+                            f"{sorted(clean_gh.labels(repo(item), item))}")
         phases = _phase_adds(f"{repo(item)}#{item}:add-label:", fake.actions)
         clean_phases = _phase_adds(f"{repo(item)}#{item}:add-label:", clean_gh.actions)
         if phases != clean_phases:

@@ -70,7 +70,7 @@ def comment(body, login="Codertocat", action="created"):
 
 
 def effects(gh, number=1):
-    return [find_effect(c["body"]) or "" for c in gh.comments.get((REPO, number), [])]
+    return [find_effect(c["body"]) or "" for c in gh.comments(REPO, number)]
 
 
 def test_an_authorized_approval_gets_reactions_and_a_decision_comment(env):
@@ -80,7 +80,7 @@ def test_an_authorized_approval_gets_reactions_and_a_decision_comment(env):
     cid = json.loads(load_fixture("issue_comment", "created"))["comment"]["id"]
     assert f"{REPO}:add-reaction:{cid}:eyes" in gh.actions
     assert f"{REPO}:add-reaction:{cid}:hooray" in gh.actions
-    [decision] = [c for c in gh.comments[(REPO, 1)]
+    [decision] = [c for c in gh.comments(REPO, 1)
                   if (find_effect(c["body"]) or "").endswith("/decision")]
     assert "@Codertocat approved at gate `requirements-approval`" in decision["body"]
     assert store.load(REF1).current_node == "design"
@@ -143,7 +143,7 @@ def test_a_review_of_an_older_commit_is_stale_and_the_item_says_why(env):
     deliver("pull_request_review", review)
     state = store.load(REF2)
     assert state.current_node == "requirements-approval" and state.decisions == []
-    status = [c for c in gh.comments[(REPO, 2)] if (find_effect(c["body"]) or "")
+    status = [c for c in gh.comments(REPO, 2) if (find_effect(c["body"]) or "")
               .endswith("/status")]
     assert "no longer counts" in status[-1]["body"]
     review["review"]["commit_id"] = review["pull_request"]["head"]["sha"]

@@ -93,7 +93,7 @@ def test_enrolment_by_label_then_authorized_approve_advances(env):
     state = store.load(ref)
     assert state.current_node == "design"
     assert state.decisions[-1]["actor"] == "Codertocat"
-    assert gh.labels[(REPO, 1)] == ["phase:design"]
+    assert gh.labels(REPO, 1) == ["phase:design"]
     types = [e.type for e in store.events(ref)]
     assert types.count("delivery.received") == 3
     assert not ns.client.llen(processor.keys.inbox(ref))
@@ -189,8 +189,7 @@ def test_a_commit_status_re_drives_the_work_item_whose_head_it_names(env):
     pr["pull_request"]["labels"].append({"name": "the-loop"})
     head = pr["pull_request"]["head"]["sha"]
     ref = f"github:{REPO}#2"
-    gh.pulls[(REPO, 2)] = {"number": 2, "head_sha": head, "head_ref": "changes",
-                           "base_ref": "master", "state": "open"}
+    gh.add_pull(REPO, 2, head_sha=head, head_ref="changes", base_ref="master")
     deliver(queue, "pull_request", pr)
     work(ns, processor)
     from graph.context import HookConfig
