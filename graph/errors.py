@@ -5,22 +5,18 @@ caller that wants "anything the-loop refused or failed at" catches one class. Ea
 package keeps its own errors below it, next to the code that raises them. Where a class
 also derives from a built-in (``ValueError``, ``RuntimeError``...) it keeps that base, so
 older ``except`` clauses still hold. ``tests/test_exception_tree.py`` checks that every
-exception class in the packages is in this tree::
+exception class in the packages is in this tree, and drawn here::
 
     LoopError
     ├── graph
     │   ├── GraphError (ValueError)                compile.py: the graph file is invalid
     │   ├── AmbiguousEdgeWarning (UserWarning)     compile.py: a warning, not raised
     │   ├── RegistryError (ValueError)             registry.py
+    │   ├── RefError (ValueError)                  refs.py: not a work-item ref
     │   ├── StateError (ValueError)                state.py: a stored state is unreadable
     │   ├── GraphMismatch (RuntimeError)           runtime.py
     │   ├── ForceError (ValueError)                runtime.py: `graph force` refused
-    │   ├── RefError (ValueError)                  refs.py: a malformed work-item ref
-    │   ├── ParserError (RuntimeError)             hooks/lint_artifacts.py
-    │   └── ConfigFileError (ValueError)           context.py: a configuration file
-    │       ├── InvalidConfigError                 config.py
-    │       ├── LegacyConfigError                  config.py
-    │       └── UpgradeError                       the_loop/upgrade.py
+    │   └── ParserError (RuntimeError)             hooks/lint_artifacts.py
     ├── IntegrationError                           ports.py: an external system refused/failed
     │   ├── NotFound                               404, or not visible
     │   ├── RateLimited (retry_after, reset_at)    429 / 403 rate limit; retriable
@@ -32,17 +28,21 @@ exception class in the packages is in this tree::
     │   ├── GitHubConfigError (ValueError)         github.py
     │   └── ProviderConfigError (ValueError)       providers.py
     ├── webhook
-    │   ├── DeliveryError                          events.py: a refused delivery, with status
-    │   │   ├── BadHeadersError, PayloadTooLargeError, SignatureError,
-    │   │   │   QueueUnavailableError
-    │   │   └── BadPayloadError -> UnsupportedContentTypeError
-    │   └── SettingsError (ValueError)             settings.py
-    ├── the_loop.inbox (the delivery protocol)
-    │   └── DeliveryCommandError (RuntimeError)    dead.py: an operator command refused
+    │   └── DeliveryError                          events.py: a refused delivery, with status
+    │       ├── BadHeadersError, PayloadTooLargeError, SignatureError,
+    │       │   QueueUnavailableError
+    │       └── BadPayloadError -> UnsupportedContentTypeError
     ├── workers
-    │   ├── SettingsError (ValueError)             settings.py
+    │   ├── NoProcessor (RuntimeError)             jobs.py: a job ran outside a worker
     │   └── WorkerLoopEnded (redis ConnectionError) worker.py
-    └── the_loop (command line)
+    └── the_loop
+        ├── SettingsError (ValueError)             settings.py: a bad variable or key
+        │   └── NoGitHubClient                     wiring.py
+        ├── ConfigFileError (ValueError)           config/loader.py: a configuration file
+        │   ├── InvalidConfigError                 config/loader.py
+        │   ├── LegacyConfigError                  config/loader.py
+        │   └── UpgradeError                       upgrade.py
+        ├── DeliveryCommandError (RuntimeError)    inbox/dead.py: an operator command refused
         ├── ManifestError (ValueError)             manifest.py
         └── RedeliverError (RuntimeError)          redeliver.py
 

@@ -6,7 +6,8 @@ through objects that satisfy these ports:
 * one small :class:`~typing.Protocol` per area -- :class:`GitHubRepos`,
   :class:`GitHubLabels`, :class:`GitHubComments`, :class:`GitHubPulls`,
   :class:`GitHubContents`, :class:`GitHubChecks` (all of them: :class:`GitHub`),
-  :class:`Slack`, :class:`Jira` -- whose methods are the operations, with typed,
+  :class:`Slack`, :class:`Jira`; optional ones a provider may add: :class:`GitHubCommits`,
+  :class:`EffectFinder` -- whose methods are the operations, with typed,
   keyword-only parameters, so mypy checks every call. A hook types against the
   narrowest port it uses (``ctx.config.github`` is a :class:`GitHub`).
 * every operation is declared once, on its port method, as a read (:func:`read`) or a
@@ -46,6 +47,7 @@ __all__ = [
     "GitHub",
     "GitHubChecks",
     "GitHubComments",
+    "GitHubCommits",
     "GitHubContents",
     "GitHubLabels",
     "GitHubPulls",
@@ -278,6 +280,16 @@ class Jira(Protocol):
     @write
     def transition_issue(self, *, issue: str, name: str) -> Result:
         """``{"issue": key, "transition": str}``."""
+        ...
+
+
+class GitHubCommits(Protocol):
+    """Optional, not part of :class:`GitHub` (no transport implements it yet): a
+    commit's tree. A caller checks ``"get-commit" in github.operations`` first."""
+
+    @read
+    def get_commit(self, *, repo: str, sha: str) -> Result:
+        """``{"sha": str, "tree_sha": str}``."""
         ...
 
 

@@ -39,3 +39,19 @@ def test_every_exception_class_derives_from_loop_error() -> None:
     outside = sorted(name for name, cls in classes.items() if not issubclass(cls, LoopError))
     assert outside == [], f"derive these from graph.errors.LoopError: {outside}"
 
+
+
+def test_exception_class_names_are_unique() -> None:
+    seen: dict[str, list[str]] = {}
+    for where, cls in exception_classes().items():
+        seen.setdefault(cls.__name__, []).append(where)
+    assert {name: at for name, at in seen.items() if len(at) > 1} == {}
+
+
+def test_the_tree_drawn_in_graph_errors_names_every_class() -> None:
+    import graph.errors
+
+    drawing = graph.errors.__doc__ or ""
+    missing = sorted({cls.__name__ for cls in exception_classes().values()
+                      if cls.__name__ not in drawing})
+    assert missing == [], f"add these to the tree in graph/errors.py: {missing}"

@@ -25,7 +25,7 @@ import redis
 from cachetools import LRUCache, TTLCache
 
 from graph.context import HookConfig
-from graph.ports import GitHub, Integration, IntegrationError, NotFound
+from graph.ports import GitHub, GitHubCommits, Integration, IntegrationError, NotFound
 from graph.refs import WorkItemRef
 from the_loop.config.loader import ConfigFileError
 from the_loop.config.repository import (
@@ -255,11 +255,11 @@ class RepoContext:
         the transport cannot say."""
 
         def tree(sha: str) -> str | None:
-            transport = cast(Integration, github)
-            if "get-commit" not in transport.operations:
+            if "get-commit" not in github.operations:
                 return None
             try:
-                return str(transport.call("get-commit", repo=repo, sha=sha)["tree_sha"])
+                commits = cast(GitHubCommits, github)
+                return str(commits.get_commit(repo=repo, sha=sha)["tree_sha"])
             except IntegrationError:
                 return None
 

@@ -101,7 +101,7 @@ def comment(body: str, login: str = "Codertocat") -> dict[str, Any]:
 
 
 def marks(gh: FakeGitHub, number: int = 1) -> list[str]:
-    return [find_effect(c["body"]) or "" for c in gh.comments.get((REPO, number), [])]
+    return [find_effect(c["body"]) or "" for c in gh.comments(REPO, number)]
 
 
 def enrolled(processor: DeliveryProcessor) -> None:
