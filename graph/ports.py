@@ -43,6 +43,8 @@ from graph.errors import LoopError
 
 __all__ = [
     "OPERATIONS",
+    "PERMISSIONS",
+    "REACTIONS",
     "EffectFinder",
     "GitHub",
     "GitHubChecks",
@@ -115,6 +117,12 @@ def operations_of(*ports: type) -> dict[str, Operation]:
 
 
 # ------------------------------------------------------------------------------ GitHub
+
+#: Reaction contents GitHub accepts ("Create reaction for an issue comment").
+REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
+#: Repository roles, strongest first ("Get repository permissions for a user").
+PERMISSIONS = ("admin", "maintain", "write", "triage", "read", "none")
+
 #
 # ``repo`` is always "OWNER/NAME"; ``number`` an issue or pull-request number (they share
 # one sequence). Result shapes are documented on integrations.github_ops.GitHubOperations.

@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from graph.ports import OPERATIONS, IntegrationError, NotFound, Transport
-from integrations.github_ops import CHECK_STATUSES, PERMISSIONS, REACTIONS
+from graph.ports import OPERATIONS, PERMISSIONS, REACTIONS, IntegrationError, NotFound, Transport
+from integrations.github_ops import CHECK_STATUSES
 
 __all__ = ["BASE_PERMISSION", "FakeGitHub", "Repo", "blob_sha"]
 

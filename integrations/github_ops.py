@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from graph.ports import OPERATIONS as PORT_OPERATIONS
 from graph.ports import (
+    PERMISSIONS,
+    REACTIONS,
     IntegrationError,
     NotFound,
     Operation,
@@ -57,10 +59,6 @@ __all__ = [
 #: operations every GitHub transport implements, declared once on the ports.
 OPERATIONS: Mapping[str, Operation] = PORT_OPERATIONS["github"]
 
-#: Reaction contents GitHub accepts ("Create reaction for an issue comment").
-REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
-#: Repository roles, strongest first ("Get repository permissions for a user").
-PERMISSIONS = ("admin", "maintain", "write", "triage", "read", "none")
 #: Check run statuses an App may set ("Create a check run").
 CHECK_STATUSES = frozenset({"queued", "in_progress", "completed"})
 CHECK_CONCLUSIONS = frozenset(

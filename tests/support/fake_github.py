@@ -43,9 +43,8 @@ from typing import Any, NamedTuple
 from flask import Blueprint, Flask, Response, g, jsonify, request
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-from graph.ports import IntegrationError
+from graph.ports import REACTIONS, IntegrationError
 from integrations.github_fake import FakeGitHub, Repo, blob_sha
-from integrations.github_ops import REACTIONS
 
 __all__ = ["ENDPOINTS", "HttpFakeGitHub", "RecordedRequest", "serve"]
 

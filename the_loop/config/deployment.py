@@ -23,7 +23,6 @@ from the_loop.config.loader import (
 
 CONFIG_ENV = "THE_LOOP_CONFIG"
 CLI_CONFIG_NAME = "cli-config.yaml"
-REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
 
 
 # -- the files' dataclasses ------------------------------------------------------------
@@ -110,7 +109,7 @@ class ControlRouting:
 @dataclass(frozen=True)
 class Reactions:
     """``webhooks.ghWebhook.routing.reactions``: emoji on the triggering comment (names from
-    :data:`REACTIONS`)."""
+    :data:`graph.ports.REACTIONS`)."""
 
     enabled: bool = True
     started: str = "eyes"

@@ -38,7 +38,6 @@ NOTIFICATION_EVENTS = (
     "work-item-blocked",
     "work-item-done",
 )
-PERMISSIONS = ("read", "triage", "write", "maintain", "admin")
 
 
 @dataclass(frozen=True)
@@ -162,7 +161,7 @@ class Autonomy:
 class Gates:
     """``gates``: ``dismiss_stale_approvals`` (an approving review of an older commit stops
     counting when the head's content differs); ``minimum_permission`` a decider must also
-    hold on the repository (one of :data:`PERMISSIONS`, or ``None`` for role membership
+    hold on the repository (one of :data:`graph.ports.PERMISSIONS`, or ``None`` for role membership
     alone); ``allow_bots`` bot logins whose feedback may drive a gate."""
 
     dismiss_stale_approvals: bool = True
