@@ -29,7 +29,7 @@ run: venv
 
 lint: venv
 	$(BIN)/ruff check .
-	$(BIN)/mypy graph
+	$(BIN)/mypy graph integrations
 
 test: venv lint
 	$(BIN)/python -m pytest -q
