@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import requests
@@ -45,6 +45,7 @@ from integrations.github_ops import (
     Reply,
     error_codes,
     http_error,
+    next_link,
     says_rate_limit,
 )
 from integrations.retry import MAX_RATE_LIMIT_WAIT, BoundedRetry
@@ -58,6 +59,7 @@ __all__ = [
     "OPERATIONS",
     "REACTIONS",
     "GitHubApi",
+    "GitHubAppApi",
     "GitHubClients",
     "GitHubConfigError",
     "GitHubSettings",
@@ -176,6 +178,20 @@ class GitHubClients:
                 self._apis[key] = api
             return api
 
+    def for_app(self) -> GitHubAppApi:
+        """A client acting as the App itself (a JWT signed with its private key, renewed
+        by PyGithub's ``AppAuth``), for the App's own endpoints.
+
+        Raises:
+            GitHubConfigError: token mode (a token cannot act as the App).
+        """
+        if self._app_auth is None:
+            raise GitHubConfigError(
+                "acting as the GitHub App needs the App's credentials: set "
+                "THE_LOOP_GITHUB_APP_ID and THE_LOOP_GITHUB_PRIVATE_KEY (or "
+                "THE_LOOP_GITHUB_PRIVATE_KEY_PATH); a personal token cannot")
+        return GitHubAppApi(self._new_github(None, app=True))
+
     def close(self) -> None:
         """Close the HTTP connections of every cached client."""
         with self._lock:
@@ -183,9 +199,11 @@ class GitHubClients:
         for api in apis:
             api.close()
 
-    def _new_github(self, installation_id: int | None) -> Github:
+    def _new_github(self, installation_id: int | None, *, app: bool = False) -> Github:
         auth: Auth.Auth
-        if self._app_auth is not None:
+        if app and self._app_auth is not None:
+            auth = self._app_auth
+        elif self._app_auth is not None:
             assert installation_id is not None
             auth = self._app_auth.get_installation_auth(installation_id)
         else:
@@ -244,6 +262,8 @@ class GitHubApi(GitHubOperations):
     """
 
     transport = "api"
+    #: Headers sent with every request besides PyGithub's own.
+    request_headers: Mapping[str, str] = {}
 
     def __init__(
         self,
@@ -285,7 +305,8 @@ class GitHubApi(GitHubOperations):
     ) -> Reply:
         try:
             headers, data = self._gh.requester.requestJsonAndCheck(
-                method, path, parameters=dict(query) if query else None, input=body
+                method, path, parameters=dict(query) if query else None,
+                headers=dict(self.request_headers) or None, input=body
             )
         except GithubException as exc:
             raise _from_github(op, target, exc) from exc
@@ -296,6 +317,42 @@ class GitHubApi(GitHubOperations):
                 op=op,
             ) from exc
         return Reply({str(k).lower(): str(v) for k, v in (headers or {}).items()}, data)
+
+
+class GitHubAppApi(GitHubApi):
+    """The App itself (JWT authentication): its webhook delivery log, "REST API endpoints
+    for GitHub App webhooks". Build it with :meth:`GitHubClients.for_app`.
+
+    Errors: :class:`~graph.ports.IntegrationError` (``status`` set for an HTTP error),
+    :class:`~graph.ports.Unavailable` when GitHub cannot be reached.
+    """
+
+    request_headers = {"X-GitHub-Api-Version": "2022-11-28"}
+
+    def __repr__(self) -> str:
+        return "GitHubAppApi()"
+
+    def hook_delivery_pages(self) -> Iterator[list[dict[str, Any]]]:
+        """``GET /app/hook/deliveries?per_page=100`` ("List deliveries for an app
+        webhook"): pages newest first, following ``Link: rel="next"`` (it carries the
+        ``cursor``) for as long as the caller takes pages."""
+        op = "list-hook-deliveries"
+        url: str | None = "/app/hook/deliveries"
+        params: Mapping[str, Any] | None = {"per_page": 100}
+        while url is not None:
+            reply = self._request(op, "GET", url, target="the App", query=params)
+            if not isinstance(reply.data, list):
+                raise IntegrationError(f"github {op}: the answer is not a list",
+                                       integration=self.name, op=op)
+            yield reply.data
+            url = next_link(reply.headers.get("link"))
+            params = None  # the next link carries per_page and the cursor
+
+    def redeliver_hook_delivery(self, delivery_id: int) -> None:
+        """``POST /app/hook/deliveries/{delivery_id}/attempts`` ("Redeliver a delivery for
+        an app webhook"; 202: queued by GitHub). Never retried by the transport."""
+        self._request("redeliver-hook-delivery", "POST",
+                      f"/app/hook/deliveries/{int(delivery_id)}/attempts", target="the App")
 
 
 def _from_github(op: str, target: str, exc: GithubException) -> IntegrationError:

@@ -123,18 +123,16 @@ def redeliver_cmd(since: str, dry_run: bool, as_json: bool) -> None:
     GitHub refused a request."""
     import os
 
-    import requests
-
     from the_loop.redeliver import (
         AppHookDeliveries,
         RedeliverError,
         age,
-        app_jwt_factory,
         parse_duration,
         parse_time,
         redeliver_missed,
     )
     from the_loop.settings import Settings, SettingsError
+    from the_loop.wiring import github_app
 
     try:
         window = parse_duration(since)
@@ -142,19 +140,13 @@ def redeliver_cmd(since: str, dry_run: bool, as_json: bool) -> None:
         raise click.BadParameter(str(exc), param_hint="--since") from None
     try:
         settings = Settings.from_env(os.environ, process="command")
-        api_url, jwt = app_jwt_factory(settings.require_github())
-        report = redeliver_missed(AppHookDeliveries(api_url, jwt), window, dry_run=dry_run)
+        log = AppHookDeliveries(github_app(settings))
+        report = redeliver_missed(log, window, dry_run=dry_run)
     except (RedeliverError, SettingsError) as exc:
         if as_json:
             emit("redeliver", False, "error", error=str(exc))
             sys.exit(1)
         raise click.ClickException(str(exc)) from None
-    except requests.RequestException as exc:
-        message = f"GitHub is unreachable ({type(exc).__name__}); check THE_LOOP_GITHUB_API_URL"
-        if as_json:
-            emit("redeliver", False, "error", error=message)
-            sys.exit(1)
-        raise click.ClickException(message) from None
     ok = not report.errors
     if as_json:
         emit("redeliver", ok, "dry-run" if dry_run else ("done" if ok else "partial"),

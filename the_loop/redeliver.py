@@ -21,20 +21,17 @@ delivered OK (``status == "OK"`` and ``status_code`` below 400).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import requests
-
 from graph.errors import LoopError
+from graph.ports import IntegrationError
 
 if TYPE_CHECKING:
-    from the_loop.settings import GitHubSettings
+    from integrations.github import GitHubAppApi
 
-API_VERSION = "2022-11-28"
-USER_AGENT = "the-loop (redeliver)"
 _DURATION = re.compile(r"(\d+)\s*([smhdw])", re.IGNORECASE)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -89,7 +86,7 @@ class Missed:
                 "repository_id": a.get("repository_id"), "attempts": self.attempts}
 
 
-def missed(attempts: list[Mapping[str, Any]]) -> list[Missed]:
+def missed(attempts: Sequence[Mapping[str, Any]]) -> list[Missed]:
     """The deliveries none of whose ``attempts`` (a delivery log window) got through,
     oldest first."""
     by_guid: dict[str, list[Mapping[str, Any]]] = {}
@@ -105,52 +102,46 @@ def missed(attempts: list[Mapping[str, Any]]) -> list[Missed]:
 
 
 class AppHookDeliveries:
-    """The App's webhook delivery log.
+    """The App's webhook delivery log, read through the integrations' GitHub client.
 
     Args:
-        api_url: REST API root (``THE_LOOP_GITHUB_API_URL``).
-        jwt: returns a fresh App JWT (PyGithub's ``Auth.AppAuth(...).token``).
-        session: a ``requests.Session`` (default: a new one).
-        timeout: seconds per request.
+        api: the client acting as the App (:meth:`integrations.github.GitHubClients.for_app`,
+            built by :func:`the_loop.wiring.github_app` from the same settings as the
+            worker's client: ``cli-config.yaml``'s integrations block, a GitHub Enterprise
+            Server base URL, PyGithub's retries and pacing).
     """
 
-    def __init__(self, api_url: str, jwt: Callable[[], str],
-                 session: requests.Session | None = None, timeout: float = 15.0) -> None:
-        self.api_url = api_url.rstrip("/")
-        self._jwt = jwt
-        self.session = session or requests.Session()
-        self.timeout = timeout
+    def __init__(self, api: GitHubAppApi) -> None:
+        self.api = api
 
-    def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._jwt()}",
-                "Accept": "application/vnd.github+json",
-                "X-GitHub-Api-Version": API_VERSION, "User-Agent": USER_AGENT}
-
-    def _check(self, response: requests.Response, what: str) -> None:
-        if response.status_code < 400:
-            return
+    @staticmethod
+    def _refused(what: str, exc: IntegrationError) -> RedeliverError:
+        if exc.status is None:
+            return RedeliverError(f"{what}: GitHub is unreachable ({exc}); check "
+                                  "THE_LOOP_GITHUB_API_URL (integrations.github.api.baseUrl)")
         hint = {
             401: "the App's JWT was refused: check THE_LOOP_GITHUB_APP_ID and the private key",
             403: "forbidden (or rate limited): try again later",
             404: "not found: is THE_LOOP_GITHUB_API_URL right, and is the webhook the App's?",
             422: "GitHub refused the request (validation failed)",
-        }.get(response.status_code, "GitHub did not answer as expected")
-        raise RedeliverError(f"{what}: HTTP {response.status_code} ({hint})")
+        }.get(exc.status, "GitHub did not answer as expected")
+        return RedeliverError(f"{what}: HTTP {exc.status} ({hint})")
 
-    def pages(self, per_page: int = 100) -> Iterator[list[dict[str, Any]]]:
-        """Pages of the delivery log, newest first, following ``Link: rel="next"``."""
-        url: str | None = f"{self.api_url}/app/hook/deliveries"
-        params: dict[str, Any] | None = {"per_page": per_page}
-        while url:
-            response = self.session.get(url, params=params, headers=self._headers(),
-                                        timeout=self.timeout)
-            self._check(response, "GET /app/hook/deliveries")
-            page = response.json()
-            if not isinstance(page, list):
-                raise RedeliverError("GET /app/hook/deliveries: the answer is not a list")
+    def pages(self) -> Iterator[list[dict[str, Any]]]:
+        """Pages of the delivery log, newest first, following ``Link: rel="next"``.
+
+        Raises:
+            RedeliverError: GitHub refused or could not be reached.
+        """
+        pages = self.api.hook_delivery_pages()
+        while True:
+            try:
+                page = next(pages)
+            except StopIteration:
+                return
+            except IntegrationError as exc:
+                raise self._refused("GET /app/hook/deliveries", exc) from None
             yield page
-            url = response.links.get("next", {}).get("url")
-            params = None  # the next URL carries per_page and the cursor
 
     def since(self, cutoff: datetime) -> list[dict[str, Any]]:
         """Every attempt delivered at or after ``cutoff`` (an aware datetime)."""
@@ -168,11 +159,16 @@ class AppHookDeliveries:
         return found
 
     def redeliver(self, delivery_id: int) -> None:
-        """``POST /app/hook/deliveries/{delivery_id}/attempts`` (202: queued by GitHub)."""
-        response = self.session.post(
-            f"{self.api_url}/app/hook/deliveries/{int(delivery_id)}/attempts",
-            headers=self._headers(), timeout=self.timeout)
-        self._check(response, f"POST /app/hook/deliveries/{int(delivery_id)}/attempts")
+        """``POST /app/hook/deliveries/{delivery_id}/attempts`` (202: queued by GitHub).
+
+        Raises:
+            RedeliverError: GitHub refused or could not be reached.
+        """
+        try:
+            self.api.redeliver_hook_delivery(int(delivery_id))
+        except IntegrationError as exc:
+            raise self._refused(
+                f"POST /app/hook/deliveries/{int(delivery_id)}/attempts", exc) from None
 
 
 @dataclass
@@ -200,26 +196,9 @@ def redeliver_missed(log: AppHookDeliveries, window: timedelta, *, dry_run: bool
             try:
                 log.redeliver(int(m.attempt["id"]))
                 done.append(m.guid)
-            except (RedeliverError, requests.RequestException) as exc:
-                errors[m.guid] = str(exc) if isinstance(exc, RedeliverError) else \
-                    f"request failed ({type(exc).__name__})"
+            except RedeliverError as exc:
+                errors[m.guid] = str(exc)
     return Report(cutoff, len(attempts), found, done, errors)
-
-
-def app_jwt_factory(settings: GitHubSettings) -> tuple[str, Callable[[], str]]:
-    """``(api_url, jwt)`` from the App's settings (``THE_LOOP_GITHUB_API_URL``,
-    ``THE_LOOP_GITHUB_APP_ID``, ``THE_LOOP_GITHUB_PRIVATE_KEY[_PATH]``).
-
-    Raises:
-        RedeliverError: no App credentials (a personal token cannot read the App's log).
-    """
-    from github import Auth
-    if settings.app_id is None or not settings.private_key:
-        raise RedeliverError(
-            "the App's delivery log needs the App's credentials: set THE_LOOP_GITHUB_APP_ID "
-            "and THE_LOOP_GITHUB_PRIVATE_KEY (or THE_LOOP_GITHUB_PRIVATE_KEY_PATH)")
-    auth = Auth.AppAuth(settings.app_id, settings.private_key)
-    return settings.api_url, lambda: auth.token
 
 
 def age(at: datetime, now: datetime | None = None) -> str:
@@ -231,5 +210,5 @@ def age(at: datetime, now: datetime | None = None) -> str:
     return f"{seconds}s"
 
 
-__all__ = ["AppHookDeliveries", "Missed", "RedeliverError", "Report", "app_jwt_factory",
-           "is_ok", "missed", "parse_duration", "redeliver_missed"]
+__all__ = ["AppHookDeliveries", "Missed", "RedeliverError", "Report", "is_ok", "missed",
+           "parse_duration", "redeliver_missed"]

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from graph.compile import Graph
     from graph.context import HookConfig
     from graph.runtime import Runtime
+    from integrations.github import GitHubAppApi
     from integrations.providers import GitHubProvider
     from integrations.throttle import WriteThrottle
     from workers.drain import DeliveryProcessor
@@ -48,6 +49,7 @@ __all__ = [
     "build_providers",
     "build_receiver",
     "build_worker",
+    "github_app",
     "github_provider",
     "required_operations",
 ]
@@ -125,6 +127,30 @@ def github_provider(
         return build(github.transport, github, cli, throttle=throttle,
                      env=settings.child_env(), which=which or _which(settings))
     except (ProviderConfigError, GitHubConfigError) as exc:
+        raise NoGitHubClient(str(exc)) from None
+
+
+def github_app(settings: Settings) -> GitHubAppApi:
+    """The client acting as the GitHub App itself (its webhook delivery log), built from
+    the same GitHub settings as the worker's client (integrations block, GitHub
+    Enterprise Server base URL, retries and pacing).
+
+    Raises:
+        NoGitHubClient: the settings hold no App credentials (a personal token cannot
+            act as the App); the message names the variables to set.
+    """
+    from integrations.github import GitHubClients, GitHubConfigError
+
+    github = settings.require_github()
+    if github.mode != "app":
+        raise NoGitHubClient(
+            "the App's webhook delivery log needs the App's credentials: set "
+            "THE_LOOP_GITHUB_APP_ID and THE_LOOP_GITHUB_PRIVATE_KEY (or "
+            "THE_LOOP_GITHUB_PRIVATE_KEY_PATH), or name the variables holding them in "
+            "cli-config.yaml (integrations.github.api.appIdEnv / privateKeyEnv)")
+    try:
+        return GitHubClients(github).for_app()
+    except GitHubConfigError as exc:
         raise NoGitHubClient(str(exc)) from None
 
 

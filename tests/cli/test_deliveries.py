@@ -22,6 +22,8 @@ from the_loop.settings import WorkerSettings
 from workers.state import RedisStateStore
 
 API = "https://github.example.com/api/v3"
+#: Where the mocked answers are: PyGithub puts the port into every URL.
+AT = "https://github.example.com:443/api/v3"
 NOW = datetime.now(UTC).replace(microsecond=0)
 
 
@@ -73,10 +75,10 @@ PAGE2 = [
 
 
 def mock_log(rsps):
-    rsps.get(f"{API}/app/hook/deliveries", json=PAGE1, match=[
+    rsps.get(f"{AT}/app/hook/deliveries", json=PAGE1, match=[
         responses.matchers.query_param_matcher({"per_page": "100"})], headers={
         "Link": f'<{API}/app/hook/deliveries?per_page=100&cursor=v1_9>; rel="next"'})
-    rsps.get(f"{API}/app/hook/deliveries", json=PAGE2, match=[
+    rsps.get(f"{AT}/app/hook/deliveries", json=PAGE2, match=[
         responses.matchers.query_param_matcher({"per_page": "100", "cursor": "v1_9"})])
 
 
@@ -104,7 +106,7 @@ def test_redeliver_asks_github_for_each_missed_delivery_once(app_env):
     Then exactly the 503 and the timeout are redelivered, as the App (a JWT)."""
     mock_log(responses)
     for id_ in (11, 8):
-        responses.post(f"{API}/app/hook/deliveries/{id_}/attempts", status=202,
+        responses.post(f"{AT}/app/hook/deliveries/{id_}/attempts", status=202,
                        json={"message": "Accepted"})
     out = CliRunner().invoke(main, ["redeliver", "--since", "6h"])
     assert out.exit_code == 0, out.output
@@ -134,8 +136,8 @@ def test_dry_run_asks_nothing_and_json_lists_what_was_missed(app_env):
 @responses.activate
 def test_a_refused_redelivery_is_reported_and_the_exit_status_says_so(app_env):
     mock_log(responses)
-    responses.post(f"{API}/app/hook/deliveries/11/attempts", status=202)
-    responses.post(f"{API}/app/hook/deliveries/8/attempts", status=422,
+    responses.post(f"{AT}/app/hook/deliveries/11/attempts", status=202)
+    responses.post(f"{AT}/app/hook/deliveries/8/attempts", status=422,
                    json={"message": "Validation Failed"})
     out = CliRunner().invoke(main, ["redeliver", "--since", "6h", "--json"])
     assert out.exit_code == 1
@@ -147,7 +149,7 @@ def test_a_refused_redelivery_is_reported_and_the_exit_status_says_so(app_env):
 
 @responses.activate
 def test_a_rejected_jwt_names_the_settings_to_check(app_env):
-    responses.get(f"{API}/app/hook/deliveries", status=401,
+    responses.get(f"{AT}/app/hook/deliveries", status=401,
                   json={"message": "A JSON web token could not be decoded"})
     out = CliRunner().invoke(main, ["redeliver", "--since", "1h"])
     assert out.exit_code == 1
