@@ -327,6 +327,9 @@ class GitHubAppApi(GitHubApi):
     :class:`~graph.ports.Unavailable` when GitHub cannot be reached.
     """
 
+    #: None of the work item operations: the App's JWT acts on the App's own endpoints
+    #: only (an installation's client does the rest).
+    operations: frozenset[str] = frozenset()
     request_headers = {"X-GitHub-Api-Version": "2022-11-28"}
 
     def __repr__(self) -> str:
