@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from graph.compile import load_graph
 from graph.context import HookConfig
 from graph.runtime import Runtime
-from tests.support.fake_github import FakeGitHub, serve
+from tests.support.fake_github import HttpFakeGitHub, serve
 from the_loop.cli import main
 from the_loop.local import parse_ref
 from workers.state import RedisStateStore
@@ -59,7 +59,7 @@ def force(*extra: str):
 def test_force_comments_through_the_deployments_github_enterprise_client(deployment,
                                                                           monkeypatch):
     store, configure = deployment
-    fake = FakeGitHub(tokens=[OPS_TOKEN])
+    fake = HttpFakeGitHub(tokens=[OPS_TOKEN])
     fake.add_repo(REPO)
     url, stop = serve(fake)
     try:
