@@ -2,8 +2,7 @@
 
 ``the-loop worker`` runs one :class:`Reaper` in a background thread (and one round
 synchronously at start-up, before it takes a job; :mod:`workers.reaper` binds it to the
-worker's processor). Every ``THE_LOOP_REAP_INTERVAL``
-seconds each worker
+worker's processor). Every ``THE_LOOP_REAP_INTERVAL`` seconds each worker
 
 * beats: refreshes its liveness key ``P:worker:NAME`` (expires after
   ``THE_LOOP_WORKER_TTL``) and extends the work item locks it holds;
