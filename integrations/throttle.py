@@ -48,7 +48,7 @@ class WriteThrottle:
         per_minute, per_hour: the limits to keep in any window of that length.
         burst: writes allowed back to back before the pace applies (< ``per_minute``).
         max_wait: longest sleep (seconds) for a slot; a later slot is not reserved and
-            the write fails with a retriable IntegrationError instead, so the job queue
+            the write fails with a retriable RateLimited instead, so the job queue
             waits rather than a worker.
         sleep: the sleep function (tests pass a recorder).
     """
@@ -103,7 +103,7 @@ class WriteThrottle:
         applies); it is logged.
 
         Raises:
-            IntegrationError: retriable; the next slot is more than ``max_wait`` away.
+            RateLimited: retriable; the next slot is more than ``max_wait`` away.
         """
         try:
             wait = self.reserve(bucket)
