@@ -240,9 +240,9 @@ class HookEffects:
             for comment in listed.get("comments", []):
                 if find_effect(comment.get("body")) == target["marker"]:
                     if comment.get("body") != params["body"] and "update-comment" in ops:
-                        return github.update_comment(repo=params["repo"],
-                                                     comment_id=comment["id"],
-                                                     body=params["body"])
+                        return dict(github.update_comment(repo=params["repo"],
+                                                          comment_id=comment["id"],
+                                                          body=params["body"]))
                     return {"id": comment["id"], "reused": True}
             return None
         if op == "put-file" and "get-file" in ops:
@@ -263,8 +263,8 @@ class HookEffects:
                         return {"id": run["id"], "reused": True}
                     changes = {k: v for k, v in params.items()
                                if k not in ("repo", "head_sha", "name")}
-                    return github.update_check_run(repo=params["repo"],
-                                                   check_run_id=run["id"], **changes)
+                    return dict(github.update_check_run(repo=params["repo"],
+                                                        check_run_id=run["id"], **changes))
             return None
         if "find-effect" in ops:
             found = cast(EffectFinder, integration).find_effect(operation=op, effect=effect)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypedDict, TypeVar, runtime_checkable
 
 from graph.errors import LoopError
 
@@ -72,6 +72,120 @@ __all__ = [
 
 Result = dict[str, Any]
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+
+# ----------------------------------------------------------------------- result shapes
+# What each operation returns (JSON-serialisable). Through the outbox, a write performed
+# before returns the summary recorded for it (bodies and texts left out), and a
+# reconciled one may carry ``reused`` / ``unchanged``.
+
+
+class Repository(TypedDict):
+    full_name: str
+    default_branch: str
+
+
+class Permission(TypedDict):
+    permission: str  # admin | maintain | write | triage | read | none
+
+
+class Labels(TypedDict):
+    labels: list[str] | None  # None: unknown (remove-label of a label not there)
+
+
+class EnsuredLabel(TypedDict):
+    label: str
+    created: bool
+
+
+class Posted(TypedDict):
+    id: int
+    url: str
+
+
+class Comment(TypedDict):
+    id: int
+    user: str  # login; "ghost" for a deleted account
+    body: str
+
+
+class Comments(TypedDict):
+    comments: list[Comment]
+
+
+class Created(TypedDict):
+    id: int
+
+
+class PullRequest(TypedDict):
+    number: int
+    head_sha: str
+    head_ref: str
+    base_ref: str
+    state: str  # open | closed
+
+
+class PullFiles(TypedDict):
+    files: list[str]
+
+
+class Reviewers(TypedDict):
+    requested: list[str]
+
+
+class Review(TypedDict):
+    id: int
+    user: str
+    state: str  # APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED, PENDING
+    commit_id: str | None
+
+
+class Reviews(TypedDict):
+    reviews: list[Review]
+
+
+class File(TypedDict):
+    path: str
+    sha: str
+    ref: str | None
+    text: str
+
+
+class Committed(TypedDict):
+    path: str
+    sha: str
+    commit: str
+
+
+class CheckRun(TypedDict):
+    id: int
+    name: str | None
+    status: str | None
+    conclusion: str | None
+
+
+class CheckRuns(TypedDict):
+    check_runs: list[CheckRun]
+
+
+class SlackMessage(TypedDict):
+    ok: bool
+    ts: str | None
+
+
+class JiraComment(TypedDict):
+    issue: str
+    id: str | None
+
+
+class JiraLabel(TypedDict):
+    issue: str
+    label: str
+
+
+class JiraTransition(TypedDict):
+    issue: str
+    transition: str
 
 
 @dataclass(frozen=True)
@@ -132,12 +246,12 @@ class GitHubRepos(Protocol):
     """Repositories and people's roles in them."""
 
     @read
-    def get_repository(self, *, repo: str) -> Result:
+    def get_repository(self, *, repo: str) -> Repository:
         """``{"full_name", "default_branch"}``."""
         ...
 
     @read
-    def get_permission(self, *, repo: str, login: str) -> Result:
+    def get_permission(self, *, repo: str, login: str) -> Permission:
         """``{"permission": "admin" | "maintain" | "write" | "triage" | "read" | "none"}``."""
         ...
 
@@ -146,18 +260,18 @@ class GitHubLabels(Protocol):
     """Labels of issues and pull requests, and the repository's labels."""
 
     @write
-    def add_label(self, *, repo: str, number: int, label: str) -> Result:
+    def add_label(self, *, repo: str, number: int, label: str) -> Labels:
         """``{"labels": [name, ...]}`` after the call."""
         ...
 
     @write
-    def remove_label(self, *, repo: str, number: int, label: str) -> Result:
+    def remove_label(self, *, repo: str, number: int, label: str) -> Labels:
         """``{"labels": [name, ...] | None}`` (``None``: it was not there)."""
         ...
 
     @write
     def ensure_label(self, *, repo: str, label: str, color: str = "ededed",
-                     description: str = "") -> Result:
+                     description: str = "") -> EnsuredLabel:
         """``{"label": name, "created": bool}``."""
         ...
 
@@ -166,22 +280,22 @@ class GitHubComments(Protocol):
     """Issue and pull-request comments and their reactions."""
 
     @write
-    def comment(self, *, repo: str, number: int, body: str) -> Result:
+    def comment(self, *, repo: str, number: int, body: str) -> Posted:
         """``{"id": int, "url": str}``."""
         ...
 
     @write
-    def update_comment(self, *, repo: str, comment_id: int, body: str) -> Result:
+    def update_comment(self, *, repo: str, comment_id: int, body: str) -> Posted:
         """``{"id": int, "url": str}``."""
         ...
 
     @read
-    def list_comments(self, *, repo: str, number: int) -> Result:
+    def list_comments(self, *, repo: str, number: int) -> Comments:
         """``{"comments": [{"id": int, "user": login, "body": str}, ...]}`` oldest first."""
         ...
 
     @write
-    def add_reaction(self, *, repo: str, comment_id: int, content: str) -> Result:
+    def add_reaction(self, *, repo: str, comment_id: int, content: str) -> Created:
         """``{"id": int}``."""
         ...
 
@@ -190,22 +304,22 @@ class GitHubPulls(Protocol):
     """Pull requests: heads, files, reviewers and reviews."""
 
     @read
-    def get_pull_request(self, *, repo: str, number: int) -> Result:
+    def get_pull_request(self, *, repo: str, number: int) -> PullRequest:
         """``{"number", "head_sha", "head_ref", "base_ref", "state"}``."""
         ...
 
     @read
-    def list_pull_files(self, *, repo: str, number: int) -> Result:
+    def list_pull_files(self, *, repo: str, number: int) -> PullFiles:
         """``{"files": [path, ...]}``."""
         ...
 
     @write
-    def request_reviewers(self, *, repo: str, number: int, reviewers: list[str]) -> Result:
+    def request_reviewers(self, *, repo: str, number: int, reviewers: list[str]) -> Reviewers:
         """``{"requested": [login, ...]}``."""
         ...
 
     @read
-    def list_reviews(self, *, repo: str, number: int) -> Result:
+    def list_reviews(self, *, repo: str, number: int) -> Reviews:
         """``{"reviews": [{"id", "user", "state", "commit_id"}, ...]}``."""
         ...
 
@@ -214,13 +328,13 @@ class GitHubContents(Protocol):
     """Files on a branch, tag or commit."""
 
     @read
-    def get_file(self, *, repo: str, path: str, ref: str | None = None) -> Result:
+    def get_file(self, *, repo: str, path: str, ref: str | None = None) -> File:
         """``{"path", "sha", "ref", "text"}``; :class:`NotFound` when absent."""
         ...
 
     @write
     def put_file(self, *, repo: str, path: str, branch: str, text: str,
-                 sha: str | None = None, message: str | None = None) -> Result:
+                 sha: str | None = None, message: str | None = None) -> Committed:
         """``{"path", "sha", "commit"}``: one commit on ``branch``."""
         ...
 
@@ -231,19 +345,19 @@ class GitHubChecks(Protocol):
     @write
     def create_check_run(self, *, repo: str, head_sha: str, name: str, status: str,
                          conclusion: str | None = None, title: str | None = None,
-                         summary: str | None = None) -> Result:
+                         summary: str | None = None) -> Created:
         """``{"id": int}``."""
         ...
 
     @write
     def update_check_run(self, *, repo: str, check_run_id: int, status: str | None = None,
                          conclusion: str | None = None, title: str | None = None,
-                         summary: str | None = None) -> Result:
+                         summary: str | None = None) -> Created:
         """``{"id": int}``."""
         ...
 
     @read
-    def list_check_runs(self, *, repo: str, head_sha: str, name: str | None = None) -> Result:
+    def list_check_runs(self, *, repo: str, head_sha: str, name: str | None = None) -> CheckRuns:
         """``{"check_runs": [{"id", "name", "status", "conclusion"}, ...]}``."""
         ...
 
@@ -265,7 +379,7 @@ class Slack(Protocol):
 
     @write
     def post_message(self, *, channel: str, text: str,
-                     blocks: list[dict[str, Any]] | None = None) -> Result:
+                     blocks: list[dict[str, Any]] | None = None) -> SlackMessage:
         """``{"ok": True, "ts": str | None}``."""
         ...
 
@@ -276,17 +390,17 @@ class Jira(Protocol):
     operations: frozenset[str]
 
     @write
-    def add_comment(self, *, issue: str, body: str) -> Result:
+    def add_comment(self, *, issue: str, body: str) -> JiraComment:
         """``{"issue": key, "id": str | None}``."""
         ...
 
     @write
-    def add_label(self, *, issue: str, label: str) -> Result:
+    def add_label(self, *, issue: str, label: str) -> JiraLabel:
         """``{"issue": key, "label": str}``."""
         ...
 
     @write
-    def transition_issue(self, *, issue: str, name: str) -> Result:
+    def transition_issue(self, *, issue: str, name: str) -> JiraTransition:
         """``{"issue": key, "transition": str}``."""
         ...
 

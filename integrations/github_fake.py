@@ -46,9 +46,34 @@ import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from graph.ports import OPERATIONS, PERMISSIONS, REACTIONS, IntegrationError, NotFound, Transport
+from graph.ports import (
+    OPERATIONS,
+    PERMISSIONS,
+    REACTIONS,
+    CheckRun,
+    CheckRuns,
+    Comment,
+    Comments,
+    Committed,
+    Created,
+    EnsuredLabel,
+    File,
+    GitHub,
+    IntegrationError,
+    Labels,
+    NotFound,
+    Permission,
+    Posted,
+    PullFiles,
+    PullRequest,
+    Repository,
+    Review,
+    Reviewers,
+    Reviews,
+    Transport,
+)
 from integrations.github_ops import CHECK_STATUSES
 
 __all__ = ["BASE_PERMISSION", "FakeGitHub", "Repo", "blob_sha"]
@@ -343,18 +368,18 @@ class FakeGitHub(Transport):
 
     # -- operations: repositories and people ----------------------------------------------
 
-    def get_repository(self, repo: str) -> dict[str, Any]:
+    def get_repository(self, repo: str) -> Repository:
         r = self.repo(repo)
         return {"full_name": r.full_name, "default_branch": r.default_branch}
 
-    def get_permission(self, repo: str, login: str) -> dict[str, Any]:
+    def get_permission(self, repo: str, login: str) -> Permission:
         with self.lock:
             role, base = self.repo(repo).permissions.get(login.lower(), ("none", "none"))
         return {"permission": role if role in PERMISSIONS else base}
 
     # -- operations: labels ---------------------------------------------------------------
 
-    def add_label(self, repo: str, number: int, label: str) -> dict[str, Any]:
+    def add_label(self, repo: str, number: int, label: str) -> Labels:
         with self.lock:
             r = self.repo(repo)
             name = self.add_repo_label(repo, label)["name"]
@@ -364,7 +389,7 @@ class FakeGitHub(Transport):
             self.record(f"{r.full_name}#{number}:add-label:{name}")
             return {"labels": list(current)}
 
-    def remove_label(self, repo: str, number: int, label: str) -> dict[str, Any]:
+    def remove_label(self, repo: str, number: int, label: str) -> Labels:
         with self.lock:
             r = self.repo(repo)
             current = r.issue_labels.get(number, [])
@@ -376,7 +401,7 @@ class FakeGitHub(Transport):
             return {"labels": list(current)}
 
     def ensure_label(self, repo: str, label: str, color: str = "ededed",
-                     description: str = "") -> dict[str, Any]:
+                     description: str = "") -> EnsuredLabel:
         with self.lock:
             r = self.repo(repo)
             existing = r.labels.get(label.lower())
@@ -389,13 +414,13 @@ class FakeGitHub(Transport):
 
     # -- operations: comments and reactions -----------------------------------------------
 
-    def comment(self, repo: str, number: int, body: str) -> dict[str, Any]:
+    def comment(self, repo: str, number: int, body: str) -> Posted:
         with self.lock:
             c = self._new_comment(repo, number, body, self.actor)
             self.record(f"{c['repo']}#{number}:comment:{c['id']}")
         return {"id": c["id"], "url": self.comment_url(c)}
 
-    def update_comment(self, repo: str, comment_id: int, body: str) -> dict[str, Any]:
+    def update_comment(self, repo: str, comment_id: int, body: str) -> Posted:
         with self.lock:
             c = self.find_comment(repo, comment_id)
             if c is None:
@@ -404,10 +429,11 @@ class FakeGitHub(Transport):
             self.record(f"{c['repo']}:update-comment:{comment_id}")
         return {"id": comment_id, "url": self.comment_url(c)}
 
-    def list_comments(self, repo: str, number: int) -> dict[str, Any]:
-        return {"comments": self.comments(repo, number)}
+    def list_comments(self, repo: str, number: int) -> Comments:
+        return {"comments": [Comment(id=c["id"], user=c["user"], body=c["body"])
+                             for c in self.comments_on(repo, number)]}
 
-    def add_reaction(self, repo: str, comment_id: int, content: str) -> dict[str, Any]:
+    def add_reaction(self, repo: str, comment_id: int, content: str) -> Created:
         """Adding the same reaction twice returns the existing one, as GitHub does. The
         comment need not be seeded (a delivery's comment is GitHub's, not the fake's); the
         HTTP front answers 404 for an unknown one."""
@@ -440,7 +466,7 @@ class FakeGitHub(Transport):
 
     # -- operations: files ----------------------------------------------------------------
 
-    def get_file(self, repo: str, path: str, ref: str | None = None) -> dict[str, Any]:
+    def get_file(self, repo: str, path: str, ref: str | None = None) -> File:
         with self.lock:
             r = self.repo(repo)
             clean = path.strip("/")
@@ -450,7 +476,7 @@ class FakeGitHub(Transport):
         return {"path": clean, "sha": blob_sha(text), "ref": ref, "text": text}
 
     def put_file(self, repo: str, path: str, branch: str, text: str,
-                 sha: str | None = None, message: str | None = None) -> dict[str, Any]:
+                 sha: str | None = None, message: str | None = None) -> Committed:
         """Refused as GitHub does: 422 when the file exists and no ``sha`` is given, 409
         when ``sha`` is not the file's current one."""
         with self.lock:
@@ -469,7 +495,7 @@ class FakeGitHub(Transport):
 
     # -- operations: pull requests --------------------------------------------------------
 
-    def get_pull_request(self, repo: str, number: int) -> dict[str, Any]:
+    def get_pull_request(self, repo: str, number: int) -> PullRequest:
         with self.lock:
             pr = self.repo(repo).pulls.get(number)
             if pr is None:
@@ -477,7 +503,7 @@ class FakeGitHub(Transport):
             return {"number": number, "head_sha": pr["head_sha"], "head_ref": pr["head_ref"],
                     "base_ref": pr["base_ref"], "state": pr["state"]}
 
-    def list_pull_files(self, repo: str, number: int) -> dict[str, Any]:
+    def list_pull_files(self, repo: str, number: int) -> PullFiles:
         with self.lock:
             pr = self.repo(repo).pulls.get(number)
             if pr is None:
@@ -490,7 +516,7 @@ class FakeGitHub(Transport):
                         paths.append(value)
         return {"files": paths}
 
-    def request_reviewers(self, repo: str, number: int, reviewers: list[str]) -> dict[str, Any]:
+    def request_reviewers(self, repo: str, number: int, reviewers: list[str]) -> Reviewers:
         """GitHub refuses (422) a review request from the pull request's author."""
         with self.lock:
             r = self.repo(repo)
@@ -506,19 +532,19 @@ class FakeGitHub(Transport):
                 self.record(f"{r.full_name}#{number}:request-reviewers:{login}")
             return {"requested": list(pr["requested"])}
 
-    def list_reviews(self, repo: str, number: int) -> dict[str, Any]:
+    def list_reviews(self, repo: str, number: int) -> Reviews:
         with self.lock:
             pr = self.repo(repo).pulls.get(number)
             if pr is None:
                 raise _not_found("list-reviews", "pull request")
-            return {"reviews": [{k: v[k] for k in ("id", "user", "state", "commit_id")}
-                                for v in pr["reviews"]]}
+            return {"reviews": [Review(id=v["id"], user=v["user"], state=v["state"],
+                                       commit_id=v["commit_id"]) for v in pr["reviews"]]}
 
     # -- operations: check runs -----------------------------------------------------------
 
     def create_check_run(self, repo: str, head_sha: str, name: str, status: str,
                          conclusion: str | None = None, title: str | None = None,
-                         summary: str | None = None) -> dict[str, Any]:
+                         summary: str | None = None) -> Created:
         run: dict[str, Any] = {"id": 0, "name": name, "head_sha": head_sha, "status": "queued",
                                "conclusion": None, "output": {"title": None, "summary": None}}
         self._check_fields("create-check-run", run, status, conclusion, title, summary)
@@ -531,7 +557,7 @@ class FakeGitHub(Transport):
 
     def update_check_run(self, repo: str, check_run_id: int, status: str | None = None,
                          conclusion: str | None = None, title: str | None = None,
-                         summary: str | None = None) -> dict[str, Any]:
+                         summary: str | None = None) -> Created:
         with self.lock:
             r = self.repo(repo)
             run = r.check_runs.get(check_run_id)
@@ -544,9 +570,10 @@ class FakeGitHub(Transport):
         return {"id": check_run_id}
 
     def list_check_runs(self, repo: str, head_sha: str, name: str | None = None
-                        ) -> dict[str, Any]:
+                        ) -> CheckRuns:
         """The latest run of each name on ``head_sha`` (GitHub's ``filter=latest``)."""
-        return {"check_runs": [{k: run[k] for k in ("id", "name", "status", "conclusion")}
+        return {"check_runs": [CheckRun(id=run["id"], name=run["name"], status=run["status"],
+                                        conclusion=run["conclusion"])
                                for run in self.latest_check_runs(repo, head_sha, name)]}
 
     def latest_check_runs(self, repo: str, head_sha: str,
@@ -592,3 +619,9 @@ class FakeGitHub(Transport):
                                  "updated_at": stamp}
             self.comment_store[c["id"]] = c
             return c
+
+
+if TYPE_CHECKING:  # mypy checks that the fake implements the port
+
+    def _implements_the_port(fake: FakeGitHub) -> GitHub:
+        return fake

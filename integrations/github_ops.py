@@ -31,10 +31,25 @@ from graph.ports import OPERATIONS as PORT_OPERATIONS
 from graph.ports import (
     PERMISSIONS,
     REACTIONS,
+    CheckRuns,
+    Comments,
+    Committed,
+    Created,
+    EnsuredLabel,
+    File,
+    GitHub,
     IntegrationError,
+    Labels,
     NotFound,
     Operation,
+    Permission,
+    Posted,
+    PullFiles,
+    PullRequest,
     RateLimited,
+    Repository,
+    Reviewers,
+    Reviews,
     Transport,
     Unavailable,
 )
@@ -183,7 +198,7 @@ class GitHubOperations(Transport):
 
     # -- repositories and pull requests -------------------------------------------------
 
-    def get_repository(self, repo: str) -> dict[str, Any]:
+    def get_repository(self, repo: str) -> Repository:
         """``get-repository``: ``GET /repos/{owner}/{repo}`` ("Get a repository").
 
         Returns:
@@ -193,7 +208,7 @@ class GitHubOperations(Transport):
         data = self._request(op, "GET", _repo_path(op, repo), target=repo).data
         return {"full_name": data["full_name"], "default_branch": data["default_branch"]}
 
-    def get_pull_request(self, repo: str, number: int) -> dict[str, Any]:
+    def get_pull_request(self, repo: str, number: int) -> PullRequest:
         """``get-pull-request``: ``GET /repos/{owner}/{repo}/pulls/{pull_number}``
         ("Get a pull request").
 
@@ -213,7 +228,7 @@ class GitHubOperations(Transport):
             "state": pr["state"],
         }
 
-    def list_pull_files(self, repo: str, number: int) -> dict[str, Any]:
+    def list_pull_files(self, repo: str, number: int) -> PullFiles:
         """``list-pull-files``: ``GET /repos/{owner}/{repo}/pulls/{pull_number}/files``
         ("List pull requests files"), every page (GitHub lists at most 3000 files).
 
@@ -232,7 +247,7 @@ class GitHubOperations(Transport):
                     paths.append(value)
         return {"files": paths}
 
-    def request_reviewers(self, repo: str, number: int, reviewers: list[str]) -> dict[str, Any]:
+    def request_reviewers(self, repo: str, number: int, reviewers: list[str]) -> Reviewers:
         """``request-reviewers``: ``POST /repos/{owner}/{repo}/pulls/{pull_number}/
         requested_reviewers`` with ``{"reviewers": [...]}`` ("Request reviewers for a pull
         request"). GitHub answers 422 for a login that cannot review (the author, or not
@@ -257,7 +272,7 @@ class GitHubOperations(Transport):
         requested = (data or {}).get("requested_reviewers") or []
         return {"requested": [u["login"] for u in requested if isinstance(u, dict)]}
 
-    def list_reviews(self, repo: str, number: int) -> dict[str, Any]:
+    def list_reviews(self, repo: str, number: int) -> Reviews:
         """``list-reviews``: ``GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews``
         ("List reviews for a pull request"), every page, oldest first.
 
@@ -283,7 +298,7 @@ class GitHubOperations(Transport):
             ]
         }
 
-    def get_permission(self, repo: str, login: str) -> dict[str, Any]:
+    def get_permission(self, repo: str, login: str) -> Permission:
         """``get-permission``: ``GET /repos/{owner}/{repo}/collaborators/{username}/
         permission`` ("Get repository permissions for a user").
 
@@ -308,7 +323,7 @@ class GitHubOperations(Transport):
 
     # -- labels -------------------------------------------------------------------------
 
-    def add_label(self, repo: str, number: int, label: str) -> dict[str, Any]:
+    def add_label(self, repo: str, number: int, label: str) -> Labels:
         """``add-label``: ``POST /repos/{owner}/{repo}/issues/{issue_number}/labels`` with
         ``{"labels": [label]}`` ("Add labels to an issue"). Adding a label already present is
         a no-op; GitHub creates a repository label that does not exist yet.
@@ -324,7 +339,7 @@ class GitHubOperations(Transport):
         data = self._request(op, "POST", path, target=f"{repo}#{n}", body={"labels": [name]}).data
         return {"labels": _label_names(data)}
 
-    def remove_label(self, repo: str, number: int, label: str) -> dict[str, Any]:
+    def remove_label(self, repo: str, number: int, label: str) -> Labels:
         """``remove-label``: ``DELETE /repos/{owner}/{repo}/issues/{issue_number}/labels/{name}``
         ("Remove a label from an issue").
 
@@ -350,7 +365,7 @@ class GitHubOperations(Transport):
 
     def ensure_label(
         self, repo: str, label: str, color: str = "ededed", description: str = ""
-    ) -> dict[str, Any]:
+    ) -> EnsuredLabel:
         """``ensure-label``: make sure the repository has a label named ``label``.
 
         ``GET /repos/{owner}/{repo}/labels/{name}`` ("Get a label"); on 404,
@@ -396,7 +411,7 @@ class GitHubOperations(Transport):
 
     # -- comments and reactions ---------------------------------------------------------
 
-    def comment(self, repo: str, number: int, body: str) -> dict[str, Any]:
+    def comment(self, repo: str, number: int, body: str) -> Posted:
         """``comment``: ``POST /repos/{owner}/{repo}/issues/{issue_number}/comments``
         ("Create an issue comment"; works for pull requests too). Never retried on 5xx, so
         a comment is never posted twice by this call.
@@ -411,7 +426,7 @@ class GitHubOperations(Transport):
         data = self._request(op, "POST", path, target=f"{repo}#{n}", body={"body": text}).data
         return {"id": data["id"], "url": data["html_url"]}
 
-    def update_comment(self, repo: str, comment_id: int, body: str) -> dict[str, Any]:
+    def update_comment(self, repo: str, comment_id: int, body: str) -> Posted:
         """``update-comment``: ``PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}``
         ("Update an issue comment").
 
@@ -427,7 +442,7 @@ class GitHubOperations(Transport):
         ).data
         return {"id": data["id"], "url": data["html_url"]}
 
-    def list_comments(self, repo: str, number: int) -> dict[str, Any]:
+    def list_comments(self, repo: str, number: int) -> Comments:
         """``list-comments``: ``GET /repos/{owner}/{repo}/issues/{issue_number}/comments``
         ("List issue comments"), 100 per page, following ``Link: rel="next"`` to the end.
 
@@ -446,7 +461,7 @@ class GitHubOperations(Transport):
             ]
         }
 
-    def add_reaction(self, repo: str, comment_id: int, content: str) -> dict[str, Any]:
+    def add_reaction(self, repo: str, comment_id: int, content: str) -> Created:
         """``add-reaction``: ``POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions``
         ("Create reaction for an issue comment"). Adding the same reaction twice returns the
         existing one (GitHub answers 200 instead of 201).
@@ -470,7 +485,7 @@ class GitHubOperations(Transport):
 
     # -- files --------------------------------------------------------------------------
 
-    def get_file(self, repo: str, path: str, ref: str | None = None) -> dict[str, Any]:
+    def get_file(self, repo: str, path: str, ref: str | None = None) -> File:
         """``get-file``: ``GET /repos/{owner}/{repo}/contents/{path}?ref=`` ("Get repository
         content"). Files of 1-100 MB, for which that endpoint returns no content, are read
         through ``GET /repos/{owner}/{repo}/git/blobs/{file_sha}`` ("Get a blob").
@@ -535,7 +550,7 @@ class GitHubOperations(Transport):
         text: str,
         sha: str | None = None,
         message: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Committed:
         """``put-file``: ``PUT /repos/{owner}/{repo}/contents/{path}`` ("Create or update
         file contents"): one commit on ``branch`` that sets ``path`` to ``text``.
 
@@ -588,7 +603,7 @@ class GitHubOperations(Transport):
         conclusion: str | None = None,
         title: str | None = None,
         summary: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Created:
         """``create-check-run``: ``POST /repos/{owner}/{repo}/check-runs`` ("Create a check
         run"). Needs a GitHub App with ``checks: write`` (a personal token gets 403).
 
@@ -620,7 +635,7 @@ class GitHubOperations(Transport):
         conclusion: str | None = None,
         title: str | None = None,
         summary: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Created:
         """``update-check-run``: ``PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}``
         ("Update a check run"); only the fields given change (see
         :meth:`create_check_run` for their values).
@@ -639,7 +654,7 @@ class GitHubOperations(Transport):
 
     def list_check_runs(
         self, repo: str, head_sha: str, name: str | None = None
-    ) -> dict[str, Any]:
+    ) -> CheckRuns:
         """``list-check-runs``: ``GET /repos/{owner}/{repo}/commits/{ref}/check-runs``
         ("List check runs for a Git reference"; the latest run of each name), every page,
         filtered by ``check_name`` when ``name`` is given.
@@ -851,3 +866,9 @@ def _text(op: str, name: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise _bad(op, f"{name} must be a non-empty string, got {value!r}")
     return value
+
+
+if TYPE_CHECKING:  # mypy checks that every GitHub transport implements the port
+
+    def _implements_the_port(transport: GitHubOperations) -> GitHub:
+        return transport

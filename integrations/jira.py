@@ -33,7 +33,7 @@ import os
 import re
 import urllib.parse
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -41,6 +41,10 @@ from requests.adapters import HTTPAdapter
 from graph.ports import (
     OPERATIONS,
     IntegrationError,
+    Jira,
+    JiraComment,
+    JiraLabel,
+    JiraTransition,
     NotFound,
     RateLimited,
     Transport,
@@ -167,7 +171,7 @@ class JiraApi(_JiraBase):
         except ValueError:
             return None
 
-    def add_comment(self, issue: str, body: str) -> dict[str, Any]:
+    def add_comment(self, issue: str, body: str) -> JiraComment:
         """``add-comment``: ``POST /rest/api/3/issue/{key}/comment`` with the text as an
         ADF document (:func:`adf`).
 
@@ -181,7 +185,7 @@ class JiraApi(_JiraBase):
         cid = data.get("id")
         return {"issue": key, "id": str(cid) if cid is not None else None}
 
-    def add_label(self, issue: str, label: str) -> dict[str, Any]:
+    def add_label(self, issue: str, label: str) -> JiraLabel:
         """``add-label``: ``PUT /rest/api/3/issue/{key}`` with
         ``{"update": {"labels": [{"add": label}]}}`` (adding a present label is a no-op).
 
@@ -194,7 +198,7 @@ class JiraApi(_JiraBase):
         self._request(op, "PUT", key, "", {"update": {"labels": [{"add": name}]}})
         return {"issue": key, "label": name}
 
-    def transition_issue(self, issue: str, name: str) -> dict[str, Any]:
+    def transition_issue(self, issue: str, name: str) -> JiraTransition:
         """``transition-issue``: ``GET /rest/api/3/issue/{key}/transitions``, pick the
         transition called ``name`` (or leading to the status ``name``; case-insensitive),
         ``POST`` it.
@@ -288,7 +292,7 @@ class JiraCli(_JiraBase):
                                    integration=self.name, op=op,
                                    retriable=bool(re.search(r"\b(429|5\d\d)\b", stderr)))
 
-    def add_comment(self, issue: str, body: str) -> dict[str, Any]:
+    def add_comment(self, issue: str, body: str) -> JiraComment:
         """``add-comment``: ``jira issue comment add --no-input -- KEY BODY``.
 
         Returns:
@@ -300,7 +304,7 @@ class JiraCli(_JiraBase):
         self._run(op, key, ["issue", "comment", "add", "--no-input", "--", key, text])
         return {"issue": key, "id": None}
 
-    def add_label(self, issue: str, label: str) -> dict[str, Any]:
+    def add_label(self, issue: str, label: str) -> JiraLabel:
         """``add-label``: ``jira issue edit --no-input --label=LABEL -- KEY``."""
         op = "add-label"
         key = _issue(op, issue)
@@ -310,7 +314,7 @@ class JiraCli(_JiraBase):
         self._run(op, key, ["issue", "edit", "--no-input", f"--label={name}", "--", key])
         return {"issue": key, "label": name}
 
-    def transition_issue(self, issue: str, name: str) -> dict[str, Any]:
+    def transition_issue(self, issue: str, name: str) -> JiraTransition:
         """``transition-issue``: ``jira issue move -- KEY NAME``."""
         op = "transition-issue"
         key = _issue(op, issue)
@@ -366,3 +370,9 @@ def _text(op: str, name: str, value: Any) -> str:
 
 def _bad(op: str, detail: str) -> IntegrationError:
     return IntegrationError(f"jira {op}: bad parameters ({detail})", integration="jira", op=op)
+
+
+if TYPE_CHECKING:  # mypy checks that both transports implement the port
+
+    def _implement_the_port(api: JiraApi, cli: JiraCli) -> tuple[Jira, Jira]:
+        return api, cli

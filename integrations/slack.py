@@ -21,7 +21,7 @@ import re
 import urllib.error
 import urllib.parse
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -35,7 +35,15 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.webhook import WebhookClient
 
-from graph.ports import OPERATIONS, IntegrationError, RateLimited, Transport, Unavailable
+from graph.ports import (
+    OPERATIONS,
+    IntegrationError,
+    RateLimited,
+    Slack,
+    SlackMessage,
+    Transport,
+    Unavailable,
+)
 from integrations.retry import MAX_RATE_LIMIT_WAIT
 
 __all__ = ["BoundedRateLimitRetryHandler", "SlackSdk", "SlackWebhook", "retry_handlers"]
@@ -152,7 +160,7 @@ class SlackSdk(_SlackBase):
 
     def post_message(
         self, channel: str, text: str, blocks: Sequence[dict[str, Any]] | None = None
-    ) -> dict[str, Any]:
+    ) -> SlackMessage:
         """``post-message``: ``chat.postMessage`` to ``channel`` (a channel id, or a user
         id for a direct message from the bot). ``text`` is the notification fallback when
         ``blocks`` are given.
@@ -211,7 +219,7 @@ class SlackWebhook(_SlackBase):
 
     def post_message(
         self, channel: str, text: str, blocks: Sequence[dict[str, Any]] | None = None
-    ) -> dict[str, Any]:
+    ) -> SlackMessage:
         """``post-message`` through the webhook (to the webhook's own channel).
 
         Returns:
@@ -288,3 +296,9 @@ def _api_error(
 
 def _bad(op: str, detail: str) -> IntegrationError:
     return IntegrationError(f"slack {op}: bad parameters ({detail})", integration="slack", op=op)
+
+
+if TYPE_CHECKING:  # mypy checks that both transports implement the port
+
+    def _implement_the_port(sdk: SlackSdk, webhook: SlackWebhook) -> tuple[Slack, Slack]:
+        return sdk, webhook
