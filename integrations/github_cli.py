@@ -24,7 +24,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import shutil
 import urllib.parse
 from collections.abc import Mapping
@@ -78,8 +77,9 @@ class GitHubCli(GitHubOperations):
         binary: the gh executable: a name looked up on ``PATH`` or a path.
         host: GitHub Enterprise Server host name for ``GH_HOST`` (``None``: gh's default,
             or ``GH_HOST`` from ``env``).
-        env: the environment gh runs with (``None``: this process's); it needs ``HOME``
-            (gh's login) or ``GH_TOKEN``.
+        env: the complete environment gh runs with (the composition root hands it the
+            process's, :meth:`the_loop.settings.Settings.child_env`; ``None``: an empty
+            one); it needs ``HOME`` (gh's login) or ``GH_TOKEN``.
         timeout: seconds per gh run.
         max_output: bytes of output accepted per run.
         retries: retries of rate-limited requests and of idempotent requests answered 5xx.
@@ -100,7 +100,7 @@ class GitHubCli(GitHubOperations):
         throttle: WriteThrottle | None = None,
     ) -> None:
         self.binary = binary
-        base = dict(os.environ if env is None else env)
+        base = dict(env or {})
         if host:
             base["GH_HOST"] = host
         base.update(_QUIET_ENV)

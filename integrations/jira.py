@@ -29,7 +29,6 @@ The binary keeps its own configuration and token (``jira init``, ``JIRA_API_TOKE
 
 from __future__ import annotations
 
-import os
 import re
 import urllib.parse
 from collections.abc import Mapping
@@ -242,7 +241,9 @@ class JiraCli(_JiraBase):
 
     Args:
         binary: executable name on ``PATH`` or a path.
-        env: the environment it runs with (``None``: this process's).
+        env: the complete environment it runs with (the composition root hands it the
+            process's, :meth:`the_loop.settings.Settings.child_env`; ``None``: an empty
+            one).
         timeout: seconds per run.
         max_output: bytes of output accepted per run.
     """
@@ -258,7 +259,7 @@ class JiraCli(_JiraBase):
         max_output: int = 1024 * 1024,
     ) -> None:
         self.binary = binary
-        self._env = dict(os.environ if env is None else env)
+        self._env = dict(env or {})
         self._env.setdefault("NO_COLOR", "1")
         self.timeout = timeout
         self.max_output = max_output

@@ -162,7 +162,7 @@ def github_provider(
         cli: gh settings (binary, host); ``host`` defaults to the host of a GitHub
             Enterprise Server ``settings.api_url``.
         throttle: cross-worker write spacing for either transport.
-        env: the environment gh runs with (``None``: this process's).
+        env: the complete environment gh runs with (``None``: an empty one).
 
     Raises:
         ProviderConfigError: an unknown transport, ``auto`` with nothing available, or

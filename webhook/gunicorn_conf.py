@@ -81,8 +81,9 @@ def _default_multiproc_dir() -> str:
 
 
 def on_starting(server: Any) -> None:
-    """Master start: choose and empty the metrics directory before any worker exists."""
-    path = os.environ.get(MULTIPROC_ENV) or _default_multiproc_dir()
+    """Master start: choose and empty the metrics directory before any worker exists;
+    the workers (prometheus-client, and their settings) find it in the environment."""
+    path = _settings.metrics.multiproc_dir or _default_multiproc_dir()
     os.environ[MULTIPROC_ENV] = path
     os.makedirs(path, exist_ok=True)
     for stale in glob.glob(os.path.join(path, "*.db")):
@@ -98,6 +99,5 @@ def child_exit(server: Any, worker: Any) -> None:
 
 def on_exit(server: Any) -> None:
     """Master exit: remove the metrics directory if it is the default one made here."""
-    path = os.environ.get(MULTIPROC_ENV)
-    if path and path == _default_multiproc_dir():
-        shutil.rmtree(path, ignore_errors=True)
+    if _settings.metrics.multiproc_dir is None:
+        shutil.rmtree(_default_multiproc_dir(), ignore_errors=True)

@@ -162,9 +162,10 @@ def test_gunicorn_conf_logs_json_and_manages_the_metrics_directory(monkeypatch, 
     stale = tmp_path / "counter_123.db"
     stale.write_bytes(b"x")
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
-    conf["on_starting"](None)
+    named = runpy.run_path(str(CONF))  # gunicorn reads the file at start
+    named["on_starting"](None)
     assert not stale.exists() and tmp_path.is_dir()
-    conf["on_exit"](None)
+    named["on_exit"](None)
     assert tmp_path.is_dir()
 
     # None named: a fresh one under the temporary directory, removed at exit.
