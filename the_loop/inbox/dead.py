@@ -52,7 +52,7 @@ class DeadLetterSettings(DrainSettings, Protocol):
     :class:`~the_loop.inbox.drain.DrainSettings`)."""
 
     @property
-    def worker_ttl(self) -> float: ...
+    def worker_ttl(self) -> int: ...
 
     def backoff(self, attempt: int) -> float: ...
 
@@ -210,7 +210,9 @@ class Deliveries:
     def retrying(self) -> list[dict[str, Any]]:
         """Deliveries waiting for a retry: ``{delivery, due, attempts, last_error}``."""
         out = []
-        for raw_id, due in self.redis.zrange(self.keys.retry, 0, -1, withscores=True):
+        entries: list[tuple[bytes, float]] = self.redis.zrange(  # type: ignore[assignment]
+            self.keys.retry, 0, -1, withscores=True)
+        for raw_id, due in entries:
             delivery_id = text(raw_id)
             attempts, error = self.redis.hmget(self.keys.delivery(delivery_id), "attempts",
                                                "last_error")
@@ -233,8 +235,9 @@ class Deliveries:
         if parked is not None and text(parked) == delivery_id:
             self.redis.delete(self.keys.parked(ref))
         state = self.store.load(ref)
-        if state is not None and (state.blocked_by_delivery or {}).get("delivery") == delivery_id:
-            state.parked_reason = state.blocked_by_delivery.get("previous_reason")
+        blocked = state.blocked_by_delivery if state is not None else None
+        if state is not None and blocked and blocked.get("delivery") == delivery_id:
+            state.parked_reason = blocked.get("previous_reason")
             state.blocked_by_delivery = None
             self.store.save(state)
         self.store.append_event(ref, what, {"delivery": delivery_id}, delivery_id)

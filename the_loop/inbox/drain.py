@@ -156,7 +156,7 @@ class Inboxes:
     def body(self, delivery_id: str) -> bytes | None:
         """The stored body of ``delivery_id`` (``None`` once its record expired)."""
         raw = self.redis.hget(self.keys.delivery(delivery_id), "body")
-        return None if raw is None else bytes(raw)
+        return raw.encode() if isinstance(raw, str) else raw
 
     def let_go(self, ref: str, token: str) -> None:
         """Release ``ref``'s lock if ``token`` still holds it and list ``ref`` as ready if
