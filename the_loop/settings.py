@@ -468,6 +468,16 @@ class Settings:
             environ=dict(env),
         )
 
+    def require_secrets(self) -> tuple[bytes, ...]:
+        """The webhook secrets (``THE_LOOP_WEBHOOK_SECRET``), most recent first.
+
+        Raises:
+            SettingsError: none is set (the message is the receiver's start-up one).
+        """
+        if not self.receiver.secrets:
+            raise _no_secret()
+        return self.receiver.secrets
+
     def require_github(self) -> GitHubSettings:
         """The GitHub section (read for the worker and the commands).
 
@@ -490,6 +500,15 @@ class Settings:
 
 
 # ----------------------------------------------------------------------------- reading
+
+
+def _no_secret() -> SettingsError:
+    return SettingsError(
+        f"{ENV_SECRET} is not set: set it to the webhook secret of the "
+        "GitHub App (App settings > Webhook secret), e.g. "
+        f"`export {ENV_SECRET}=...`; during rotation list the new and "
+        "the old secret separated by a comma"
+    )
 
 
 def _deployment(env: Mapping[str, str]) -> CliConfig:
@@ -544,12 +563,7 @@ class _Reader:
     def secrets(self, *, required: bool) -> tuple[bytes, ...]:
         secrets = tuple(s.encode("utf-8") for s in self.names(ENV_SECRET))
         if required and not secrets:
-            raise SettingsError(
-                f"{ENV_SECRET} is not set: set it to the webhook secret of the "
-                "GitHub App (App settings > Webhook secret), e.g. "
-                f"`export {ENV_SECRET}=...`; during rotation list the new and "
-                "the old secret separated by a comma"
-            )
+            raise _no_secret()
         return secrets
 
     def redis_url(self) -> str:

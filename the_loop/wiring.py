@@ -22,7 +22,7 @@ import logging
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from integrations.providers import GitHubProvider
     from integrations.throttle import WriteThrottle
     from workers.drain import DeliveryProcessor
+    from workers.routes import GitHubFactory
     from workers.state import RedisStateStore
 
 __all__ = [
@@ -222,10 +223,7 @@ def build_receiver(settings: Settings, *, connection: redis.Redis | None = None)
     """
     from webhook.app import create_app
 
-    if not settings.receiver.secrets:
-        raise SettingsError("THE_LOOP_WEBHOOK_SECRET is not set: set it to the webhook "
-                            "secret of the GitHub App (App settings > Webhook secret), e.g. "
-                            "`export THE_LOOP_WEBHOOK_SECRET=...`")
+    settings.require_secrets()
     return create_app(settings.receiver, redis=connection,
                       multiproc_dir=settings.metrics.multiproc_dir)
 
@@ -272,8 +270,10 @@ def build_worker(
         log.warning("reactions are enabled but the GitHub transport %s cannot add them",
                     github.transport)
     observed = {name: ObservedIntegration(p, name=name) for name, p in providers.items()}
-    return DeliveryProcessor(worker, conn, graph, ObservedFactory(github, name="github"),
-                             integrations=observed, classifier=classifier)
+    # The observed client answers the GitHub port as the one it wraps.
+    factory = cast("GitHubFactory", ObservedFactory(github, name="github"))
+    return DeliveryProcessor(worker, conn, graph, factory, integrations=observed,
+                             classifier=classifier)
 
 
 # ----------------------------------------------------------------------------- commands
