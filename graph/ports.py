@@ -20,7 +20,8 @@ through objects that satisfy these ports:
   declares ``operations`` and answers ``call(op, **params)``; :class:`Transport` writes
   that dispatcher once for every provider, on top of its typed methods.
 
-Results are JSON-serialisable dicts whose shapes each transport's docstrings give.
+Results are JSON-serialisable dicts, typed per operation (:class:`Labels`, :class:`Posted`,
+:class:`Comments`, :class:`File`...; the transports' docstrings give the details).
 
 Errors (one tree, below :class:`graph.errors.LoopError`)::
 
@@ -45,7 +46,15 @@ __all__ = [
     "OPERATIONS",
     "PERMISSIONS",
     "REACTIONS",
+    "CheckRun",
+    "CheckRuns",
+    "Comment",
+    "Comments",
+    "Committed",
+    "Created",
     "EffectFinder",
+    "EnsuredLabel",
+    "File",
     "GitHub",
     "GitHubChecks",
     "GitHubComments",
@@ -57,11 +66,24 @@ __all__ = [
     "Integration",
     "IntegrationError",
     "Jira",
+    "JiraComment",
+    "JiraLabel",
+    "JiraTransition",
+    "Labels",
     "NotFound",
     "Operation",
+    "Permission",
+    "Posted",
+    "PullFiles",
+    "PullRequest",
     "RateLimited",
+    "Repository",
     "RetryLater",
+    "Review",
+    "Reviewers",
+    "Reviews",
     "Slack",
+    "SlackMessage",
     "Transport",
     "Unavailable",
     "Unsupported",
