@@ -1,4 +1,13 @@
-"""The outbox: every side effect a hook asks for, recorded before it is performed.
+"""The outbox: every visible effect the-loop makes, recorded before it is performed.
+
+Hooks reach it through their wrapped integrations; the runtime's own effects (the status
+comment, the check run a hook keeps on the status, the forced-move comment) and any
+caller outside a hook chain (a worker's notice) use :meth:`HookEffects.perform` directly,
+e.g. a notice posted once per effect id::
+
+    HookEffects(state, store, f"{ref}/notice").perform(
+        "github", github, "comment", {"repo": repo, "number": n, "body": text},
+        effect=f"{ref}/alarm/{k}")
 
 When the runtime calls a hook it hands it each integration wrapped in an
 :class:`EffectProxy`, which has the integration's typed port methods (:mod:`graph.ports`).
@@ -22,14 +31,20 @@ and:
     updated in place instead of posting another;
   - ``put-file``: ``get-file`` on the branch; if the file already holds content an earlier
     attempt of this effect wrote (compared by SHA-256 digest), nothing is committed;
-  - ``create-check-run``: ``list-check-runs`` by head SHA and name; an existing run is
-    updated (``update-check-run``) instead of creating a second one;
+  - ``create-check-run``: always (not only on a retry, see :data:`UPSERT_OPS`)
+    ``list-check-runs`` by head SHA and name first; an existing run is updated
+    (``update-check-run``) instead of creating a second one, unless it is completed and
+    the new state is in progress (a completed run is not reopened: a new one says so);
   - labels, reactions, reviewer requests, ``update-*``: set semantics or idempotent at the
     target already; performed again;
   - any other operation (Slack, Jira...): when the integration implements ``find-effect``
     (:class:`graph.ports.EffectFinder`: ``find_effect(operation=..., effect=ID) ->
     {"found": bool, "result": {...}}``), it is asked first; otherwise the operation is
     performed again (at least once).
+
+An effect performed *in place* (``perform(..., in_place=True)``: the work item's one status
+comment, edited as the status changes) is reconciled with its target every time, and a
+``done`` record does not stop it from being brought up to date.
 
 A transient failure of any call (``IntegrationError.retriable``: 5xx, rate limits, network)
 raises :class:`RetryLater` (a retriable ``IntegrationError``). A hook that handles
@@ -66,6 +81,9 @@ from graph.state import StateStore, WorkItemState
 
 log = logging.getLogger(__name__)
 
+#: Operations that are create-or-update at their target by nature (one check run per head
+#: SHA and name): reconciled with the target on every perform.
+UPSERT_OPS = frozenset({"create-check-run"})
 #: Result keys never kept in state (bodies, file contents, credentials).
 _PRIVATE_KEYS = frozenset({"body", "text", "content", "message", "token", "patch", "diff",
                            "raw", "html", "blocks", "attachments"})
@@ -157,8 +175,26 @@ class HookEffects:
             self._closed = True
 
     def perform(self, name: str, integration: Integration, op: str,
-                params: dict[str, Any]) -> dict[str, Any]:
-        """Perform side effect ``op`` through ``integration`` exactly once per effect id.
+                params: dict[str, Any], *, effect: str | None = None,
+                in_place: bool = False) -> dict[str, Any]:
+        """Perform side effect ``op`` (the port method of ``op`` on ``integration``)
+        exactly once per effect id: recorded ``pending`` and saved first, marked ``done``
+        after; a ``done`` effect returns its recorded result, a ``pending`` one is
+        reconciled with the target.
+
+        Args:
+            name: the integration's name (``"github"``), for the record and errors.
+            integration: the unwrapped transport.
+            op, params: the operation (``"comment"``) and its parameters.
+            effect: the effect id; the next ``<prefix>/<n>`` when ``None`` (a hook's n-th
+                side effect). A comment's body gets ``marker(effect)`` unless it carries
+                a marker already.
+            in_place: the effect is kept current rather than made once (the status
+                comment): reconciled with the target (the marked comment updated, or
+                posted when there is none) on every call, whatever the record says.
+
+        Returns:
+            the operation's result (or the recorded summary of a ``done`` effect).
 
         Raises:
             RetryLater: a transient failure, or the hook run was abandoned.
@@ -168,12 +204,15 @@ class HookEffects:
             if self._closed:
                 raise RetryLater("the hook ran past its timeout; its effects stop here",
                                  integration=name, op=op)
-            effect = f"{self.prefix}/{self._count}"
-            self._count += 1
+            if effect is None:
+                effect = f"{self.prefix}/{self._count}"
+                self._count += 1
+            in_place = in_place or op in UPSERT_OPS
             previous = self.state.effects.get(effect)
-            if previous and previous.get("op") == op and previous.get("status") == "done":
+            if (previous and previous.get("op") == op and previous.get("status") == "done"
+                    and not in_place):
                 return dict(previous.get("result") or {})
-            retry = bool(previous and previous.get("op") == op)
+            retry = in_place or bool(previous and previous.get("op") == op)
             params = self._marked(op, params, effect)
             record: dict[str, Any] = {
                 "op": op,
@@ -236,15 +275,7 @@ class HookEffects:
         target = record.get("target") or {}
         github = cast(GitHub, integration)
         if op == "comment" and "list-comments" in ops and target.get("marker"):
-            listed = github.list_comments(repo=params["repo"], number=params["number"])
-            for comment in listed.get("comments", []):
-                if find_effect(comment.get("body")) == target["marker"]:
-                    if comment.get("body") != params["body"] and "update-comment" in ops:
-                        return dict(github.update_comment(repo=params["repo"],
-                                                          comment_id=comment["id"],
-                                                          body=params["body"]))
-                    return {"id": comment["id"], "reused": True}
-            return None
+            return _reuse_comment(integration, params, str(target["marker"]))
         if op == "put-file" and "get-file" in ops:
             try:
                 got = github.get_file(repo=params["repo"], path=params["path"],
@@ -255,22 +286,52 @@ class HookEffects:
                 return {"path": got.get("path"), "sha": got.get("sha"), "unchanged": True}
             return None
         if op == "create-check-run" and "list-check-runs" in ops:
-            runs = github.list_check_runs(repo=params["repo"], head_sha=params["head_sha"],
-                                          name=params["name"])
-            for run in runs.get("check_runs", []):
-                if run.get("name") == params["name"]:
-                    if "update-check-run" not in ops:
-                        return {"id": run["id"], "reused": True}
-                    changes = {k: v for k, v in params.items()
-                               if k not in ("repo", "head_sha", "name")}
-                    return dict(github.update_check_run(repo=params["repo"],
-                                                        check_run_id=run["id"], **changes))
-            return None
+            return _reuse_check_run(integration, params)
         if "find-effect" in ops:
             found = cast(EffectFinder, integration).find_effect(operation=op, effect=effect)
             if found.get("found"):
                 return dict(found.get("result") or {})
         return None
+
+
+def _reuse_comment(integration: Integration, params: Mapping[str, Any],
+                   effect: str) -> dict[str, Any] | None:
+    """"Post this comment once": the comment on ``params``' issue whose marker carries
+    ``effect``, updated to ``params["body"]`` when it differs; ``None`` when there is none
+    (post it)."""
+    github = cast(GitHub, integration)
+    listed = github.list_comments(repo=params["repo"], number=params["number"])
+    for comment in listed.get("comments", []):
+        if find_effect(comment.get("body")) == effect:
+            if comment.get("body") != params["body"] and "update-comment" in integration.operations:
+                updated = github.update_comment(repo=params["repo"], comment_id=comment["id"],
+                                                body=params["body"])
+                return {**updated, "id": updated.get("id", comment["id"])}
+            return {"id": comment["id"], "reused": True}
+    return None
+
+
+def _reuse_check_run(integration: Integration,
+                     params: Mapping[str, Any]) -> dict[str, Any] | None:
+    """"Create or update the check run": the run named ``params["name"]`` on
+    ``params["head_sha"]``, updated with the other parameters; ``None`` when there is none,
+    or when it is completed and ``params`` would reopen it (``conclusion`` unset): a new
+    run then says the work item is in progress again (GitHub shows the latest by name)."""
+    github = cast(GitHub, integration)
+    runs = github.list_check_runs(repo=params["repo"], head_sha=params["head_sha"],
+                                  name=params["name"])
+    for run in runs.get("check_runs", []):
+        if run.get("name") != params["name"]:
+            continue
+        if run.get("status") == "completed" and params.get("conclusion") is None:
+            return None
+        if "update-check-run" not in integration.operations:
+            return {"id": run["id"], "reused": True}
+        changes = {k: v for k, v in params.items() if k not in ("repo", "head_sha", "name")}
+        updated = github.update_check_run(repo=params["repo"], check_run_id=run["id"],
+                                          **changes)
+        return {**updated, "id": updated.get("id", run["id"])}
+    return None
 
 
 class EffectProxy:

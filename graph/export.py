@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from graph.compile import Graph
+from graph.model import Graph
 
 
 @dataclass(frozen=True)

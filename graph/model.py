@@ -1,24 +1,49 @@
-"""The hook contract: HookContext in, HookResult out (specification, "The hook contract").
+"""The graph model and the hook contract (specification, "Data models", "The hook
+contract").
 
-A hook is a plain function ``hook(ctx: HookContext) -> HookResult``. The context carries
-everything a hook may see and nothing more; the result is what decides whether the work
-item moves. Both are immutable.
+* The compiled graph: :class:`Graph` of :class:`Node` and :class:`Edge`, each node's
+  chains of :class:`HookCall`.
+* The hook contract: a hook is a plain function ``hook(ctx: HookContext) -> HookResult``,
+  registered as a :class:`HookDef` that declares what the runtime needs to know about it
+  (its outcomes, which of them move forward, where it records a decision, whether it
+  publishes the work item's status), so the runtime never names a hook. The context
+  carries everything a hook may see and nothing more; the result decides whether the work
+  item moves. Both are immutable.
+* :class:`Status`: where a work item stands.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from graph.compile import Node
-    from graph.context import HookConfig
+from graph.context import HookConfig
 
-Status = Literal["pass", "block", "wait", "skip"]
+#: A hook result's status (see :class:`HookResult`).
+ResultStatus = Literal["pass", "block", "wait", "skip"]
 Boundary = Literal["entry", "exit"]
 STATUSES: tuple[str, ...] = ("pass", "block", "wait", "skip")
+
+
+class Status(StrEnum):
+    """Where a work item stands (``WorkItemState.status``); each compares equal to its
+    string value, which is what state and logs store."""
+
+    #: An entry chain is due, or the walk is moving.
+    ACTIVE = "active"
+    #: A chain returned ``wait``: nothing is wrong, an event is awaited (a gate decision).
+    WAITING = "waiting"
+    #: A chain returned ``block``: a requirement is unmet; the work retries.
+    BLOCKED = "blocked"
+    #: A human has been asked to step in (a terminal block, a repeated block, or the
+    #: node's ``attempts`` used up); stays so until the work item moves on.
+    ESCALATED = "escalated"
+    #: The work item reached a terminal node.
+    DONE = "done"
 
 
 @dataclass(frozen=True)
@@ -63,7 +88,7 @@ class HookResult:
         ValueError: on construction with a status outside the four above.
     """
 
-    status: Status
+    status: ResultStatus
     hook: str
     messages: tuple[Message, ...] = ()
     data: Mapping[str, Any] = field(default_factory=dict)
@@ -196,8 +221,6 @@ class InboundEvent:
         """SHA-256 hex digest of ``body`` (what the event log stores instead of the text)."""
         if self.body is None:
             return None
-        import hashlib
-
         return hashlib.sha256(self.body.encode("utf-8")).hexdigest()
 
 
@@ -231,3 +254,252 @@ class HookContext:
     config: HookConfig
     params: Mapping[str, Any] = field(default_factory=dict)
     visit: int = 1
+
+
+HookFn = Callable[[HookContext], HookResult]
+ParamCheck = Callable[[Mapping[str, Any]], str | None]
+#: Called by the runtime when the work item's published status changes: (the hook's
+#: context, with its integrations wrapped by the outbox; the status; a one-line summary)
+#: -> anything (ignored); raises what its integration raises (recorded, never fatal).
+StatusFn = Callable[[HookContext, Status, str], object]
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    """Where a hook records a gate's decision in the artifacts, and how to read it back
+    (``the-loop check --recompute`` re-derives a gate's verdict from them alone).
+
+    Attributes:
+        artifacts: the call's ``with:`` parameters -> artifact names (relative to the
+            work item's spec directory) holding the decision; empty when not configured.
+        approved: an artifact's text (``None`` when absent) -> whether its latest recorded
+            decision is an approval.
+    """
+
+    artifacts: Callable[[Mapping[str, Any]], tuple[str, ...]]
+    approved: Callable[[str | None], bool]
+
+
+@dataclass(frozen=True)
+class HookDef:
+    """A registered hook: the function and what the compiler and runtime know about it.
+
+    Attributes:
+        name: the name graphs refer to, e.g. ``"validate-artifacts"``.
+        fn: the hook function.
+        requires: integration name -> operations the hook calls on it, e.g.
+            ``{"github": frozenset({"add-label"})}``; checked against the configured
+            providers at startup.
+        outcomes: named outcomes the hook may put in ``data["outcome"]`` besides ``pass``.
+        boundaries: where the hook may run (``entry``, ``exit``).
+        params: the ``with:`` keys the hook accepts; anything else is a load error.
+        timeout: seconds the hook may run before it counts as a retriable block.
+        validating: the hook only judges artifacts (no side effect, no network); ``the-loop
+            check --recompute`` re-runs exactly these to re-derive verdicts.
+        check: called by the compiler with each call's ``with:`` parameters; returns an
+            error message (a load error naming file, node and hook) or ``None``. For what
+            can be known before running, e.g. a tool the call needs is not installed.
+        forward: the outcomes (of ``outcomes``) that move the work item forward as
+            ``pass`` does, in the order ``recompute`` follows them.
+        hands_off: outcomes whose decision (who, which comment, its digest; never the
+            text) is handed to the node the edge leads to, as its next input.
+        shown_waits: message codes of a ``wait`` worth showing in the status comment (why
+            a decision did not count); other waits are not repeated there.
+        records: where the hook records a gate's decision, if it does.
+        on_status: called when the work item's published status changes while it is at a
+            node whose chains call this hook (e.g. to update a check run).
+    """
+
+    name: str
+    fn: HookFn
+    requires: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    outcomes: frozenset[str] = frozenset()
+    boundaries: frozenset[str] = frozenset({"entry", "exit"})
+    params: frozenset[str] = frozenset()
+    timeout: float = 30.0
+    validating: bool = False
+    check: ParamCheck | None = None
+    forward: tuple[str, ...] = ()
+    hands_off: frozenset[str] = frozenset()
+    shown_waits: frozenset[str] = frozenset()
+    records: DecisionRecord | None = None
+    on_status: StatusFn | None = None
+
+
+@dataclass(frozen=True)
+class HookCall:
+    """One hook in a chain: the resolved definition and its ``with:`` parameters."""
+
+    name: str
+    definition: HookDef = field(repr=False, compare=False)
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: The outcome every passing chain has; it always moves forward.
+PASS = "pass"
+
+
+@dataclass(frozen=True)
+class Node:
+    """A step of the PDLC: a place the work item is (specification, "Data models").
+
+    Attributes:
+        id: unique node id (``^[a-z0-9][a-z0-9-]*$``, see ``graph.schema.json``).
+        phase: the phase name label hooks sync (``phase:<phase>``).
+        actor: ``agent``, ``human`` (a gate) or ``system`` (e.g. the terminal node).
+        produces: artifact file names, relative to the work item's spec directory.
+        session: ``new``, ``inherit`` (reuse the producing node's session) or ``None``.
+        entry, exit: hook chains, in declared order.
+        attempts: how many blocks the node tolerates before escalating.
+        role: collaborators role whose people decide a gate (default ``approver``).
+        command, stage: the-loop command and model tier for agent nodes.
+    """
+
+    id: str
+    phase: str
+    actor: str
+    produces: tuple[str, ...] = ()
+    session: str | None = None
+    entry: tuple[HookCall, ...] = ()
+    exit: tuple[HookCall, ...] = ()
+    attempts: int = 3
+    role: str = "approver"
+    command: str | None = None
+    stage: str | None = None
+
+    @property
+    def is_gate(self) -> bool:
+        """A human gate node (specification, "Is the human gate a node or a hook?")."""
+        return self.actor == "human"
+
+    @property
+    def calls(self) -> tuple[HookCall, ...]:
+        """Every hook call of the node: entry chain, then exit chain."""
+        return self.entry + self.exit
+
+    @property
+    def forward_outcomes(self) -> tuple[str, ...]:
+        """Outcomes that move the work item forward from this node: ``pass``, then what
+        its exit hooks declare forward, in declared order."""
+        out = [PASS]
+        for call in self.exit:
+            out += [o for o in call.definition.forward if o not in out]
+        return tuple(out)
+
+    @property
+    def hands_off(self) -> frozenset[str]:
+        """Outcomes whose decision this node hands to the node the edge leads to."""
+        return frozenset().union(*(c.definition.hands_off for c in self.exit))
+
+    @property
+    def shown_waits(self) -> frozenset[str]:
+        """Message codes of a wait at this node worth showing in the status comment."""
+        return frozenset().union(*(c.definition.shown_waits for c in self.calls))
+
+
+@dataclass(frozen=True)
+class Edge:
+    """``{from, to, on}``: leave ``source`` for ``target`` when the exit chain's outcome is
+    ``on``."""
+
+    source: str
+    target: str
+    on: str
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A compiled, immutable graph.
+
+    Attributes:
+        name: the graph's name.
+        source: the file it was compiled from (for messages).
+        start: id of the node a new work item enters.
+        nodes: id -> node, in declared order.
+        edges: all edges, in declared order.
+        digest: SHA-256 hex of the canonical JSON form (pinned in work item state).
+    """
+
+    name: str
+    source: str
+    start: str
+    nodes: Mapping[str, Node]
+    edges: tuple[Edge, ...]
+    index: Mapping[tuple[str, str], Edge] = field(repr=False)
+    digest: str
+
+    def node(self, node_id: str) -> Node:
+        """Return node ``node_id``.
+
+        Raises:
+            KeyError: naming the valid ids.
+        """
+        try:
+            return self.nodes[node_id]
+        except KeyError:
+            raise KeyError(
+                f"no node {node_id!r} in {self.source}; valid ids: {', '.join(self.nodes)}"
+            ) from None
+
+    def edge(self, node_id: str, outcome: str) -> Edge | None:
+        """The edge leaving ``node_id`` on ``outcome``, or ``None``."""
+        return self.index.get((node_id, outcome))
+
+    def outgoing(self, node_id: str) -> tuple[Edge, ...]:
+        """Edges leaving ``node_id`` in declared order."""
+        return tuple(e for e in self.edges if e.source == node_id)
+
+    def is_terminal(self, node_id: str) -> bool:
+        """A node with no outgoing edge: reaching it means the work item is done."""
+        return not self.outgoing(node_id)
+
+    def required_operations(self) -> dict[str, frozenset[str]]:
+        """Integration name -> operations needed by every hook the graph uses."""
+        needed: dict[str, set[str]] = {}
+        for node in self.nodes.values():
+            for call in node.calls:
+                for integration, ops in call.definition.requires.items():
+                    needed.setdefault(integration, set()).update(ops)
+        return {k: frozenset(v) for k, v in sorted(needed.items())}
+
+    def canonical(self) -> dict[str, Any]:
+        """The canonical, JSON-serialisable form (sorted keys, declared order kept)."""
+        return canonical_form(self.name, self.start, self.nodes.values(), self.edges)
+
+
+def canonical_form(name: str, start: str, nodes: Iterable[Node],
+                   edges: Iterable[Edge]) -> dict[str, Any]:
+    """Canonical dict of a graph's parts; the digest is taken over its JSON bytes."""
+
+    def chain(calls: tuple[HookCall, ...]) -> list[dict[str, Any]]:
+        return [{"hook": c.name, "with": _plain(c.params)} for c in calls]
+
+    return {
+        "name": name,
+        "start": start,
+        "nodes": [
+            {
+                "id": n.id,
+                "phase": n.phase,
+                "actor": n.actor,
+                "produces": list(n.produces),
+                "session": n.session,
+                "role": n.role,
+                "attempts": n.attempts,
+                "command": n.command,
+                "stage": n.stage,
+                "entry": chain(n.entry),
+                "exit": chain(n.exit),
+            }
+            for n in nodes
+        ],
+        "edges": [{"from": e.source, "to": e.target, "on": e.on} for e in edges],
+    }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in sorted(value.items())}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value

@@ -1,53 +1,20 @@
-"""The hook registry: hook name -> function, filled by the ``@hook("name")`` decorator.
+"""The hook registry: hook name -> :class:`~graph.model.HookDef`, filled by the
+``@hook("name")`` decorator.
 
-Built-in hooks live one module each under ``graph/hooks/``; importing
-:mod:`graph.hooks` registers them into :data:`DEFAULT_REGISTRY` from one explicit list.
-Tests build a fresh :class:`HookRegistry` and register what they need.
+The core registers no hook itself: the built-in hooks live one module each under
+``the_loop/hooks/``, and importing :mod:`the_loop.hooks` registers them into
+:data:`DEFAULT_REGISTRY` from one explicit list. The compiler is handed a registry. Tests
+build a fresh :class:`HookRegistry` and register what they need.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from graph.errors import LoopError
-from graph.model import HookContext, HookResult
+from graph.model import DecisionRecord, HookDef, HookFn, ParamCheck, StatusFn
 
-HookFn = Callable[[HookContext], HookResult]
-ParamCheck = Callable[[Mapping[str, Any]], str | None]
-
-
-@dataclass(frozen=True)
-class HookDef:
-    """A registered hook.
-
-    Attributes:
-        name: the name graphs refer to, e.g. ``"validate-artifacts"``.
-        fn: the hook function.
-        requires: integration name -> operations the hook calls on it, e.g.
-            ``{"github": frozenset({"add-label"})}``; checked against the configured
-            providers at startup.
-        outcomes: named outcomes the hook may put in ``data["outcome"]`` besides ``pass``.
-        boundaries: where the hook may run (``entry``, ``exit``).
-        params: the ``with:`` keys the hook accepts; anything else is a load error.
-        timeout: seconds the hook may run before it counts as a retriable block.
-        validating: the hook only judges artifacts (no side effect, no network); ``the-loop
-            check --recompute`` re-runs exactly these to re-derive verdicts.
-        check: called by the compiler with each call's ``with:`` parameters; returns an
-            error message (a load error naming file, node and hook) or ``None``. For what
-            can be known before running, e.g. a tool the call needs is not installed.
-    """
-
-    name: str
-    fn: HookFn
-    requires: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    outcomes: frozenset[str] = frozenset()
-    boundaries: frozenset[str] = frozenset({"entry", "exit"})
-    params: frozenset[str] = frozenset()
-    timeout: float = 30.0
-    validating: bool = False
-    check: ParamCheck | None = None
+__all__ = ["DEFAULT_REGISTRY", "HookDef", "HookRegistry", "RegistryError", "hook"]
 
 
 class RegistryError(LoopError, ValueError):
@@ -84,6 +51,11 @@ class HookRegistry:
         timeout: float = 30.0,
         validating: bool = False,
         check: ParamCheck | None = None,
+        forward: Sequence[str] = (),
+        hands_off: set[str] | frozenset[str] = frozenset(),
+        shown_waits: set[str] | frozenset[str] = frozenset(),
+        records: DecisionRecord | None = None,
+        on_status: StatusFn | None = None,
     ) -> Callable[[HookFn], HookFn]:
         """Decorator registering a hook function under ``name``; see :class:`HookDef`."""
 
@@ -99,6 +71,11 @@ class HookRegistry:
                     timeout=timeout,
                     validating=validating,
                     check=check,
+                    forward=tuple(forward),
+                    hands_off=frozenset(hands_off),
+                    shown_waits=frozenset(shown_waits),
+                    records=records,
+                    on_status=on_status,
                 )
             )
             return fn

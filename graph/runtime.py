@@ -2,8 +2,14 @@
 
 ``run_chain`` runs one boundary's hooks in declared order; ``Runtime.advance`` runs the
 current node's exit chain, persists, takes the edge the outcome names and runs the next
-node's entry chain, until the work item waits, blocks or is done. Every driver (the RQ
-worker, ``the-loop run``) calls these same functions.
+node's entry chain, until the work item waits, blocks, escalates or is done. Every driver
+(the RQ worker, ``the-loop run``) calls these same functions.
+
+The runtime names no hook: what it needs to know about one (which outcomes move forward,
+which decisions are handed on, which waits are shown, where a gate's decision is recorded,
+who publishes the status elsewhere) is declared in its :class:`~graph.model.HookDef`.
+Every visible effect, the status comment and the forced-move comment included, goes
+through the outbox (:mod:`graph.effects`).
 """
 
 from __future__ import annotations
@@ -19,16 +25,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graph.compile import Graph, HookCall, Node
 from graph.context import HookConfig
-from graph.effects import HookEffects, hook_keys
+from graph.effects import HookEffects, digest, hook_keys
 from graph.errors import LoopError
-from graph.feedback import digest, publish_check, publish_status, render_status
 from graph.markers import marker
-from graph.model import Boundary, HookContext, HookResult, InboundEvent, Message, Session, WorkItem
+from graph.model import (
+    Boundary,
+    DecisionRecord,
+    Graph,
+    HookCall,
+    HookContext,
+    HookResult,
+    InboundEvent,
+    Message,
+    Node,
+    Session,
+    Status,
+    WorkItem,
+)
 from graph.ports import IntegrationError, RetryLater
-from graph.review import approved_in
 from graph.state import StateError, StateStore, WorkItemState
+from graph.status import render_status, status_effect
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +202,7 @@ class AdvanceResult:
     Attributes:
         ref: the work item.
         node: the node the item is in afterwards.
-        status: ``waiting``, ``blocked``, ``done`` or ``active``.
+        status: where the work item stands afterwards.
         moves: edges taken, in order.
         chains: every chain run, in order.
         messages: the messages of the last stopping chain (feedback to the work).
@@ -193,7 +210,7 @@ class AdvanceResult:
 
     ref: str
     node: str
-    status: str
+    status: Status
     moves: list[Move] = field(default_factory=list)
     chains: list[ChainResult] = field(default_factory=list)
     messages: tuple[Message, ...] = ()
@@ -323,8 +340,9 @@ class Runtime:
         repo: Path | None,
     ) -> AdvanceResult:
         self._check_graph(state)
+        self._retry_forced(state, work_item, config)
         result = AdvanceResult(ref=state.ref, node=state.current_node, status=state.status)
-        if state.status == "done":
+        if state.status == Status.DONE:
             return result
         if event is not None and event.delivery_id == state.last_event:
             # The same delivery again (a retried job): it was consumed before; only what
@@ -343,11 +361,11 @@ class Runtime:
                 state.entry_pending = False
                 self.store.save(state)
             if self.graph.is_terminal(node.id):
-                state.status = "done"
+                state.status = Status.DONE
                 state.parked_reason = None
                 self.store.save(state)
                 self._log(state, "work-item.done", {"node": node.id}, None)
-                result.status, result.node = "done", node.id
+                result.status, result.node = Status.DONE, node.id
                 self._publish(state, work_item, config, node, ())
                 return result
             chain = self._run(node, "exit", state, work_item, config, event, repo)
@@ -379,14 +397,13 @@ class Runtime:
             self._log(state, "edge.taken",
                       {"from": edge.source, "to": edge.target, "on": edge.on}, None)
             result.moves.append(Move(edge.source, edge.target, edge.on))
-            result.node, result.status = edge.target, "active"
+            result.node, result.status = edge.target, Status.ACTIVE
         return result
 
     def _handoff(self, node: Node, chain: ChainResult) -> dict[str, Any] | None:
         """What a gate's decision hands to the node it routes to: a reference to the
         feedback (who, which comment, its digest), never the text itself."""
-        if not node.is_gate or chain.outcome not in ("changes-requested",
-                                                     "approved-with-comments"):
+        if not node.is_gate or chain.outcome not in node.hands_off:
             return None
         decided = next((r for r in chain.results if r.data.get("outcome") == chain.outcome), None)
         data = decided.data if decided else {}
@@ -436,7 +453,20 @@ class Runtime:
         only_validating: bool = False,
         record: bool = True,
     ) -> ChainResult:
-        ctx = HookContext(
+        calls = node.entry if boundary == "entry" else node.exit
+        ctx = self._context(node, boundary, {}, state, work_item, config, event=event,
+                            repo=repo)
+        effects = self._effects(node, boundary, state, work_item) if record else None
+        chain = run_chain(calls, ctx, only_validating=only_validating, effects=effects)
+        if record:
+            self._record(state, chain, event)
+        return chain
+
+    def _context(self, node: Node, boundary: Boundary, params: Mapping[str, Any],
+                 state: WorkItemState, work_item: WorkItem, config: HookConfig, *,
+                 event: InboundEvent | None = None, repo: Path | None = None) -> HookContext:
+        """The context a hook at ``node``'s ``boundary`` sees (``results`` empty)."""
+        return HookContext(
             work_item=work_item,
             node=node,
             boundary=boundary,
@@ -446,15 +476,9 @@ class Runtime:
             event=event,
             results=(),
             config=config,
-            params={},
+            params=params,
             visit=state.visit,
         )
-        calls = node.entry if boundary == "entry" else node.exit
-        effects = self._effects(node, boundary, state, work_item) if record else None
-        chain = run_chain(calls, ctx, only_validating=only_validating, effects=effects)
-        if record:
-            self._record(state, chain, event)
-        return chain
 
     def _effects(self, node: Node, boundary: Boundary, state: WorkItemState,
                  work_item: WorkItem) -> Callable[[int, HookCall], HookEffects]:
@@ -514,7 +538,7 @@ class Runtime:
         )
         escalation = None
         if chain.status == "wait":
-            state.status = "escalated" if state.escalated else "waiting"
+            state.status = Status.ESCALATED if state.escalated else Status.WAITING
         else:
             attempts = state.attempts.get(node.id, 0) + 1
             state.attempts[node.id] = attempts
@@ -535,19 +559,19 @@ class Runtime:
                 escalation = (f"node {node.id} blocked {attempts} times "
                               f"(its limit is {node.attempts})")
             if escalation:
-                state.status = "escalated"
+                state.status = Status.ESCALATED
                 state.escalated = {"node": node.id, "reason": escalation, "at": time.time()}
                 self._log(state, "work-item.escalated",
                           {"node": node.id, "reason": escalation, "attempts": attempts}, None)
             elif state.escalated:
-                state.status = "escalated"
+                state.status = Status.ESCALATED
             else:
-                state.status = "blocked"
+                state.status = Status.BLOCKED
         self.store.save(state)
         result.status, result.node = state.status, state.current_node
         result.messages = chain.messages
         shown = chain.messages if chain.status == "block" else tuple(
-            m for m in chain.messages if m.code in NOTEWORTHY_WAITS)
+            m for m in chain.messages if m.code in node.shown_waits)
         self._publish(state, work_item, config, node, shown, hook=stop.hook if stop else None)
         return result
 
@@ -561,8 +585,11 @@ class Runtime:
         *,
         hook: str | None = None,
     ) -> None:
-        """Publish the status comment when it changed. A failure is recorded in the event
-        log and never wedges the graph (specification, "Notification hook fails")."""
+        """Publish the status when it changed, through the outbox: the work item's one
+        status comment (effect ``<ref>/status``, edited in place), and whatever the node's
+        hooks publish on a status change (``HookDef.on_status``, e.g. a check run). A
+        failure is recorded in the event log and never wedges the graph (specification,
+        "Notification hook fails")."""
         escalation = state.escalated["reason"] if state.escalated else None
         mentions = [p.github for p in config.collaborators.people(node.role) if p.github]
         body = render_status(work_item, node.id, node.phase, state.status, messages,
@@ -571,24 +598,37 @@ class Runtime:
         body_digest = digest(body)
         if body_digest == state.status_digest:
             return
-        if any(c.name == "publish-check" for c in node.entry):
+        summary = "; ".join(m.text for m in messages)
+        for call in node.calls:
+            on_status = call.definition.on_status
+            if on_status is None:
+                continue
+            outbox = HookEffects(state, self.store, f"{status_effect(state.ref)}/{call.name}")
+            boundary: Boundary = "entry" if call in node.entry else "exit"
+            ctx = self._context(node, boundary, call.params, state, work_item,
+                                outbox.wrap(config))
             try:
-                publish_check(config, work_item, node.phase, state.status,
-                              "; ".join(m.text for m in messages))
+                on_status(ctx, state.status, summary)
             except Exception as exc:  # noqa: BLE001  (recorded; the graph must not wedge)
                 self._log(state, "notification.failed",
-                          {"channel": "github-check", "error": type(exc).__name__}, None)
+                          {"channel": call.name, "error": type(exc).__name__}, None)
+        github = config.integrations.get("github")
+        if github is None or work_item.repository is None or work_item.id is None:
+            return
+        effect = status_effect(state.ref)
         try:
-            published = publish_status(config, work_item, body)
+            HookEffects(state, self.store, effect).perform(
+                "github", github, "comment",
+                {"repo": work_item.repository, "number": work_item.id, "body": body},
+                effect=effect, in_place=True)
         except Exception as exc:  # noqa: BLE001  (recorded; the graph must not wedge)
             log.warning("status comment for %s not published (%s)", state.ref,
                         type(exc).__name__)
             self._log(state, "notification.failed",
                       {"channel": "github-status", "error": type(exc).__name__}, None)
             return
-        if published is not None:
-            state.status_digest = body_digest
-            self.store.save(state)
+        state.status_digest = body_digest
+        self.store.save(state)
 
     # -- the escape hatch -------------------------------------------------------------
 
@@ -620,33 +660,26 @@ class Runtime:
         if state is None:
             raise ForceError(f"{work_item.ref} is not a work item (no state)")
         source = state.current_node
-        warnings: list[str] = []
         undeclared = target != source and not any(
             e.target == target for e in self.graph.outgoing(source))
-        if undeclared:
-            warnings.append(f"no edge leads from {source} to {target}: this move is outside "
-                            "the graph's model")
         bypassed = self._gates_between(source, target)
-        for gate in bypassed:
-            g = self.graph.node(gate)
-            warnings.append(f"bypassing required gate {gate}: the guarantee that a person "
-                            f"in role {g.role} approved phase {g.phase} is waived")
         record = {"from": source, "to": target, "reason": reason.strip(),
                   "bypassed": bypassed, "undeclared": undeclared, "operator": operator,
                   "at": time.time()}
+        warnings = self._force_warnings(record)
         state.forced.append(record)
         self._enter(state, target, via="forced", forced=True)
         self.store.save(state)
         self._log(state, "work-item.forced", record, None)
         self._log(state, "checkpoint", {"node": target, "boundary": "forced",
                                         "from": source, "reason": reason.strip()}, None)
-        self._comment_forced(state, work_item, config, record, warnings)
+        self._comment_forced(state, work_item, config, len(state.forced))
         node = self.graph.node(target)
         entry = self._run(node, "entry", state, work_item, config, None, repo)
         if entry.status == "pass":
             state.entry_pending = False
         else:
-            state.status = "blocked"
+            state.status = Status.BLOCKED
         self.store.save(state)
         return ForceResult(source, target, warnings, bypassed, entry)
 
@@ -661,8 +694,9 @@ class Runtime:
         while frontier and target not in previous:
             nxt = []
             for node_id in frontier:
+                forward = self.graph.node(node_id).forward_outcomes
                 for edge in self.graph.outgoing(node_id):
-                    if edge.on in FORWARD_OUTCOMES and edge.target not in previous:
+                    if edge.on in forward and edge.target not in previous:
                         previous[edge.target] = node_id
                         nxt.append(edge.target)
             frontier = nxt
@@ -675,20 +709,49 @@ class Runtime:
             step = previous[step]
         return [n for n in reversed(path) if self.graph.node(n).is_gate]
 
+    def _retry_forced(self, state: WorkItemState, work_item: WorkItem,
+                      config: HookConfig) -> None:
+        """Post again the forced-move comments of this node visit still pending (a failed
+        or unanswered post; the outbox finds one that landed by its marker)."""
+        for n in range(1, len(state.forced) + 1):
+            pending = state.effects.get(f"{state.ref}/forced/{n}")
+            if pending and pending.get("status") == "pending":
+                self._comment_forced(state, work_item, config, n)
+
+    def _force_warnings(self, record: Mapping[str, Any]) -> list[str]:
+        """What a forced move (a ``state.forced`` record) waives, in the-loop's words."""
+        warnings = []
+        if record.get("undeclared"):
+            warnings.append(f"no edge leads from {record['from']} to {record['to']}: this move "
+                            "is outside the graph's model")
+        for gate in record.get("bypassed") or ():
+            g = self.graph.nodes.get(gate)
+            role, phase = (g.role, g.phase) if g is not None else ("?", gate)
+            warnings.append(f"bypassing required gate {gate}: the guarantee that a person "
+                            f"in role {role} approved phase {phase} is waived")
+        return warnings
+
     def _comment_forced(self, state: WorkItemState, work_item: WorkItem, config: HookConfig,
-                        record: Mapping[str, Any], warnings: list[str]) -> None:
-        github = config.github
+                        n: int) -> None:
+        """Post the comment of the ``n``-th forced move once, through the outbox (effect
+        ``<ref>/forced/<n>``). One whose post failed stays pending and is posted again on
+        the work item's next evaluation (:meth:`_retry_forced`), reconciled by its marker
+        if it landed after all."""
+        github = config.integrations.get("github")
         if github is None or work_item.repository is None or work_item.id is None:
             return
+        record = state.forced[n - 1]
+        effect = f"{state.ref}/forced/{n}"
         lines = [f"**the-loop** · an operator forced this work item from `{record['from']}` "
                  f"to `{record['to']}`.", ""]
-        lines += [f"- warning: {w}" for w in warnings]
+        lines += [f"- warning: {w}" for w in self._force_warnings(record)]
         lines += ["", "The bypassed gates keep their real verdicts: `the-loop check "
-                  "--recompute` still reports them.", "",
-                  marker(f"{state.ref}/forced/{len(state.forced)}")]
+                  "--recompute` still reports them.", "", marker(effect)]
         try:
-            github.comment(repo=work_item.repository, number=work_item.id,
-                           body="\n".join(lines))
+            HookEffects(state, self.store, effect).perform(
+                "github", github, "comment",
+                {"repo": work_item.repository, "number": work_item.id,
+                 "body": "\n".join(lines)}, effect=effect)
         except Exception as exc:  # noqa: BLE001  (recorded; never undoes the move)
             self._log(state, "notification.failed",
                       {"channel": "github-forced", "error": type(exc).__name__}, None)
@@ -714,7 +777,7 @@ class Runtime:
             verdicts.append(verdict)
             if verdict.verdict == "unmet" or self.graph.is_terminal(node_id):
                 break
-            node_id = next((e.target for on in FORWARD_OUTCOMES
+            node_id = next((e.target for on in node.forward_outcomes
                             if (e := self.graph.edge(node_id, on)) is not None), None)
         return verdicts
 
@@ -722,14 +785,15 @@ class Runtime:
                      config: HookConfig, repo: Path | None) -> NodeVerdict:
         if node.is_gate:
             reviewed = gate_artifacts(self.graph, node)
-            if not reviewed:
+            record = decision_record(node)
+            if not reviewed or record is None:
                 return NodeVerdict(node.id, "unverified", (Message(
                     f"gate {node.id} names no artifact that records its decision",
                     code="gate-unrecorded"),), gate=True)
             missing = []
             for name in reviewed:
                 path = self.artifacts_for(work_item, name)
-                if not approved_in(config.files.read_text(path)):
+                if not record.approved(config.files.read_text(path)):
                     missing.append(Message(
                         f"{path} records no approval under '## Review comments'",
                         path=path, code="gate-unmet"))
@@ -758,7 +822,7 @@ class Runtime:
             self._enter(state, verdict.node, via="reconstructed")
         last = verdicts[-1] if verdicts else None
         if last and last.verdict == "met" and self.graph.is_terminal(last.node):
-            state.status, state.entry_pending = "done", False
+            state.status, state.entry_pending = Status.DONE, False
         return state
 
     # -- helpers ----------------------------------------------------------------------
@@ -801,25 +865,22 @@ class Runtime:
         self.store.append_event(state.ref, type_, data, event.delivery_id if event else None)
 
 
-# Reasons a gate waits that the work item's people should read (why an approval did not
-# count), shown in the status comment; plain "waiting for a decision" is not repeated.
-NOTEWORTHY_WAITS = frozenset({"stale-approval", "reserved-for-human", "edited-by-other"})
-
-# Outcomes that move a work item forward, in the order recompute follows them.
-FORWARD_OUTCOMES = ("pass", "approved", "approved-with-comments", "docs-only")
+def decision_record(gate: Node) -> DecisionRecord | None:
+    """How ``gate``'s decision is recorded in the artifacts: the declaration
+    (``HookDef.records``) of its first hook that records one, exit chain first."""
+    return next((c.definition.records for c in gate.exit + gate.entry
+                 if c.definition.records is not None), None)
 
 
 def gate_artifacts(graph: Graph, gate: Node) -> list[str]:
-    """Artifacts whose ``## Review comments`` section records ``gate``'s decision: its
-    ``record-feedback`` ``into``, else its ``request-review`` ``artifacts``, else what the
+    """Artifacts whose recorded decision is ``gate``'s: those its hooks declare
+    (``HookDef.records``, exit chain first, e.g. record-feedback's ``into``), else what the
     nodes leading into it produce."""
-    for call in gate.exit:
-        if call.name == "record-feedback" and call.params.get("into"):
-            into = call.params["into"]
-            return [into] if isinstance(into, str) else list(into)
-    for call in gate.entry:
-        if call.name == "request-review" and call.params.get("artifacts"):
-            return list(call.params["artifacts"])
+    for call in gate.exit + gate.entry:
+        record = call.definition.records
+        named = record.artifacts(call.params) if record is not None else ()
+        if named:
+            return list(named)
     produced: list[str] = []
     for edge in graph.edges:
         if edge.target == gate.id:

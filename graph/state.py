@@ -1,25 +1,24 @@
 """Per-work-item state and its append-only event log, behind one interface.
 
 State is a cache, not an authority (specification, "graph-state.json"). The service keeps
-it in Redis (``workers.state``), the local CLI in JSON files (:class:`FileStateStore`);
-both satisfy :class:`StateStore`. The event log's envelope is ``{seq, id, type, data,
-caused_by}``; comment bodies are never stored, only metadata and SHA-256 digests.
+it in Redis (``workers.state``), the local CLI in JSON files
+(``the_loop.stores.FileStateStore``); both satisfy :class:`StateStore`, and
+:class:`MemoryStateStore` serves tests and dry runs. The event log's envelope is ``{seq,
+id, type, data, caused_by}``; comment bodies are never stored, only metadata and SHA-256
+digests.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import tempfile
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any, Protocol
 
 from graph.errors import LoopError
+from graph.model import Status
 
 STATE_VERSION = 1
 
@@ -37,7 +36,9 @@ class WorkItemState:
         ref: the work item ref, e.g. ``github:OWNER/REPO#1``.
         graph_digest: digest of the compiled graph the item was walked with.
         current_node: id of the node the item is in.
-        status: ``active`` (an entry chain is due), ``waiting``, ``blocked`` or ``done``.
+        status: a :class:`~graph.model.Status`: ``active`` (an entry chain is due, or the
+            walk is moving), ``waiting``, ``blocked``, ``escalated`` (a human has been asked
+            to step in) or ``done``.
         entry_pending: the current node's entry chain has not yet passed.
         visits: node id -> times entered (the visit number keys idempotent effects).
         attempts: node id -> consecutive blocks in the current visit.
@@ -71,7 +72,7 @@ class WorkItemState:
     ref: str
     graph_digest: str
     current_node: str
-    status: str = "active"
+    status: Status = Status.ACTIVE
     entry_pending: bool = True
     visits: dict[str, int] = field(default_factory=dict)
     attempts: dict[str, int] = field(default_factory=dict)
@@ -106,7 +107,7 @@ class WorkItemState:
         """Move the pointer to ``node_id``; its entry chain becomes due."""
         self.current_node = node_id
         self.entry_pending = True
-        self.status = "active"
+        self.status = Status.ACTIVE
         self.parked_reason = None
         self.escalated = None
         self.attempts[node_id] = 0
@@ -146,6 +147,11 @@ class WorkItemState:
             raise StateError(f"state is missing required fields ({exc})") from None
         if not isinstance(state.current_node, str) or not isinstance(state.ref, str):
             raise StateError("state fields 'ref' and 'current_node' must be strings")
+        try:
+            state.status = Status(state.status)
+        except ValueError:
+            raise StateError(f"state field 'status' is {state.status!r}; expected one of "
+                             f"{', '.join(s.value for s in Status)}") from None
         return state
 
 
@@ -216,86 +222,6 @@ def new_event_id() -> str:
     return uuid.uuid4().hex
 
 
-def ref_slug(ref: str) -> str:
-    """A file-name-safe, collision-free form of ``ref`` (``github_o_r_1-<hash>``)."""
-    import hashlib
-
-    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", ref).strip("_")[:80]
-    return f"{readable}-{hashlib.sha256(ref.encode()).hexdigest()[:8]}"
-
-
-class FileStateStore:
-    """JSON-file state for local CLI use: ``<dir>/<slug>.json`` and ``<slug>.events.jsonl``.
-
-    Writes are atomic (temporary file + rename) so a crash never leaves half a file.
-    """
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-
-    def state_path(self, ref: str) -> Path:
-        """Path of ``ref``'s state file."""
-        return self.directory / f"{ref_slug(ref)}.json"
-
-    def log_path(self, ref: str) -> Path:
-        """Path of ``ref``'s JSONL event log."""
-        return self.directory / f"{ref_slug(ref)}.events.jsonl"
-
-    def load(self, ref: str) -> WorkItemState | None:
-        path = self.state_path(ref)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        try:
-            return WorkItemState.from_dict(json.loads(text))
-        except (json.JSONDecodeError, AttributeError) as exc:
-            raise StateError(
-                f"{path}: state file is not valid JSON ({exc.__class__.__name__})"
-            ) from None
-
-    def save(self, state: WorkItemState) -> None:
-        state.updated_at = now()
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.state_path(state.ref)
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".state-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(state.to_dict(), fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        os.replace(tmp, path)
-
-    def quarantine(self, ref: str) -> str | None:
-        path = self.state_path(ref)
-        if not path.exists():
-            return None
-        aside = path.with_name(f"{path.stem}.corrupt-{int(now())}.json")
-        os.replace(path, aside)
-        return str(aside)
-
-    def append_event(
-        self, ref: str, type: str, data: Mapping[str, Any], caused_by: str | None = None
-    ) -> LogEvent:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        seq = len(self.events(ref)) + 1
-        event = LogEvent(seq, new_event_id(), type, dict(data), caused_by, now())
-        with self.log_path(ref).open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(event.to_dict(), sort_keys=True) + "\n")
-        return event
-
-    def events(self, ref: str) -> list[LogEvent]:
-        try:
-            lines = self.log_path(ref).read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            return []
-        out = []
-        for line in lines:
-            if line.strip():
-                d = json.loads(line)
-                out.append(LogEvent(d["seq"], d["id"], d["type"], d["data"],
-                                    d.get("caused_by"), d.get("at", 0.0)))
-        return out
-
-
 class MemoryStateStore:
     """In-memory :class:`StateStore` for tests and dry runs."""
 
@@ -315,10 +241,6 @@ class MemoryStateStore:
     def save(self, state: WorkItemState) -> None:
         state.updated_at = now()
         self._states[state.ref] = json.dumps(state.to_dict())
-
-    def put_raw(self, ref: str, raw: str) -> None:
-        """Store ``raw`` as ``ref``'s state text (tests use it to corrupt state)."""
-        self._states[ref] = raw
 
     def quarantine(self, ref: str) -> str | None:
         raw = self._states.pop(ref, None)

@@ -1,5 +1,11 @@
 """Which package may import which: checked on the source's syntax trees (every import
-statement, lazy ones inside functions included)."""
+statement, lazy ones inside functions included). Dependencies point inward.
+
+``graph/`` is the core, the graph's mechanics only: it imports no web framework, Redis,
+queue, HTTP client, GitHub or Slack library, no ``subprocess``, none of the project's other
+packages, and reads no environment variable. The receiver and the worker meet only in the
+delivery protocol.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,75 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
+
+# -- graph/: the core ------------------------------------------------------------------
+
+GRAPH = sorted((REPO_ROOT / "graph").rglob("*.py"))
+
+#: Top-level modules ``graph/`` must never import.
+GRAPH_FORBIDDEN = frozenset({
+    "flask", "redis", "rq", "requests", "github", "slack_sdk", "subprocess",
+    "webhook", "workers", "integrations", "the_loop",
+})
+
+
+def imported(path: Path) -> set[str]:
+    """Top-level names of every module ``path`` imports (lazy and TYPE_CHECKING imports
+    included; relative imports resolve inside their own package)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "__import__" and node.args \
+                and isinstance(node.args[0], ast.Constant):
+            names.add(str(node.args[0].value).split(".")[0])
+    return names
+
+
+ENVIRONMENT = frozenset({"environ", "environb", "getenv", "putenv"})
+
+
+def reads_environment(path: Path) -> list[int]:
+    """Lines of ``path`` that touch ``os.environ``, ``os.getenv`` or ``os.putenv``."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        attribute = isinstance(node, ast.Attribute) and node.attr in ENVIRONMENT
+        from_os = isinstance(node, ast.ImportFrom) and node.module == "os" and any(
+            a.name in ENVIRONMENT for a in node.names)
+        if attribute or from_os:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_graph_package_has_modules_to_check():
+    assert {p.name for p in GRAPH} >= {"model.py", "compile.py", "runtime.py", "effects.py"}
+
+
+@pytest.mark.parametrize("path", GRAPH, ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_graph_imports_only_the_standard_library_its_own_modules_and_pure_libraries(path):
+    bad = sorted(imported(path) & GRAPH_FORBIDDEN)
+    assert not bad, f"{path.relative_to(REPO_ROOT)} imports {', '.join(bad)}: graph/ is the core"
+
+
+@pytest.mark.parametrize("path", GRAPH, ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_graph_reads_no_environment_variable(path):
+    lines = reads_environment(path)
+    assert not lines, (f"{path.relative_to(REPO_ROOT)} reads the environment at line(s) "
+                       f"{', '.join(map(str, lines))}: settings are the drivers' concern")
+
+
+def test_the_checks_see_what_they_forbid(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("import os\nfrom redis import Redis\n"
+                      "def f():\n    import the_loop.hooks\n    return os.environ['X']\n")
+    assert {"redis", "the_loop"} <= imported(module)
+    assert reads_environment(module) == [5]
+
+
+# -- the receiver, the worker and the protocol --------------------------------------
 
 PRODUCTION = ("graph", "integrations", "the_loop", "webhook", "workers")
 

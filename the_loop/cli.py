@@ -190,7 +190,8 @@ def graph_validate(file: str | None, as_json: bool) -> None:
     the file, the node and the field or hook."""
     import warnings
 
-    from graph.compile import GraphError, load_graph
+    from graph.compile import GraphError
+    from the_loop.graphs import load_graph
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -223,9 +224,10 @@ def graph_validate(file: str | None, as_json: bool) -> None:
 def graph_export(file: str | None, fmt: str, ref: str | None, repo: Path | None) -> None:
     """Print FILE's graph (default: the shipped one) as canonical JSON or Mermaid: the
     same input gives the same bytes."""
-    from graph.compile import GraphError, load_graph
+    from graph.compile import GraphError
     from graph.export import Overlay, to_json, to_mermaid
     from graph.state import StateError
+    from the_loop.graphs import load_graph
 
     try:
         graph = load_graph(file)

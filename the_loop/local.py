@@ -7,15 +7,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from graph.compile import Graph, load_graph
 from graph.context import HookConfig
-from graph.model import WorkItem
+from graph.model import Graph, WorkItem
 from graph.refs import PREFIX, RefError, WorkItemRef
 from graph.runtime import Runtime
-from graph.state import FileStateStore, StateStore
+from graph.state import StateStore
 from the_loop.config.repository import COLLABORATORS_PATH, DEFAULT_SPEC_DIR, Collaborators
+from the_loop.graphs import load_graph
 from the_loop.settings import WorkerSettings
-from the_loop.stores import LocalFiles
+from the_loop.stores import FileStateStore, LocalFiles
 
 LOCAL_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/#-]{0,199}$")
 STATE_DIR = ".the-loop/state"

@@ -31,8 +31,8 @@ from the_loop.settings import Settings, SettingsError
 if TYPE_CHECKING:
     from flask import Flask
 
-    from graph.compile import Graph
     from graph.context import HookConfig
+    from graph.model import Graph
     from graph.runtime import Runtime
     from integrations.github import GitHubAppApi
     from integrations.providers import GitHubProvider
@@ -243,10 +243,10 @@ def build_worker(
         integrations.providers.ProviderConfigError,
         integrations.capabilities.CapabilityError: at start-up, naming what to fix.
     """
-    from graph.compile import load_graph
     from integrations.capabilities import check_capabilities, hooks_needing
     from integrations.classifier import build_classifier
     from integrations.metrics import ObservedFactory, ObservedIntegration
+    from the_loop.graphs import load_graph
     from workers.drain import DeliveryProcessor
 
     worker = settings.worker
@@ -306,7 +306,7 @@ class Operator:
         Raises:
             graph.compile.GraphError: the graph does not compile.
         """
-        from graph.compile import load_graph
+        from the_loop.graphs import load_graph
 
         key = path or self.settings.worker.graph_path
         if key not in self._graphs:

@@ -25,7 +25,7 @@ from typing import Any
 
 import redis
 
-from graph.compile import Graph
+from graph.model import Graph
 from graph.ports import Integration, IntegrationError
 from graph.refs import WorkItemRef
 from graph.runtime import Runtime

@@ -6,12 +6,12 @@ import json
 
 import jsonschema
 import pytest
-import yaml
 from click.testing import CliRunner
 
-from graph.compile import GraphLoader, default_graph_path
-from graph.state import FileStateStore
+from graph.compile import parse_graph
 from the_loop.cli import main
+from the_loop.graphs import default_graph_path
+from the_loop.stores import FileStateStore
 
 REF = "github:acme/widgets#7"
 REQUIREMENTS = "# R\n\n## Problem\n\nx\n\n## Requirements\n\ny\n"
@@ -134,7 +134,7 @@ def test_export_overlay_is_deterministic_and_marks_the_path(checkout):
 def test_default_graph_validates_against_the_shipped_json_schema():
     schema = json.loads((default_graph_path().parent / "graph.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
-    doc = yaml.load(default_graph_path().read_text(), Loader=GraphLoader)  # noqa: S506
+    doc = parse_graph(default_graph_path().read_text(), "pdlc.yaml")
     jsonschema.validate(doc, schema)
     doc["nodes"][0]["colour"] = "red"
     with pytest.raises(jsonschema.ValidationError):

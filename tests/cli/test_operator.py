@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from graph.compile import load_graph
 from graph.context import HookConfig
 from graph.runtime import Runtime
 from tests.support.fake_github import HttpFakeGitHub, serve
 from the_loop.cli import main
+from the_loop.graphs import load_graph
 from the_loop.local import parse_ref
 from workers.state import RedisStateStore
 

@@ -1,10 +1,24 @@
 """Compiling graphs: every structural error is a load error naming file, node and field."""
 
-import pytest
+import random
+import re
 
-from graph.compile import AmbiguousEdgeWarning, GraphError, compile_graph, load_graph
+import pytest
+from jsonschema import Draft202012Validator
+
+from graph.compile import (
+    GRAPH_VERSION,
+    ID_PATTERN,
+    AmbiguousEdgeWarning,
+    GraphError,
+    compile_graph,
+    parse_graph,
+    schema,
+)
+from graph.markers import effect_id, find_effect, marker
 from graph.model import HookResult
 from graph.registry import HookRegistry
+from the_loop.graphs import default_graph_path, load_graph
 
 
 def registry() -> HookRegistry:
@@ -97,3 +111,51 @@ def test_compiled_graph_is_immutable_and_digest_is_stable():
 def test_unreadable_file_is_a_graph_error(tmp_path):
     with pytest.raises(GraphError, match="cannot read graph file"):
         load_graph(tmp_path / "missing.yaml")
+
+
+# -- one shape authority: graph.schema.json ---------------------------------------------
+
+
+def test_a_version_other_than_the_supported_one_is_rejected_naming_the_key():
+    with pytest.raises(GraphError) as err:
+        compile_graph("version: 7\n" + GOOD, source="g.yaml", registry=registry())
+    assert str(err.value).startswith("g.yaml: field 'version' is 7")
+    assert f"version {GRAPH_VERSION}" in str(err.value)
+    assert compile_graph(f"version: {GRAPH_VERSION}\n" + GOOD, source="g.yaml",
+                         registry=registry()).name == "g"
+
+
+def test_a_node_id_with_a_space_is_rejected_naming_the_node_and_the_pattern():
+    text = GOOD.replace("{id: a, exit: [ok]}", "{id: Design Review, exit: [ok]}").replace(
+        "{from: a, to: b, on: pass}", "{from: Design Review, to: b, on: pass}")
+    with pytest.raises(GraphError) as err:
+        compile_graph(text, source="g.yaml", registry=registry())
+    msg = str(err.value)
+    assert msg.startswith("g.yaml: node 'Design Review': field 'id'")
+    assert ID_PATTERN in msg
+
+
+def test_the_compiler_and_the_shipped_schema_agree_on_the_default_graph():
+    doc = parse_graph(default_graph_path().read_text(), "pdlc.yaml")
+    Draft202012Validator(schema()).validate(doc)
+    load_graph()  # and the compiler accepts it
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_every_node_id_the_schema_accepts_round_trips_through_the_effect_markers(seed):
+    """Bug B1: a node id the markers could not find made replays post duplicates. Any id
+    the schema accepts, in any effect id the runtime builds, is found in its marker."""
+    rng = random.Random(seed)
+    first, rest = "abcdefghijklmnopqrstuvwxyz0123456789", "abcdefghijklmnopqrstuvwxyz0123456789-"
+    pattern = re.compile(ID_PATTERN)
+    refs = ["github:o/r#1", "github:Octo-Org/my.repo_name#12345", "local:specs/7"]
+    for _ in range(50):
+        node_id = rng.choice(first) + "".join(rng.choice(rest) for _ in range(rng.randrange(40)))
+        assert pattern.fullmatch(node_id)
+        compiled = compile_graph(f"nodes:\n  - {{id: '{node_id}', exit: [ok]}}\n",
+                                 source="g.yaml", registry=registry())
+        assert list(compiled.nodes) == [node_id]
+        hook = rng.choice(["request-review", "log-entry@exit1", "record-decision"])
+        effect = effect_id(rng.choice(refs), node_id, rng.randrange(1, 99), hook)
+        assert find_effect(f"a comment\n\n{marker(effect)}") == effect
+        assert find_effect(marker(f"{effect}/3")) == f"{effect}/3"

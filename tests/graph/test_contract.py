@@ -8,17 +8,18 @@ import time
 
 import pytest
 
-from graph.compile import compile_graph, load_graph
+from graph.compile import compile_graph
 from graph.context import HookConfig
 from graph.markers import find_effect
 from graph.model import HookResult, InboundEvent, Message, WorkItem
 from graph.registry import HookRegistry
-from graph.review import approved_in, entries
 from graph.runtime import ForceError, GraphMismatch, Runtime
-from graph.state import FileStateStore, MemoryStateStore
+from graph.state import MemoryStateStore
 from integrations.github_fake import FakeGitHub
 from the_loop.config.repository import Collaborators
-from the_loop.stores import LocalFiles
+from the_loop.graphs import load_graph
+from the_loop.hooks.review import approved_in, entries
+from the_loop.stores import FileStateStore, LocalFiles
 
 REPO = "Codertocat/Hello-World"
 REF = f"github:{REPO}#1"

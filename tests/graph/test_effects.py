@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from graph.compile import compile_graph, load_graph
+from graph.compile import compile_graph
 from graph.context import HookConfig
 from graph.effects import EffectProxy, HookEffects, hook_keys, is_side_effect
 from graph.markers import find_effect
@@ -18,8 +18,10 @@ from graph.ports import OPERATIONS, IntegrationError, RetryLater
 from graph.registry import HookRegistry
 from graph.runtime import Runtime
 from graph.state import MemoryStateStore, WorkItemState
+from graph.status import status_effect
 from integrations.github_fake import FakeGitHub
 from the_loop.config.repository import Collaborators
+from the_loop.graphs import load_graph
 
 REPO = "Codertocat/Hello-World"
 REF = f"github:{REPO}#1"
@@ -132,9 +134,11 @@ def test_each_effect_is_saved_pending_before_it_is_performed_and_done_after():
     flaky.inner.call = checking
     runtime.enrol(item, config, None)
     assert seen_pending and all(seen_pending)
-    # The entry chain of requirements-approval ran last: its effects are the ones kept.
+    # The entry chain of requirements-approval ran last: its effects are the ones kept,
+    # with the status comment the runtime published when the gate began to wait.
     effects = store.load(REF).effects
     prefix = f"{REF}/requirements-approval/1/"
+    assert effects.pop(status_effect(REF))["op"] == "comment"
     assert {k.rsplit("/", 1)[0] for k in effects} == {
         prefix + "set-phase-label", prefix + "request-review"}
     assert all(e["status"] == "done" for e in effects.values())
@@ -298,3 +302,100 @@ def test_an_abandoned_hook_run_performs_no_further_effect():
     assert result.status == "blocked"
     time.sleep(0.5)
     assert not [a for a in gh.actions if "late" in a]
+
+
+# -- the runtime's own effects go through the outbox too ---------------------------------
+
+
+def status_comments(gh):
+    return [m for m in marked(gh) if m == status_effect(REF)]
+
+
+def test_a_status_comment_whose_answer_was_lost_is_edited_in_place_not_posted_twice():
+    """Given the status comment's POST reaches GitHub but the answer is a 502
+    When the work item is evaluated again (a tick, a replayed delivery)
+    Then the pending status effect is reconciled by its marker: one status comment."""
+    gh, flaky, config, item, runtime = setup()
+    flaky.faults["comment"] = [None, "after"]  # the review request lands; the status: lost
+    runtime.enrol(item, config, None)
+    state = runtime.store.load(REF)
+    assert state.effects[status_effect(REF)]["status"] == "pending"
+    assert state.status_digest is None
+    runtime.advance(item, config, None)
+    runtime.advance(item, config, None)
+    assert status_comments(gh) == [status_effect(REF)]
+    state = runtime.store.load(REF)
+    assert state.effects[status_effect(REF)]["status"] == "done"
+    assert state.status_digest is not None
+
+
+def test_a_replayed_status_publication_with_a_lost_digest_posts_no_second_comment():
+    gh, flaky, config, item, runtime = setup()
+    runtime.enrol(item, config, None)
+    state = runtime.store.load(REF)
+    state.status_digest = None  # the save after the post was lost
+    runtime.store.save(state)
+    runtime.advance(item, config, None)
+    assert status_comments(gh) == [status_effect(REF)]
+    assert flaky.calls.count("comment") == 2  # the review request and one status comment
+
+
+def test_the_check_run_is_created_once_and_updated_through_replays():
+    """Given a pull request head: publish-check on entry, and the runtime's status update
+    (HookDef.on_status) when the gate waits, both through the outbox
+    When the check run's POST lands but its answer is lost, and the delivery is replayed
+    Then one the-loop check run exists for the head, kept current."""
+    gh, flaky, _, item, runtime = setup()
+    config = HookConfig(collaborators=Collaborators.parse(COLLABORATORS),
+                        integrations={"github": flaky}, files=Files(gh), head_sha="abc123")
+    flaky.faults["create-check-run"] = ["after"]
+    with pytest.raises(RetryLater):
+        runtime.enrol(item, config, None)
+    runtime.enrol(item, config, None)
+    state = runtime.store.load(REF)
+    state.status_digest = None
+    runtime.store.save(state)
+    runtime.advance(item, config, None)
+    runs = [r for r in gh.check_runs(REPO) if r["head_sha"] == "abc123"]
+    assert [r["name"] for r in runs] == ["the-loop"]
+    assert runs[0]["output"]["title"] == "phase requirements-approval: waiting"
+    assert flaky.calls.count("create-check-run") == 1
+
+
+def test_a_forced_move_comment_is_posted_once_even_when_its_answer_was_lost():
+    """Given `graph force` whose comment lands but whose answer is a 502
+    When the work item is next evaluated
+    Then the pending forced-move effect is reconciled by its marker: one comment."""
+    gh, flaky, config, item, runtime = setup()
+    runtime.enrol(item, config, None)
+    flaky.faults["comment"] = ["after"]
+    runtime.force(item, config, "design", "unblock the demo")
+    assert runtime.store.load(REF).effects[f"{REF}/forced/1"]["status"] == "pending"
+    runtime.advance(item, config, None)
+    runtime.advance(item, config, None)
+    assert [m for m in marked(gh) if "/forced/" in (m or "")] == [f"{REF}/forced/1"]
+    assert runtime.store.load(REF).effects[f"{REF}/forced/1"]["status"] == "done"
+
+
+def test_a_forced_move_comment_that_failed_before_posting_is_posted_on_the_next_evaluation():
+    gh, flaky, config, item, runtime = setup()
+    runtime.enrol(item, config, None)
+    flaky.faults["comment"] = ["before"]
+    runtime.force(item, config, "design", "unblock the demo")
+    assert [m for m in marked(gh) if "/forced/" in (m or "")] == []
+    runtime.advance(item, config, None)
+    assert [m for m in marked(gh) if "/forced/" in (m or "")] == [f"{REF}/forced/1"]
+
+
+def test_a_notice_outside_a_hook_chain_is_posted_once_per_effect_id():
+    state, store, gh = WorkItemState(REF, "g", "n"), MemoryStateStore(), FakeGitHub()
+    flaky = Flaky(gh)
+    flaky.faults["comment"] = ["after"]
+    notice = {"repo": REPO, "number": 1, "body": "an alarm"}
+    with pytest.raises(RetryLater):
+        HookEffects(state, store, f"{REF}/notice").perform(
+            "github", flaky, "comment", dict(notice), effect=f"{REF}/alarm/1")
+    for _ in range(2):
+        HookEffects(store.load(REF), store, f"{REF}/notice").perform(
+            "github", flaky, "comment", dict(notice), effect=f"{REF}/alarm/1")
+    assert marked(gh) == [f"{REF}/alarm/1"]

@@ -7,12 +7,12 @@ import dataclasses
 
 import pytest
 
-import graph.hooks.classify_feedback as cf
-from graph.compile import load_graph
+import the_loop.hooks.classify_feedback as cf
 from graph.context import HookConfig
 from graph.model import HookContext, InboundEvent, WorkItem
 from graph.runtime import run_chain
 from the_loop.config.repository import Collaborators
+from the_loop.graphs import load_graph
 
 COLLABORATORS = Collaborators.parse(
     "version: 1\nroles:\n  approver:\n    - {name: Alice, github: alice}\n")

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from graph.compile import GraphError, compile_graph, load_graph
+from graph.compile import GraphError, compile_graph
 from graph.context import HookConfig
-from graph.hooks import lint_artifacts as la
 from graph.model import HookContext, HookResult, WorkItem
 from graph.registry import HookRegistry
 from graph.runtime import Runtime
 from graph.state import MemoryStateStore
+from the_loop.graphs import load_graph
+from the_loop.hooks import lint_artifacts as la
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "mermaid"
 SPEC_DIAGRAMS = (FIXTURES / "spec_diagrams.md").read_text(encoding="utf-8")

@@ -2,7 +2,8 @@
 
 import pytest
 
-from graph.state import FileStateStore, MemoryStateStore, StateError, WorkItemState
+from graph.state import MemoryStateStore, StateError, WorkItemState
+from the_loop.stores import FileStateStore
 from workers.state import RedisStateStore
 
 

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from graph.compile import load_graph
 from integrations.capabilities import CapabilityError, check_capabilities, hooks_needing
 from integrations.github import GitHubApi, GitHubConfigError, GitHubSettings
 from integrations.github_cli import GitHubCli
@@ -21,6 +20,7 @@ from integrations.providers import (
 from integrations.slack import SlackSdk, SlackWebhook
 from tests.integrations.fakecli import FakeCli
 from the_loop import wiring
+from the_loop.graphs import load_graph
 from the_loop.settings import Settings, SettingsError
 from the_loop.wiring import (
     OPTIONAL_INTEGRATIONS,

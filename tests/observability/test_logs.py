@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 from rq import Queue
 
-from graph.compile import load_graph
 from integrations.github_fake import FakeGitHub
 from tests.conftest import REPO_ROOT, load_fixture, signed_post
 from the_loop.cli import main
+from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.observability import logs
 from the_loop.settings import ReceiverSettings, Settings, WorkerSettings

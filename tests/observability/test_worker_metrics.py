@@ -13,13 +13,13 @@ from github import Github
 from prometheus_client import REGISTRY
 from rq import Queue
 
-from graph.compile import load_graph
 from graph.ports import IntegrationError, NotFound, RateLimited
 from integrations.github import GitHubApi
 from integrations.github_fake import FakeGitHub
 from integrations.metrics import ObservedFactory, ObservedIntegration, outcome_of
 from tests.conftest import load_fixture
 from tests.observability.helpers import free_port, samples
+from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.settings import Settings, SettingsError, WorkerSettings
 from the_loop.wiring import build_worker

@@ -216,7 +216,7 @@ def seed_memory_fake(gh: fakes.FakeGitHub, sc: Scenario) -> None:
 def clean_run(sc: Scenario, by_item: dict[int, list[Post]], client: redis.Redis,
               prefix: str, queue_name: str) -> tuple[dict[int, dict[str, Any]], fakes.FakeGitHub]:
     """Process every delivery once, item by item, in process: the expected end state."""
-    from graph.compile import load_graph
+    from the_loop.graphs import load_graph
     from the_loop.inbox.enqueue import DeliveryQueue
     from the_loop.inbox.keys import SHARED_INBOX
     from the_loop.settings import WorkerSettings

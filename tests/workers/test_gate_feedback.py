@@ -9,10 +9,10 @@ import uuid
 
 import pytest
 
-from graph.compile import load_graph
 from graph.markers import find_effect
 from integrations.github_fake import FakeGitHub
 from tests.conftest import load_fixture
+from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
 from the_loop.settings import WorkerSettings

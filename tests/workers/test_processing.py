@@ -11,9 +11,9 @@ import uuid
 import pytest
 from rq import Queue
 
-from graph.compile import load_graph
 from integrations.github_fake import FakeGitHub
 from tests.conftest import fixture_files, load_fixture
+from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
 from the_loop.settings import WorkerSettings

@@ -16,10 +16,10 @@ import redis
 from rq import Queue
 from rq.registry import FailedJobRegistry, StartedJobRegistry
 
-from graph.compile import load_graph
 from graph.ports import IntegrationError
 from integrations.github_fake import FakeGitHub
 from tests.conftest import load_fixture
+from the_loop.graphs import load_graph
 from the_loop.inbox.dead import DeliveryCommandError
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.settings import WorkerSettings

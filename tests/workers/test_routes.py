@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from graph.compile import load_graph
 from graph.effects import RetryLater
 from graph.markers import find_effect
 from graph.ports import Unavailable
 from integrations.github_fake import FakeGitHub
 from tests.conftest import load_fixture
+from the_loop.graphs import load_graph
 from the_loop.inbox.record import DeliveryRecord
 from the_loop.settings import WorkerSettings
 from webhook.events import parse_delivery

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 
 from graph.markers import effect_id, find_effect, marker
-from graph.model import HookContext, HookResult
+from graph.model import DecisionRecord, HookContext, HookResult
 from graph.registry import hook
+from the_loop.hooks.review import approved_in
 
 LOGIN_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
 COMMANDS = ("/approve", "/approve-with-comments", "/request-changes")
@@ -48,6 +49,7 @@ def render_request(ctx: HookContext, visit: int) -> str:
     requires={"github": {"comment", "list-comments", "update-comment"}},
     boundaries={"entry"},
     params={"artifacts"},
+    records=DecisionRecord(lambda params: tuple(params.get("artifacts") or ()), approved_in),
 )
 def request_review(ctx: HookContext) -> HookResult:
     """Post the review request once per node visit: a comment whose marker carries the

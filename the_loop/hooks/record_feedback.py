@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from graph.markers import MARKER_RE
-from graph.model import HookContext, HookResult, Message
+from graph.model import DecisionRecord, HookContext, HookResult, Message
 from graph.ports import IntegrationError, RetryLater
 from graph.registry import hook
-from graph.review import append_entry
+from the_loop.hooks.review import append_entry, approved_in
 
 MAX_BULLETS = 20
 MAX_BULLET_CHARS = 300
@@ -42,8 +44,13 @@ def follow_ups(body: str | None) -> list[str]:
     return out
 
 
+def _into(params: Mapping[str, Any]) -> tuple[str, ...]:
+    into = params.get("into") or ()
+    return (into,) if isinstance(into, str) else tuple(into)
+
+
 @hook("record-feedback", requires={"github": {"get-file", "put-file"}}, boundaries={"exit"},
-      params={"into", "section"})
+      params={"into", "section"}, records=DecisionRecord(_into, approved_in))
 def record_feedback(ctx: HookContext) -> HookResult:
     """Append ``### <date> — @<login> — <outcome>`` (and the reviewer's follow-ups for an
     approval with comments) to each ``into`` artifact. Locally (``ctx.repo`` set) the file

@@ -18,7 +18,7 @@ def is_docs_path(path: str, patterns: tuple[str, ...] = DEFAULT_DOCS) -> bool:
 
 
 @hook("is-docs-only", requires={"github": {"list-pull-files"}}, outcomes={"docs-only"},
-      boundaries={"exit"}, params={"patterns"})
+      boundaries={"exit"}, params={"patterns"}, forward=("docs-only",))
 def is_docs_only(ctx: HookContext) -> HookResult:
     """Pass with ``outcome: docs-only`` when every file the pull request changes is
     documentation (``with: {patterns: [...]}`` overrides the globs), else a plain pass.

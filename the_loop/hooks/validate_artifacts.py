@@ -10,7 +10,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from graph.model import HookContext, HookResult, Message
 from graph.registry import hook
@@ -26,15 +27,16 @@ def headings(markdown: str) -> set[str]:
 
 
 def front_matter(markdown: str) -> Mapping[str, Any] | None:
-    """The YAML front matter between leading ``---`` lines, or ``None``."""
+    """The YAML front matter between leading ``---`` lines (YAML 1.2, as graphs and config
+    files: only ``true``/``false`` are booleans), or ``None``."""
     if not markdown.startswith("---"):
         return None
     end = markdown.find("\n---", 3)
     if end < 0:
         return None
     try:
-        doc = yaml.safe_load(markdown[3:end])
-    except yaml.YAMLError:
+        doc = YAML(typ="safe", pure=True).load(markdown[3:end])
+    except YAMLError:
         return None
     return doc if isinstance(doc, Mapping) else None
 

@@ -12,7 +12,7 @@ Tools, and why:
   ``.pymarkdown`` file or ``[tool.pymarkdown]`` in ``pyproject.toml`` from the process's
   working directory, if there is one; the-loop's own repository has neither.
 * Mermaid: Mermaid's own parser, ``mermaid.parse()`` from the npm ``mermaid`` package (the
-  code that renders diagrams on GitHub), run by ``graph/hooks/mermaid_parse.mjs`` under
+  code that renders diagrams on GitHub), run by ``the_loop/hooks/mermaid_parse.mjs`` under
   Node with linkedom as the DOM its sanitizer wants. ``@mermaid-js/parser`` alone does not
   cover flowchart, sequence or state diagrams (those grammars live in ``mermaid``), and no
   Python package parses Mermaid for real. One Node process per hook run parses every

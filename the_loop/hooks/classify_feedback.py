@@ -20,6 +20,11 @@ from graph.registry import hook
 
 OUTCOMES = ("approved", "approved-with-comments", "changes-requested")
 APPROVALS = frozenset({"approved", "approved-with-comments"})
+#: Decisions whose reference (who, which comment, its digest) the next node's work gets.
+HANDED_OFF = frozenset({"changes-requested", "approved-with-comments"})
+#: Why a reply did not count, worth showing in the status comment (a plain "waiting for a
+#: decision" is not repeated there).
+SHOWN_WAITS = frozenset({"stale-approval", "reserved-for-human", "edited-by-other"})
 COMMANDS = {
     "/approve": "approved",
     "/approve-with-comments": "approved-with-comments",
@@ -93,7 +98,8 @@ def _stale(ctx: HookContext, event: InboundEvent) -> str | None:
 
 
 @hook("classify-feedback", outcomes=set(OUTCOMES), boundaries={"exit"},
-      params={"outcomes", "role"})
+      params={"outcomes", "role"}, forward=("approved", "approved-with-comments"),
+      hands_off=HANDED_OFF, shown_waits=SHOWN_WAITS)
 def classify_feedback(ctx: HookContext) -> HookResult:
     """Classify ``ctx.event`` for the gate at ``ctx.node``.
 

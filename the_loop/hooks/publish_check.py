@@ -1,0 +1,60 @@
+"""``publish-check``: a check run named ``the-loop`` on the pull request head, showing the
+current phase and gate state, so a repository can require it before merge (GitHub docs,
+"About status checks"; check runs need a GitHub App with ``checks: write``).
+
+The run is created or updated through the outbox (``create-check-run`` is reconciled by
+head SHA and name there, see :mod:`graph.effects`): on entering the node, and again, via
+the registration's ``on_status``, whenever the node then waits, blocks or escalates.
+"""
+
+from __future__ import annotations
+
+from graph.model import HookContext, HookResult, Status
+from graph.registry import hook
+
+NAME = "publish-check"
+CHECK_NAME = "the-loop"
+#: work item status -> (check run status, conclusion)
+CHECK_STATES: dict[Status, tuple[str, str | None]] = {
+    Status.ACTIVE: ("in_progress", None),
+    Status.WAITING: ("in_progress", None),
+    Status.ESCALATED: ("completed", "action_required"),
+    Status.BLOCKED: ("completed", "failure"),
+    Status.DONE: ("completed", "success"),
+}
+
+
+def publish_check(ctx: HookContext, status: Status, summary: str = "") -> int | None:
+    """Create or update the ``the-loop`` check run for ``ctx.work_item``'s pull request
+    head (``ctx.config.head_sha``) to say ``status`` at ``ctx.node``'s phase.
+
+    Returns:
+        the check run's id, or ``None`` where there is no pull request head or no GitHub
+        integration.
+
+    Raises:
+        IntegrationError: as the integration raises it.
+    """
+    github = ctx.config.github
+    item, sha, phase = ctx.work_item, ctx.config.head_sha, ctx.node.phase
+    if github is None or item.repository is None or not sha:
+        return None
+    state, conclusion = CHECK_STATES.get(Status(status), ("in_progress", None))
+    run = github.create_check_run(
+        repo=item.repository, head_sha=sha, name=CHECK_NAME, status=state,
+        conclusion=conclusion, title=f"phase {phase}: {status}",
+        summary=summary or f"the-loop: {item.ref} is {status} at phase {phase}.")
+    return int(run["id"])
+
+
+@hook(NAME, requires={"github": {"list-check-runs", "create-check-run", "update-check-run"}},
+      boundaries={"entry"}, on_status=publish_check)
+def publish_check_hook(ctx: HookContext) -> HookResult:
+    """On entering a node, show the phase as in progress (success on the terminal node's
+    entry, which has no exit chain). Returns ``skip`` without a pull request head."""
+    status = Status.DONE if not ctx.node.exit and ctx.node.actor == "system" else Status.ACTIVE
+    run_id = publish_check(ctx, status)
+    if run_id is None:
+        return HookResult.skipped(NAME, "no pull request head to put a check on")
+    return HookResult.passed(NAME, check_run_id=run_id, status=str(status))
+
