@@ -157,7 +157,7 @@ def parse_diagrams(texts: Sequence[str], *, timeout: float = PARSER_TIMEOUT
     assert node is not None  # parser_unavailable() checked
     argv = [node, f"--max-old-space-size={PARSER_MEMORY_MB}", str(PARSER_SCRIPT),
             str(parser_dir())]
-    env = {"PATH": os.environ.get("PATH", ""), "NO_COLOR": "1"}
+    env = {"PATH": os.path.dirname(node), "NO_COLOR": "1"}  # node alone, nothing inherited
     payload = json.dumps({"diagrams": list(texts)}).encode("utf-8")
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
