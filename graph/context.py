@@ -96,7 +96,8 @@ class HookConfig:
     """The ``config`` field of HookContext.
 
     Attributes:
-        harness: the repository's harness config (parsed mapping; may be empty).
+        harness: the repository's harness config as a plain mapping (``gates``,
+            ``security``, ``notifications``...; may be empty).
         collaborators: the repository's collaborators (role -> people).
         integrations: provider name (``"github"``, ``"slack"``...) -> handle; typed:
             :attr:`github`, :attr:`slack`, :attr:`jira` (the :mod:`graph.ports` ports).
@@ -106,7 +107,6 @@ class HookConfig:
         ci: CI results recorded from events, by commit.
         head_sha: the pull request head commit under evaluation, if any.
         head_ref: the pull request head branch (where record-feedback commits), if any.
-        policy: the harness config as a plain mapping (``gates``, ``security``...).
         permissions: login -> the person's GitHub permission on the repository (cached by
             the caller), or ``None`` when not available.
         trees: commit SHA -> its tree SHA, or ``None`` when not available.
@@ -125,7 +125,6 @@ class HookConfig:
     ci: CIResults = field(default_factory=NoCI)
     head_sha: str | None = None
     head_ref: str | None = None
-    policy: Mapping[str, Any] = field(default_factory=dict)
     permissions: Callable[[str], str | None] | None = None
     trees: Callable[[str], str | None] | None = None
     classifier: Callable[[str, Sequence[str]], str | None] | None = None

@@ -27,7 +27,6 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from graph.effects import HookEffects, RetryLater
-from graph.markers import marker
 from graph.model import InboundEvent, WorkItem
 from graph.ports import GitHub, Integration, IntegrationError
 from graph.state import StateStore, WorkItemState
@@ -105,12 +104,15 @@ class Notices:
             state = self.store.load(item.ref)
         if state is None:
             return False  # not a work item: nothing to record the notice in
-        params: dict[str, Any] = {"repo": item.repository, "number": item.id,
-                                  "body": f"{text}\n\n{marker(effect)}"}
-        return self._perform(github, state, effect, "comment", params, "github-comment")
+        params: dict[str, Any] = {"repo": item.repository, "number": item.id, "body": text}
+        # In place: the marked comment is looked for first (and brought up to date), as a
+        # notice must not be posted twice even when its record is gone (a node entered
+        # since clears the visit's effects).
+        return self._perform(github, state, effect, "comment", params, "github-comment",
+                             in_place=True)
 
     def _perform(self, github: GitHub, state: WorkItemState, effect: str, op: str,
-                 params: dict[str, Any], channel: str) -> bool:
+                 params: dict[str, Any], channel: str, *, in_place: bool = False) -> bool:
         """``op`` once per ``effect`` through the outbox; a permanent refusal is logged
         and, for a comment, recorded (``notification.failed``).
 
@@ -118,8 +120,9 @@ class Notices:
             RetryLater: a transient failure (the effect stays pending).
         """
         try:
-            HookEffects(state, self.store, effect).perform(
-                "github", cast(Integration, github), op, params)
+            HookEffects(state, self.store, f"{state.ref}/notice").perform(
+                "github", cast(Integration, github), op, params, effect=effect,
+                in_place=in_place)
         except RetryLater:
             log.warning("%s %s not made yet (transient failure)", channel, effect)
             raise

@@ -208,10 +208,8 @@ class RepoContext:
         if head and is_pr:
             ci.remember(head, ref.format())
         harness = repo_config.harness
-        policy = harness.as_dict()
         return HookConfig(
-            harness=policy,
-            policy=policy,
+            harness=harness.as_dict(),
             collaborators=repo_config.collaborators,
             integrations={**self.integrations, "github": cast(Integration, github)},
             files=GitHubFiles(github, repo, resolve_ref),

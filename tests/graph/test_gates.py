@@ -71,8 +71,8 @@ def test_unauthorized_comment_not_read(monkeypatch):
 
 def test_authorized_author_also_needs_the_minimum_permission_when_configured():
     policy = {"gates": {"minimumPermission": "write"}}
-    weak = classify(comment("/approve"), policy=policy, permissions=lambda login: "read")
-    strong = classify(comment("/approve"), policy=policy, permissions=lambda login: "admin")
+    weak = classify(comment("/approve"), harness=policy, permissions=lambda login: "read")
+    strong = classify(comment("/approve"), harness=policy, permissions=lambda login: "admin")
     assert weak.status == "wait" and weak.data["ignored"] == "unauthorized"
     assert strong.status == "pass"
 
@@ -84,7 +84,7 @@ def test_bots_own_comments_and_the_apps_account_never_drive_a_gate():
     own = comment("/approve\n<!-- the-loop effect=github:o/r#1/status -->")
     assert classify(own).data["ignored"] == "own-comment"
     allowed = classify(comment("/approve", actor_type="Bot"),
-                       policy={"gates": {"allowBots": ["alice"]}})
+                       harness={"gates": {"allowBots": ["alice"]}})
     assert allowed.status == "pass"
 
 
@@ -110,7 +110,7 @@ def test_an_approval_of_an_older_commit_is_stale_unless_the_tree_is_the_same():
     rebased = classify(review("APPROVED", "old", "rebased"), trees=trees)
     assert rebased.status == "pass" and rebased.data["outcome"] == "approved"
     off = classify(review("APPROVED", "old", "new"), trees=trees,
-                   policy={"gates": {"dismissStaleApprovals": False}})
+                   harness={"gates": {"dismissStaleApprovals": False}})
     assert off.status == "pass"
 
 

@@ -15,8 +15,10 @@ import pytest
 from graph.effects import RetryLater
 from graph.markers import find_effect
 from graph.ports import Unavailable
+from graph.refs import WorkItemRef
 from integrations.github_fake import FakeGitHub
 from tests.conftest import load_fixture
+from the_loop.events import GitHubEvent
 from the_loop.graphs import load_graph
 from the_loop.inbox.record import DeliveryRecord
 from the_loop.settings import WorkerSettings
@@ -209,7 +211,7 @@ def test_a_drift_notice_whose_post_fails_is_retried_and_posted_once(env):
     store = processor.store
     assert [e.type for e in store.events(REF1)].count("labels.drift") == 1
     assert [e.type for e in store.events(REF1)].count("labels.drift-noted") == 1
-    assert store.load(REF1).effects[f"{REF1}/drift/0"]["status"] == "done"
+    assert store.load(REF1).effects[f"{REF1}/drift"]["status"] == "done"
 
 
 def test_a_notice_whose_answer_was_lost_is_not_posted_twice(env):
@@ -253,8 +255,20 @@ def test_reactions_go_through_the_outbox_and_a_failed_one_is_made_by_the_retry(e
         processor.handle(approve)  # "started" failed: nothing advanced yet
     state = processor.store.load(REF1)
     assert state.current_node == "requirements-approval"
-    assert state.effects[f"{REF1}/reaction/{cid}/started/0"]["status"] == "pending"
+    assert state.effects[f"{REF1}/reaction/{cid}/started"]["status"] == "pending"
     processor.handle(approve, replay=True)
     assert gh.actions.count(f"{REPO}:add-reaction:{cid}:eyes") == 1
     assert gh.actions.count(f"{REPO}:add-reaction:{cid}:hooray") == 1
     assert processor.store.load(REF1).current_node == "design"
+
+
+def test_a_notice_is_looked_for_first_so_a_lost_record_does_not_double_it(env):
+    gh, processor = env
+    enrolled(processor)
+    item = GitHubEvent("issues").work_item(WorkItemRef.parse(REF1))
+    for _ in range(2):
+        state = processor.store.load(REF1)
+        state.effects.clear()  # as entering a node does
+        processor.store.save(state)
+        assert processor.notices.comment(gh, item, f"{REF1}/drift", "text")
+    assert marks(gh).count(f"{REF1}/drift") == 1

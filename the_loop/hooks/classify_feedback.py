@@ -76,7 +76,7 @@ def permission_at_least(held: str | None, needed: str) -> bool:
 
 
 def _gates(ctx: HookContext) -> Mapping[str, Any]:
-    gates = ctx.config.policy.get("gates") if ctx.config.policy else None
+    gates = ctx.config.harness.get("gates") if ctx.config.harness else None
     return gates if isinstance(gates, Mapping) else {}
 
 
@@ -105,7 +105,7 @@ def classify_feedback(ctx: HookContext) -> HookResult:
 
     Parameters (``with:``): ``outcomes`` — the outcomes this gate accepts (default all
     three); ``role`` — the collaborators role allowed to decide (default ``node.role``).
-    Policy (``ctx.config.policy``, the harness config): ``gates.minimumPermission``,
+    Policy (``ctx.config.harness``, the harness config): ``gates.minimumPermission``,
     ``gates.dismissStaleApprovals``, ``gates.allowBots``, and the risk tiers reserved for
     a human (``ctx.config.human_only``).
 
