@@ -28,7 +28,9 @@ and:
 
   - ``comment``: the body carries the-loop's hidden marker (the hook's own, or one with the
     effect id appended); ``list-comments`` finds a comment with that marker, which is
-    updated in place instead of posting another;
+    updated in place instead of posting another. A comment that carries its own marker
+    (it names what it posts once, e.g. the review request of a node visit) is looked up
+    this way before every post, so it stays single even when the state was rebuilt;
   - ``put-file``: ``get-file`` on the branch; if the file already holds content an earlier
     attempt of this effect wrote (compared by SHA-256 digest), nothing is committed;
   - ``create-check-run``: always (not only on a retry, see :data:`UPSERT_OPS`)
@@ -212,7 +214,10 @@ class HookEffects:
             if (previous and previous.get("op") == op and previous.get("status") == "done"
                     and not in_place):
                 return dict(previous.get("result") or {})
-            retry = in_place or bool(previous and previous.get("op") == op)
+            # A comment that names itself (a hook's own marker, e.g. the review request of
+            # a node visit) is looked up first even without a record (state rebuilt).
+            named = op == "comment" and find_effect(params.get("body")) is not None
+            retry = in_place or named or bool(previous and previous.get("op") == op)
             params = self._marked(op, params, effect)
             record: dict[str, Any] = {
                 "op": op,
@@ -306,7 +311,7 @@ def _reuse_comment(integration: Integration, params: Mapping[str, Any],
             if comment.get("body") != params["body"] and "update-comment" in integration.operations:
                 updated = github.update_comment(repo=params["repo"], comment_id=comment["id"],
                                                 body=params["body"])
-                return {**updated, "id": updated.get("id", comment["id"])}
+                return {**updated, "id": updated.get("id", comment["id"]), "reused": True}
             return {"id": comment["id"], "reused": True}
     return None
 

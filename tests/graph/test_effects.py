@@ -399,3 +399,19 @@ def test_a_notice_outside_a_hook_chain_is_posted_once_per_effect_id():
         HookEffects(store.load(REF), store, f"{REF}/notice").perform(
             "github", flaky, "comment", dict(notice), effect=f"{REF}/alarm/1")
     assert marked(gh) == [f"{REF}/alarm/1"]
+
+
+def test_a_comment_that_names_itself_stays_single_when_the_state_lost_its_effects():
+    """Given the review request was posted, and the state was rebuilt without its outbox
+    When the node's entry chain runs again in the same visit
+    Then the request is found by its own marker: one comment, reused."""
+    gh, flaky, config, item, runtime = setup()
+    runtime.enrol(item, config, None)
+    state = runtime.store.load(REF)
+    state.effects, state.entry_pending = {}, True
+    runtime.store.save(state)
+    runtime.advance(item, config, None)
+    requests = [m for m in marked(gh) if m and m.endswith("/request-review")]
+    assert requests == [f"{REF}/requirements-approval/1/request-review"]
+    results = runtime.store.load(REF).results["requirements-approval"]["entry"]
+    assert next(r for r in results if r["hook"] == "request-review")["data"]["reused"]

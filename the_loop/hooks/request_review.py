@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from graph.markers import effect_id, find_effect, marker
+from graph.markers import effect_id, marker
 from graph.model import DecisionRecord, HookContext, HookResult
 from graph.registry import hook
 from the_loop.hooks.review import approved_in
@@ -53,8 +53,9 @@ def render_request(ctx: HookContext, visit: int) -> str:
 )
 def request_review(ctx: HookContext) -> HookResult:
     """Post the review request once per node visit: a comment whose marker carries the
-    effect id ``<ref>/<node>/<visit>/request-review``. If a comment with that marker is
-    already there (a retried job), it is updated in place rather than posted again.
+    effect id ``<ref>/<node>/<visit>/request-review``. The outbox looks for a comment with
+    that marker first (a retried job, rebuilt state) and updates it in place rather than
+    posting again (:mod:`graph.effects`).
 
     Returns ``skip`` without a GitHub repository; ``pass`` with ``comment_id`` otherwise.
     """
@@ -62,14 +63,7 @@ def request_review(ctx: HookContext) -> HookResult:
     repo, number = ctx.work_item.repository, ctx.work_item.id
     if github is None or repo is None or number is None:
         return HookResult.skipped("request-review", "no GitHub repository for this work item")
-    body = render_request(ctx, ctx.visit)
-    effect = find_effect(body)
-    existing = github.list_comments(repo=repo, number=number)["comments"]
-    for comment in existing:
-        if find_effect(comment.get("body")) == effect:
-            if comment.get("body") != body:
-                github.update_comment(repo=repo, comment_id=comment["id"], body=body)
-            return HookResult.passed("request-review", comment_id=comment["id"], reused=True)
-    posted = github.comment(repo=repo, number=number, body=body)
-    return HookResult.passed("request-review", comment_id=posted["id"], reused=False)
+    posted = github.comment(repo=repo, number=number, body=render_request(ctx, ctx.visit))
+    return HookResult.passed("request-review", comment_id=posted["id"],
+                             reused=bool(posted.get("reused")))
 
