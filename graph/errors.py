@@ -15,8 +15,7 @@ exception class in the packages is in this tree, and drawn here::
     │   ├── RefError (ValueError)                  refs.py: not a work-item ref
     │   ├── StateError (ValueError)                state.py: a stored state is unreadable
     │   ├── GraphMismatch (RuntimeError)           runtime.py
-    │   ├── ForceError (ValueError)                runtime.py: `graph force` refused
-    │   └── ParserError (RuntimeError)             hooks/lint_artifacts.py
+    │   └── ForceError (ValueError)                runtime.py: `graph force` refused
     ├── IntegrationError                           ports.py: an external system refused/failed
     │   ├── NotFound                               404, or not visible
     │   ├── RateLimited (retry_after, reset_at)    429 / 403 rate limit; retriable
@@ -43,6 +42,7 @@ exception class in the packages is in this tree, and drawn here::
         │   ├── LegacyConfigError                  config/loader.py
         │   └── UpgradeError                       upgrade.py
         ├── DeliveryCommandError (RuntimeError)    inbox/dead.py: an operator command refused
+        ├── ParserError (RuntimeError)             hooks/lint_artifacts.py: Mermaid parser failed
         ├── ManifestError (ValueError)             manifest.py
         └── RedeliverError (RuntimeError)          redeliver.py
 
