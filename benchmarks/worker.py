@@ -27,10 +27,11 @@ Workers compared (each on its own copy of the queue; counts differ to bound time
 
 - ``the-loop worker --burst`` (``workers.worker.LoopWorker``), ``--count`` deliveries,
   both distributions;
-- ``rq worker --burst -w rq.SimpleWorker`` (stock, in-process, running the same wake-up
-  job), ``--compare-count``, spread;
-- ``rq worker --burst`` (stock forking ``rq.Worker``: one fork per wake-up job),
-  ``--fork-count``, spread.
+- ``rq worker --burst -w stock_rq.SimpleWorker`` (RQ's stock in-process worker running the
+  same wake-up job; ``benchmarks/stock_rq.py`` only hands it the processor),
+  ``--compare-count``, spread;
+- ``rq worker --burst -w stock_rq.Worker`` (RQ's stock forking ``rq.Worker``: one fork per
+  wake-up job), ``--fork-count``, spread.
 
 Timing: a poller (every 5 ms) notes when the RQ queue first gets shorter (the wake-up
 job taken) and when the process exits; ``rate = count / (exit - first dequeue)``. Also
@@ -300,10 +301,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         (f"the-loop, {args.dense_items} items", args.count if args.dense_items else 0,
          loop_cmd, args.dense_items),
         ("rq SimpleWorker", args.compare_count,
-         [rq_bin, "worker", "--burst", "--quiet", "-w", "rq.SimpleWorker",
+         [rq_bin, "worker", "--burst", "--quiet", "-P", str(c.REPO / "benchmarks"),
+          "-w", "stock_rq.SimpleWorker",
           "-u", c.BENCH_REDIS_URL, "-n", f"{token}-simple", queue_name], args.work_items),
         ("rq Worker (fork)", args.fork_count,
-         [rq_bin, "worker", "--burst", "--quiet", "-u", c.BENCH_REDIS_URL,
+         [rq_bin, "worker", "--burst", "--quiet", "-P", str(c.REPO / "benchmarks"),
+          "-w", "stock_rq.Worker", "-u", c.BENCH_REDIS_URL,
           "-n", f"{token}-fork", queue_name], args.work_items),
     ]
     scratch = Path(tempfile.mkdtemp(prefix="the-loop-wbench-"))
