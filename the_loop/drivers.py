@@ -15,6 +15,7 @@ import click
 
 from graph.compile import GraphError
 from graph.context import HookConfig
+from graph.model import Status
 from graph.refs import RefError
 from graph.runtime import ForceError, GraphMismatch, NodeVerdict
 from graph.state import StateError
@@ -52,7 +53,7 @@ def run_cmd(ref: str, repo: Path, graph_path: str | None, as_json: bool) -> None
         result = local.runtime.enrol(local.work_item, local.config, None, repo=local.repo)
     except GraphMismatch as exc:
         raise click.ClickException(str(exc)) from None
-    ok = result.status in ("waiting", "done")
+    ok = result.status in (Status.WAITING, Status.DONE)
     messages = [m.to_dict() for m in result.messages]
     if as_json:
         emit("run", ok, result.status, ref=ref, node=result.node,

@@ -1,9 +1,11 @@
 """The ``the-loop`` command line: JSON shape, exit codes, determinism, replay."""
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
 from click.testing import CliRunner
 
 from graph.state import WorkItemState
@@ -30,6 +32,23 @@ def test_graph_validate_fails_naming_the_hook(tmp_path):
     assert doc["ok"] is False and "nope" in doc["error"] and "node 'a'" in doc["error"]
     plain = CliRunner().invoke(main, ["graph", "validate", str(bad)])
     assert plain.exit_code != 0 and "unknown hook 'nope'" in plain.output
+
+
+def test_graph_validate_and_the_runtime_refuse_what_the_schema_refuses(tmp_path):
+    """`graph validate` reported a graph with `version: 7` or a node id with a space as
+    valid, while the shipped schema rejects both; they share one compiler now."""
+    from graph.compile import GraphError
+    from the_loop.graphs import load_graph
+
+    for text, named in (("version: 7\nnodes:\n  - {id: a}\n", "field 'version' is 7"),
+                        ("nodes:\n  - {id: Design Review}\n", "node 'Design Review'")):
+        bad = tmp_path / "g.yaml"
+        bad.write_text(text)
+        out = CliRunner().invoke(main, ["graph", "validate", str(bad), "--json"])
+        assert out.exit_code == 1
+        assert named in json.loads(out.output)["error"]
+        with pytest.raises(GraphError, match=re.escape(named)):
+            load_graph(bad)
 
 
 def test_graph_export_is_deterministic_in_both_formats():
