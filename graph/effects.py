@@ -2,12 +2,11 @@
 
 Hooks reach it through their wrapped integrations; the runtime's own effects (the status
 comment, the check run a hook keeps on the status, the forced-move comment) and any
-caller outside a hook chain (a worker's notice) use :meth:`HookEffects.perform` directly,
-e.g. a notice posted once per effect id::
+caller outside a hook chain (a worker's notice) take the GitHub port through it with
+:meth:`HookEffects.github`, e.g. a notice posted once per effect id::
 
-    HookEffects(state, store, f"{ref}/notice").perform(
-        "github", github, "comment", {"repo": repo, "number": n, "body": text},
-        effect=f"{ref}/alarm/{k}")
+    outbox = HookEffects(state, store, f"{ref}/notice")
+    outbox.github(github, effect=f"{ref}/alarm/{k}").comment(repo=repo, number=n, body=text)
 
 When the runtime calls a hook it hands it each integration wrapped in an
 :class:`EffectProxy`, which has the integration's typed port methods (:mod:`graph.ports`).
@@ -170,6 +169,18 @@ class HookEffects:
         wrapped = {name: EffectProxy(name, integration, self)
                    for name, integration in config.integrations.items()}
         return dataclasses.replace(config, integrations=wrapped)
+
+    def github(self, integration: Integration, *, effect: str | None = None,
+               in_place: bool = False) -> GitHub:
+        """``integration`` as the typed :class:`graph.ports.GitHub` port whose writes go
+        through this outbox (reads pass straight through).
+
+        Args:
+            effect, in_place: as for :meth:`perform`, for every write made through the
+                port returned (so give ``effect`` only for one write).
+        """
+        return cast(GitHub, EffectProxy("github", integration, self, effect=effect,
+                                        in_place=in_place))
 
     def close(self) -> None:
         """Refuse further effects: the hook ran past its timeout and was abandoned."""
@@ -349,11 +360,14 @@ class EffectProxy:
     any call raises :class:`RetryLater`. Other attributes are the wrapped integration's.
     """
 
-    def __init__(self, name: str, integration: Integration, effects: HookEffects) -> None:
+    def __init__(self, name: str, integration: Integration, effects: HookEffects, *,
+                 effect: str | None = None, in_place: bool = False) -> None:
         self.name = name
         self.operations = integration.operations
         self._integration = integration
         self._effects = effects
+        self._effect = effect
+        self._in_place = in_place
         self._ports: dict[str, Operation] = {
             spec.method: spec for spec in OPERATIONS.get(name, {}).values()}
 
@@ -374,7 +388,8 @@ class EffectProxy:
             IntegrationError: a permanent refusal.
         """
         if is_side_effect(op, self.name):
-            return self._effects.perform(self.name, self._integration, op, params)
+            return self._effects.perform(self.name, self._integration, op, params,
+                                         effect=self._effect, in_place=self._in_place)
         try:
             return _method(self._integration, self.name, op)(**params)
         except IntegrationError as exc:

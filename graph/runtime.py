@@ -617,10 +617,9 @@ class Runtime:
             return
         effect = status_effect(state.ref)
         try:
-            HookEffects(state, self.store, effect).perform(
-                "github", github, "comment",
-                {"repo": work_item.repository, "number": work_item.id, "body": body},
-                effect=effect, in_place=True)
+            outbox = HookEffects(state, self.store, effect)
+            outbox.github(github, effect=effect, in_place=True).comment(
+                repo=work_item.repository, number=work_item.id, body=body)
         except Exception as exc:  # noqa: BLE001  (recorded; the graph must not wedge)
             log.warning("status comment for %s not published (%s)", state.ref,
                         type(exc).__name__)
@@ -748,10 +747,8 @@ class Runtime:
         lines += ["", "The bypassed gates keep their real verdicts: `the-loop check "
                   "--recompute` still reports them.", "", marker(effect)]
         try:
-            HookEffects(state, self.store, effect).perform(
-                "github", github, "comment",
-                {"repo": work_item.repository, "number": work_item.id,
-                 "body": "\n".join(lines)}, effect=effect)
+            HookEffects(state, self.store, effect).github(github, effect=effect).comment(
+                repo=work_item.repository, number=work_item.id, body="\n".join(lines))
         except Exception as exc:  # noqa: BLE001  (recorded; never undoes the move)
             self._log(state, "notification.failed",
                       {"channel": "github-forced", "error": type(exc).__name__}, None)

@@ -23,7 +23,7 @@ the notice. A permanent refusal (GitHub answers 403, 404, 422) is logged and rec
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from graph.effects import HookEffects, RetryLater
@@ -104,32 +104,36 @@ class Notices:
             state = self.store.load(item.ref)
         if state is None:
             return False  # not a work item: nothing to record the notice in
-        params: dict[str, Any] = {"repo": item.repository, "number": item.id, "body": text}
+        repo, number = item.repository, item.id
+        if repo is None or number is None:
+            return False  # not on GitHub: nowhere to post
         # In place: the marked comment is looked for first (and brought up to date), as a
         # notice must not be posted twice even when its record is gone (a node entered
         # since clears the visit's effects).
-        return self._perform(github, state, effect, "comment", params, "github-comment",
-                             in_place=True)
+        return self._perform(github, state, effect, "github-comment",
+                             lambda outbox: outbox.comment(repo=repo, number=number, body=text),
+                             in_place=True, record_failure=True)
 
-    def _perform(self, github: GitHub, state: WorkItemState, effect: str, op: str,
-                 params: dict[str, Any], channel: str, *, in_place: bool = False) -> bool:
-        """``op`` once per ``effect`` through the outbox; a permanent refusal is logged
-        and, for a comment, recorded (``notification.failed``).
+    def _perform(self, github: GitHub, state: WorkItemState, effect: str, channel: str,
+                 write: Callable[[GitHub], object], *, in_place: bool = False,
+                 record_failure: bool = False) -> bool:
+        """``write`` (one write on the GitHub port) once per ``effect`` through the
+        outbox; a permanent refusal is logged and, with ``record_failure``, recorded
+        (``notification.failed``).
 
         Raises:
             RetryLater: a transient failure (the effect stays pending).
         """
+        outbox = HookEffects(state, self.store, f"{state.ref}/notice")
         try:
-            HookEffects(state, self.store, f"{state.ref}/notice").perform(
-                "github", cast(Integration, github), op, params, effect=effect,
-                in_place=in_place)
+            write(outbox.github(cast(Integration, github), effect=effect, in_place=in_place))
         except RetryLater:
             log.warning("%s %s not made yet (transient failure)", channel, effect)
             raise
         except IntegrationError as exc:
             log.warning("%s %s refused (%s); not retried", channel, effect,
                         type(exc).__name__)
-            if op == "comment":
+            if record_failure:
                 self.store.append_event(state.ref, "notification.failed",
                                         {"channel": channel, "error": type(exc).__name__},
                                         None)
@@ -176,18 +180,21 @@ class Reactions:
         """
         if self.comment_id is None:
             return
-        params: dict[str, Any] = {"repo": self.item.repository,
-                                  "comment_id": self.comment_id,
-                                  "content": str(self.contents[stage])}
+        repo, comment_id = self.item.repository, self.comment_id
+        if repo is None:
+            return
+        content = str(self.contents[stage])
         if state is None:
             state = self.notices.store.load(self.item.ref)
         try:
             if state is None:
-                self.github.add_reaction(**params)
+                self.github.add_reaction(repo=repo, comment_id=comment_id, content=content)
                 return
-            self.notices._perform(self.github, state,
-                                  f"{self.item.ref}/reaction/{self.comment_id}/{stage}",
-                                  "add-reaction", params, "reaction")
+            self.notices._perform(
+                self.github, state, f"{self.item.ref}/reaction/{comment_id}/{stage}",
+                "reaction",
+                lambda outbox: outbox.add_reaction(repo=repo, comment_id=comment_id,
+                                                   content=content))
         except IntegrationError as exc:
             if strict and exc.retriable:
                 raise
