@@ -131,6 +131,32 @@ class WorkItemState:
         """
         return json.loads(json.dumps({f.name: getattr(self, f.name) for f in fields(self)}))
 
+    def to_json(self, *, indent: int | None = None) -> str:
+        """The stored form: JSON text of :meth:`to_dict`'s shape (keys sorted)."""
+        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)},
+                          indent=indent, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, raw: str | bytes, source: str) -> WorkItemState:
+        """Parse the stored form (what every :class:`StateStore` keeps).
+
+        Args:
+            raw: JSON text (UTF-8 bytes too).
+            source: where it was read, for the message (a path, a key).
+
+        Raises:
+            StateError: naming ``source``: not JSON, not an object, missing or mistyped
+                fields.
+        """
+        try:
+            data = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise StateError(f"{source}: not valid JSON ({type(exc).__name__})") from None
+        try:
+            return cls.from_dict(data)
+        except StateError as exc:
+            raise StateError(f"{source}: {exc}") from None
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> WorkItemState:
         """Inverse of :meth:`to_dict`.
@@ -231,16 +257,11 @@ class MemoryStateStore:
 
     def load(self, ref: str) -> WorkItemState | None:
         raw = self._states.get(ref)
-        if raw is None:
-            return None
-        try:
-            return WorkItemState.from_dict(json.loads(raw))
-        except (json.JSONDecodeError, AttributeError) as exc:
-            raise StateError(f"memory:{ref}: not valid JSON ({type(exc).__name__})") from None
+        return None if raw is None else WorkItemState.from_json(raw, f"memory:{ref}")
 
     def save(self, state: WorkItemState) -> None:
         state.updated_at = now()
-        self._states[state.ref] = json.dumps(state.to_dict())
+        self._states[state.ref] = state.to_json()
 
     def quarantine(self, ref: str) -> str | None:
         raw = self._states.pop(ref, None)

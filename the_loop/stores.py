@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from graph.state import LogEvent, StateError, WorkItemState, new_event_id, now
+from graph.state import LogEvent, WorkItemState, new_event_id, now
 
 
 class LocalFiles:
@@ -68,12 +68,7 @@ class FileStateStore:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
-        try:
-            return WorkItemState.from_dict(json.loads(text))
-        except (json.JSONDecodeError, AttributeError) as exc:
-            raise StateError(
-                f"{path}: state file is not valid JSON ({exc.__class__.__name__})"
-            ) from None
+        return WorkItemState.from_json(text, str(path))
 
     def save(self, state: WorkItemState) -> None:
         state.updated_at = now()
@@ -81,7 +76,7 @@ class FileStateStore:
         path = self.state_path(state.ref)
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".state-", suffix=".json")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(state.to_dict(), fh, indent=2, sort_keys=True)
+            fh.write(state.to_json(indent=2))
             fh.write("\n")
         os.replace(tmp, path)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import redis
 
-from graph.state import LogEvent, StateError, WorkItemState, new_event_id, now
+from graph.state import LogEvent, WorkItemState, new_event_id, now
 from the_loop.inbox.keys import Keys
 
 
@@ -39,18 +39,11 @@ class RedisStateStore:
 
     def load(self, ref: str) -> WorkItemState | None:
         raw = self.redis.get(self.state_key(ref))
-        if raw is None:
-            return None
-        try:
-            return WorkItemState.from_dict(json.loads(raw))
-        except (json.JSONDecodeError, AttributeError, UnicodeDecodeError) as exc:
-            raise StateError(
-                f"{self.state_key(ref)}: not valid JSON ({type(exc).__name__})"
-            ) from None
+        return None if raw is None else WorkItemState.from_json(raw, self.state_key(ref))
 
     def save(self, state: WorkItemState) -> None:
         state.updated_at = now()
-        self.redis.set(self.state_key(state.ref), json.dumps(state.to_dict(), sort_keys=True))
+        self.redis.set(self.state_key(state.ref), state.to_json())
 
     def quarantine(self, ref: str) -> str | None:
         key = self.state_key(ref)
