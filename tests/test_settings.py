@@ -365,3 +365,31 @@ def test_key_without_app_id(rsa_pem) -> None:
     assert "BEGIN" not in str(info.value)
 
 
+
+
+# ----------------------------------------------------------------------------- one reader
+
+
+#: Files that may touch ``os.environ``: the settings module, and the entry points that
+#: hand ``os.environ`` to it (gunicorn_conf also publishes the metrics directory to its
+#: workers). lint_artifacts' parser directory is read where the graph is compiled (its
+#: load-time check), which takes no settings yet.
+ENVIRON_ALLOWED = {
+    "the_loop/settings.py", "webhook/wsgi.py", "webhook/gunicorn_conf.py",
+    "the_loop/cli.py", "the_loop/deliveries.py", "the_loop/hooks/lint_artifacts.py",
+}
+
+
+def test_only_the_settings_and_the_entry_points_read_the_environment() -> None:
+    import ast
+
+    from tests.conftest import REPO_ROOT
+
+    readers = set()
+    for package in ("graph", "integrations", "webhook", "workers", "the_loop"):
+        for path in (REPO_ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if (isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv")
+                        and isinstance(node.value, ast.Name) and node.value.id == "os"):
+                    readers.add(path.relative_to(REPO_ROOT).as_posix())
+    assert readers <= ENVIRON_ALLOWED, sorted(readers - ENVIRON_ALLOWED)
