@@ -13,11 +13,13 @@ and, per ``routing.reactions``, reacts on the triggering comment (``started``,
 
 Every one of them goes through the outbox (:class:`graph.effects.HookEffects`): it is
 recorded in the work item's state before it is posted and marked done after, so it is
-posted once per effect id; a transient failure (:class:`graph.effects.RetryLater`) fails
-the delivery, which is retried later, and the retry finds the pending effect and
-reconciles it (the marked comment is looked for first) instead of losing or doubling
-the notice. A permanent refusal (GitHub answers 403, 404, 422) is logged and recorded
-(``notification.failed``) and does not hold the work item up.
+made once per effect id. For a notice, a transient failure
+(:class:`graph.effects.RetryLater`) fails the delivery, which is retried later, and the
+retry finds the pending effect and reconciles it (the marked comment is looked for
+first) instead of losing or doubling the notice. A permanent refusal (GitHub answers
+403, 404, 422) is logged and recorded (``notification.failed``) and does not hold the
+work item up. A reaction never fails its delivery: one that failed transiently is tried
+once more as the delivery's handling ends (:meth:`Reactions.settle`).
 """
 
 from __future__ import annotations
@@ -156,7 +158,12 @@ class Notices:
 
 class Reactions:
     """Reactions on one triggering comment (see :meth:`Notices.reactions`); does nothing
-    when ``comment_id`` is ``None``."""
+    when ``comment_id`` is ``None``.
+
+    A reaction is a courtesy: it never fails (or delays) its delivery. One that failed
+    transiently stays pending in the outbox and is tried once more when the delivery's
+    handling ends (:meth:`settle`); after that it is logged.
+    """
 
     def __init__(self, notices: Notices, github: GitHub, item: WorkItem,
                  comment_id: int | None, contents: Mapping[str, Any]) -> None:
@@ -165,37 +172,43 @@ class Reactions:
         self.item = item
         self.comment_id = comment_id
         self.contents = contents
+        self.pending: list[str] = []
 
-    def react(self, stage: str, *, strict: bool = True,
-              state: WorkItemState | None = None) -> None:
+    def react(self, stage: str, state: WorkItemState | None = None) -> bool:
         """React for ``stage`` (``started``, ``completed``, ``error``) through the
-        outbox, once per comment and stage.
+        outbox, once per comment and stage; returns whether it is made.
 
         A comment that enrols its work item has no state yet to record in: its
         ``started`` reaction is made directly. A refusal is logged; a transient failure
-        raises :class:`graph.effects.RetryLater` (the delivery is retried and the
-        reaction made then) unless ``strict`` is false (then it is logged). ``state``:
-        the work item's current state (loaded when ``None``; see
-        :meth:`Notices.comment`).
+        leaves the stage for :meth:`settle`. ``state``: the work item's current state
+        (loaded when ``None``; see :meth:`Notices.comment`).
         """
-        if self.comment_id is None:
-            return
         repo, comment_id = self.item.repository, self.comment_id
-        if repo is None:
-            return
+        if repo is None or comment_id is None:
+            return False
         content = str(self.contents[stage])
         if state is None:
             state = self.notices.store.load(self.item.ref)
         try:
             if state is None:
                 self.github.add_reaction(repo=repo, comment_id=comment_id, content=content)
-                return
-            self.notices._perform(
+                return True
+            return self.notices._perform(
                 self.github, state, f"{self.item.ref}/reaction/{comment_id}/{stage}",
                 "reaction",
                 lambda outbox: outbox.add_reaction(repo=repo, comment_id=comment_id,
                                                    content=content))
         except IntegrationError as exc:
-            if strict and exc.retriable:
-                raise
-            log.warning("reaction %s not added (%s)", stage, type(exc).__name__)
+            if exc.retriable and stage not in self.pending:
+                self.pending.append(stage)
+            else:
+                log.warning("reaction %s not added (%s)", stage, type(exc).__name__)
+            return False
+
+    def settle(self) -> None:
+        """Try the reactions that failed transiently once more (in order)."""
+        pending, self.pending = self.pending, []
+        for stage in pending:
+            if not self.react(stage):
+                self.pending = []
+                log.warning("reaction %s not added; left pending", stage)

@@ -221,13 +221,16 @@ def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
         else:
             maybe = agent.runtime.advance(item, config, inbound)
             if maybe is None:
+                reactions.settle()
                 return delivery.ignored("not a work item")
             result = maybe
     except Exception:
-        reactions.react("error", strict=False)
+        reactions.react("error")
+        reactions.settle()
         raise
     worker_metrics.observe_advance(result)
     _after(agent, delivery, item, github, result, reactions)
+    reactions.settle()
     return Handled(delivery.id, "advanced", f"{result.status} at {result.node}")
 
 
@@ -259,7 +262,7 @@ def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
     if any(agent.graph.node(move.source).is_gate for move in result.moves) or (
             delivery.replay and any(d.get("delivery") == delivery.id
                                     for d in state.decisions)):
-        reactions.react("completed", state=state)
+        reactions.react("completed", state)
     installation_id = delivery.event.installation_id
     if installation_id is not None and state.installation_id != installation_id:
         state.installation_id = installation_id  # `the-loop graph force` comments as the App

@@ -245,21 +245,36 @@ def test_an_alarm_whose_post_fails_is_posted_by_the_retry(env):
     assert [e.type for e in processor.store.events(REF1)].count("alarm") == 1
 
 
-def test_reactions_go_through_the_outbox_and_a_failed_one_is_made_by_the_retry(env):
+def test_a_reaction_that_fails_is_tried_again_and_never_fails_its_delivery(env):
     gh, processor = env
     enrolled(processor)
     approve = record("issue_comment", comment("/approve"))
     cid = json.loads(load_fixture("issue_comment", "created"))["comment"]["id"]
-    gh.failing["add-reaction"] = 1
-    with pytest.raises(RetryLater):
-        processor.handle(approve)  # "started" failed: nothing advanced yet
-    state = processor.store.load(REF1)
-    assert state.current_node == "requirements-approval"
-    assert state.effects[f"{REF1}/reaction/{cid}/started"]["status"] == "pending"
-    processor.handle(approve, replay=True)
-    assert gh.actions.count(f"{REPO}:add-reaction:{cid}:eyes") == 1
-    assert gh.actions.count(f"{REPO}:add-reaction:{cid}:hooray") == 1
+    gh.failing["add-reaction"] = 1  # "started" fails once: the work goes on
+    assert processor.handle(approve).outcome == "advanced"
     assert processor.store.load(REF1).current_node == "design"
+    started = f"{REPO}:add-reaction:{cid}:eyes"
+    assert gh.actions.count(started) == 1  # made as the delivery's handling ended
+    assert gh.actions.count(f"{REPO}:add-reaction:{cid}:hooray") == 1
+    assert gh.actions.index(started) > gh.actions.index(f"{REPO}:add-reaction:{cid}:hooray")
+
+
+def test_a_reaction_is_recorded_in_the_outbox_before_it_is_made(env):
+    gh, processor = env
+    enrolled(processor)
+    cid = json.loads(load_fixture("issue_comment", "created"))["comment"]["id"]
+    seen: list[str] = []
+    made = gh.add_reaction
+
+    def add_reaction(repo: str, comment_id: int, content: str) -> dict[str, Any]:
+        effect = f"{REF1}/reaction/{cid}/started"
+        if content == "eyes":
+            seen.append(processor.store.load(REF1).effects[effect]["status"])
+        return made(repo=repo, comment_id=comment_id, content=content)
+
+    gh.add_reaction = add_reaction  # type: ignore[method-assign]
+    processor.handle(record("issue_comment", comment("/approve")))
+    assert seen == ["pending"]
 
 
 def test_a_notice_is_looked_for_first_so_a_lost_record_does_not_double_it(env):
