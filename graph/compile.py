@@ -203,10 +203,12 @@ def _item(path: Sequence[Any], doc: Any) -> tuple[str, list[Any]]:
 def _describe(err: ValidationError, doc: Any) -> str:
     item, rest = _item(list(err.absolute_path), doc)
     where = item
-    if len(rest) > 1:
-        where += ": " + rest[0] + "".join(f"[{p}]" if isinstance(p, int) else f".{p}"
-                                          for p in rest[1:])
-        rest = rest[-1:]
+    # The item, then the path to the value's container; the last key names the field.
+    container = rest[:-1] if rest and isinstance(rest[-1], str) else rest
+    if container:
+        where += ": " + str(container[0]) + "".join(
+            f"[{p}]" if isinstance(p, int) else f".{p}" for p in container[1:])
+    rest = rest[len(container):]
     field = f"field {rest[0]!r}" if rest and isinstance(rest[0], str) else "the value"
     kind = err.validator
     if kind == "additionalProperties" and isinstance(err.instance, Mapping):
