@@ -4,7 +4,7 @@ Every process reads :class:`~the_loop.settings.Settings` once and hands them her
 
 * :func:`build_receiver` -- the webhook receiver's Flask app (``webhook.wsgi``).
 * :func:`build_worker` -- the worker's :class:`~workers.drain.DeliveryProcessor`
-  (``the-loop worker``).
+  (``the-loop worker``), whose collaborators :func:`build_processor` makes, each once.
 * :func:`build_operator` -- what the commands need (``the-loop graph force``,
   ``redeliver``, ``deliveries``): Redis, the state store, the graph and the same GitHub
   client as the worker.
@@ -33,11 +33,14 @@ if TYPE_CHECKING:
 
     from graph.context import HookConfig
     from graph.model import Graph
+    from graph.ports import Integration
     from graph.runtime import Runtime
     from integrations.github import GitHubAppApi
     from integrations.providers import GitHubProvider
     from integrations.throttle import WriteThrottle
+    from the_loop.settings import WorkerSettings
     from workers.drain import DeliveryProcessor
+    from workers.repo_context import Classifier
     from workers.routes import GitHubFactory
     from workers.state import RedisStateStore
 
@@ -47,6 +50,7 @@ __all__ = [
     "NoGitHubClient",
     "Operator",
     "build_operator",
+    "build_processor",
     "build_providers",
     "build_receiver",
     "build_worker",
@@ -247,7 +251,6 @@ def build_worker(
     from integrations.classifier import build_classifier
     from integrations.metrics import ObservedFactory, ObservedIntegration
     from the_loop.graphs import load_graph
-    from workers.drain import DeliveryProcessor
 
     worker = settings.worker
     classifier = build_classifier(settings.classifier.config, settings.classifier.token)
@@ -258,7 +261,7 @@ def build_worker(
         log.warning("THE_LOOP_GITHUB_TRANSPORT=none: no GitHub transport; deliveries are "
                     "acknowledged and every labelled work item's delivery fails, naming "
                     "the variables to set")
-        return DeliveryProcessor(worker, conn, graph, None, classifier=classifier)
+        return build_processor(worker, conn, graph, None, classifier=classifier)
     needed = required_operations(graph)
     providers = build_providers(settings, needed=needed,
                                 throttle=write_throttle(settings, conn), which=which)
@@ -272,8 +275,56 @@ def build_worker(
     observed = {name: ObservedIntegration(p, name=name) for name, p in providers.items()}
     # The observed client answers the GitHub port as the one it wraps.
     factory = cast("GitHubFactory", ObservedFactory(github, name="github"))
-    return DeliveryProcessor(worker, conn, graph, factory, integrations=observed,
-                             classifier=classifier)
+    return build_processor(worker, conn, graph, factory, integrations=observed,
+                           classifier=classifier)
+
+
+def build_processor(
+    settings: WorkerSettings,
+    connection: redis.Redis,
+    graph: Graph,
+    github: GitHubFactory | None,
+    *,
+    integrations: Mapping[str, Integration] | None = None,
+    classifier: Classifier | None = None,
+) -> DeliveryProcessor:
+    """The worker's processor from parts already made: every collaborator (the state
+    store, the runtime, the repository context, the notices, the inboxes, retries and
+    parking, the fan-out queue and the handlers' :class:`~workers.routes.Agent`) is
+    built here, once.
+
+    Args:
+        settings: the worker's settings.
+        connection: the Redis client (the RQ connection).
+        graph: the compiled graph.
+        github: installation id -> GitHub provider; ``None`` without credentials
+            (enrolled work items then fail, naming the variables to set).
+        integrations: providers other than GitHub (``slack``, ``jira``).
+        classifier: the optional model classifier for gate feedback.
+
+    No I/O happens here.
+    """
+    from functools import partial
+
+    from graph.runtime import Runtime
+    from the_loop.inbox.dead import Deliveries
+    from the_loop.inbox.drain import Inboxes
+    from the_loop.inbox.enqueue import DeliveryQueue
+    from workers.drain import DeliveryProcessor, fan_out
+    from workers.notices import Notices
+    from workers.repo_context import RepoContext
+    from workers.router import ROUTES
+    from workers.routes import Agent
+    from workers.state import RedisStateStore
+
+    store = RedisStateStore(connection, settings.prefix)
+    inboxes = Inboxes(connection, settings, routed=ROUTES)
+    queue = DeliveryQueue(connection, queue_name=settings.queue, prefix=settings.prefix)
+    agent = Agent(settings, graph, store, Runtime(graph, store),
+                  RepoContext(settings, connection, dict(integrations or {}), classifier),
+                  Notices(store), github, partial(fan_out, queue))
+    return DeliveryProcessor(settings, connection, agent, inboxes,
+                             Deliveries(connection, settings, store, inboxes))
 
 
 # ----------------------------------------------------------------------------- commands

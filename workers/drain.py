@@ -19,7 +19,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -41,11 +41,10 @@ from the_loop.settings import WorkerSettings
 from workers import metrics as worker_metrics
 from workers.notices import Notices
 from workers.repo_context import RepoContext
-from workers.router import IGNORE, ROUTES, route
+from workers.router import IGNORE, Route, route
 from workers.routes import HANDLERS, Agent, Delivery, GitHubFactory, Handled
-from workers.state import RedisStateStore
 
-__all__ = ["DISPATCH_SKIP", "DeliveryProcessor", "GitHubFactory", "Handled"]
+__all__ = ["DISPATCH_SKIP", "DeliveryProcessor", "GitHubFactory", "Handled", "fan_out"]
 
 log = logging.getLogger("the_loop.worker")
 
@@ -57,53 +56,68 @@ DISPATCH_SKIP = 50
 class DeliveryProcessor:
     """Drain queued deliveries and hand each to its route's handler.
 
+    Built by the composition root (:func:`the_loop.wiring.build_processor`), which makes
+    every collaborator once and hands them in.
+
     Args:
         settings: worker settings.
         connection: Redis client (the RQ connection).
-        graph: the compiled graph.
-        github: installation id -> GitHub provider; ``None`` when no credentials are
-            configured (enrolled work items then fail with a clear reason).
-        store: state store (default: Redis under ``settings.prefix``).
-        classifier: the optional model classifier for gate feedback.
-        integrations: providers other than GitHub (``slack``, ``jira``), shared by every
-            work item.
-        repos: the repository context (default: one over ``connection``, the
-            integrations and the classifier).
+        agent: what the route handlers use (state store, runtime, repository context,
+            notices, the GitHub provider, the fan-out).
+        inboxes: the inboxes, ready list and wake-ups (the drain steps).
+        deliveries: retries and parked deliveries.
 
     No I/O happens in the constructor.
     """
 
-    def __init__(
-        self,
-        settings: WorkerSettings,
-        connection: redis.Redis,
-        graph: Graph,
-        github: GitHubFactory | None,
-        store: StateStore | None = None,
-        classifier: Callable[[str, Sequence[str]], str | None] | None = None,
-        integrations: Mapping[str, Integration] | None = None,
-        *,
-        repos: RepoContext | None = None,
-    ) -> None:
+    def __init__(self, settings: WorkerSettings, connection: redis.Redis, agent: Agent,
+                 inboxes: Inboxes, deliveries: Deliveries) -> None:
         self.settings = settings
         self.redis = connection
-        self.graph = graph
-        self.github = github
-        # Providers other than GitHub (slack, jira), shared by every work item.
-        self.integrations: dict[str, Integration] = dict(integrations or {})
-        self.store = store or RedisStateStore(connection, settings.prefix)
-        self.runtime = Runtime(graph, self.store)
-        self.repos = repos or RepoContext(settings, connection, self.integrations, classifier)
-        self.notices = Notices(self.store)
-        self.inboxes = Inboxes(connection, settings, routed=ROUTES)
-        self.deliveries = Deliveries(connection, settings, self.store, self.inboxes)
-        self.keys = self.inboxes.keys
-        self._fan_out_queue: DeliveryQueue | None = None
+        self.agent = agent
+        self.inboxes = inboxes
+        self.deliveries = deliveries
+        self.keys = inboxes.keys
         # Who holds a work item lock (its token starts with this); `the-loop worker` sets
         # its RQ worker name, so a reaper can tell a dead holder's locks.
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
         self._held: dict[str, Any] = {}
         self._held_guard = threading.Lock()
+
+    @property
+    def graph(self) -> Graph:
+        """The compiled graph."""
+        return self.agent.graph
+
+    @property
+    def github(self) -> GitHubFactory | None:
+        """installation id -> GitHub provider; ``None`` without credentials."""
+        return self.agent.github
+
+    @property
+    def store(self) -> StateStore:
+        """The state store."""
+        return self.agent.store
+
+    @property
+    def runtime(self) -> Runtime:
+        """The graph runtime over :attr:`store`."""
+        return self.agent.runtime
+
+    @property
+    def repos(self) -> RepoContext:
+        """The repository context."""
+        return self.agent.repos
+
+    @property
+    def notices(self) -> Notices:
+        """The worker's notices and reactions."""
+        return self.agent.notices
+
+    @property
+    def integrations(self) -> Mapping[str, Integration]:
+        """Providers other than GitHub (``slack``, ``jira``), shared by every work item."""
+        return self.agent.repos.integrations
 
     def _token(self) -> str:
         return f"{self.owner}|{uuid.uuid4().hex}"
@@ -139,7 +153,7 @@ class DeliveryProcessor:
             # Only bookkeeping left of an expired record (or nothing): drop it, pop it.
             handled = Handled(delivery_id, "ignored", "delivery record expired or already handled")
             return handled, (ref, delivery_id, True, step.leftover, "more")
-        handled = self._handle_record(record, step.attempt, not step.first)
+        handled = self._handle_record(record, step.attempt, not step.first, step.route)
         succeeded = handled.outcome not in ("retrying", "failed")
         # A failed attempt stays at its inbox head (the retry drains on) -- except in the
         # shared inbox, whose deliveries keep no order: the retry puts it back there.
@@ -247,10 +261,12 @@ class DeliveryProcessor:
 
     # -- one delivery ------------------------------------------------------------------
 
-    def _handle_record(self, record: DeliveryRecord, attempt: int, replay: bool) -> Handled:
+    def _handle_record(self, record: DeliveryRecord, attempt: int, replay: bool,
+                       route_kind: str) -> Handled:
         """Handle one delivery whose attempt ``attempt`` was counted (``replay``: an
-        earlier attempt had started); a failure is retried later or parked
-        (:meth:`_failed`). Does not touch the record's key."""
+        earlier attempt had started; ``route_kind``: the drain step's route, ``""`` for
+        none); a failure is retried later or parked (:meth:`_failed`). Does not touch the
+        record's key."""
         delivery_id, event = record.delivery_id, record.event
         bind_log_context(delivery_id, record.work_item)
         if attempt > self.settings.delivery_attempts:
@@ -260,7 +276,7 @@ class DeliveryProcessor:
             handled = self._failed(delivery_id, event, record, reason, attempt - 1)
         else:
             try:
-                handled = self.handle(record, replay=replay)
+                handled = self.handle(record, replay=replay, route_kind=route_kind)
             except IntegrationError as exc:
                 # Our own message (operation, status, the fix); never a response body.
                 reason = f"{exc.integration} {exc.op}: {exc}"
@@ -291,19 +307,34 @@ class DeliveryProcessor:
         self.deliveries.park(delivery_id, event, ref, reason, attempt)
         return Handled(delivery_id, "failed", reason)
 
-    def handle(self, record: DeliveryRecord, *, replay: bool = False) -> Handled:
-        """Route one delivery record (what the receiver stored) to its handler
-        (:data:`workers.routes.HANDLERS`); ``replay``: an earlier attempt had started.
+    def handle(self, record: DeliveryRecord, *, replay: bool = False,
+               route_kind: str | None = None) -> Handled:
+        """Hand one delivery record (what the receiver stored) to its route's handler
+        (:data:`workers.routes.HANDLERS`).
+
+        Args:
+            record: the delivery.
+            replay: an earlier attempt had started.
+            route_kind: the route the drain step decided from the router's table
+                (``""``: none, the delivery is ignored); ``None`` (a record handed in
+                directly): routed here.
 
         The body is read (from Redis when the drain step left it out) and parsed once,
         into a :class:`the_loop.events.GitHubEvent`, only for a routed event.
 
         Raises whatever the handler raises (the caller retries or parks the delivery).
         """
-        chosen = route(record.event, record.action)
-        if chosen.kind == IGNORE:
-            # Decided by the route alone: the body is neither read from Redis nor parsed.
-            return Handled(record.delivery_id, "ignored", chosen.reason)
+        chosen: Route | None = None
+        if route_kind is None:
+            chosen = route(record.event, record.action)
+            kind = chosen.kind
+        else:
+            kind = route_kind
+        if kind in ("", IGNORE):
+            # Decided by the route alone: the body is neither read from Redis nor parsed
+            # (the router only says why, for the log).
+            return Handled(record.delivery_id, "ignored",
+                           (chosen or route(record.event, record.action)).reason)
         if record.body is None:  # the drain fetches it for routed events only
             body = self.inboxes.body(record.delivery_id)
             if body is None:
@@ -313,25 +344,16 @@ class DeliveryProcessor:
         event = GitHubEvent.parse(record.event, record.payload(),
                                   WorkItemRef.parse_or_none(record.work_item))
         delivery = Delivery(record, event, replay)
-        return HANDLERS[chosen.kind](self.agent(), delivery)
+        return HANDLERS[kind](self.agent, delivery)
 
-    def agent(self) -> Agent:
-        """What the route handlers use (read at each delivery: a provider wrapped after
-        construction, e.g. for metrics, is seen)."""
-        return Agent(self.settings, self.graph, self.store, self.runtime, self.repos,
-                     self.notices, self.github, self.fan_out)
 
-    def fan_out(self, record: DeliveryRecord, refs: list[str]) -> int:
-        """Queue ``record`` again for each work item in ``refs`` (each through its own
-        inbox, so order is kept); returns how many were queued (a fan-out already made
-        by an earlier attempt is not queued twice)."""
-        queue = self._fan_out_queue
-        if queue is None or queue.prefix != self.settings.prefix:
-            queue = self._fan_out_queue = DeliveryQueue(
-                self.redis, queue_name=self.settings.queue, prefix=self.settings.prefix)
-        count = 0
-        for i, ref in enumerate(sorted(refs)):
-            count += queue.put(replace(record, delivery_id=f"{record.delivery_id}-w{i}",
-                                       action=None, received_at=time.time(), work_item=ref,
-                                       attempts=0, last_error=None))
-        return count
+def fan_out(queue: DeliveryQueue, record: DeliveryRecord, refs: list[str]) -> int:
+    """Queue ``record`` again through ``queue`` for each work item in ``refs`` (each
+    through its own inbox, so order is kept); returns how many were queued (a fan-out
+    already made by an earlier attempt is not queued twice)."""
+    count = 0
+    for i, ref in enumerate(sorted(refs)):
+        count += queue.put(replace(record, delivery_id=f"{record.delivery_id}-w{i}",
+                                   action=None, received_at=time.time(), work_item=ref,
+                                   attempts=0, last_error=None))
+    return count

@@ -99,7 +99,7 @@ class Delivery:
 
 @dataclass(frozen=True)
 class Agent:
-    """What handlers may use (built by :class:`workers.drain.DeliveryProcessor`).
+    """What handlers may use (built once by :func:`the_loop.wiring.build_processor`).
 
     Attributes:
         settings: worker settings.

@@ -22,9 +22,9 @@ from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.observability import logs
 from the_loop.settings import ReceiverSettings, Settings, WorkerSettings
+from the_loop.wiring import build_processor
 from webhook.app import create_app
 from webhook.events import parse_delivery
-from workers.drain import DeliveryProcessor
 from workers.worker import LoopWorker
 
 SECRET = "log-secret-6f1c2b"
@@ -90,7 +90,7 @@ def test_receiver_lines_carry_delivery_id_and_work_item_and_no_secret(redis_ns, 
 def test_worker_lines_carry_delivery_id_and_work_item(redis_ns, json_lines):
     gh = FakeGitHub()
     settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
-    processor = DeliveryProcessor(settings, redis_ns.client, load_graph(), lambda _i: gh)
+    processor = build_processor(settings, redis_ns.client, load_graph(), lambda _i: gh)
     queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
                           prefix=redis_ns.prefix)
     payload = json.loads(load_fixture("issue_comment", "created"))

@@ -22,10 +22,9 @@ from tests.observability.helpers import free_port, samples
 from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.settings import Settings, SettingsError, WorkerSettings
-from the_loop.wiring import build_worker
+from the_loop.wiring import build_processor, build_worker
 from webhook.events import parse_delivery
 from workers import metrics as worker_metrics
-from workers.drain import DeliveryProcessor
 from workers.worker import LoopWorker
 
 REPO = "Codertocat/Hello-World"
@@ -37,7 +36,7 @@ REQUIREMENTS = "# R\n\n## Problem\n\nx\n\n## Requirements\n\ny\n"
 def processing(redis_ns):
     gh = FakeGitHub()
     settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
-    processor = DeliveryProcessor(settings, redis_ns.client, load_graph(),
+    processor = build_processor(settings, redis_ns.client, load_graph(),
                                   ObservedFactory(lambda _i: gh, name="github"))
     queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
                           prefix=redis_ns.prefix)

@@ -220,13 +220,13 @@ def clean_run(sc: Scenario, by_item: dict[int, list[Post]], client: redis.Redis,
     from the_loop.inbox.enqueue import DeliveryQueue
     from the_loop.inbox.keys import SHARED_INBOX
     from the_loop.settings import WorkerSettings
+    from the_loop.wiring import build_processor
     from webhook.events import parse_delivery
-    from workers.drain import DeliveryProcessor
 
     gh = fakes.FakeGitHub()
     seed_memory_fake(gh, sc)
     settings = WorkerSettings(prefix=prefix, queue=queue_name)
-    processor = DeliveryProcessor(settings, client, load_graph(), lambda _i: gh)
+    processor = build_processor(settings, client, load_graph(), lambda _i: gh)
     queue = DeliveryQueue(client, queue_name=queue_name, prefix=prefix)
     for seq in by_item.values():
         for post in seq:

@@ -16,8 +16,8 @@ from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
 from the_loop.settings import WorkerSettings
+from the_loop.wiring import build_processor
 from webhook.events import parse_delivery
-from workers.drain import DeliveryProcessor
 from workers.state import RedisStateStore
 
 REPO = "Codertocat/Hello-World"
@@ -32,7 +32,7 @@ def env(redis_ns):
     gh.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
     gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
     settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
-    processor = DeliveryProcessor(settings, redis_ns.client, load_graph(), lambda _i: gh)
+    processor = build_processor(settings, redis_ns.client, load_graph(), lambda _i: gh)
     queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
                           prefix=redis_ns.prefix)
     store = RedisStateStore(redis_ns.client, redis_ns.prefix)

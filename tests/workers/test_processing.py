@@ -17,8 +17,8 @@ from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
 from the_loop.settings import WorkerSettings
+from the_loop.wiring import build_processor
 from webhook.events import parse_delivery
-from workers.drain import DeliveryProcessor
 from workers.router import ROUTES, route
 from workers.state import RedisStateStore
 from workers.worker import LoopWorker
@@ -32,7 +32,7 @@ REQUIREMENTS = "# R\n\n## Problem\n\nx\n\n## Requirements\n\ny\n"
 def env(redis_ns):
     gh = FakeGitHub()
     settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
-    processor = DeliveryProcessor(settings, redis_ns.client, load_graph(), lambda _i: gh)
+    processor = build_processor(settings, redis_ns.client, load_graph(), lambda _i: gh)
     queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
                           prefix=redis_ns.prefix)
     yield gh, processor, queue, redis_ns
@@ -168,8 +168,8 @@ def test_a_failing_delivery_is_recorded_and_does_not_block_the_next(env):
     assert not ns.client.hexists(processor.keys.failed, ok)
     # A processing error outside the hooks, once its attempts are used up (one here), is
     # parked as a failed delivery with its reason.
-    processor.github = None
-    processor.settings = dataclasses.replace(processor.settings, delivery_attempts=1)
+    processor = build_processor(dataclasses.replace(processor.settings, delivery_attempts=1),
+                                ns.client, processor.graph, None)
     again = deliver(queue, "issue_comment", comment_payload("Codertocat", "/approve"))
     handled = processor.drain(f"github:{REPO}#1")
     assert [h.outcome for h in handled if h.delivery_id == again] == ["failed"]

@@ -23,9 +23,9 @@ from the_loop.graphs import load_graph
 from the_loop.inbox.dead import DeliveryCommandError
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.settings import WorkerSettings
+from the_loop.wiring import build_processor
 from webhook.events import parse_delivery
 from workers import worker as worker_module
-from workers.drain import DeliveryProcessor
 from workers.reaper import Reaper
 from workers.worker import LoopWorker, work_with_reconnect
 
@@ -43,7 +43,7 @@ def env(redis_ns):
     settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name,
                               delivery_attempts=3, delivery_backoff=(1.5,), lock_timeout=5,
                               worker_ttl=2, reap_interval=0.2)
-    processor = DeliveryProcessor(settings, redis_ns.client, load_graph(), lambda _i: gh)
+    processor = build_processor(settings, redis_ns.client, load_graph(), lambda _i: gh)
     queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
                           prefix=redis_ns.prefix)
     yield gh, processor, queue, redis_ns
@@ -186,8 +186,9 @@ def test_a_poison_delivery_is_parked_visibly_and_holds_only_its_own_work_item(en
 
 def test_discard_drops_a_parked_delivery_and_lets_the_held_ones_through(env):
     gh, processor, queue, ns = env
-    processor.settings = processor.deliveries.settings = WorkerSettings(
-        prefix=ns.prefix, queue=ns.queue_name, delivery_attempts=1)
+    processor = build_processor(WorkerSettings(prefix=ns.prefix, queue=ns.queue_name,
+                                               delivery_attempts=1),
+                                ns.client, processor.graph, processor.github)
     deliver(queue, ns, "issues", enrol_payload())
     work(ns, processor)
     break_runtime(processor)
@@ -267,7 +268,7 @@ def _dispatch_until_killed(url, prefix, queue_name, owner, marker):
     """A dispatcher (in a child process) whose handling of a delivery never finishes."""
     client = redis.Redis.from_url(url)
     settings = WorkerSettings(prefix=prefix, queue=queue_name, lock_timeout=60)
-    dispatcher = DeliveryProcessor(settings, client, load_graph(), None)
+    dispatcher = build_processor(settings, client, load_graph(), None)
     dispatcher.owner = owner
 
     def stuck(record, **kwargs):
@@ -429,7 +430,7 @@ def test_the_worker_reconnects_with_backoff_instead_of_crashing(env, monkeypatch
     monkeypatch.setattr(worker_module, "RECONNECT_BACKOFF", ConstantBackoff(0.05))
     down = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2,
                        retry=redis.retry.Retry(NoBackoff(), 0))
-    broken = DeliveryProcessor(processor.settings, down, processor.graph, processor.github)
+    broken = build_processor(processor.settings, down, processor.graph, processor.github)
     with caplog.at_level(logging.WARNING, logger="the_loop.worker"), \
             pytest.raises(redis.exceptions.ConnectionError):
         work_with_reconnect(broken, Queue(ns.queue_name, connection=down), burst=True,

@@ -22,6 +22,7 @@ from the_loop.events import GitHubEvent
 from the_loop.graphs import load_graph
 from the_loop.inbox.record import DeliveryRecord
 from the_loop.settings import WorkerSettings
+from the_loop.wiring import build_processor
 from webhook.events import parse_delivery
 from workers import routes
 from workers.drain import DeliveryProcessor
@@ -67,7 +68,7 @@ def env(redis_ns):
     settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name,
                               reactions=(("enabled", True), ("started", "eyes"),
                                          ("completed", "hooray"), ("error", "confused")))
-    processor = DeliveryProcessor(settings, redis_ns.client, load_graph(), lambda _i: gh)
+    processor = build_processor(settings, redis_ns.client, load_graph(), lambda _i: gh)
     return gh, processor
 
 

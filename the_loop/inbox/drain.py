@@ -37,7 +37,7 @@ import redis
 
 from the_loop.inbox.keys import SHARED_INBOX, Keys
 from the_loop.inbox.record import DeliveryRecord, text
-from the_loop.inbox.scripts import Scripts
+from the_loop.inbox.scripts import Routed, Scripts
 from the_loop.inbox.wake import WAKE_TTL_MS, WakeUps
 
 log = logging.getLogger("the_loop.worker")
@@ -73,6 +73,8 @@ class Step:
         record: the delivery taken, decoded; ``None`` when its record expired.
         leftover: an expired record left bookkeeping fields behind (delete them).
         done: what became of the delivery handled before (see ``step.lua``).
+        route: the router's route for the delivery taken (the table the
+            :class:`Inboxes` were given), ``""`` when it has none (ignored).
     """
 
     what: str
@@ -85,18 +87,19 @@ class Step:
     record: DeliveryRecord | None
     leftover: bool
     done: str
+    route: str = ""
 
     @classmethod
     def parse(cls, reply: list[Any]) -> Step:
         """Decode ``step.lua``'s reply."""
-        what, ref, delivery_id, attempt, first, ready, wake, fields, done = reply
+        what, ref, delivery_id, attempt, first, ready, wake, fields, done, route = reply
         it = iter(fields)
         values = dict(zip(it, it, strict=False))
         delivery_id = text(delivery_id)
         record = DeliveryRecord.from_redis(values, delivery_id) if values else None
         return cls(text(what), text(ref), delivery_id, int(attempt), bool(first),
                    int(ready), bool(wake), record, bool(values) and record is None,
-                   text(done))
+                   text(done), text(route))
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,12 +117,13 @@ class Inboxes:
     Args:
         connection: the Redis client (the queue's).
         settings: prefix, queue and lock timeout (the worker's settings).
-        routed: the ``(event, action)`` pairs the worker's router acts on: a step
-            returns the body only for those (``action`` ``None``: any action).
+        routed: the worker's router table, ``(event, action) -> route`` (``action``
+            ``None``: any action): a step returns the body and the route only for
+            those.
     """
 
     def __init__(self, connection: redis.Redis, settings: DrainSettings, *,
-                 routed: Iterable[tuple[str, str | None]] = ()) -> None:
+                 routed: Routed = ()) -> None:
         self.redis = connection
         self.settings = settings
         self.keys = Keys(settings.prefix, settings.queue)

@@ -12,13 +12,14 @@
 Scripts never spell a key name: they get keys through ``KEYS`` and the per-ref key
 prefixes through ``ARGV`` (:meth:`the_loop.inbox.keys.Keys.per_ref`). Two tables are
 written into ``step.lua`` when it is loaded: the record fields it reads
-(:data:`the_loop.inbox.record.FIELDS`) and the router's ``(event, action)`` pairs
-(given by the worker, whose router owns them).
+(:data:`the_loop.inbox.record.FIELDS`) and the router's table, ``(event, action)`` ->
+route (given by the worker, whose router owns it): a drain step decides the route once
+and hands it back with the delivery.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib.resources import files
 
@@ -27,7 +28,11 @@ from redis.commands.core import Script
 
 from the_loop.inbox.record import FIELDS
 
-__all__ = ["Scripts", "lua_string", "source", "step_source"]
+__all__ = ["Routed", "Scripts", "lua_string", "source", "step_source"]
+
+#: The router's table as the step script takes it: ``(event, action) -> route``, or only
+#: the pairs (action ``None``: every action of the event).
+Routed = Mapping[tuple[str, str | None], str] | Iterable[tuple[str, str | None]]
 
 
 @cache
@@ -42,13 +47,21 @@ def lua_string(text: str) -> str:
                          for c in text) + '"'
 
 
-def step_source(routed: Iterable[tuple[str, str | None]]) -> str:
-    """``step.lua`` with :data:`~the_loop.inbox.record.FIELDS` and the routed pairs
-    written in (``action`` ``None`` = every action of the event: ``"event *"``)."""
-    pairs = sorted({f"{event} {action or '*'}" for event, action in routed})
+def step_source(routed: Routed) -> str:
+    """``step.lua`` with :data:`~the_loop.inbox.record.FIELDS` and the router's table
+    written in (``action`` ``None`` = every action of the event: ``"event *"``).
+
+    Args:
+        routed: ``(event, action) -> route`` (a step then returns the route with the
+            delivery), or just the pairs (``true``: the body only).
+    """
+    routes = routed if isinstance(routed, Mapping) else dict.fromkeys(routed, True)
+    pairs = sorted((f"{event} {action or '*'}",
+                    "true" if route is True else lua_string(str(route)))
+                   for (event, action), route in routes.items())
     return (source("step")
             .replace("--[[FIELDS]]", ", ".join(lua_string(f) for f in FIELDS))
-            .replace("--[[ROUTED]]", ", ".join(f"[{lua_string(p)}] = true" for p in pairs)))
+            .replace("--[[ROUTED]]", ", ".join(f"[{lua_string(p)}] = {v}" for p, v in pairs)))
 
 
 class Scripts:
@@ -57,12 +70,13 @@ class Scripts:
 
     Args:
         connection: the Redis client.
-        routed: the ``(event, action)`` pairs whose body a drain step returns (the
-            worker's router table); empty = never (the body is then read on demand).
+        routed: the worker's router table, ``(event, action) -> route``: a drain step
+            returns the body of those deliveries, and their route (just the pairs: the
+            body only); empty = never (the body is then read on demand).
     """
 
     def __init__(self, connection: redis.Redis,
-                 routed: Iterable[tuple[str, str | None]] = ()) -> None:
+                 routed: Routed = ()) -> None:
         self.enqueue: Script = connection.register_script(source("enqueue"))
         self.step: Script = connection.register_script(step_source(routed))
         self.mark_ready: Script = connection.register_script(source("mark_ready"))

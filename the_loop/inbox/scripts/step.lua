@@ -11,16 +11,18 @@
 --            scheduled retry lists it again), 'yield' (let go, listed again if it has more)
 -- ARGV[13] = a ref to take now ('' = none)
 -- ARGV[14] = at most this many refs popped off P:ready (0 = leave the ready list alone)
--- Returns {what, ref, delivery id, attempt, first, #ready, wake pending, record, done}:
+-- Returns {what, ref, delivery id, attempt, first, #ready, wake pending, record, done,
+-- route}:
 -- what 'ok' (a delivery was taken: its attempt is counted, first = 1 on its first start,
--- record = its fields, the body only when the router acts on its event and action),
+-- record = its fields, the body only when the router acts on its event and action,
+-- route = the router's route for them, '' when it has none),
 -- else 'idle', 'locked', 'held' or 'empty'; done says what became of ARGV[8]: 'more',
 -- 'released', 'yielded', 'held', 'empty', 'lost' (the lock was no longer ours) or
 -- 'changed' (it was no longer the head).
 local INBOX, LOCK, BACKOFF, PARKED, DELIVERY = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 -- The record's fields read before the body (the_loop.inbox.record.FIELDS); the loader
--- writes them in, and the router's table: the "event action" (or "event *") pairs the
--- router acts on.
+-- writes them in, and the router's table: "event action" (or "event *") -> the route
+-- (true when the loader was given only the pairs).
 local FIELDS = {--[[FIELDS]]}
 local ROUTED = {--[[ROUTED]]}
 local token, ttl = ARGV[6], ARGV[7]
@@ -61,21 +63,26 @@ local function took(ref, id, done)
     end
   end
   local event = values[EVENT]
+  local route = ''
   if event then
     attempt = redis.call('HINCRBY', rec, 'attempts', 1)
     first = redis.call('HSETNX', rec, 'started', 1)
     -- The 15 KB body only when the router will read it (the route alone ignores the rest).
-    if ROUTED[event .. ' ' .. (values[ACTION] or '')] or ROUTED[event .. ' *'] then
+    local routed = ROUTED[event .. ' ' .. (values[ACTION] or '')] or ROUTED[event .. ' *']
+    if routed then
       record[#record + 1] = 'body'
       record[#record + 1] = redis.call('HGET', rec, 'body')
+      if type(routed) == 'string' then
+        route = routed
+      end
     end
   end
   return {'ok', ref, id, attempt, first, redis.call('LLEN', KEYS[1]),
-          redis.call('EXISTS', KEYS[2]), record, done}
+          redis.call('EXISTS', KEYS[2]), record, done, route}
 end
 local function nothing(what, done)
   return {what, '', '', 0, 0, redis.call('LLEN', KEYS[1]), redis.call('EXISTS', KEYS[2]),
-          {}, done}
+          {}, done, ''}
 end
 
 local done = ''
