@@ -13,6 +13,9 @@ from typing import Any, Protocol, cast
 from graph.ports import GitHub, Integration, Jira, Slack
 
 DEFAULT_ENROLMENT_LABEL = "the-loop"
+#: Prefix of the label that shows a work item's phase (``phase:design``): written by the
+#: ``set-phase-label`` hook, watched by the worker for drift.
+PHASE_PREFIX = "phase:"
 
 
 class FileReader(Protocol):

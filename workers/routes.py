@@ -29,13 +29,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from graph.context import PHASE_PREFIX
 from graph.model import Graph, WorkItem
 from graph.ports import GitHub, IntegrationError
 from graph.refs import WorkItemRef
 from graph.runtime import AdvanceResult, Runtime
 from graph.state import StateStore
 from the_loop.events import GitHubEvent
-from the_loop.hooks.set_phase_label import PHASE_PREFIX
 from the_loop.inbox.record import DeliveryRecord
 from the_loop.settings import WorkerSettings
 from workers import metrics as worker_metrics

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from graph.context import PHASE_PREFIX
 from graph.model import HookContext, HookResult
 from graph.registry import hook
 
-PHASE_PREFIX = "phase:"
 PHASE_COLOR = "5319e7"
 
 
