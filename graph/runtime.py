@@ -206,6 +206,9 @@ class AdvanceResult:
         moves: edges taken, in order.
         chains: every chain run, in order.
         messages: the messages of the last stopping chain (feedback to the work).
+        state: the work item's state as the advance left (and saved) it, so a caller
+            need not read it back from the store; ``None`` only for results built
+            elsewhere.
     """
 
     ref: str
@@ -214,6 +217,7 @@ class AdvanceResult:
     moves: list[Move] = field(default_factory=list)
     chains: list[ChainResult] = field(default_factory=list)
     messages: tuple[Message, ...] = ()
+    state: WorkItemState | None = field(default=None, repr=False, compare=False)
 
 
 class GraphMismatch(LoopError, RuntimeError):
@@ -341,7 +345,8 @@ class Runtime:
     ) -> AdvanceResult:
         self._check_graph(state)
         self._retry_forced(state, work_item, config)
-        result = AdvanceResult(ref=state.ref, node=state.current_node, status=state.status)
+        result = AdvanceResult(ref=state.ref, node=state.current_node, status=state.status,
+                               state=state)
         if state.status == Status.DONE:
             return result
         if event is not None and event.delivery_id == state.last_event:

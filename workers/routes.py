@@ -242,7 +242,7 @@ def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
     A retried delivery advances on a tick (its event was consumed), so what its first
     attempt decided is read back: its alarms from the event log, its decision from the
     state."""
-    state = agent.store.load(item.ref)
+    state = result.state if result.state is not None else agent.store.load(item.ref)
     if state is None:
         return
     alarms = [alarm_effect(item.ref, len(state.decisions), chain.node)
