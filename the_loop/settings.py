@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from graph.context import DEFAULT_ENROLMENT_LABEL
@@ -28,6 +28,8 @@ from graph.errors import LoopError
 from the_loop.config.deployment import CONFIG_ENV, Classification, CliConfig, load_cli_config
 from the_loop.config.loader import ConfigFileError
 from the_loop.config.repository import DEFAULT_SPEC_DIR
+
+_N = TypeVar("_N", int, float)  # the numbers _Reader._positive reads
 
 __all__ = [
     "DEFAULT_API_URL",
@@ -598,29 +600,26 @@ class _Reader:
         return value
 
     def seconds_int(self, name: str, default: int) -> int:
-        raw = self.get(name)
-        if raw is None:
-            return default
-        try:
-            value = int(raw)
-        except ValueError:
-            raise SettingsError(
-                f"{name} must be a whole number of seconds, e.g. {name}={default}") from None
-        if value <= 0:
-            raise SettingsError(f"{name} must be positive, e.g. {name}={default}")
-        return value
+        """``name`` as a positive whole number of seconds, ``default`` when unset."""
+        return self._positive(name, default, int, "a whole number of seconds", str(default))
 
     def seconds(self, name: str, default: float) -> float:
+        """``name`` as a positive, finite number of seconds, ``default`` when unset."""
+        return self._positive(name, default, float, "a number of seconds", f"{default:g}")
+
+    def _positive(self, name: str, default: _N, parse: Callable[[str], _N], word: str,
+                  example: str) -> _N:
+        """One reader for positive numbers: parse, refuse non-numbers and values <= 0 or
+        infinite with the variable, the expected form and an example; raises SettingsError."""
         raw = self.get(name)
         if raw is None:
             return default
         try:
-            value = float(raw)
+            value = parse(raw)
         except ValueError:
-            raise SettingsError(
-                f"{name} must be a number of seconds, e.g. {name}={default:g}") from None
+            raise SettingsError(f"{name} must be {word}, e.g. {name}={example}") from None
         if not value > 0 or math.isinf(value):
-            raise SettingsError(f"{name} must be positive, e.g. {name}={default:g}")
+            raise SettingsError(f"{name} must be positive, e.g. {name}={example}")
         return value
 
     def backoff(self, name: str, default: tuple[float, ...]) -> tuple[float, ...]:
