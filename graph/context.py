@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from graph.ports import GitHub, Integration, Jira, Slack
+from graph.work import AgentWork
 
 DEFAULT_ENROLMENT_LABEL = "the-loop"
 #: Prefix of the label that shows a work item's phase (``phase:design``): written by the
@@ -117,6 +118,9 @@ class HookConfig:
             -> an outcome or ``None`` (invalid output after its retries).
         human_only: risk tier -> whether gates must be decided by an explicit human
             signal (default: always).
+        work: where agent turns are ordered (:class:`graph.work.AgentWork`, the runner);
+            ``None`` when no harness is configured: an agent node then waits for its
+            artifacts to be pushed by someone, as a person would.
     """
 
     harness: Mapping[str, Any] = field(default_factory=dict)
@@ -132,6 +136,7 @@ class HookConfig:
     trees: Callable[[str], str | None] | None = None
     classifier: Callable[[str, Sequence[str]], str | None] | None = None
     human_only: Callable[[int | None], bool] = field(default=lambda tier: True)
+    work: AgentWork | None = field(default=None, repr=False, compare=False)
 
     @property
     def github(self) -> GitHub | None:

@@ -37,6 +37,9 @@ class Status(StrEnum):
     ACTIVE = "active"
     #: A chain returned ``wait``: nothing is wrong, an event is awaited (a gate decision).
     WAITING = "waiting"
+    #: An agent node's harness turn is ordered or running (:mod:`graph.work`); its exit
+    #: chain runs when the runner reports the turn's end.
+    WORKING = "working"
     #: A chain returned ``block``: a requirement is unmet; the work retries.
     BLOCKED = "blocked"
     #: A human has been asked to step in (a terminal block, a repeated block, or the
@@ -202,6 +205,8 @@ class InboundEvent:
         author: login of the comment's or review's author (differs from ``actor`` when
             someone else edited it).
         review_commit: the commit a pull request review was submitted on.
+        turn: for a :data:`graph.work.TURN_COMPLETED` event, the runner's report
+            (:meth:`graph.work.TurnEnded.to_dict`); written by the-loop, never a payload's.
     """
 
     kind: str
@@ -215,6 +220,7 @@ class InboundEvent:
     label: str | None = None
     author: str | None = None
     review_commit: str | None = None
+    turn: Mapping[str, Any] | None = None
 
     @property
     def body_sha256(self) -> str | None:
@@ -472,7 +478,7 @@ def canonical_form(name: str, start: str, nodes: Iterable[Node],
     """Canonical dict of a graph's parts; the digest is taken over its JSON bytes."""
 
     def chain(calls: tuple[HookCall, ...]) -> list[dict[str, Any]]:
-        return [{"hook": c.name, "with": _plain(c.params)} for c in calls]
+        return [{"hook": c.name, "with": plain(c.params)} for c in calls]
 
     return {
         "name": name,
@@ -497,9 +503,10 @@ def canonical_form(name: str, start: str, nodes: Iterable[Node],
     }
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """``value`` as JSON data: mappings with sorted string keys, tuples as lists."""
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in sorted(value.items())}
+        return {str(k): plain(v) for k, v in sorted(value.items())}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value

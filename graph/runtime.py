@@ -42,10 +42,20 @@ from graph.model import (
     Session,
     Status,
     WorkItem,
+    plain,
 )
 from graph.ports import IntegrationError, RetryLater
 from graph.state import StateError, StateStore, WorkItemState
 from graph.status import render_status, status_effect
+from graph.work import (
+    CANCELLED,
+    TURN_COMPLETED,
+    TurnEnded,
+    TurnOrder,
+    add_spend,
+    spend_of,
+    working_line,
+)
 
 log = logging.getLogger(__name__)
 
@@ -373,7 +383,16 @@ class Runtime:
                 result.status, result.node = Status.DONE, node.id
                 self._publish(state, work_item, config, node, ())
                 return result
-            chain = self._run(node, "exit", state, work_item, config, event, repo)
+            ended: TurnEnded | None = None
+            if self._works(node, state, config):
+                ended = self._turn_ended(state, node, event)
+                if ended is None:  # the agent's turn is still to come: nothing to check yet
+                    return self._await_turn(state, work_item, config, node, result)
+            if ended is not None and not ended.ok:
+                chain = self._failed_turn(node, ended)
+                self._record(state, chain, event)
+            else:
+                chain = self._run(node, "exit", state, work_item, config, event, repo)
             if event is not None:
                 state.last_event = event.delivery_id  # persisted with what follows
             event = None  # consumed by the first exit chain
@@ -436,11 +455,11 @@ class Runtime:
             if inherited:
                 session = dict(inherited)
             else:
-                session = {"id": uuid.uuid4().hex, "runner": "harness", "cwd": None,
+                session = {"id": str(uuid.uuid4()), "runner": "harness", "cwd": None,
                            "seeded_with": gate_artifacts(self.graph, node)}
         elif node.actor == "agent":
             session = state.sessions.get(node_id) or {
-                "id": uuid.uuid4().hex, "runner": "harness", "cwd": None}
+                "id": str(uuid.uuid4()), "runner": "harness", "cwd": None}
         if session is not None:
             state.sessions[node_id] = session
         state.session = session
@@ -564,14 +583,14 @@ class Runtime:
                 escalation = (f"node {node.id} blocked {attempts} times "
                               f"(its limit is {node.attempts})")
             if escalation:
-                state.status = Status.ESCALATED
-                state.escalated = {"node": node.id, "reason": escalation, "at": time.time()}
-                self._log(state, "work-item.escalated",
-                          {"node": node.id, "reason": escalation, "attempts": attempts}, None)
+                self._escalate(state, node, escalation, attempts=attempts)
             elif state.escalated:
                 state.status = Status.ESCALATED
             else:
                 state.status = Status.BLOCKED
+                if chain.boundary == "exit" and self._works(node, state, config):
+                    # do -> check -> repair: the block's messages are the next turn's input.
+                    self._order_turn(state, work_item, config, node)
         self.store.save(state)
         result.status, result.node = state.status, state.current_node
         result.messages = chain.messages
@@ -579,6 +598,123 @@ class Runtime:
             m for m in chain.messages if m.code in node.shown_waits)
         self._publish(state, work_item, config, node, shown, hook=stop.hook if stop else None)
         return result
+
+    # -- agent work (graph.work) -------------------------------------------------------
+
+    @staticmethod
+    def _works(node: Node, state: WorkItemState, config: HookConfig) -> bool:
+        """Whether ``node``'s work is a harness turn the runtime orders: an agent node,
+        a harness configured, and no human asked to step in (an escalated agent node is
+        evaluated on every event, as when a person does the work)."""
+        return node.actor == "agent" and config.work is not None and not state.escalated
+
+    def _turn_ended(self, state: WorkItemState, node: Node,
+                    event: InboundEvent | None) -> TurnEnded | None:
+        """The report of the outstanding turn carried by ``event``, recorded (spend, the
+        session to resume, the event log); ``None`` when ``event`` is not that report."""
+        live = state.turn
+        if (live is None or event is None or event.kind != TURN_COMPLETED
+                or not event.turn or event.turn.get("id") != live.get("id")
+                or live.get("node") != node.id):
+            return None
+        try:
+            ended = TurnEnded.from_dict(event.turn)
+        except (KeyError, TypeError, ValueError):
+            ended = TurnEnded(id=str(live["id"]), status="error",
+                              detail="the runner's report of the turn was malformed")
+        state.turn = None
+        add_spend(state.spend, ended)
+        session = state.sessions.setdefault(node.id, dict(state.session or {}))
+        if ended.session_id:
+            session["id"] = ended.session_id
+        if ended.harness_session:
+            session["resume"] = ended.harness_session
+        state.session = session
+        self._log(state, "turn.completed", {
+            "node": node.id, "turn": live.get("number"), "status": ended.status,
+            "cost_usd": ended.cost_usd, "seconds": ended.seconds, "head_sha": ended.head_sha,
+            "session": session.get("id")}, event)
+        return ended
+
+    @staticmethod
+    def _failed_turn(node: Node, ended: TurnEnded) -> ChainResult:
+        """A turn that did not run to its end is a block of the work itself (cancelled by
+        an operator: one retrying cannot fix)."""
+        reason = ended.detail or ended.status
+        message = Message(f"the agent's turn ended without completing ({ended.status}: "
+                          f"{reason})", code=f"turn-{ended.status}")
+        result = HookResult.blocked("harness", message,
+                                    retriable=ended.status != CANCELLED)
+        return ChainResult(node.id, "exit", "block", "block", (result,))
+
+    def _await_turn(self, state: WorkItemState, work_item: WorkItem, config: HookConfig,
+                    node: Node, result: AdvanceResult) -> AdvanceResult:
+        """No report of the node's turn yet: order the first turn, or (an event while a
+        turn is out, a retried delivery) place the outstanding order again, which the
+        runner runs once."""
+        work = config.work
+        assert work is not None
+        if state.turn is None:
+            self._order_turn(state, work_item, config, node)
+        else:
+            state.status = Status.WORKING
+            self.store.save(state)
+            work.order(TurnOrder.from_dict(state.turn["order"]))
+        result.status, result.node = state.status, state.current_node
+        self._publish(state, work_item, config, node, ())
+        return result
+
+    def _order_turn(self, state: WorkItemState, work_item: WorkItem, config: HookConfig,
+                    node: Node) -> None:
+        """Order the node's next turn (status ``working``), or escalate when the visit's
+        turns (``harness.maxTurns``) or the work item's cost cap are used up. The order
+        is saved before it is placed (a crash in between places it again)."""
+        work = config.work
+        assert work is not None
+        number = state.turns.get(node.id, 0) + 1
+        spent = spend_of(state.spend)["cost_usd"]
+        if number > work.max_turns:
+            self._escalate(state, node, f"node {node.id} used its {work.max_turns} agent turns")
+            return
+        if work.cost_cap_usd is not None and spent >= work.cost_cap_usd:
+            self._escalate(state, node, f"the agent's cost cap of ${work.cost_cap_usd:.2f} "
+                                        f"for this work item is reached (${spent:.2f} spent)")
+            return
+        session = state.sessions.get(node.id) or {"id": str(uuid.uuid4()),
+                                                  "runner": "harness", "cwd": None}
+        state.sessions[node.id] = state.session = session
+        order = TurnOrder(
+            id=f"{work_item.ref}/{node.id}/{state.visit}/turn/{number}",
+            ref=work_item.ref, node=node.id, visit=state.visit, number=number,
+            max_turns=work.max_turns, session_id=str(session["id"]),
+            resume=session.get("resume"), command=node.command, stage=node.stage,
+            artifacts=tuple(self.artifacts(node, work_item).values()),
+            checks=tuple({"hook": c.name, "with": plain(c.params)} for c in node.exit),
+            feedback=dict(state.next_input.get(node.id) or {}),
+            seeded_with=tuple(self.artifacts_for(work_item, a) for a in
+                              gate_artifacts(self.graph, node)),
+        )
+        state.turns[node.id] = number
+        state.turn = {"id": order.id, "node": node.id, "number": number,
+                      "status": "ordered", "at": time.time(), "order": order.to_dict()}
+        state.status = Status.WORKING
+        state.parked_reason = working_line(number, work.max_turns, state.spend)
+        self.store.save(state)
+        self._log(state, "turn.ordered", {"node": node.id, "turn": number,
+                                          "session": order.session_id,
+                                          "resume": order.resume is not None}, None)
+        work.order(order)
+
+    def _escalate(self, state: WorkItemState, node: Node, reason: str, *,
+                  attempts: int | None = None) -> None:
+        """Ask a human to step in at ``node`` (status ``escalated`` until it moves on)."""
+        state.status = Status.ESCALATED
+        state.escalated = {"node": node.id, "reason": reason, "at": time.time()}
+        state.turn = None
+        data: dict[str, Any] = {"node": node.id, "reason": reason}
+        if attempts is not None:
+            data["attempts"] = attempts
+        self._log(state, "work-item.escalated", data, None)
 
     def _publish(
         self,
@@ -597,13 +733,14 @@ class Runtime:
         "Notification hook fails")."""
         escalation = state.escalated["reason"] if state.escalated else None
         mentions = [p.github for p in config.collaborators.people(node.role) if p.github]
+        working = state.parked_reason if state.status == Status.WORKING else None
         body = render_status(work_item, node.id, node.phase, state.status, messages,
                              hook=hook, escalation=escalation,
-                             mentions=mentions if escalation else ())
+                             mentions=mentions if escalation else (), working=working)
         body_digest = digest(body)
         if body_digest == state.status_digest:
             return
-        summary = "; ".join(m.text for m in messages)
+        summary = "; ".join(([working] if working else []) + [m.text for m in messages])
         for call in node.calls:
             on_status = call.definition.on_status
             if on_status is None:

@@ -66,6 +66,12 @@ class WorkItemState:
             delivery processed again (a retried job) is evaluated as a tick.
         blocked_by_delivery: ``{delivery, event, reason, attempts, at}`` while a delivery
             of this item is parked as a dead letter (later deliveries wait behind it).
+        turn: the agent turn ordered and not yet reported (:mod:`graph.work`):
+            ``{id, node, number, status: "ordered", at, order}``; ``None`` when no turn is
+            outstanding.
+        turns: node id -> agent turns ordered in the current visit.
+        spend: what the work item's agent turns cost: ``{cost_usd, input_tokens,
+            output_tokens, turns, seconds}`` (summed from each turn's report).
         created_at, updated_at: Unix seconds.
     """
 
@@ -92,6 +98,9 @@ class WorkItemState:
     effects: dict[str, dict[str, Any]] = field(default_factory=dict)
     last_event: str | None = None
     blocked_by_delivery: dict[str, Any] | None = None
+    turn: dict[str, Any] | None = None
+    turns: dict[str, int] = field(default_factory=dict)
+    spend: dict[str, Any] = field(default_factory=dict)
     created_at: float = field(default_factory=now)
     updated_at: float = field(default_factory=now)
     version: int = STATE_VERSION
@@ -111,6 +120,8 @@ class WorkItemState:
         self.parked_reason = None
         self.escalated = None
         self.attempts[node_id] = 0
+        self.turns[node_id] = 0
+        self.turn = None  # a turn of the node left behind reports to nobody
         self.last_block.pop(node_id, None)
         self.visits[node_id] = self.visits.get(node_id, 0) + 1
         # Effects key on the node visit: those of the visit just left are never replayed.

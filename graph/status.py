@@ -30,6 +30,7 @@ def render_status(
     hook: str | None = None,
     escalation: str | None = None,
     mentions: Sequence[str] = (),
+    working: str | None = None,
 ) -> str:
     """The status comment body: phase, status, and what the work must do next.
 
@@ -41,13 +42,18 @@ def render_status(
         hook: the hook that produced them.
         escalation: why a human is asked to step in, in the-loop's words.
         mentions: GitHub logins to @mention (from the repository's collaborators file).
+        working: while an agent turn is out, its one line
+            (:func:`graph.work.working_line`: ``agent working: turn 2 of 5, 3 min, $0.41``).
     """
     lines = [f"**the-loop** · phase `{phase}` (node `{node}`) · **{Status(status).value}**", ""]
+    if working:
+        lines += [f"{working[:1].upper()}{working[1:]}.", ""]
     if escalation:
         who = " ".join(f"@{m}" for m in mentions)
         lines += [f"A human is needed: {escalation}." + (f" {who}" if who else ""), ""]
     if messages:
-        lines.append(f"What `{hook or 'the exit chain'}` needs before this node can complete:")
+        lead = ("The agent's next turn repairs what" if working else "What")
+        lines.append(f"{lead} `{hook or 'the exit chain'}` needs before this node can complete:")
         for m in messages:
             where = f" (`{m.path}`)" if m.path and m.path not in m.text else ""
             lines.append(f"- {m.text}{where}")
