@@ -115,6 +115,37 @@ def worker(burst: bool) -> None:
         ) from None
 
 
+@main.command()
+@click.option("--burst", is_flag=True, help="Exit when the turns queue is empty.")
+@click.option("--processes", type=click.IntRange(1, 64), default=None,
+              show_default="runner.concurrency",
+              help="Runner processes to start (each runs one turn at a time).")
+def runner(burst: bool, processes: int | None) -> None:
+    """Run the harness runner: agent turns from the turns queue, each in its own
+    workspace, reported back to the worker (see docs/harness.md)."""
+    settings = read_settings("worker")
+    _setup_logging(settings)
+    import redis
+
+    from graph.compile import GraphError
+    from integrations.capabilities import CapabilityError
+    from integrations.harness.base import HarnessError
+    from the_loop.settings import SettingsError
+    from the_loop.wiring import build_runner
+    from workers.runner import serve
+
+    try:
+        build_runner(settings)  # fail here, naming the fix, before any process starts
+    except (GraphError, CapabilityError, HarnessError, SettingsError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    except redis.RedisError as exc:
+        raise click.ClickException(
+            f"Redis at REDIS_URL is unreachable ({type(exc).__name__}); start it or fix REDIS_URL"
+        ) from None
+    sys.exit(serve(lambda: build_runner(settings), processes or settings.runner.concurrency,
+                   burst=burst, logging_level=settings.logging.level))
+
+
 def _payload_files(paths: tuple[str, ...]) -> list[Path]:
     files: list[Path] = []
     for raw in paths:

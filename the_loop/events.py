@@ -20,6 +20,7 @@ from typing import Any, Final, Literal
 
 from graph.model import InboundEvent, WorkItem
 from graph.refs import RefError, WorkItemRef
+from graph.work import TURN_COMPLETED
 from the_loop.config.repository import DEFAULT_SPEC_DIR
 
 __all__ = [
@@ -87,7 +88,14 @@ def _number(value: Any) -> int | None:
 
 # --- work items ---------------------------------------------------------------------
 
-_ISSUE_EVENTS = frozenset({"issues", "issue_comment"})
+#: The event of the runner's report that an agent turn ended (:mod:`workers.turns`):
+#: written into the inbox by the-loop itself, never accepted from a webhook (GitHub's
+#: event names have no ``-`` or ``.``; the receiver refuses it all the same).
+TURN_EVENT: Final = "the-loop.turn"
+#: Event names only the-loop itself may queue.
+INTERNAL_EVENTS: Final = frozenset({TURN_EVENT})
+
+_ISSUE_EVENTS = frozenset({"issues", "issue_comment", TURN_EVENT})
 _PULL_REQUEST_EVENTS = frozenset(
     {"pull_request", "pull_request_review", "pull_request_review_comment"}
 )
@@ -301,6 +309,9 @@ class GitHubEvent:
             reports, or ``None``.
         pushed_ref: a push's ``ref`` (``refs/heads/BRANCH``), or ``None``.
         after: a push's ``after`` (the new head commit), or ``None``.
+        title: the issue's or pull request's title (untrusted: only ever made into a
+            branch name's ASCII slug), or ``None``.
+        turn: the runner's report of a :data:`TURN_EVENT`, or ``None``.
     """
 
     name: str
@@ -320,6 +331,8 @@ class GitHubEvent:
     ci: CIResult | None = None
     pushed_ref: str | None = None
     after: str | None = None
+    title: str | None = field(default=None, repr=False)
+    turn: Mapping[str, Any] | None = None
 
     @classmethod
     def parse(cls, event: str, payload: Mapping[str, Any],
@@ -337,6 +350,9 @@ class GitHubEvent:
         repository = _mapping(payload, "repository")
         pull = _mapping(payload, "pull_request")
         head = _mapping(pull, "head")
+        turn = _mapping(payload, "turn") if event == TURN_EVENT else None
+        if turn:  # the pushed head the exit chain checks
+            head = {"sha": turn.get("head_sha"), "ref": turn.get("branch")}
         subject = pull or _mapping(payload, "issue")
         kind: SubjectKind | None = None
         if "pull_request" in payload or subject.get("pull_request"):
@@ -364,6 +380,8 @@ class GitHubEvent:
             ci=_ci_result(event, full_name, payload),
             pushed_ref=_str(payload.get("ref")) if event == "push" else None,
             after=_str(payload.get("after")) if event == "push" else None,
+            title=_str(subject.get("title")),
+            turn=dict(turn) if turn else None,
         )
 
     @property
@@ -392,7 +410,7 @@ class GitHubEvent:
         :class:`graph.model.InboundEvent`)."""
         comment = self.comment
         return InboundEvent(
-            kind=self.kind_name,
+            kind=TURN_COMPLETED if self.turn is not None else self.kind_name,
             delivery_id=delivery_id,
             actor=self.sender.login,
             actor_type=self.sender.type,
@@ -403,4 +421,5 @@ class GitHubEvent:
             label=self.label,
             author=comment.author if comment else None,
             review_commit=comment.review_commit if comment else None,
+            turn=self.turn,
         )

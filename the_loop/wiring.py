@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import logging
 import shutil
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import redis
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 
     from graph.context import HookConfig
     from graph.model import Graph
-    from graph.ports import Integration
+    from graph.ports import GitHub, Integration
     from graph.runtime import Runtime
     from integrations.github import GitHubAppApi
     from integrations.providers import GitHubProvider
@@ -42,7 +44,9 @@ if TYPE_CHECKING:
     from workers.drain import DeliveryProcessor
     from workers.repo_context import Classifier
     from workers.routes import GitHubFactory
+    from workers.runner import TurnRunner
     from workers.state import RedisStateStore
+    from workers.turns import TurnRecords
 
 __all__ = [
     "OPTIONAL_INTEGRATIONS",
@@ -276,7 +280,22 @@ def build_worker(
     # The observed client answers the GitHub port as the one it wraps.
     factory = cast("GitHubFactory", ObservedFactory(github, name="github"))
     return build_processor(worker, conn, graph, factory, integrations=observed,
-                           classifier=classifier)
+                           classifier=classifier, turns=turn_records(settings, conn),
+                           max_turns=settings.harness.max_turns,
+                           cost_cap_usd=settings.harness.cost_cap_usd)
+
+
+def turn_records(settings: Settings, connection: redis.Redis) -> TurnRecords | None:
+    """The runner's turn records, or ``None`` when no harness is configured
+    (``harness.adapter: none``: agent nodes wait for a person's push)."""
+    from the_loop.inbox.keys import Keys
+    from workers.turns import TurnRecords
+
+    if settings.harness.adapter == "none":
+        return None
+    keys = Keys(settings.worker.prefix, settings.worker.queue)
+    return TurnRecords(connection, keys, settings.runner.queue,
+                       job_timeout=int(settings.harness.turn_timeout) + 3600)
 
 
 def build_processor(
@@ -287,6 +306,9 @@ def build_processor(
     *,
     integrations: Mapping[str, Integration] | None = None,
     classifier: Classifier | None = None,
+    turns: TurnRecords | None = None,
+    max_turns: int = 5,
+    cost_cap_usd: float | None = None,
 ) -> DeliveryProcessor:
     """The worker's processor from parts already made: every collaborator (the state
     store, the runtime, the repository context, the notices, the inboxes, retries and
@@ -301,6 +323,9 @@ def build_processor(
             (enrolled work items then fail, naming the variables to set).
         integrations: providers other than GitHub (``slack``, ``jira``).
         classifier: the optional model classifier for gate feedback.
+        turns: the runner's turn records (agent nodes' work is ordered as harness
+            turns), or ``None`` (no harness).
+        max_turns, cost_cap_usd: ``harness.maxTurns`` and ``harness.costCapUsd``.
 
     No I/O happens here.
     """
@@ -322,9 +347,85 @@ def build_processor(
     queue = DeliveryQueue(connection, queue_name=settings.queue, prefix=settings.prefix)
     agent = Agent(settings, graph, store, Runtime(graph, store),
                   RepoContext(settings, connection, dict(integrations or {}), classifier),
-                  Notices(store), github, partial(fan_out, queue))
+                  Notices(store), github, partial(fan_out, queue), turns=turns,
+                  max_turns=max_turns, cost_cap_usd=cost_cap_usd)
     return DeliveryProcessor(settings, connection, agent, inboxes,
                              Deliveries(connection, settings, store, inboxes))
+
+
+# ----------------------------------------------------------------------------- runner
+
+
+def git_url(settings: Settings) -> Callable[[str], str]:
+    """``OWNER/REPO`` -> its clone URL: ``runner.gitUrl`` (``{repo}`` replaced), else
+    derived from the GitHub API URL as GitHub lays hosts out: ``https://api.github.com``
+    -> ``https://github.com/OWNER/REPO.git``; Enterprise Server ``https://HOST/api/v3``
+    -> ``https://HOST/OWNER/REPO.git`` ("About remote repositories", GitHub docs)."""
+    template = settings.runner.git_url
+    if not template:
+        api = settings.require_github().base_url.rstrip("/")
+        parts = urllib.parse.urlsplit(api)
+        host = parts.netloc.removeprefix("api.") if parts.netloc.startswith("api.") \
+            else parts.netloc
+        path = parts.path.removesuffix("/api/v3")
+        template = f"{parts.scheme}://{host}{path}/{{repo}}.git"
+    return lambda repo: template.replace("{repo}", repo)
+
+
+def build_runner(settings: Settings, connection: redis.Redis | None = None) -> TurnRunner:
+    """``the-loop runner``'s :class:`~workers.runner.TurnRunner`: the harness (probed and
+    its version pinned, failing closed), the workspaces, the GitHub client that opens
+    draft pull requests, the turn records and the inbox reports go to.
+
+    Raises:
+        SettingsError: ``harness.adapter`` is ``none`` (nothing to run).
+        integrations.harness.base.HarnessError: the harness is missing or its version is
+            not the pinned one (the message names the fix).
+        graph.compile.GraphError, integrations.providers.ProviderConfigError,
+        integrations.capabilities.CapabilityError: at start-up, naming what to fix.
+    """
+    from integrations.capabilities import check_capabilities
+    from integrations.harness.base import build_harness, check_harness
+    from the_loop.graphs import load_graph
+    from the_loop.inbox.enqueue import DeliveryQueue
+    from workers.runner import TurnRunner
+    from workers.workspace import Workspaces
+
+    harness = build_harness(settings.harness)
+    if harness is None:
+        raise SettingsError(
+            "harness.adapter is none: the runner has no harness to run; set "
+            "harness.adapter (cli-config.yaml) or THE_LOOP_HARNESS to claude-code, codex "
+            "or command")
+    check_harness(settings.harness, load_graph(settings.worker.graph_path))
+    conn = connection or redis_client(settings)
+    records = turn_records(settings, conn)
+    assert records is not None
+    github_settings = settings.require_github()
+    factory: Callable[[int | None], GitHub] | None = None
+    token: Callable[[int | None], str | None] = lambda installation: github_settings.token
+    helper: list[str] | None = None
+    if github_settings.transport != "none":
+        needed = {"github": frozenset({"create-pull-request", "find-pull-request"})}
+        providers = build_providers(settings, needed=needed,
+                                    throttle=write_throttle(settings, conn))
+        check_capabilities(needed, providers, hooks={}, optional=OPTIONAL_INTEGRATIONS)
+        github = providers["github"]
+        factory = cast("Callable[[int | None], GitHub]", github)
+        if github.transport == "cli":
+            helper = [github_settings.binary or "gh", "auth", "git-credential"]
+        elif hasattr(github, "installation_token"):
+            token = github.installation_token
+    inbox = DeliveryQueue(conn, queue_name=settings.worker.queue, prefix=settings.worker.prefix)
+    workspaces = Workspaces(
+        Path(settings.runner.workspace_dir), git_url=git_url(settings), token=token,
+        credential_helper=helper, author=BOT_AUTHOR)
+    return TurnRunner(records, inbox, harness, settings.harness, settings.runner,
+                      workspaces, factory, dict(settings.environ))
+
+
+#: Who the runner's commits are by: the App's bot, as GitHub names it.
+BOT_AUTHOR = ("the-loop[bot]", "the-loop[bot]@users.noreply.github.com")
 
 
 # ----------------------------------------------------------------------------- commands

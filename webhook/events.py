@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from graph.errors import LoopError
-from the_loop.events import GitHubEvent, loads
+from the_loop.events import INTERNAL_EVENTS, GitHubEvent, loads
 from the_loop.inbox.record import Delivery
 
 __all__ = [
@@ -168,6 +168,8 @@ def read_delivery_headers(headers: HeaderSource) -> tuple[str, str]:
         raise BadHeadersError("missing X-GitHub-Delivery header")
     if not _EVENT_NAME.fullmatch(event):
         raise BadHeadersError("malformed X-GitHub-Event header")
+    if event in INTERNAL_EVENTS:
+        raise BadHeadersError("X-GitHub-Event names an event only the-loop itself sends")
     if not _DELIVERY_ID.fullmatch(delivery_id):
         raise BadHeadersError("malformed X-GitHub-Delivery header")
     return event, delivery_id

@@ -27,6 +27,7 @@ from cachetools import LRUCache, TTLCache
 from graph.context import HookConfig
 from graph.ports import GitHub, GitHubCommits, Integration, IntegrationError, NotFound
 from graph.refs import WorkItemRef
+from graph.work import AgentWork
 from the_loop.config.loader import ConfigFileError
 from the_loop.config.repository import (
     COLLABORATORS_PATH,
@@ -176,13 +177,21 @@ class RepoContext:
         return RedisCI(self.redis, self.settings.prefix, repo)
 
     def hook_config(self, github: GitHub, event: GitHubEvent, ref: WorkItemRef,
-                    repo_config: RepoConfig) -> HookConfig:
+                    repo_config: RepoConfig, *, branch: str | None = None,
+                    work: AgentWork | None = None) -> HookConfig:
         """The HookConfig for work item ``ref`` on ``event``.
 
         The pull request head comes from the event; an issue comment on a pull request,
         or a CI event, does not carry it, so the pull request is asked for once
         (``get-pull-request``; an issue answers "not found"). A pull request's head is
         remembered for commit statuses (:meth:`workers.ci.RedisCI.remember`).
+
+        Args:
+            github, event, ref, repo_config: the delivery's provider, event, work item
+                and repository configuration.
+            branch: the work item's branch (its agent turns push there): artifacts are
+                read at its tip when the event names no pull request head.
+            work: where agent turns are ordered (``HookConfig.work``), or ``None``.
 
         Raises:
             IntegrationError: GitHub failed (other than "not found").
@@ -201,8 +210,9 @@ class RepoContext:
                 head, head_ref = str(pull["head_sha"]), str(pull["head_ref"])
 
         def resolve_ref() -> str:
-            # Artifacts are read at the PR head for a pull request, else the default branch.
-            return head or default_branch
+            # Artifacts are read at the PR head for a pull request, else at the work
+            # item's branch, else the default branch.
+            return head or branch or default_branch
 
         ci = self.ci(repo)
         if head and is_pr:
@@ -217,11 +227,12 @@ class RepoContext:
             bot_logins=self.settings.bot_logins,
             ci=ci,
             head_sha=head,
-            head_ref=head_ref,
+            head_ref=head_ref or branch,
             permissions=self.permissions(github, repo),
             trees=self.trees(github, repo),
             human_only=harness.requires_human,
             classifier=self.classifier,
+            work=work,
         )
 
     def permissions(self, github: GitHub, repo: str) -> Callable[[str], str | None]:

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from the_loop.events import INTERNAL_EVENTS, TURN_EVENT
+
 DRIVE = "drive"  # advance the work item (enrolling it if it carries the label)
 DRIVE_IF_ENROLLED = "drive-if-enrolled"  # advance only a work item that already has state
 CONFIG = "config"  # repository configuration may have changed
 CI_ONLY = "ci"  # a CI result without a pull request reference: record it for verify-tests
 LABELS = "labels"  # a label removed: phase-label drift is noticed, never fought
 WITHDRAW = "withdraw"  # a comment deleted or a review dismissed: what it said is withdrawn
+TURN = "turn"  # the runner's report that an agent turn ended: the node's exit chain runs
 IGNORE = "ignore"
 
 # (event, action) -> route; action None matches every action of the event.
@@ -44,6 +47,7 @@ ROUTES: dict[tuple[str, str | None], str] = {
     ("check_suite", "completed"): DRIVE_IF_ENROLLED,
     ("workflow_run", "completed"): DRIVE_IF_ENROLLED,
     ("push", None): CONFIG,
+    (TURN_EVENT, "completed"): TURN,
     ("status", None): CI_ONLY,
 }
 
@@ -79,5 +83,6 @@ def route(event: str, action: str | None) -> Route:
 
 
 def handled_events() -> set[str]:
-    """Every event name the router acts on or acknowledges."""
-    return {e for e, _ in ROUTES} | set(ACKNOWLEDGED)
+    """Every event name from GitHub the router acts on or acknowledges (the App's
+    subscriptions; the-loop's own events are not GitHub's)."""
+    return {e for e, _ in ROUTES if e not in INTERNAL_EVENTS} | set(ACKNOWLEDGED)

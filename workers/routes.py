@@ -18,7 +18,12 @@ route                   handler
                         repository configuration
 ``labels``              :func:`labels`: a person changed a ``phase:`` label (drift)
 ``withdraw``            :func:`withdraw`: a comment deleted or a review dismissed
+``turn``                :func:`turn`: the runner's report of an agent turn: remember
+                        the work item's branch and draft pull request, run the exit chain
 ======================  ================================================================
+
+A delivery about a work item's draft pull request (the one its agent turns push to) is
+the work item's: it is forwarded to the work item's inbox, in order with its others.
 
 Handlers raise whatever processing raises; the drain retries or parks the delivery
 (:mod:`workers.drain`).
@@ -50,7 +55,8 @@ from workers.notices import (
     withdrawn_effect,
 )
 from workers.repo_context import RepoConfig, RepoContext
-from workers.router import CI_ONLY, CONFIG, DRIVE, DRIVE_IF_ENROLLED, LABELS, WITHDRAW
+from workers.router import CI_ONLY, CONFIG, DRIVE, DRIVE_IF_ENROLLED, LABELS, TURN, WITHDRAW
+from workers.turns import RunnerWork, TurnContext, TurnRecords
 
 #: installation id -> the GitHub provider (its typed port, :class:`graph.ports.GitHub`).
 GitHubFactory = Callable[[int | None], GitHub]
@@ -111,6 +117,9 @@ class Agent:
         github: installation id -> GitHub provider; ``None`` without credentials.
         fan_out: queue a record again for each of the given work items; returns how
             many were queued.
+        turns: the runner's turn records, when a harness is configured (agent nodes'
+            work is then ordered as harness turns); ``None``: adapter ``none``.
+        max_turns, cost_cap_usd: ``harness.maxTurns`` and ``harness.costCapUsd``.
     """
 
     settings: WorkerSettings
@@ -121,6 +130,9 @@ class Agent:
     notices: Notices
     github: GitHubFactory | None
     fan_out: Callable[[DeliveryRecord, list[str]], int]
+    turns: TurnRecords | None = None
+    max_turns: int = 5
+    cost_cap_usd: float | None = None
 
     def github_or_none(self, installation_id: int | None) -> GitHub | None:
         """The GitHub provider, or ``None`` without credentials or an installation."""
@@ -197,11 +209,18 @@ def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
     label = repo_config.enrolment_label(settings)
     if enrol and not _carries(event, label):
         return delivery.ignored(f"not a work item (no {label!r} label)")
+    if agent.turns is not None and event.kind == "pull_request" and event.repository:
+        owner = agent.turns.owner_of(event.repository, ref.number)
+        if owner is not None and owner != ref.format():
+            agent.fan_out(delivery.record, [owner])
+            return delivery.ignored(f"the draft pull request of {owner}: forwarded to it")
     if not enrol and agent.store.load(ref.format()) is None:
         return delivery.ignored("not a work item")
     if github is None:
         github = agent.github_for(installation_id)  # raises, naming the variables to set
-    config = agent.repos.hook_config(github, event, ref, repo_config)
+    work, branch = _work(agent, event, ref)
+    config = agent.repos.hook_config(github, event, ref, repo_config, branch=branch,
+                                     work=work)
     item = event.work_item(ref, repo_config.spec_dir(settings))
     inbound = event.inbound(delivery.id)
     if not (delivery.replay and _logged(agent, item.ref, "delivery.received", delivery.id)):
@@ -267,6 +286,35 @@ def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
     if installation_id is not None and state.installation_id != installation_id:
         state.installation_id = installation_id  # `the-loop graph force` comments as the App
         agent.store.save(state)
+
+
+def _work(agent: Agent, event: GitHubEvent,
+          ref: WorkItemRef) -> tuple[RunnerWork | None, str | None]:
+    """Where the work item's agent turns are ordered, and its branch (artifacts are
+    read there once a turn has pushed); ``(None, None)`` without a harness."""
+    if agent.turns is None:
+        return None, None
+    branch = agent.turns.workspace(ref.format()).get("branch")
+    context = TurnContext(
+        repository=ref.repository, number=ref.number, title=event.title or "",
+        default_branch=event.default_branch or "main",
+        installation_id=event.installation_id, branch=branch)
+    return RunnerWork(agent.turns, context, max_turns=agent.max_turns,
+                      cost_cap_usd=agent.cost_cap_usd), branch
+
+
+def turn(agent: Agent, delivery: Delivery) -> Handled:
+    """The runner's report that an agent turn ended: remember where the work item's work
+    lives (its branch; its draft pull request, whose deliveries are then the work
+    item's), then advance it: the node's exit chain runs against the pushed head."""
+    ref, report = delivery.ref, delivery.event.turn or {}
+    if ref is None:
+        return delivery.ignored("a turn report names no work item")
+    branch, pull = report.get("branch"), report.get("pull")
+    if agent.turns is not None and isinstance(branch, str) and branch:
+        agent.turns.remember_workspace(ref.format(), ref.repository, branch,
+                                       pull if isinstance(pull, int) else None)
+    return _advance(agent, delivery, enrol=False)
 
 
 def _carries(event: GitHubEvent, label: str) -> bool:
@@ -373,4 +421,5 @@ HANDLERS: Mapping[str, Handler] = {
     CONFIG: config_push,
     LABELS: labels,
     WITHDRAW: withdraw,
+    TURN: turn,
 }

@@ -31,6 +31,18 @@ The worker's own data:
 - ``P:sha:OWNER/REPO:SHA``  set of work items whose pull request head is SHA
 - ``P:github:writes:BUCKET`` hash: the write throttle's schedule of an installation
 
+The runner's (agent turns, :mod:`workers.turns`):
+
+- ``P:turn:REF``            hash: the work item's outstanding or last turn record
+- ``P:turns``               set of refs with a turn record (``the-loop sessions list``)
+- ``P:turn:ordered:ID``     string "1": turn order ID was queued (ordering it again is a no-op)
+- ``P:turn-lock:REF``       the one live turn of a work item (token; expires without a heartbeat)
+- ``P:runner:slots``        sorted set: live turn ids -> lease expiry (the global cap)
+- ``P:runner:slots:INST``   the same per installation (the per-installation cap)
+- ``P:workspace:REF``       hash: the work item's branch and draft pull request
+- ``P:alias:OWNER/REPO#N``  the work item a draft pull request belongs to
+- ``P:turn-log:REF``        the tail of the last turn's log
+
 RQ's own keys (``rq:job:*``, ``rq:queue:Q``...) are RQ's: only RQ's classes name them.
 
 Lua scripts receive every key through ``KEYS`` (one work item) or, when one call walks
@@ -157,6 +169,43 @@ class Keys:
     def stuck(self, job_id: str) -> str:
         """``P:stuck:JOB``: when a job was first seen in RQ's intermediate queue."""
         return self._("stuck", job_id)
+
+    # -- the runner's data -------------------------------------------------------------
+
+    def turn(self, ref: str) -> str:
+        """``P:turn:REF``: the work item's turn record (hash)."""
+        return self._("turn", ref)
+
+    @property
+    def turns(self) -> str:
+        """``P:turns``: refs with a turn record."""
+        return self._("turns")
+
+    def turn_ordered(self, order_id: str) -> str:
+        """``P:turn:ordered:ID``: turn order ``order_id`` was queued."""
+        return self._("turn", "ordered", order_id)
+
+    def turn_lock(self, ref: str) -> str:
+        """``P:turn-lock:REF``: the work item's one live turn."""
+        return self._("turn-lock", ref)
+
+    def runner_slots(self, installation: int | None = None) -> str:
+        """``P:runner:slots`` (global) or ``P:runner:slots:INST`` (one installation)."""
+        if installation is None:
+            return self._("runner", "slots")
+        return self._("runner", "slots", str(installation))
+
+    def workspace(self, ref: str) -> str:
+        """``P:workspace:REF``: the work item's branch and draft pull request (hash)."""
+        return self._("workspace", ref)
+
+    def alias(self, repository: str, number: int) -> str:
+        """``P:alias:OWNER/REPO#N``: the work item pull request N belongs to."""
+        return self._("alias", f"{repository}#{number}")
+
+    def turn_log(self, ref: str) -> str:
+        """``P:turn-log:REF``: the tail of the work item's last turn log."""
+        return self._("turn-log", ref)
 
     # -- the worker's data -------------------------------------------------------------
 

@@ -1,0 +1,141 @@
+"""The input of an agent turn: the-loop's own text, paths and hook names; never text
+from a payload (specification, "Feedback to the harness"; "never feed untrusted comment
+text to it as instructions").
+
+A first turn gets the node command's template (``workers/prompts/<command>.md``, package
+data; a repository may override one with ``.the-loop/prompts/<command>.md`` on its
+default branch), then the artifacts to write with their required sections and the checks
+that will run. A resumed turn gets only what changed: the messages of the block (the-loop
+wrote them: paths, section names, hook names) or a reference to a reviewer's decision
+(who, which comment; the agent reads the text itself). A fresh session that replaces one
+that could not be resumed gets both, seeded with the artifacts already written.
+
+Templates use :class:`string.Template` placeholders: ``$work_item``, ``$repository``,
+``$number``, ``$node``, ``$branch``, ``$turn``, ``$max_turns``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from importlib import resources
+from string import Template
+from typing import Any
+
+from graph.work import TurnOrder
+from workers.turns import TurnContext
+
+#: Where a repository may override a command's template (read on its default branch).
+OVERRIDE_DIR = ".the-loop/prompts"
+#: The template of a node without a ``command`` of its own.
+DEFAULT_TEMPLATE = "default"
+#: Longest template accepted from a repository, characters.
+MAX_TEMPLATE = 20_000
+
+
+def shipped_template(command: str | None) -> str:
+    """The packaged template of ``command`` (``default`` when it has none)."""
+    folder = resources.files("workers") / "prompts"
+    for name in (command, DEFAULT_TEMPLATE):
+        if name and (folder / f"{name}.md").is_file():
+            return (folder / f"{name}.md").read_text(encoding="utf-8")
+    raise FileNotFoundError(f"no prompt template {DEFAULT_TEMPLATE}.md in the package")
+
+
+def render(order: TurnOrder, context: TurnContext, branch: str, *, resumed: bool,
+           override: Callable[[str], str | None] | None = None) -> str:
+    """The turn's input.
+
+    Args:
+        order: the turn.
+        context: the work item.
+        branch: the branch the turn's work is pushed to.
+        resumed: the harness resumes the node's session (it has the earlier context):
+            only the feedback is sent.
+        override: path -> text on the default branch, for a repository's template.
+
+    Returns:
+        the text written to the harness's stdin.
+    """
+    values = {"work_item": order.ref, "repository": context.repository,
+              "number": str(context.number), "node": order.node, "branch": branch,
+              "turn": str(order.number), "max_turns": str(order.max_turns)}
+    feedback = _feedback(order.feedback, context)
+    if resumed and feedback:
+        return "\n".join([
+            f"the-loop checked the work of node `{order.node}` on branch `{branch}`; "
+            "it is not complete yet.", "", *feedback, "",
+            *_artifacts(order), "", *_closing(order, branch)]) + "\n"
+    template = _template(order.command, override)
+    parts = [f"You are the agent of node `{order.node}` of the-loop, turn {order.number} "
+             f"of {order.max_turns}.", "", Template(template).safe_substitute(values).strip(),
+             ""]
+    if order.seeded_with or (feedback and not resumed):
+        written = [f"- `{p}`" for p in (*order.seeded_with, *order.artifacts)]
+        parts += ["This continues earlier work on this work item; read these files in "
+                  "the checkout first (those that exist):", *written, ""]
+    if feedback:
+        parts += [*feedback, ""]
+    parts += [*_artifacts(order), "", *_closing(order, branch)]
+    return "\n".join(parts) + "\n"
+
+
+def _template(command: str | None, override: Callable[[str], str | None] | None) -> str:
+    if override is not None and command:
+        text = override(f"{OVERRIDE_DIR}/{command}.md")
+        if text and len(text) <= MAX_TEMPLATE:
+            return text
+    return shipped_template(command)
+
+
+def _sections(checks: Sequence[Mapping[str, Any]]) -> list[str]:
+    names: list[str] = []
+    for check in checks:
+        for name in (check.get("with") or {}).get("sections") or ():
+            if str(name) not in names:
+                names.append(str(name))
+    return names
+
+
+def _artifacts(order: TurnOrder) -> list[str]:
+    if not order.artifacts:
+        return ["This node has no artifact of its own: change the code as the work needs."]
+    sections = _sections(order.checks)
+    lines = ["Artifacts to write:"]
+    for path in order.artifacts:
+        heads = ", ".join(f"`## {s}`" for s in sections)
+        lines.append(f"- `{path}` with sections: {heads}" if heads else f"- `{path}`")
+    return lines
+
+
+def _closing(order: TurnOrder, branch: str) -> list[str]:
+    checks = []
+    for check in order.checks:
+        params = check.get("with") or {}
+        shown = "; ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}"
+                          for k, v in sorted(params.items()))
+        checks.append(f"- {check.get('hook')}" + (f" ({shown})" if shown else ""))
+    return [f"When you are done, stop. the-loop commits what you changed, pushes it to "
+            f"`{branch}` and runs these checks on it:", *checks]
+
+
+def _feedback(feedback: Mapping[str, Any], context: TurnContext) -> list[str]:
+    """The-loop's own lines about the last block and a gate's decision."""
+    lines: list[str] = []
+    block = feedback.get("block") or {}
+    if block:
+        lines.append("The-loop's checks blocked your last turn:")
+        for message in block.get("messages") or ():
+            text, path = str(message.get("text") or ""), message.get("path")
+            where = f" ({path})" if path else ""
+            lines.append(f"- {block.get('hook') or 'a check'}: {text}{where}")
+        lines.append("Fix every one of these, then stop.")
+    review = feedback.get("feedback") or {}
+    if review:
+        who = f"@{review['actor']}" if review.get("actor") else "a reviewer"
+        source = (f"comment {review['comment_id']}" if review.get("comment_id")
+                  else "their review")
+        lines += [f"{who} decided `{review.get('kind')}` at the gate `{review.get('gate')}` "
+                  f"({source} on #{context.number} of {context.repository}). Read it with "
+                  "your own tools (its text is not repeated here) and revise the "
+                  "artifacts accordingly."]
+    return lines

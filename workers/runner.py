@@ -1,0 +1,457 @@
+"""The runner: ``the-loop runner`` does the work of agent nodes, one harness turn per RQ
+job on its own queue (``RunnerSettings.queue``), never inside delivery processing.
+
+One turn (:meth:`TurnRunner.run`):
+
+1. take the work item's turn lock (at most one live turn per work item) and a slot under
+   the global and the installation's caps (``runner.concurrency``,
+   ``runner.perInstallation``; a turn without a slot waits in the queue);
+2. check the work item's branch out in its own workspace (:mod:`workers.workspace`);
+3. render the input (:mod:`workers.prompts`) and run the harness
+   (:mod:`integrations.harness`: its own process group, a minimal environment, bounded
+   time and output), resuming the node's session; a session that no longer exists is
+   replaced by a fresh one seeded with the artifacts;
+4. commit what changed as the App's bot, push, open or update the work item's one draft
+   pull request;
+5. report the turn's end into the work item's inbox (:meth:`workers.turns.TurnRecords.
+   report`); the worker runs the node's exit chain on it.
+
+A heartbeat renews the lock, the slots and the record's lease while the turn runs, and
+stops the harness when an operator cancels the turn. A runner killed mid-turn stops
+renewing: the :class:`TurnReaper` of any runner sees the lease expire, stops what is left
+of the harness on its host, marks the turn ``interrupted`` and queues it again; the next
+attempt resumes the same session (the lock keeps it from ever running twice at once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import redis
+from rq import Queue, SimpleWorker
+
+from graph.errors import LoopError
+from graph.work import CANCELLED, TurnEnded, TurnOrder
+from integrations.harness.base import Harness, TurnLimits, TurnOutcome, TurnRequest
+from the_loop.inbox.enqueue import DeliveryQueue
+from workers import prompts
+from workers.turns import (
+    INTERRUPTED,
+    LOG_TAIL_BYTES,
+    QUEUED,
+    RUNNING,
+    TurnContext,
+    TurnRecords,
+)
+from workers.workspace import Checkout, Workspaces, branch_name
+
+if TYPE_CHECKING:
+    from graph.ports import GitHub
+    from the_loop.settings import HarnessSettings, RunnerSettings
+
+log = logging.getLogger("the_loop.runner")
+
+#: Seconds a turn without a slot waits before it is queued again.
+SLOT_WAIT = 5.0
+#: Variables every harness process gets from the runner's own environment (not secrets).
+PASS_THROUGH = ("PATH", "LANG", "LC_ALL", "TZ")
+
+
+@dataclass
+class TurnRunner:
+    """Runs turns (see the module docstring). Built once per runner process by
+    :func:`the_loop.wiring.build_runner`.
+
+    Attributes:
+        records: the turn records.
+        inbox: where reports go (the worker's delivery queue).
+        harness: the configured harness adapter.
+        harness_settings, runner_settings: ``harness:`` and ``runner:``.
+        workspaces: the per-work-item checkouts.
+        github: installation id -> GitHub provider (draft pull requests), or ``None``
+            (a local or git-only deployment: no pull request is opened).
+        environ: the runner's environment (the harness gets the variables
+            ``harness.env`` names from it, and :data:`PASS_THROUGH`; nothing else).
+        host: this runner's host name (the reaper only stops processes of its own host).
+    """
+
+    records: TurnRecords
+    inbox: DeliveryQueue
+    harness: Harness
+    harness_settings: HarnessSettings
+    runner_settings: RunnerSettings
+    workspaces: Workspaces
+    github: Callable[[int | None], GitHub] | None
+    environ: Mapping[str, str]
+    host: str = socket.gethostname()
+
+    # -- one turn ----------------------------------------------------------------------
+
+    def run(self, ref: str, order_id: str) -> str:
+        """Run turn ``order_id`` of ``ref`` if it is still the one to run.
+
+        Returns:
+            a one-line summary (``stale``, ``busy``, ``waiting for a slot`` or the turn's
+            status).
+        """
+        record = self.records.get(ref)
+        if (record is None or record.get("id") != order_id
+                or record.get("status") not in (QUEUED, INTERRUPTED)):
+            return "stale: the turn ended or another one replaced it"
+        order = TurnOrder.from_dict(json.loads(record["order"]))
+        context = TurnContext.from_dict(json.loads(record["context"]))
+        lease = self.runner_settings.lease
+        token = self.records.lock(ref, lease)
+        if token is None:
+            return "busy: another turn of this work item is live"
+        try:
+            if not self.records.take_slot(order.id, context.installation_id, lease,
+                                          limit=self.runner_settings.concurrency,
+                                          per_installation=self.runner_settings.per_installation):
+                self.records.unlock(ref, token)
+                token = ""
+                self._wait_for_slot(ref, order)
+                return "waiting for a slot"
+            return self._run_locked(ref, order, context, record, token)
+        finally:
+            if token:
+                self.records.unlock(ref, token)
+            self.records.release_slot(order.id, context.installation_id)
+
+    def _wait_for_slot(self, ref: str, order: TurnOrder) -> None:
+        time.sleep(SLOT_WAIT)  # the queue has nothing better for this process meanwhile
+        self.records.requeue(ref, reason="waiting for a runner slot")
+
+    def _run_locked(self, ref: str, order: TurnOrder, context: TurnContext,
+                    record: Mapping[str, str], token: str) -> str:
+        attempt = int(record.get("attempt") or 1)
+        interrupted = record.get("status") == INTERRUPTED
+        self.records.update(ref, status=RUNNING, host=self.host, pid=os.getpid(),
+                            started_at=time.time(),
+                            lease_until=time.time() + self.runner_settings.lease)
+        beat = _Heartbeat(self.records, ref, order, context, token, self.runner_settings.lease)
+        beat.start()
+        started = time.monotonic()
+        branch = context.branch or branch_name(context.number, context.title)
+        try:
+            ended = self._turn(ref, order, context, branch, interrupted, attempt, beat)
+        except LoopError as exc:
+            log.warning("turn %s failed: %s", order.id, exc)
+            ended = TurnEnded(order.id, "error", session_id=order.session_id,
+                              detail=f"{type(exc).__name__}: {exc}"[:300])
+        finally:
+            beat.stop()
+        if beat.cancelled:
+            ended = replace(ended, status=CANCELLED, detail="cancelled by an operator")
+        ended = replace(ended, seconds=round(time.monotonic() - started, 3))
+        self._report(ref, order, context, ended, attempt, branch)
+        return ended.status
+
+    def _turn(self, ref: str, order: TurnOrder, context: TurnContext, branch: str,
+              interrupted: bool, attempt: int, beat: _Heartbeat) -> TurnEnded:
+        checkout = self.workspaces.prepare(context.repository, context.number, branch,
+                                           context.default_branch)
+        resume = order.resume
+        if interrupted and resume is None and self.harness.name == "claude-code":
+            resume = order.session_id  # the first turn was pinned to the-loop's id
+        session_id = order.session_id
+        outcome = self._harness(order, context, checkout, session_id, resume, attempt, beat)
+        if outcome.status == "resume-failed" and not beat.cancelled:
+            log.warning("session of %s at %s cannot be resumed; starting a fresh one seeded "
+                        "with the artifacts", ref, order.node)
+            session_id = str(uuid.uuid4())
+            fresh = replace(order, seeded_with=(*order.seeded_with, *order.artifacts))
+            outcome = self._harness(fresh, context, checkout, session_id, None, attempt, beat)
+        head = self.workspaces.commit_and_push(
+            checkout, f"the-loop: {order.node}, turn {order.number} for "
+                      f"#{context.number}\n\nWork item: {order.ref}")
+        pull = self._draft_pull(context, branch)
+        return TurnEnded(
+            id=order.id, status=outcome.status if outcome.status != "resume-failed"
+            else "failed", session_id=session_id,
+            harness_session=outcome.harness_session, head_sha=head, pull=pull,
+            cost_usd=outcome.cost_usd, input_tokens=outcome.input_tokens,
+            output_tokens=outcome.output_tokens, detail=outcome.detail)
+
+    def _harness(self, order: TurnOrder, context: TurnContext, checkout: Checkout,
+                 session_id: str, resume: str | None, attempt: int,
+                 beat: _Heartbeat) -> TurnOutcome:
+        logs = self.log_dir(order.ref)
+        stem = f"{order.node}-{order.visit}-{order.number}-{attempt}"
+        result_path = logs / f"{stem}.result.json"
+        result_path.unlink(missing_ok=True)
+        settings = self.harness_settings
+        text = prompts.render(order, context, checkout.branch, resumed=resume is not None,
+                              override=lambda path: self.workspaces.read_default(
+                                  checkout, path))
+        request = TurnRequest(
+            session_id=session_id, resume=resume, prompt=text, cwd=checkout.path,
+            env=self.environment(order, context, session_id, resume, result_path),
+            model=settings.models.get(order.stage or "") if order.stage else None,
+            log_path=logs / f"{stem}.log", result_path=result_path,
+            limits=TurnLimits(turn_timeout=settings.turn_timeout,
+                              idle_timeout=settings.idle_timeout,
+                              log_bytes=self.runner_settings.log_bytes),
+            on_start=beat.started)
+        self.records.update(order.ref, log=str(request.log_path), session_id=session_id)
+        outcome = self.harness.run(request)
+        self._keep_tail(order.ref, request.log_path)
+        return outcome
+
+    def environment(self, order: TurnOrder, context: TurnContext, session_id: str,
+                    resume: str | None, result_path: Path) -> dict[str, str]:
+        """The harness process's whole environment: :data:`PASS_THROUGH`, ``HOME`` (the
+        runner's ``homeDir``, where the harness keeps its sessions), the ``THE_LOOP_*``
+        variables naming the turn, and the variables ``harness.env`` names (its API
+        key). None of the-loop's own secrets."""
+        env = {k: self.environ[k] for k in PASS_THROUGH if self.environ.get(k)}
+        env.setdefault("PATH", os.defpath)
+        env["HOME"] = self.runner_settings.home_dir
+        env["THE_LOOP_WORK_ITEM"] = order.ref
+        env["THE_LOOP_NODE"] = order.node
+        env["THE_LOOP_SESSION_ID"] = session_id
+        env["THE_LOOP_TURN"] = str(order.number)
+        env["THE_LOOP_RESUME"] = "1" if resume else "0"
+        env["THE_LOOP_ARTIFACTS"] = json.dumps(list(order.artifacts))
+        env["THE_LOOP_RESULT_FILE"] = str(result_path)
+        env["THE_LOOP_SPEC_DIR"] = str(Path(order.artifacts[0]).parent) if order.artifacts \
+            else ""
+        for name in self.harness_settings.env:
+            if self.environ.get(name):
+                env[name] = self.environ[name]
+        return env
+
+    def log_dir(self, ref: str) -> Path:
+        """Where ``ref``'s turn logs and result files are kept (outside its checkout)."""
+        slug = ref.replace(":", "_").replace("/", "_").replace("#", "_")
+        path = Path(self.runner_settings.workspace_dir) / ".logs" / slug
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _keep_tail(self, ref: str, log_path: Path) -> None:
+        with contextlib.suppress(OSError):
+            with log_path.open("rb") as f:
+                f.seek(max(0, log_path.stat().st_size - LOG_TAIL_BYTES))
+                tail = f.read()
+            self.records.redis.set(self.records.keys.turn_log(ref), tail,
+                                   ex=7 * 24 * 3600)
+
+    def _draft_pull(self, context: TurnContext, branch: str) -> int | None:
+        """Open the work item's one draft pull request, or find it (``None`` without
+        GitHub: a local run)."""
+        if self.github is None:
+            return None
+        github = self.github(context.installation_id)
+        found = github.find_pull_request(repo=context.repository, head=branch)
+        if found is not None:
+            return int(found["number"])
+        created = github.create_pull_request(
+            repo=context.repository, head=branch, base=context.default_branch,
+            title=f"the-loop: #{context.number}",
+            body=(f"The work of the-loop's agent for #{context.number}, pushed turn by "
+                  f"turn; the-loop keeps it a draft while it works.\n\nRefs #{context.number}"),
+            draft=True)
+        return int(created["number"])
+
+    def _report(self, ref: str, order: TurnOrder, context: TurnContext, ended: TurnEnded,
+                attempt: int, branch: str) -> None:
+        self.records.report(self.inbox, order, context, ended, attempt=attempt,
+                            branch=branch)
+        self.records.update(ref, status=ended.status, ended_at=time.time(),
+                            cost_usd=ended.cost_usd, detail=ended.detail,
+                            harness_session=ended.harness_session or "",
+                            head_sha=ended.head_sha or "")
+        log.info("turn %s ended: %s", order.id, ended.status)
+
+
+class _Heartbeat(threading.Thread):
+    """Renews the turn's lock, slots and lease every third of the lease, and stops the
+    harness's process group when the turn is cancelled or its lock is lost."""
+
+    def __init__(self, records: TurnRecords, ref: str, order: TurnOrder,
+                 context: TurnContext, token: str, lease: int) -> None:
+        super().__init__(name=f"turn-heartbeat-{order.number}", daemon=True)
+        self.records, self.ref, self.order, self.context = records, ref, order, context
+        self.token, self.lease = token, lease
+        self.pgid: int | None = None
+        self.cancelled = False
+        self._stop_event = threading.Event()
+
+    def started(self, pgid: int) -> None:
+        """The harness started as process group ``pgid`` (recorded for the reaper)."""
+        self.pgid = pgid
+        self.records.update(self.ref, pgid=pgid)
+
+    def run(self) -> None:
+        while not self._stop_event.wait(max(1.0, self.lease / 3)):
+            try:
+                if not self.records.renew(self.ref, self.token, self.lease):
+                    log.error("turn %s lost its lock; stopping the harness", self.order.id)
+                    self._kill()
+                    return
+                self.records.take_slot(self.order.id, self.context.installation_id,
+                                       self.lease, limit=1 << 30, per_installation=1 << 30)
+                record = self.records.get(self.ref) or {}
+                if record.get("cancel") == "1" and not self.cancelled:
+                    self.cancelled = True
+                    self._kill()
+            except redis.RedisError as exc:  # the lease outlives a short outage
+                log.warning("turn heartbeat failed (%s)", type(exc).__name__)
+
+    def _kill(self) -> None:
+        if self.pgid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pgid, signal.SIGTERM)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+
+class TurnReaper(threading.Thread):
+    """Takes back turns whose runner died: a ``running`` record whose lock expired is
+    marked ``interrupted`` (what is left of its harness on this host is stopped) and
+    queued again, to resume the same session.
+
+    Args:
+        records: the turn records.
+        host: this runner's host name.
+        interval: seconds between rounds.
+    """
+
+    def __init__(self, records: TurnRecords, host: str, *, interval: float = 5.0) -> None:
+        super().__init__(name="turn-reaper", daemon=True)
+        self.records, self.host, self.interval = records, host, interval
+        self._stop_event = threading.Event()
+
+    def reap(self) -> list[str]:
+        """One round. Returns the refs whose turn was queued again."""
+        again: list[str] = []
+        for ref in self.records.refs():
+            record = self.records.get(ref) or {}
+            if record.get("status") != RUNNING:
+                continue
+            if self.records.redis.exists(self.records.keys.turn_lock(ref)):
+                continue  # its runner is alive (or another took it)
+            if float(record.get("lease_until") or 0) > time.time():
+                continue
+            if record.get("host") == self.host and record.get("pgid"):
+                with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
+                    os.killpg(int(record["pgid"]), signal.SIGKILL)
+            self.records.update(ref, status=INTERRUPTED)
+            if self.records.requeue(ref, reason="its runner stopped mid-turn"):
+                again.append(ref)
+        return again
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            try:
+                self.reap()
+            except redis.RedisError as exc:
+                log.warning("turn reaper round failed (%s)", type(exc).__name__)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+
+# -- the RQ side ---------------------------------------------------------------------
+
+_current: contextvars.ContextVar[TurnRunner] = contextvars.ContextVar("turn_runner")
+
+
+@contextlib.contextmanager
+def running_with(runner: TurnRunner) -> Iterator[None]:
+    """Make ``runner`` the one :func:`run_turn` uses while a job runs."""
+    token = _current.set(runner)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def run_turn(ref: str, order_id: str) -> str:
+    """The RQ job of one turn (:data:`workers.turns.TURN_FUNC`)."""
+    return _current.get().run(ref, order_id)
+
+
+class TurnWorker(SimpleWorker):
+    """RQ's in-process worker for the turns queue: a killed runner takes its turn with
+    it (no forked work horse outlives it); its reaper thread takes turns back.
+
+    Args:
+        runner: the runner its jobs use; the other arguments are RQ's ``SimpleWorker``'s.
+    """
+
+    def __init__(self, *args: Any, runner: TurnRunner, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.runner = runner
+
+    def execute_job(self, job: Any, queue: Queue) -> None:
+        with running_with(self.runner):
+            super().execute_job(job, queue)
+
+
+def work(runner: TurnRunner, *, burst: bool = False, name: str | None = None,
+         logging_level: str = "INFO") -> bool:
+    """Work the turns queue in this process with a :class:`TurnReaper` beside it.
+
+    Returns:
+        whether any job was performed.
+    """
+    queue = runner.records.queue
+    worker = TurnWorker([queue], connection=runner.records.redis, name=name, runner=runner)
+    reaper = TurnReaper(runner.records, runner.host)
+    reaper.reap()
+    reaper.start()
+    log.info("runner %s on queue %s (harness %s)", worker.name, queue.name,
+             runner.harness.name)
+    try:
+        return bool(worker.work(burst=burst, logging_level=logging_level,
+                                with_scheduler=False))
+    finally:
+        reaper.stop()
+
+
+def serve(build: Callable[[], TurnRunner], processes: int, *, burst: bool = False,
+          logging_level: str = "INFO") -> int:
+    """``the-loop runner``: ``processes`` runner processes (each :func:`work`), started
+    with ``fork``; SIGTERM/SIGINT are passed on (each finishes its turn's report and
+    stops). Returns the exit status (0 when every process exited 0)."""
+    if processes <= 1:
+        work(build(), burst=burst, logging_level=logging_level)
+        return 0
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    children = [ctx.Process(target=_child, args=(build, burst, logging_level),
+                            name=f"the-loop-runner-{i + 1}") for i in range(processes)]
+    for child in children:
+        child.start()
+
+    def forward(signum: int, frame: Any) -> None:
+        for child in children:
+            if child.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child.pid, signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    for child in children:
+        child.join()
+    return 0 if all(c.exitcode == 0 for c in children) else 1
+
+
+def _child(build: Callable[[], TurnRunner], burst: bool, logging_level: str) -> None:
+    work(build(), burst=burst, logging_level=logging_level)
