@@ -93,6 +93,8 @@ class GitHubProvider:
         transport: ``api`` or ``cli`` (what ``auto`` resolved to).
         operations: what the transport implements (checked against the graph).
         reason: how the transport was chosen, for the start-up log.
+        clients: the API transport's per-installation clients (installation tokens for
+            git); ``None`` for the cli transport.
     """
 
     transport: str
@@ -101,6 +103,7 @@ class GitHubProvider:
     operations: frozenset[str] = frozenset(GITHUB_OPERATIONS)
     name: str = "github"
     closers: list[Callable[[], None]] = field(default_factory=list)
+    clients: GitHubClients | None = None
 
     def __call__(self, installation_id: int | None) -> Integration:
         return self.factory(installation_id)
@@ -174,8 +177,8 @@ def github_provider(
     if chosen == "api":
         clients = GitHubClients(settings, throttle=throttle)
         return GitHubProvider(
-            "api", clients.for_installation, reason, GitHubApi.operations, closers=[clients.close]
-        )
+            "api", clients.for_installation, reason, GitHubApi.operations,
+            closers=[clients.close], clients=clients)
     if not which(cli.binary):
         raise ProviderConfigError(
             f"GitHub transport cli is configured but {cli.binary!r} is not on PATH: install "

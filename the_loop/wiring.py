@@ -363,7 +363,7 @@ def git_url(settings: Settings) -> Callable[[str], str]:
     -> ``https://HOST/OWNER/REPO.git`` ("About remote repositories", GitHub docs)."""
     template = settings.runner.git_url
     if not template:
-        api = settings.require_github().base_url.rstrip("/")
+        api = settings.require_github().api_url.rstrip("/")
         parts = urllib.parse.urlsplit(api)
         host = parts.netloc.removeprefix("api.") if parts.netloc.startswith("api.") \
             else parts.netloc
@@ -403,7 +403,9 @@ def build_runner(settings: Settings, connection: redis.Redis | None = None) -> T
     assert records is not None
     github_settings = settings.require_github()
     factory: Callable[[int | None], GitHub] | None = None
-    token: Callable[[int | None], str | None] = lambda installation: github_settings.token
+    token: Callable[[int | None], str | None] | None = None
+    if github_settings.token:
+        token = lambda installation: github_settings.token  # noqa: E731
     helper: list[str] | None = None
     if github_settings.transport != "none":
         needed = {"github": frozenset({"create-pull-request", "find-pull-request"})}
@@ -413,13 +415,18 @@ def build_runner(settings: Settings, connection: redis.Redis | None = None) -> T
         github = providers["github"]
         factory = cast("Callable[[int | None], GitHub]", github)
         if github.transport == "cli":
-            helper = [github_settings.binary or "gh", "auth", "git-credential"]
-        elif hasattr(github, "installation_token"):
-            token = github.installation_token
+            helper = [github_settings.cli_binary or "gh", "auth", "git-credential"]
+        elif github.clients is not None:
+            token = github.clients.installation_token
     inbox = DeliveryQueue(conn, queue_name=settings.worker.queue, prefix=settings.worker.prefix)
-    workspaces = Workspaces(
-        Path(settings.runner.workspace_dir), git_url=git_url(settings), token=token,
-        credential_helper=helper, author=BOT_AUTHOR)
+    clone_url = git_url(settings)
+
+    def workspaces(installation: int | None) -> Workspaces:
+        password = (lambda: token(installation)) if token is not None else None
+        return Workspaces(Path(settings.runner.workspace_dir), git_url=clone_url,
+                          token=password, credential_helper=helper, author=BOT_AUTHOR,
+                          env=settings.environ)
+
     return TurnRunner(records, inbox, harness, settings.harness, settings.runner,
                       workspaces, factory, dict(settings.environ))
 

@@ -80,7 +80,8 @@ class TurnRunner:
         inbox: where reports go (the worker's delivery queue).
         harness: the configured harness adapter.
         harness_settings, runner_settings: ``harness:`` and ``runner:``.
-        workspaces: the per-work-item checkouts.
+        workspaces: installation id -> the per-work-item checkouts (their git token is
+            the installation's).
         github: installation id -> GitHub provider (draft pull requests), or ``None``
             (a local or git-only deployment: no pull request is opened).
         environ: the runner's environment (the harness gets the variables
@@ -93,7 +94,7 @@ class TurnRunner:
     harness: Harness
     harness_settings: HarnessSettings
     runner_settings: RunnerSettings
-    workspaces: Workspaces
+    workspaces: Callable[[int | None], Workspaces]
     github: Callable[[int | None], GitHub] | None
     environ: Mapping[str, str]
     host: str = socket.gethostname()
@@ -147,7 +148,7 @@ class TurnRunner:
         started = time.monotonic()
         branch = context.branch or branch_name(context.number, context.title)
         try:
-            ended = self._turn(ref, order, context, branch, interrupted, attempt, beat)
+            ended, branch = self._turn(ref, order, context, interrupted, attempt, beat)
         except LoopError as exc:
             log.warning("turn %s failed: %s", order.id, exc)
             ended = TurnEnded(order.id, "error", session_id=order.session_id,
@@ -160,33 +161,37 @@ class TurnRunner:
         self._report(ref, order, context, ended, attempt, branch)
         return ended.status
 
-    def _turn(self, ref: str, order: TurnOrder, context: TurnContext, branch: str,
-              interrupted: bool, attempt: int, beat: _Heartbeat) -> TurnEnded:
-        checkout = self.workspaces.prepare(context.repository, context.number, branch,
-                                           context.default_branch)
+    def _turn(self, ref: str, order: TurnOrder, context: TurnContext, interrupted: bool,
+              attempt: int, beat: _Heartbeat) -> tuple[TurnEnded, str]:
+        workspaces = self.workspaces(context.installation_id)
+        checkout = workspaces.prepare(context.repository, context.number, context.title,
+                                      context.default_branch, branch=context.branch)
         resume = order.resume
         if interrupted and resume is None and self.harness.name == "claude-code":
             resume = order.session_id  # the first turn was pinned to the-loop's id
         session_id = order.session_id
-        outcome = self._harness(order, context, checkout, session_id, resume, attempt, beat)
+        outcome = self._harness(workspaces, order, context, checkout, session_id, resume,
+                                attempt, beat)
         if outcome.status == "resume-failed" and not beat.cancelled:
             log.warning("session of %s at %s cannot be resumed; starting a fresh one seeded "
                         "with the artifacts", ref, order.node)
             session_id = str(uuid.uuid4())
             fresh = replace(order, seeded_with=(*order.seeded_with, *order.artifacts))
-            outcome = self._harness(fresh, context, checkout, session_id, None, attempt, beat)
-        head = self.workspaces.commit_and_push(
+            outcome = self._harness(workspaces, fresh, context, checkout, session_id, None,
+                                    attempt, beat)
+        head = workspaces.commit_and_push(
             checkout, f"the-loop: {order.node}, turn {order.number} for "
                       f"#{context.number}\n\nWork item: {order.ref}")
-        pull = self._draft_pull(context, branch)
+        pull = self._draft_pull(context, checkout.branch)
         return TurnEnded(
             id=order.id, status=outcome.status if outcome.status != "resume-failed"
             else "failed", session_id=session_id,
             harness_session=outcome.harness_session, head_sha=head, pull=pull,
             cost_usd=outcome.cost_usd, input_tokens=outcome.input_tokens,
-            output_tokens=outcome.output_tokens, detail=outcome.detail)
+            output_tokens=outcome.output_tokens, detail=outcome.detail), checkout.branch
 
-    def _harness(self, order: TurnOrder, context: TurnContext, checkout: Checkout,
+    def _harness(self, workspaces: Workspaces, order: TurnOrder, context: TurnContext,
+                 checkout: Checkout,
                  session_id: str, resume: str | None, attempt: int,
                  beat: _Heartbeat) -> TurnOutcome:
         logs = self.log_dir(order.ref)
@@ -195,8 +200,7 @@ class TurnRunner:
         result_path.unlink(missing_ok=True)
         settings = self.harness_settings
         text = prompts.render(order, context, checkout.branch, resumed=resume is not None,
-                              override=lambda path: self.workspaces.read_default(
-                                  checkout, path))
+                              override=lambda path: workspaces.read_default(checkout, path))
         request = TurnRequest(
             session_id=session_id, resume=resume, prompt=text, cwd=checkout.path,
             env=self.environment(order, context, session_id, resume, result_path),

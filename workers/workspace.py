@@ -231,7 +231,8 @@ class Workspaces:
 
     # -- the three operations ---------------------------------------------------------
 
-    def prepare(self, repo: str, number: int, title: str, default_branch: str) -> Checkout:
+    def prepare(self, repo: str, number: int, title: str, default_branch: str, *,
+                branch: str | None = None) -> Checkout:
         """Clone (or fetch into) the work item's checkout and check its branch out.
 
         The branch (:func:`branch_name` of ``number`` and ``title``) comes from the
@@ -242,7 +243,8 @@ class Workspaces:
 
         Args:
             repo: ``OWNER/NAME``; number: the issue number; title: the issue's title
-                (only for the branch name); default_branch: e.g. ``main``.
+                (only for the branch name); default_branch: e.g. ``main``; branch: the
+                work item's branch when it has one already (kept when the title changes).
 
         Returns:
             the :class:`Checkout`.
@@ -252,7 +254,11 @@ class Workspaces:
                 credentials, no such repository or branch, timeout.
         """
         path = self.path_of(repo, number)
-        branch = branch_name(number, title)
+        if branch is None:
+            branch = branch_name(number, title)
+        elif not branch.startswith(f"{BRANCH_PREFIX}{number}-") or ".." in branch:
+            raise WorkspaceError(f"workspace {repo}: {branch!r} is not a branch of work "
+                                 f"item #{number}", repo=repo, branch=branch, step="prepare")
         if not default_branch or default_branch.startswith("-") or ".." in default_branch:
             raise WorkspaceError(f"workspace {repo}: bad default branch {default_branch!r}",
                                  repo=repo, branch=branch, step="prepare")
@@ -426,6 +432,21 @@ class Workspaces:
             if shown.returncode == 0:
                 parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(shown.stdout)
+
+    def read_default(self, checkout: Checkout, path: str) -> str | None:
+        """The text of ``path`` on the default branch as last fetched (never the work
+        item's branch, which the agent writes), or ``None`` when absent or not UTF-8."""
+        if path.startswith(("-", "/")) or ".." in path.split("/"):
+            return None
+        done = self._run(checkout.repo, checkout.branch, "show",
+                         ["show", f"refs/remotes/origin/{checkout.default_branch}:{path}"],
+                         cwd=checkout.path, check=False)
+        if done.returncode != 0:
+            return None
+        try:
+            return done.stdout.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
 
     def _rev(self, path: Path, ref: str) -> str | None:
         done = self._run("", "", "rev-parse", ["rev-parse", "--verify", "--quiet",
