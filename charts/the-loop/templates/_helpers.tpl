@@ -124,3 +124,79 @@ prometheus.io/path: /metrics
 {{- define "the-loop.podAnnotations" -}}
 checksum/config: {{ include (print $.Template.BasePath "/configmap.yaml") . | sha256sum }}
 {{- end }}
+
+{{/* -- the runner ------------------------------------------------------------------ */}}
+
+{{- define "the-loop.runnerName" -}}
+{{- printf "%s-runner" (include "the-loop.fullname" .) }}
+{{- end }}
+
+{{- define "the-loop.runnerImage" -}}
+{{- $image := .Values.runner.image }}
+{{- printf "%s:%s" $image.repository (default .Chart.AppVersion $image.tag) }}
+{{- end }}
+
+{{/* The harness CLI versions the runner image pins (Dockerfile CLAUDE_CODE_VERSION,
+     CODEX_VERSION); tests/deploy/test_chart_runner.py keeps the two in step. */}}
+{{- define "the-loop.imageHarnessVersions" -}}
+claude-code: "2.1.332"
+codex: "0.171.0"
+{{- end }}
+
+{{/* harness.version for cli-config.yaml: runner.harness.version, else the image's pin for
+     the adapter unless config.harness.version is set; empty: nothing to add. */}}
+{{- define "the-loop.harnessVersion" -}}
+{{- $harness := .Values.runner.harness }}
+{{- $fromConfig := (get (.Values.config | default dict) "harness") | default dict }}
+{{- if and .Values.runner.enabled (ne $harness.adapter "none") }}
+{{- if $harness.version }}
+{{- $harness.version }}
+{{- else if not (hasKey $fromConfig "version") }}
+{{- get (include "the-loop.imageHarnessVersions" . | fromYaml) $harness.adapter }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The content of cli-config.yaml: config, with harness.version from the runner values. */}}
+{{- define "the-loop.cliConfig" -}}
+{{- $config := deepCopy (.Values.config | default dict) }}
+{{- $version := include "the-loop.harnessVersion" . }}
+{{- if $version }}
+{{- $harness := deepCopy ((get $config "harness") | default dict) }}
+{{- $_ := set $harness "version" $version }}
+{{- $_ := set $config "harness" $harness }}
+{{- if not (hasKey $config "version") }}
+{{- /* cli-config.yaml's schema version (the_loop.config CURRENT_VERSION). */}}
+{{- $_ := set $config "version" 2 }}
+{{- end }}
+{{- end }}
+{{- if $config }}{{ toYaml $config }}{{ end }}
+{{- end }}
+
+{{/* The variable the harness's API key is passed as; empty for none (and for a command
+     adapter that names none). */}}
+{{- define "the-loop.harnessKeyEnv" -}}
+{{- $harness := .Values.runner.harness }}
+{{- if ne $harness.adapter "none" }}
+{{- if $harness.apiKey.env }}
+{{- $harness.apiKey.env }}
+{{- else if eq $harness.adapter "claude-code" }}ANTHROPIC_API_KEY
+{{- else if eq $harness.adapter "codex" }}OPENAI_API_KEY
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* THE_LOOP_HARNESS for the processes that queue turns (worker) and run them (runner). */}}
+{{- define "the-loop.harnessAdapterEnv" -}}
+{{- if .Values.runner.enabled }}
+- name: THE_LOOP_HARNESS
+  value: {{ .Values.runner.harness.adapter | quote }}
+{{- end }}
+{{- end }}
+
+{{/* "true" when the runner's workspace volume is a PersistentVolumeClaim that one pod at a
+     time can mount (so a rollout must stop the old pod first). */}}
+{{- define "the-loop.runnerSingleAttach" -}}
+{{- $persistence := .Values.runner.workspace.persistence }}
+{{- if and $persistence.enabled (not (has "ReadWriteMany" $persistence.accessModes)) }}true{{ end }}
+{{- end }}
