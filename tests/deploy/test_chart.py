@@ -22,15 +22,18 @@ from tests.deploy.conftest import (
     walk,
 )
 from the_loop.config.deployment import load_cli_config
+from the_loop.config.loader import CLI_CONFIG, schema
 
 FULLNAME = f"{RELEASE}-the-loop"
 WEB, WORKER, REDIS = f"{FULLNAME}-web", f"{FULLNAME}-worker", f"{FULLNAME}-redis"
+RUNNER = f"{FULLNAME}-runner"
 BUILTIN_REDIS_URL = f"redis://{REDIS}:6379/0"
 # Every variable whose value is a credential; each must come from a secretKeyRef.
 SECRET_VARS = {
     "THE_LOOP_WEBHOOK_SECRET", "THE_LOOP_GITHUB_APP_ID", "THE_LOOP_GITHUB_PRIVATE_KEY",
     "THE_LOOP_SLACK_TOKEN", "THE_LOOP_SLACK_WEBHOOK_URL", "THE_LOOP_JIRA_TOKEN",
 }
+CLI_SCHEMA_HAS_HARNESS = "harness" in schema(CLI_CONFIG)["properties"]
 # kubeVersion in Chart.yaml is >=1.25; check the oldest supported and the newest schemas.
 OLDEST_KUBE = "1.25.0"
 
@@ -61,6 +64,33 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "web": {"replicas": 1, "port": 9000},
         "service": {"type": "LoadBalancer", "port": 443},
     },
+    # The runner (tests/deploy/test_chart_runner.py asserts what each of these does).
+    "runner-claude-code-claim": {
+        "env": {"THE_LOOP_LOG_LEVEL": "INFO"},
+        "runner": {"harness": {"adapter": "claude-code"}, "concurrency": 4,
+                   "env": {"THE_LOOP_GITHUB_WRITE_INTERVAL": 1},
+                   "workspace": {"persistence": {"enabled": True, "size": "50Gi",
+                                                 "storageClass": "fast"}},
+                   "resources": {"requests": {"cpu": "1", "memory": "2Gi"},
+                                 "limits": {"memory": "6Gi"}}},
+    },
+    "runner-codex-chart-secret-shared-claim": {
+        "runner": {"replicas": 2,
+                   "image": {"repository": "registry.example.com/acme/the-loop-runner",
+                             "tag": "0.1.0-r1", "pullPolicy": "Always"},
+                   "harness": {"adapter": "codex", "binary": "/opt/harness/bin/codex",
+                               "version": "0.171.0",
+                               "apiKey": {"secretName": "codex-key", "secretKey": "openai",
+                                          "value": "not-a-real-key"}},
+                   "workspace": {"persistence": {"enabled": True,
+                                                 "existingClaim": "shared-work",
+                                                 "accessModes": ["ReadWriteMany"]}}},
+    },
+    "runner-command-adapter": {
+        "runner": {"harness": {"adapter": "command", "version": "1.4.0",
+                               "apiKey": {"env": "AGENT_API_KEY"}}},
+    },
+    "runner-disabled": {"runner": {"enabled": False}},
 }
 
 
@@ -68,6 +98,16 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 def scenario(request, helm) -> tuple[str, dict[str, Any], Rendered]:
     name = request.param
     return name, SCENARIOS[name], render(helm, SCENARIOS[name])
+
+
+def _deployments(rendered: Rendered) -> list[str]:
+    """The-loop's Deployments in this release: web, worker and (when enabled) runner."""
+    names = {d["metadata"]["name"] for d in rendered.of_kind("Deployment")}
+    return [n for n in (WEB, WORKER, RUNNER) if n in names]
+
+
+def _components(rendered: Rendered) -> list[tuple[str, str]]:
+    return [(n, n.rsplit("-", 1)[1]) for n in _deployments(rendered)]
 
 
 # -- Helm: lint and render ------------------------------------------------------------
@@ -136,7 +176,11 @@ def test_probes_hit_readyz_and_healthz_on_the_web_port(scenario):
 def test_secrets_are_referenced_never_inlined(scenario):
     name, values, rendered = scenario
     secret_name = values.get("secret", {}).get("name", "the-loop")
-    assert "Secret" not in rendered.kinds(), "the chart must never create the Secret"
+    api_key = values.get("runner", {}).get("harness", {}).get("apiKey", {})
+    created = [s["metadata"]["name"] for s in rendered.of_kind("Secret")]
+    # The chart never writes secret.name; only runner.harness.apiKey.value makes a Secret.
+    assert created == ([api_key.get("secretName", "the-loop-harness")]
+                       if api_key.get("value") else []), created
     for deployment in rendered.of_kind("Deployment"):
         for container in containers(deployment):
             for var, entry in env_of(container).items():
@@ -217,9 +261,24 @@ def test_config_file_is_mounted_where_the_loop_config_points(scenario):
     _, values, rendered = scenario
     configmap = rendered.get("ConfigMap", f"{FULLNAME}-config")
     text = configmap["data"]["cli-config.yaml"]
-    assert (yaml.safe_load(text) or {}) == values.get("config", {})
-    load_cli_config(text, "cli-config.yaml")  # the-loop itself accepts the mounted file
-    for deployment in (WEB, WORKER):
+    mounted = yaml.safe_load(text) or {}
+    given = values.get("config", {})
+    # The chart's one addition: harness.version from runner.harness (test_chart_runner.py),
+    # with the file's version when config gave none.
+    added = None
+    if mounted.get("harness", {}).get("version") != given.get("harness", {}).get("version"):
+        added = mounted["harness"].pop("version")
+        if not mounted["harness"] and "harness" not in given:
+            del mounted["harness"]
+        if "version" not in given:
+            del mounted["version"]
+    assert mounted == given
+    # the-loop itself accepts the mounted file (its harness section too, once the file's
+    # schema defines one).
+    checked = text if added is None or CLI_SCHEMA_HAS_HARNESS else (
+        yaml.safe_dump(mounted) if mounted else None)
+    load_cli_config(checked, "cli-config.yaml")
+    for deployment in _deployments(rendered):
         workload = rendered.get("Deployment", deployment)
         (container,) = containers(workload)
         env = env_of(container)
@@ -234,7 +293,7 @@ def test_config_file_is_mounted_where_the_loop_config_points(scenario):
 
 def test_plain_env_reaches_the_right_pods(scenario):
     _, values, rendered = scenario
-    for deployment, component in ((WEB, "web"), (WORKER, "worker")):
+    for deployment, component in _components(rendered):
         env = env_of(containers(rendered.get("Deployment", deployment))[0])
         expected = {**values.get("env", {}), **values.get(component, {}).get("env", {})}
         for var, value in expected.items():
@@ -306,7 +365,7 @@ def test_service_ingress_and_scaling_point_at_the_web_pods(scenario):
         assert web["spec"]["replicas"] == values.get("web", {}).get("replicas", 2)
 
     if values.get("podDisruptionBudget", {}).get("enabled", True):
-        for deployment in (WEB, WORKER):
+        for deployment in _deployments(rendered):
             pdb = rendered.get("PodDisruptionBudget", deployment)
             pods = rendered.get("Deployment", deployment)["spec"]["template"]["metadata"]
             assert pdb["spec"]["selector"]["matchLabels"].items() <= pods["labels"].items()
@@ -319,7 +378,7 @@ def test_service_account_and_pull_secrets(scenario):
     _, values, rendered = scenario
     sa_values = values.get("serviceAccount", {})
     expected = sa_values.get("name") or FULLNAME
-    for deployment in (WEB, WORKER):
+    for deployment in _deployments(rendered):
         spec = pod_spec(rendered.get("Deployment", deployment))
         assert spec["serviceAccountName"] == expected
         assert spec.get("imagePullSecrets", []) == values.get("imagePullSecrets", [])
@@ -416,17 +475,24 @@ def test_schema_refuses_every_variable_the_chart_sets_or_that_serve_ignores(helm
     set_by_chart: set[str] = set()
     for values in SCENARIOS.values():
         rendered = render(helm, values)
-        for deployment, component in ((WEB, "web"), (WORKER, "worker")):
+        # A command adapter's own key variable cannot be listed in advance: the template
+        # refuses it in env instead (test_chart_runner.py).
+        own_key = {values.get("runner", {}).get("harness", {}).get("apiKey", {}).get("env")}
+        for deployment, component in _components(rendered):
             given = {**values.get("env", {}), **values.get(component, {}).get("env", {})}
             (container,) = containers(rendered.get("Deployment", deployment))
-            set_by_chart |= set(env_of(container)) - set(given)
+            set_by_chart |= set(env_of(container)) - set(given) - own_key
+    assert {"THE_LOOP_HARNESS", "THE_LOOP_RUNNER_CONCURRENCY", "ANTHROPIC_API_KEY",
+            "OPENAI_API_KEY", "HOME"} <= set_by_chart  # the runner scenarios did render
     assert set_by_chart - refused == set()
     assert SECRET_VARS | {"GH_TOKEN", "GITHUB_TOKEN"} <= refused
+    assert {"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN",
+            "CODEX_API_KEY"} <= refused  # the harness's keys: runner.harness.apiKey only
     # `the-loop serve --host 0.0.0.0 --port N` ignores these two: web.port sets the port.
     assert {"PORT", "THE_LOOP_BIND"} <= refused
 
 
-@pytest.mark.parametrize("where", ["env", "web.env", "worker.env"])
+@pytest.mark.parametrize("where", ["env", "web.env", "worker.env", "runner.env"])
 def test_schema_names_the_path_and_the_fix_of_a_refused_variable(helm, where):
     for name, reason in _refused_env(helm).items():
         values: dict[str, Any] = {name: "4"}
