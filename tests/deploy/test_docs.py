@@ -16,7 +16,8 @@ from the_loop.cli import main
 DOCS = [REPO_ROOT / "docs" / f"{n}.md" for n in ("install", "operations", "upgrade",
                                                   "troubleshooting")]
 VALUE_ROOTS = ("image", "imagePullSecrets", "secret", "config", "env", "web", "worker",
-               "service", "ingress", "podDisruptionBudget", "serviceAccount", "redis")
+               "service", "ingress", "podDisruptionBudget", "serviceAccount", "redis",
+               "runner")
 
 
 def slug(heading: str) -> str:
@@ -103,7 +104,8 @@ def test_object_names_in_docs_are_what_the_chart_creates(helm):
                                          is_install=True))
     names = {(o["kind"], o["metadata"]["name"]) for o in rendered.objects}
     assert {("Deployment", "the-loop-web"), ("Deployment", "the-loop-worker"),
-            ("StatefulSet", "the-loop-redis"), ("Service", "the-loop")} <= names
+            ("Deployment", "the-loop-runner"), ("StatefulSet", "the-loop-redis"),
+            ("Service", "the-loop")} <= names
     claim = rendered.get("StatefulSet", "the-loop-redis")["spec"]["volumeClaimTemplates"][0]
     assert f"{claim['metadata']['name']}-the-loop-redis-0" == "data-the-loop-redis-0"
     text = "\n".join(d.read_text() for d in DOCS)
@@ -120,6 +122,11 @@ def test_install_example_values_install(helm):
                                          namespace="the-loop", is_install=True))
     ingress = rendered.get("Ingress", "the-loop")
     assert ingress["spec"]["rules"][0]["host"] == "loop.example.com"
+    # Both images come from the registry the example pushes them to.
+    for deployment in ("the-loop-web", "the-loop-runner"):
+        (container,) = rendered.get("Deployment", deployment)["spec"]["template"]["spec"][
+            "containers"]
+        assert container["image"].startswith("registry.example.com/acme/the-loop")
     assert "https://loop.example.com/webhook" in rendered.notes
 
 
