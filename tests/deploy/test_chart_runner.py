@@ -269,7 +269,7 @@ def test_workspace_claim_created_by_the_chart(helm):
                                        "persistentVolumeClaim": {"claimName": RUNNER}}
     # A ReadWriteOnce claim attaches to one pod: a rollout stops the old pod first.
     assert rendered.get("Deployment", RUNNER)["spec"]["strategy"] == {"type": "Recreate"}
-    assert "PersistentVolumeClaim" in rendered.notes or RUNNER in rendered.notes
+    assert f"Workspaces:             PersistentVolumeClaim {RUNNER}" in rendered.notes
 
 
 def test_workspace_existing_shared_claim(helm):
