@@ -391,7 +391,7 @@ def build_runner(settings: Settings, connection: redis.Redis | None = None) -> T
     from workers.runner import TurnRunner
     from workers.workspace import Workspaces
 
-    harness = build_harness(settings.harness)
+    harness = build_harness(settings.harness, settings.runner.mode)
     if harness is None:
         raise SettingsError(
             "harness.adapter is none: the runner has no harness to run; set "

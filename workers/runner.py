@@ -56,7 +56,7 @@ from workers.turns import (
     TurnContext,
     TurnRecords,
 )
-from workers.workspace import Checkout, Workspaces, branch_name
+from workers.workspace import Checkout, Workspaces
 
 if TYPE_CHECKING:
     from graph.ports import GitHub
@@ -146,7 +146,7 @@ class TurnRunner:
         beat = _Heartbeat(self.records, ref, order, context, token, self.runner_settings.lease)
         beat.start()
         started = time.monotonic()
-        branch = context.branch or branch_name(context.number, context.title)
+        branch: str | None = context.branch
         try:
             ended, branch = self._turn(ref, order, context, interrupted, attempt, beat)
         except LoopError as exc:
@@ -162,7 +162,7 @@ class TurnRunner:
         return ended.status
 
     def _turn(self, ref: str, order: TurnOrder, context: TurnContext, interrupted: bool,
-              attempt: int, beat: _Heartbeat) -> tuple[TurnEnded, str]:
+              attempt: int, beat: _Heartbeat) -> tuple[TurnEnded, str | None]:
         workspaces = self.workspaces(context.installation_id)
         checkout = workspaces.prepare(context.repository, context.number, context.title,
                                       context.default_branch, branch=context.branch)
@@ -182,13 +182,17 @@ class TurnRunner:
         head = workspaces.commit_and_push(
             checkout, f"the-loop: {order.node}, turn {order.number} for "
                       f"#{context.number}\n\nWork item: {order.ref}")
-        pull = self._draft_pull(context, checkout.branch)
+        # Nothing written yet (a first turn that failed early): no branch to show, and
+        # GitHub refuses a pull request without commits.
+        pushed = head != checkout.base_sha
+        pull = self._draft_pull(context, checkout.branch) if pushed else None
         return TurnEnded(
             id=order.id, status=outcome.status if outcome.status != "resume-failed"
             else "failed", session_id=session_id,
             harness_session=outcome.harness_session, head_sha=head, pull=pull,
             cost_usd=outcome.cost_usd, input_tokens=outcome.input_tokens,
-            output_tokens=outcome.output_tokens, detail=outcome.detail), checkout.branch
+            output_tokens=outcome.output_tokens, detail=outcome.detail), (
+                checkout.branch if pushed else context.branch)
 
     def _harness(self, workspaces: Workspaces, order: TurnOrder, context: TurnContext,
                  checkout: Checkout,
@@ -271,7 +275,7 @@ class TurnRunner:
         return int(created["number"])
 
     def _report(self, ref: str, order: TurnOrder, context: TurnContext, ended: TurnEnded,
-                attempt: int, branch: str) -> None:
+                attempt: int, branch: str | None) -> None:
         self.records.report(self.inbox, order, context, ended, attempt=attempt,
                             branch=branch)
         self.records.update(ref, status=ended.status, ended_at=time.time(),

@@ -154,6 +154,8 @@ class TurnRecords:
             description=f"the-loop turn {order.number} of {order.ref} at {order.node}")
         key = self.keys.turn(order.ref)
         with self.redis.pipeline() as pipe:
+            # RQ opens the MULTI itself: its job goes first, the records join it.
+            self.queue.enqueue_job(job, pipeline=pipe)
             pipe.set(self.keys.turn_ordered(order.id), "1", ex=SEVEN_DAYS)
             pipe.hdel(key, "host", "pid", "pgid", "started_at", "lease_until", "ended_at",
                       "detail", "cancel")
@@ -164,7 +166,6 @@ class TurnRecords:
                 "order": json.dumps(order.to_dict()),
                 "context": json.dumps(context.to_dict()), "queued_at": time.time()})
             pipe.sadd(self.keys.turns, order.ref)
-            self.queue.enqueue_job(job, pipeline=pipe)
             pipe.execute()
 
     def requeue(self, ref: str, *, reason: str) -> bool:

@@ -247,7 +247,7 @@ def test_a_turn_past_its_timeout_is_killed_with_its_children(redis_ns, tmp_path)
                    what="the timed-out turn escalated (maxTurns 1)")
         record = {k.decode(): v.decode() for k, v in loop.store.redis.hgetall(
             f"{loop.env['THE_LOOP_REDIS_PREFIX']}:turn:{REF}").items()}
-        assert record["status"] == "timeout"
+        assert record["status"] == "timeout", record
         assert not group_alive(int(record["pgid"]))
         assert "turn-timeout" in json.dumps(loop.state().results["requirements"])
     finally:

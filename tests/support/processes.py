@@ -15,6 +15,8 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from integrations.harness.process import group_members
+
 
 def start(argv: Sequence[str], env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
     """Start ``argv`` in a new session (its own process group), output to ``log``."""
@@ -23,14 +25,8 @@ def start(argv: Sequence[str], env: Mapping[str, str], log: Path) -> subprocess.
 
 
 def group_alive(pgid: int) -> bool:
-    """Whether any process of group ``pgid`` is left (zombies of our own are reaped)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """Whether any live (not zombie) process of group ``pgid`` is left."""
+    return bool(group_members(pgid))
 
 
 def stop(proc: subprocess.Popen[bytes], *, grace: float = 15.0) -> None:
@@ -39,10 +35,8 @@ def stop(proc: subprocess.Popen[bytes], *, grace: float = 15.0) -> None:
     pgid = proc.pid
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGTERM)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
     deadline = time.monotonic() + grace
     while group_alive(pgid) and time.monotonic() < deadline:
         time.sleep(0.05)
