@@ -6,7 +6,7 @@ the receiver (the Flask test client of :func:`the_loop.wiring.build_receiver`), 
 worker (:func:`the_loop.wiring.build_worker`) runs one wake-up
 (:meth:`workers.drain.DeliveryProcessor.dispatch`) that enrols the work item, whose first
 node sets its ``phase:`` label. GitHub is the loopback HTTP fake
-(``tests/support/fake_github.py``), reached through the real transport. Everything runs
+(``integrations/github_fake_http.py``), reached through the real transport. Everything runs
 in this process under :func:`sys.setprofile` (and :func:`threading.setprofile` for the
 threads a hook runs in).
 
@@ -193,7 +193,7 @@ def measure() -> dict[str, Any]:
     """Send one delivery through the receiver and the worker; returns both reports."""
     import redis
 
-    from tests.support.fake_github import HttpFakeGitHub, serve
+    from integrations.github_fake_http import HttpFakeGitHub, serve
     from the_loop.settings import Settings
     from the_loop.wiring import build_receiver, build_worker
 

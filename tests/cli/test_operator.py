@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from graph.context import HookConfig
 from graph.runtime import Runtime
-from tests.support.fake_github import HttpFakeGitHub, serve
+from integrations.github_fake_http import HttpFakeGitHub, serve
 from the_loop.cli import main
 from the_loop.graphs import load_graph
 from the_loop.local import parse_ref

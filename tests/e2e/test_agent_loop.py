@@ -23,6 +23,7 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.conftest import REPO_ROOT
 from tests.e2e.test_end_to_end import (
     comment_payload,
@@ -31,7 +32,6 @@ from tests.e2e.test_end_to_end import (
     post,
     wait_until,
 )
-from tests.support.fake_github import HttpFakeGitHub, serve
 from tests.support.processes import group_alive, start, stop
 from workers.state import RedisStateStore
 

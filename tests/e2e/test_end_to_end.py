@@ -19,8 +19,8 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.conftest import FIXTURES_DIR, load_fixture, sign_body
-from tests.support.fake_github import HttpFakeGitHub, serve
 from workers.state import RedisStateStore
 
 pytestmark = pytest.mark.e2e

@@ -24,9 +24,9 @@ from graph.ports import IntegrationError, NotFound, Unsupported
 from integrations.github import GitHubApi, GitHubClients, GitHubSettings
 from integrations.github_cli import GitHubCli
 from integrations.github_fake import FakeGitHub as MemoryGitHub
+from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.integrations.fakecli import gh_forwarder
 from tests.integrations.test_github_api import assert_shape, rsa_pem  # noqa: F401 (fixture)
-from tests.support.fake_github import HttpFakeGitHub, serve
 
 REPO = "Codertocat/Hello-World"
 APP_ID = 77

@@ -13,8 +13,8 @@ import requests
 from graph.ports import IntegrationError, NotFound
 from integrations.github import GitHubApi, GitHubClients, GitHubSettings
 from integrations.github_fake import FakeGitHub, run_git
+from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.integrations.test_github_api import assert_shape, rsa_pem  # noqa: F401 (fixture)
-from tests.support.fake_github import HttpFakeGitHub, serve
 
 REPO = "acme/widgets"
 APP_ID = 77

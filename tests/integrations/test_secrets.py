@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from rq import Queue
 
 import integrations.github  # noqa: F401  (PyGithub sets its log level on import: first)
+from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.conftest import load_fixture, sign_body
-from tests.support.fake_github import HttpFakeGitHub, serve
 from the_loop.settings import Settings
 from the_loop.wiring import build_receiver, build_worker
 from workers.state import RedisStateStore

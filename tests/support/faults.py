@@ -51,8 +51,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from graph.markers import find_effect
 from integrations import github_fake as fakes
+from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.conftest import load_fixture, sign_body
-from tests.support.fake_github import HttpFakeGitHub, serve
 from the_loop.inbox.keys import Keys
 
 OWNER = "Codertocat"

@@ -21,8 +21,8 @@ import pytest
 
 from integrations.github import GitHubClients, GitHubSettings
 from integrations.github_fake import run_git
+from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.integrations.test_github_api import rsa_pem  # noqa: F401 (fixture)
-from tests.support.fake_github import HttpFakeGitHub, serve
 from workers.workspace import (
     PROTECTED_PATHS,
     Checkout,

@@ -9,7 +9,7 @@ request as GitHub does, performs the write through the fake's own operation (so 
 is recorded in one place) and renders GitHub's JSON from the shared state.
 
 Use it in-process with Flask's test client (``fake.app.test_client()``), over loopback
-with :func:`serve`, or standalone: ``python -m tests.support.fake_github --port 8765
+with :func:`serve`, or standalone: ``python -m integrations.github_fake_http --port 8765
 --repo Codertocat/Hello-World``.
 
 Authentication, roughly like GitHub: ``POST /app/installations/{id}/access_tokens``
@@ -1044,7 +1044,8 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
         }
 
     def check_run_args(body: dict[str, Any]) -> dict[str, Any]:
-        output = body.get("output") if isinstance(body.get("output"), dict) else {}
+        raw = body.get("output")
+        output: dict[str, Any] = raw if isinstance(raw, dict) else {}
         return {
             "status": body.get("status"),
             "conclusion": body.get("conclusion"),
@@ -1259,7 +1260,7 @@ def serve(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m tests.support.fake_github [--host H] [--port N] [--repo OWNER/NAME]...``"""
+    """``python -m integrations.github_fake_http [--host H] [--port N] [--repo OWNER/NAME]...``"""
     parser = argparse.ArgumentParser(description="Serve a fake GitHub REST API.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
