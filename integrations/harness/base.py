@@ -250,3 +250,26 @@ _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE
 def secret_values(env: Mapping[str, str]) -> tuple[str, ...]:
     """Values of ``env``'s secret-looking variables (8 characters or more), to redact."""
     return tuple(v for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= 8)
+
+
+def number(value: object, *, integer: bool = False) -> float:
+    """``value`` when it is a non-negative finite number (bools refused), else 0: the
+    CLIs' figures are read defensively, a bad one never fails a turn."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    if not 0 <= value < float("inf"):
+        return 0
+    return int(value) if integer else float(value)
+
+
+def killed_status(reason: str) -> str | None:
+    """The outcome status of a process ended on a limit (``timeout`` / ``idle``), or
+    ``None`` when it ended by itself or after its result."""
+    return reason if reason in ("timeout", "idle") else None
+
+
+def limit_detail(reason: str, limits: TurnLimits) -> str:
+    """The-loop's words for a turn killed on ``reason``."""
+    if reason == "timeout":
+        return f"the turn ran past harness.turnTimeout ({limits.turn_timeout:g} s): killed"
+    return f"no output for harness.idleTimeout ({limits.idle_timeout:g} s): killed"

@@ -25,7 +25,10 @@ from typing import BinaryIO
 
 from integrations.harness.base import HarnessMissing, TurnLimits
 
-__all__ = ["ProcessResult", "group_members", "kill_group", "probe_version", "run_process"]
+__all__ = [
+    "ProcessResult", "group_members", "kill_group", "probe_env", "probe_version",
+    "run_process",
+]
 
 #: Bytes of one line kept for ``on_line`` (a result line carries the final message, so
 #: more than the logged ``line_bytes``); longer lines are cut.
@@ -291,9 +294,17 @@ def kill_group(pgid: int, grace: float, proc: subprocess.Popen[bytes] | None = N
             proc.wait(timeout=1)
 
 
-def probe_version(binary: str, env: Mapping[str, str], *, timeout: float = 10.0) -> str:
-    """``binary --version``'s output (stdout and stderr, stripped), run with ``env`` (a
-    minimal environment) and a short timeout.
+def probe_env() -> dict[str, str]:
+    """The environment of a version probe: this process's ``PATH`` (the harness may be a
+    Node.js script found through it) and a UTF-8 locale; nothing else."""
+    return {"PATH": os.environ.get("PATH") or os.defpath, "LANG": "C.UTF-8"}
+
+
+def probe_version(binary: str, env: Mapping[str, str] | None = None, *,
+                  timeout: float = 10.0) -> str:
+    """``binary --version``'s output (stdout and stderr, stripped), run with ``env``
+    (default :func:`probe_env`; ``HOME`` is a throw-away directory unless given) and a
+    short timeout, in seconds.
 
     Raises:
         HarnessMissing: the binary is not found, or printed nothing / failed; the
@@ -309,6 +320,7 @@ def probe_version(binary: str, env: Mapping[str, str], *, timeout: float = 10.0)
     limits = TurnLimits(turn_timeout=timeout, idle_timeout=timeout, log_bytes=64 * 1024,
                         grace=1.0, result_grace=1.0)
     with tempfile.TemporaryDirectory(prefix="the-loop-probe-") as tmp:
+        env = {"HOME": tmp, **(probe_env() if env is None else env)}
         result = run_process([binary, "--version"], stdin="", cwd=tmp, env=env,
                              limits=limits, log_path=Path(tmp) / "probe.log", on_line=keep)
     text = "\n".join(lines).strip()
