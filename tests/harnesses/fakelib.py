@@ -100,11 +100,11 @@ def _name(heading: str) -> str:
     return heading.lstrip("#").strip()
 
 
-def _render(path: str, headings: list[str], turn: int) -> str:
+def _render(path: str, headings: list[str]) -> str:
     title = Path(path).stem.replace("-", " ").replace("_", " ").capitalize()
     parts = [f"# {title}\n"]
     for heading in headings:
-        parts.append(f"\n{heading}\n\nWritten by the fake harness (turn {turn}).\n")
+        parts.append(f"\n{heading}\n\nWritten by the fake harness.\n")
     return "".join(parts)
 
 
@@ -138,7 +138,7 @@ def do_work(prompt: str, state: dict[str, Any] | None, cwd: Path) -> dict[str, A
     for path, headings in state["written"].items():
         target = cwd / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(_render(path, headings, state["turns"]), encoding="utf-8")
+        target.write_text(_render(path, headings), encoding="utf-8")
     return state
 
 
