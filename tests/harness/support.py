@@ -12,8 +12,8 @@ from typing import Any
 from integrations.harness import TurnLimits, TurnOutcome, TurnRequest, build_harness
 from integrations.harness.base import Harness
 from integrations.harness.process import group_members
-from the_loop.settings import HarnessSettings
 from tests.conftest import REPO_ROOT
+from the_loop.settings import HarnessSettings
 
 FAKES = REPO_ROOT / "tests" / "harnesses"
 ADAPTERS = ("claude-code", "codex", "command")
@@ -23,9 +23,10 @@ Write these artifacts:
 - `specs/12/requirements.md` with sections: `## Problem`, `## Requirements`
 - `specs/12/notes.md` with sections: `## Context`, `## Risks`
 """
-FEEDBACK = """The exit hooks blocked the turn:
-- validate-artifacts: specs/12/requirements.md has no 'Requirements' section (specs/12/requirements.md)
-"""
+FEEDBACK = (
+    "The exit hooks blocked the turn:\n"
+    "- validate-artifacts: specs/12/requirements.md has no 'Requirements' section "
+    "(specs/12/requirements.md)\n")
 
 
 def settings_for(adapter: str) -> HarnessSettings:
