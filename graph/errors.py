@@ -25,7 +25,10 @@ exception class in the packages is in this tree, and drawn here::
     ├── integrations
     │   ├── CapabilityError (RuntimeError)         capabilities.py: a graph needs a missing op
     │   ├── GitHubConfigError (ValueError)         github.py
-    │   └── ProviderConfigError (ValueError)       providers.py
+    │   ├── ProviderConfigError (ValueError)       providers.py
+    │   └── HarnessError                           harness/base.py: a harness unusable as set
+    │       ├── HarnessMissing                     the executable is not installed
+    │       └── HarnessVersionError                unpinned, or not the pinned version
     ├── webhook
     │   └── DeliveryError                          events.py: a refused delivery, with status
     │       ├── BadHeadersError, PayloadTooLargeError, SignatureError,

@@ -36,11 +36,13 @@ __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "ClassifierSettings",
     "GitHubSettings",
+    "HarnessSettings",
     "JiraSettings",
     "LogSettings",
     "MetricsSettings",
     "Process",
     "ReceiverSettings",
+    "RunnerSettings",
     "Settings",
     "SettingsError",
     "SlackSettings",
@@ -74,6 +76,22 @@ ENV_KEY_PATH = "THE_LOOP_GITHUB_PRIVATE_KEY_PATH"
 ENV_GITHUB_TRANSPORT = "THE_LOOP_GITHUB_TRANSPORT"
 ENV_GITHUB_CLI_BINARY = "THE_LOOP_GITHUB_CLI_BINARY"
 ENV_METRICS_PORT = "THE_LOOP_WORKER_METRICS_PORT"
+ENV_HARNESS = "THE_LOOP_HARNESS"
+ENV_HARNESS_BINARY = "THE_LOOP_HARNESS_BINARY"
+ENV_RUNNER_CONCURRENCY = "THE_LOOP_RUNNER_CONCURRENCY"
+ENV_WORKSPACE_DIR = "THE_LOOP_WORKSPACE_DIR"
+
+#: The harness adapters (``integrations.harness.ADAPTERS`` plus ``none``).
+HARNESS_ADAPTERS = ("claude-code", "codex", "command", "none")
+#: Each adapter's executable when ``harness.binary`` is unset.
+HARNESS_BINARIES: Mapping[str, str] = {"claude-code": "claude", "codex": "codex"}
+#: The variables passed to each adapter when ``harness.env`` is empty (its API keys:
+#: Claude Code's and Codex CLI's authentication docs).
+HARNESS_ENV: Mapping[str, tuple[str, ...]] = {
+    "claude-code": ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"),
+    "codex": ("OPENAI_API_KEY", "CODEX_API_KEY"),
+}
+RUNNER_MODES = ("process", "tmux")
 
 
 class SettingsError(LoopError, ValueError):
@@ -368,6 +386,80 @@ class WebSettings:
 
 
 @dataclass(frozen=True)
+class HarnessSettings:
+    """The coding-agent CLI that does the work of agent nodes (``cli-config.yaml``
+    ``harness:``).
+
+    Attributes:
+        adapter: ``claude-code``, ``codex``, ``command`` or ``none`` (agent nodes wait for
+            a person); ``THE_LOOP_HARNESS`` or ``harness.adapter``.
+        binary: the executable of claude-code / codex (``THE_LOOP_HARNESS_BINARY`` or
+            ``harness.binary``; default ``claude`` / ``codex`` on PATH); ``None`` for
+            ``command`` and ``none``.
+        argv: the command adapter's argument list (a typed YAML list, never a string).
+        version: the pinned version; what ``--version`` prints must contain it.
+        turn_timeout: wall-clock seconds of one turn.
+        idle_timeout: seconds without output before a turn is killed.
+        max_turns: the-loop turns per node visit (the first and its repairs).
+        cost_cap_usd: US dollars per work item; reaching it escalates. ``None``: no cap.
+        models: node stage -> model name.
+        env: names of the variables passed to the harness process (API keys); defaults
+            per adapter (:data:`HARNESS_ENV`).
+        source: where the settings came from (the file's path, or ``cli-config.yaml``),
+            for messages naming the fix.
+    """
+
+    adapter: str = "none"
+    binary: str | None = None
+    argv: tuple[str, ...] = ()
+    version: str | None = None
+    turn_timeout: float = 1800.0
+    idle_timeout: float = 300.0
+    max_turns: int = 5
+    cost_cap_usd: float | None = None
+    models: Mapping[str, str] = field(default_factory=dict)
+    env: tuple[str, ...] = ()
+    source: str = "cli-config.yaml"
+
+    def model_for(self, stage: str | None) -> str | None:
+        """The model configured for node stage ``stage``, or ``None`` (the harness's own
+        default)."""
+        return self.models.get(stage) if stage else None
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    """The runner processes that run agent turns (``cli-config.yaml`` ``runner:``).
+
+    Attributes:
+        queue: the RQ queue of turns (``{THE_LOOP_QUEUE}-turns``).
+        concurrency: live turns per runner, ``THE_LOOP_RUNNER_CONCURRENCY`` or
+            ``runner.concurrency`` (default 2).
+        per_installation: live turns per GitHub App installation (default 2).
+        workspace_dir: the per-work-item checkouts, ``THE_LOOP_WORKSPACE_DIR`` or
+            ``runner.workspaceDir`` (default ``$XDG_STATE_HOME/the-loop/workspaces``, or
+            ``~/.local/state/the-loop/workspaces``).
+        home_dir: ``HOME`` of the harness processes, where their transcripts stay
+            (default ``.../the-loop/home`` beside ``workspaces``).
+        log_bytes: bytes of one turn's output kept in its log.
+        mode: ``process`` or ``tmux``.
+        lease: seconds a running turn's lease lasts without a heartbeat.
+        git_url: clone URL template, ``{repo}`` = ``owner/name``, or ``None`` (derived
+            from the GitHub API URL).
+    """
+
+    queue: str = "the-loop-turns"
+    concurrency: int = 2
+    per_installation: int = 2
+    workspace_dir: str = "~/.local/state/the-loop/workspaces"
+    home_dir: str = "~/.local/state/the-loop/home"
+    log_bytes: int = 5 * 2**20
+    mode: str = "process"
+    lease: int = 30
+    git_url: str | None = None
+
+
+@dataclass(frozen=True)
 class Settings:
     """Every setting of a the-loop process, in sections.
 
@@ -379,6 +471,7 @@ class Settings:
         limits: GitHub's write budget per installation.
         classifier: the optional gate-feedback classifier.
         metrics, logging, web: as their classes say.
+        harness, runner: the agent harness and the runner that runs its turns.
         deployment: the loaded ``cli-config.yaml`` (every default without one).
         environ: the environment the settings were read from, handed to the child
             processes the integrations run (gh, jira-cli, a classifier command); hidden
@@ -395,6 +488,8 @@ class Settings:
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     logging: LogSettings = field(default_factory=LogSettings)
     web: WebSettings = field(default_factory=WebSettings)
+    harness: HarnessSettings = field(default_factory=HarnessSettings)
+    runner: RunnerSettings = field(default_factory=RunnerSettings)
     deployment: CliConfig = field(default_factory=CliConfig)
     environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -466,6 +561,8 @@ class Settings:
                 multiproc_dir=read.get("PROMETHEUS_MULTIPROC_DIR")),
             logging=read.log_settings(),
             web=read.web(),
+            harness=read.harness(deployment, config_path(env) or "cli-config.yaml"),
+            runner=read.runner(deployment, queue),
             deployment=deployment,
             environ=dict(env),
         )
@@ -703,6 +800,79 @@ class _Reader:
                 f"THE_LOOP_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, not {level!r}"
             )
         return LogSettings(fmt, level)
+
+    # -- the agent harness and its runner
+
+    def harness(self, deployment: CliConfig, source: str) -> HarnessSettings:
+        """``harness:`` with ``THE_LOOP_HARNESS`` / ``THE_LOOP_HARNESS_BINARY`` over it.
+
+        Raises:
+            SettingsError: an unknown adapter, a binary with spaces, or adapter
+                ``command`` without ``argv``; the message names the variable or key,
+                the file and the fix.
+        """
+        config = deployment.harness
+        adapter = (self.get(ENV_HARNESS) or config.adapter).lower()
+        if adapter not in HARNESS_ADAPTERS:
+            raise SettingsError(
+                f"{ENV_HARNESS} must be one of {', '.join(HARNESS_ADAPTERS)}, got {adapter!r}: "
+                f"e.g. {ENV_HARNESS}=claude-code (or unset it to use harness.adapter in "
+                f"{source})")
+        binary = self.get(ENV_HARNESS_BINARY)
+        if binary is not None and any(c.isspace() for c in binary):
+            raise SettingsError(
+                f"{ENV_HARNESS_BINARY} must name one executable (a name on PATH or an "
+                "absolute path) without arguments, e.g. THE_LOOP_HARNESS_BINARY=claude")
+        binary = binary or config.binary or HARNESS_BINARIES.get(adapter)
+        if adapter == "command":
+            if not config.argv:
+                raise SettingsError(
+                    f"{source}: harness.adapter is command but harness.argv is empty: set "
+                    "harness.argv to the agent's argument list, e.g. "
+                    "harness.argv: [aider, --yes-always] (a list, never a shell string)")
+            binary = None
+        elif adapter == "none":
+            binary = None
+        return HarnessSettings(
+            adapter=adapter,
+            binary=binary,
+            argv=tuple(config.argv),
+            version=config.version,
+            turn_timeout=float(config.turn_timeout),
+            idle_timeout=float(config.idle_timeout),
+            max_turns=config.max_turns,
+            cost_cap_usd=None if config.cost_cap_usd is None else float(config.cost_cap_usd),
+            models=dict(config.models),
+            env=tuple(config.env) or HARNESS_ENV.get(adapter, ()),
+            source=source,
+        )
+
+    def runner(self, deployment: CliConfig, queue: str) -> RunnerSettings:
+        """``runner:`` with ``THE_LOOP_RUNNER_CONCURRENCY`` / ``THE_LOOP_WORKSPACE_DIR``
+        over it; directories default under ``$XDG_STATE_HOME/the-loop``.
+
+        Raises:
+            SettingsError: a concurrency that is not a positive whole number.
+        """
+        config = deployment.runner
+        concurrency = _int_setting(ENV_RUNNER_CONCURRENCY, self.get(ENV_RUNNER_CONCURRENCY),
+                                   minimum=1, what="live turns per runner")
+        state = self.get("XDG_STATE_HOME") or str(
+            Path(self.get("HOME") or "~").expanduser() / ".local" / "state")
+        base = Path(state) / "the-loop"
+        workspace = self.get(ENV_WORKSPACE_DIR) or config.workspace_dir or str(
+            base / "workspaces")
+        return RunnerSettings(
+            queue=f"{queue}-turns",
+            concurrency=config.concurrency if concurrency is None else concurrency,
+            per_installation=config.per_installation,
+            workspace_dir=str(Path(workspace).expanduser()),
+            home_dir=str(Path(config.home_dir or str(base / "home")).expanduser()),
+            log_bytes=config.log_bytes,
+            mode=config.mode,
+            lease=config.lease,
+            git_url=config.git_url or None,
+        )
 
     # -- integrations
 

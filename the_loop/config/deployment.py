@@ -8,6 +8,7 @@ Loading and errors: :mod:`the_loop.config.loader`.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,6 +187,52 @@ class Classification:
 
 
 @dataclass(frozen=True)
+class HarnessSection:
+    """``harness``: the coding-agent CLI that does the work of agent nodes.
+
+    ``adapter`` is ``claude-code``, ``codex``, ``command`` or ``none`` (agent nodes wait
+    for a person, as before); ``binary`` (claude-code, codex; ``None``: ``claude`` /
+    ``codex`` on PATH); ``argv`` (command: an argument list, never a shell string);
+    ``version`` the pinned ``--version`` text; ``turn_timeout`` / ``idle_timeout`` in
+    seconds; ``max_turns`` the-loop turns per node visit; ``cost_cap_usd`` per work item
+    (``None``: no cap); ``models`` stage -> model; ``env`` names of the variables passed
+    to the harness (empty: the adapter's API-key variables).
+    """
+
+    adapter: str = "none"
+    binary: str | None = None
+    argv: tuple[str, ...] = ()
+    version: str | None = None
+    turn_timeout: float = 1800
+    idle_timeout: float = 300
+    max_turns: int = 5
+    cost_cap_usd: float | None = None
+    models: Mapping[str, str] = field(default_factory=dict)
+    env: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunnerSection:
+    """``runner``: the processes that run agent turns (``the-loop runner``).
+
+    ``concurrency`` live turns per runner, ``per_installation`` per GitHub App
+    installation; ``workspace_dir`` and ``home_dir`` (empty: under
+    ``$XDG_STATE_HOME/the-loop``); ``log_bytes`` cap of one turn's log; ``mode``
+    ``process`` or ``tmux``; ``lease`` seconds a turn's lease lasts without a heartbeat;
+    ``git_url`` clone URL template with ``{repo}`` (empty: derived from the API URL).
+    """
+
+    concurrency: int = 2
+    per_installation: int = 2
+    workspace_dir: str = ""
+    home_dir: str = ""
+    log_bytes: int = 5 * 2**20
+    mode: str = "process"
+    lease: int = 30
+    git_url: str = ""
+
+
+@dataclass(frozen=True)
 class CliConfig:
     """``cli-config.yaml``, the deployment's configuration (*how*)."""
 
@@ -195,6 +242,8 @@ class CliConfig:
     queue: QueueSettings = field(default_factory=QueueSettings)
     state: StateSettings = field(default_factory=StateSettings)
     classification: Classification = field(default_factory=Classification)
+    harness: HarnessSection = field(default_factory=HarnessSection)
+    runner: RunnerSection = field(default_factory=RunnerSection)
 
     @property
     def routing(self) -> Routing:

@@ -1,0 +1,128 @@
+"""The ``codex`` adapter: one turn is ``codex exec --json``, the prompt on stdin (``-``).
+
+Protocol facts (Codex CLI's ``codex exec`` docs and its TypeScript SDK, which builds the
+same argv):
+
+- ``codex exec [flags] -`` reads the prompt from stdin, until EOF.
+- ``codex exec [flags] resume <thread_id> -`` continues a thread; the flags come before
+  ``resume`` and must be given again on every turn.
+- ``--cd DIR`` the working root, ``--sandbox workspace-write`` (exec defaults to
+  read-only), ``--skip-git-repo-check`` (a workspace need not be a trusted repository).
+- ``--json`` prints JSON lines: ``thread.started{thread_id}``, ``turn.started``,
+  ``item.*``, ``turn.completed{usage{input_tokens, cached_input_tokens,
+  output_tokens}}``, ``turn.failed{error{message}}``, ``error{message}``.
+- Codex reports no cost: ``cost_usd`` is 0 and tokens are summed over the turn's
+  ``turn.completed`` events.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from integrations.harness.base import (
+    TurnOutcome,
+    TurnRequest,
+    killed_status,
+    limit_detail,
+    number,
+    secret_values,
+)
+from integrations.harness.process import probe_version, run_process
+
+__all__ = ["Codex"]
+
+
+class _Events:
+    """Reads ``--json`` events: the thread id, summed usage, the end of the turn."""
+
+    def __init__(self) -> None:
+        self.thread: str | None = None
+        self.completed = 0
+        self.failed = False
+        self.input_tokens = 0
+        self.output_tokens = 0
+
+    def __call__(self, line: str) -> bool:
+        if not line.startswith("{"):
+            return False
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return False
+        if not isinstance(event, dict):
+            return False
+        kind = event.get("type")
+        if kind == "thread.started" and isinstance(event.get("thread_id"), str):
+            self.thread = event["thread_id"]
+        elif kind == "turn.completed":
+            usage: dict[str, Any] = event["usage"] if isinstance(event.get("usage"), dict) else {}
+            self.input_tokens += int(number(usage.get("input_tokens"), integer=True))
+            self.output_tokens += int(number(usage.get("output_tokens"), integer=True))
+            self.completed += 1
+            return True
+        elif kind in ("turn.failed", "error"):
+            self.failed = True
+            return kind == "turn.failed"
+        return False
+
+
+class Codex:
+    """Codex CLI's ``exec``. ``settings``: :class:`the_loop.settings.HarnessSettings`
+    (``binary``, default ``codex``)."""
+
+    name = "codex"
+
+    def __init__(self, settings: Any) -> None:
+        self.binary: str = getattr(settings, "binary", None) or "codex"
+
+    def command(self, request: TurnRequest) -> list[str]:
+        """``codex exec --json --cd DIR --sandbox workspace-write --skip-git-repo-check
+        [--model M] [resume THREAD] -``; never the prompt."""
+        argv = [self.binary, "exec", "--json", "--cd", str(request.cwd),
+                "--sandbox", "workspace-write", "--skip-git-repo-check"]
+        if request.model:
+            argv += ["--model", request.model]
+        if request.resume:
+            argv += ["resume", request.resume]
+        return [*argv, "-"]
+
+    def probe(self) -> str:
+        """``codex --version`` (e.g. ``codex-cli 0.46.0``). Raises HarnessMissing."""
+        return probe_version(self.binary)
+
+    def run(self, request: TurnRequest) -> TurnOutcome:
+        """One turn; ``harness_session`` is the thread id to resume next."""
+        events = _Events()
+        proc = run_process(self.command(request), stdin=request.prompt, cwd=request.cwd,
+                           env=request.env, limits=request.limits, log_path=request.log_path,
+                           on_line=events, on_start=request.on_start,
+                           redact=secret_values(request.env))
+
+        def outcome(status: str, detail: str = "") -> TurnOutcome:
+            return TurnOutcome(
+                status=status, harness_session=events.thread or request.resume,
+                exit_code=proc.exit_code, duration_s=proc.duration_s, cost_usd=0.0,
+                input_tokens=events.input_tokens, output_tokens=events.output_tokens,
+                num_turns=events.completed, detail=detail)
+
+        ended = events.completed or events.failed
+        killed = killed_status(proc.reason)
+        if killed and not ended:
+            return outcome(killed, limit_detail(proc.reason, request.limits))
+        if request.resume and events.thread != request.resume and not events.completed:
+            return outcome("resume-failed", (
+                f"codex could not resume thread {request.resume} (it needs the same HOME): "
+                "start a fresh session"))
+        if request.resume and events.thread not in (None, request.resume):
+            return outcome("resume-failed", (
+                f"codex started thread {events.thread} instead of resuming "
+                f"{request.resume}: the context is lost, start a fresh session"))
+        if events.failed:
+            return outcome("failed", f"codex reported a failed turn (exit {proc.exit_code})")
+        if not events.completed:
+            return outcome("no-result",
+                           f"codex ended (exit {proc.exit_code}) without turn.completed")
+        if proc.exit_code not in (0, None) and proc.reason == "exited":
+            return outcome("failed", f"codex exited {proc.exit_code} after its turn")
+        return outcome("completed")
