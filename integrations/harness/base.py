@@ -182,12 +182,15 @@ def _adapters() -> dict[str, type]:
     return ADAPTERS
 
 
-def build_harness(settings: HarnessSettings) -> Harness | None:
-    """The adapter ``settings.adapter`` names, or ``None`` for ``none``.
+def build_harness(settings: HarnessSettings, mode: str = "process") -> Harness | None:
+    """The adapter ``settings.adapter`` names, or ``None`` for ``none``; ``mode`` is
+    ``runner.mode`` (``process``, or ``tmux``: each turn in a named tmux session).
 
     Raises:
-        HarnessError: an unknown adapter name.
+        HarnessError: an unknown adapter name or mode.
     """
+    if mode not in ("process", "tmux"):
+        raise HarnessError(f"unknown runner mode {mode!r}: set runner.mode to process or tmux")
     if settings.adapter == "none":
         return None
     adapters = _adapters()
@@ -196,7 +199,7 @@ def build_harness(settings: HarnessSettings) -> Harness | None:
         raise HarnessError(
             f"unknown harness adapter {settings.adapter!r}: set harness.adapter (or "
             f"THE_LOOP_HARNESS) to one of {', '.join(sorted(adapters))} or none")
-    harness: Harness = cls(settings)
+    harness: Harness = cls(settings, mode)
     return harness
 
 

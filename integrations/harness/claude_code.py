@@ -30,9 +30,8 @@ from integrations.harness.base import (
     killed_status,
     limit_detail,
     number,
-    secret_values,
 )
-from integrations.harness.process import probe_version, run_process
+from integrations.harness.process import launch, probe_version
 
 __all__ = ["ClaudeCode"]
 
@@ -76,7 +75,8 @@ class ClaudeCode:
 
     name = "claude-code"
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: Any, mode: str = "process") -> None:
+        self.mode = mode  # runner.mode: process or tmux
         self.binary: str = getattr(settings, "binary", None) or "claude"
 
     def command(self, request: TurnRequest) -> list[str]:
@@ -102,10 +102,7 @@ class ClaudeCode:
     def run(self, request: TurnRequest) -> TurnOutcome:
         """One turn; the outcome's ``harness_session`` is the latest reported id."""
         stream = _Stream()
-        proc = run_process(self.command(request), stdin=request.prompt, cwd=request.cwd,
-                           env=request.env, limits=request.limits, log_path=request.log_path,
-                           on_line=stream, on_start=request.on_start,
-                           redact=secret_values(request.env))
+        proc = launch(self.mode, self.command(request), request, stream)
         session = stream.session or request.resume or None
         result = stream.result or {}
         usage: dict[str, Any] = result["usage"] if isinstance(result.get("usage"), dict) else {}

@@ -26,9 +26,8 @@ from integrations.harness.base import (
     killed_status,
     limit_detail,
     number,
-    secret_values,
 )
-from integrations.harness.process import probe_version, run_process
+from integrations.harness.process import launch, probe_version
 
 __all__ = ["Codex"]
 
@@ -73,7 +72,8 @@ class Codex:
 
     name = "codex"
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: Any, mode: str = "process") -> None:
+        self.mode = mode  # runner.mode: process or tmux
         self.binary: str = getattr(settings, "binary", None) or "codex"
 
     def command(self, request: TurnRequest) -> list[str]:
@@ -94,10 +94,7 @@ class Codex:
     def run(self, request: TurnRequest) -> TurnOutcome:
         """One turn; ``harness_session`` is the thread id to resume next."""
         events = _Events()
-        proc = run_process(self.command(request), stdin=request.prompt, cwd=request.cwd,
-                           env=request.env, limits=request.limits, log_path=request.log_path,
-                           on_line=events, on_start=request.on_start,
-                           redact=secret_values(request.env))
+        proc = launch(self.mode, self.command(request), request, events)
 
         def outcome(status: str, detail: str = "") -> TurnOutcome:
             return TurnOutcome(

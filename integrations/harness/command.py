@@ -24,9 +24,8 @@ from integrations.harness.base import (
     TurnRequest,
     killed_status,
     limit_detail,
-    secret_values,
 )
-from integrations.harness.process import probe_version, run_process
+from integrations.harness.process import launch, probe_version
 
 __all__ = ["Command"]
 
@@ -79,7 +78,8 @@ class Command:
 
     name = "command"
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: Any, mode: str = "process") -> None:
+        self.mode = mode  # runner.mode: process or tmux
         argv = tuple(getattr(settings, "argv", ()) or ())
         if not argv or isinstance(getattr(settings, "argv", None), str):
             raise HarnessError(
@@ -101,9 +101,7 @@ class Command:
         with contextlib.suppress(FileNotFoundError):
             request.result_path.unlink()
         request.result_path.parent.mkdir(parents=True, exist_ok=True)
-        proc = run_process(self.command(request), stdin=request.prompt, cwd=request.cwd,
-                           env=request.env, limits=request.limits, log_path=request.log_path,
-                           on_start=request.on_start, redact=secret_values(request.env))
+        proc = launch(self.mode, self.command(request), request, None)
         result, problem = read_result(request.result_path)
         bad = f"the result file {request.result_path.name} {problem}" if problem else ""
 

@@ -23,12 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from integrations.harness.base import HarnessMissing, TurnLimits
+from integrations.harness.base import HarnessMissing, TurnLimits, TurnRequest, secret_values
 
 __all__ = [
-    "ProcessResult", "group_members", "kill_group", "probe_env", "probe_version",
-    "run_process",
+    "MODES", "ProcessResult", "group_members", "kill_group", "launch", "probe_env",
+    "probe_version", "run_process",
 ]
+
+#: Runner modes (``runner.mode``): a child process group, or one inside tmux.
+MODES = ("process", "tmux")
 
 #: Bytes of one line kept for ``on_line`` (a result line carries the final message, so
 #: more than the logged ``line_bytes``); longer lines are cut.
@@ -330,3 +333,23 @@ def probe_version(binary: str, env: Mapping[str, str] | None = None, *,
             f"{result.reason}): install a working {binary}, or set harness.binary in "
             "cli-config.yaml or THE_LOOP_HARNESS_BINARY")
     return text
+
+
+def launch(mode: str, argv: Sequence[str], request: TurnRequest,
+           on_line: Callable[[str], bool] | None) -> ProcessResult:
+    """Run a turn's ``argv`` for an adapter: :func:`run_process` (mode ``process``) or
+    :func:`integrations.harness.tmux.run_in_tmux` (mode ``tmux``, a session named after
+    ``request.session_id``), with the request's stdin, cwd, env, limits and log; the
+    values of secret-looking variables are redacted from the log.
+
+    Raises:
+        HarnessMissing: the executable (or tmux) is not installed.
+    """
+    common = {"stdin": request.prompt, "cwd": request.cwd, "env": request.env,
+              "limits": request.limits, "log_path": request.log_path, "on_line": on_line,
+              "on_start": request.on_start, "redact": secret_values(request.env)}
+    if mode == "tmux":
+        from integrations.harness.tmux import run_in_tmux, session_name
+
+        return run_in_tmux(argv, name=session_name(request.session_id), **common)  # type: ignore[arg-type]
+    return run_process(argv, **common)  # type: ignore[arg-type]
