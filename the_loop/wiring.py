@@ -363,7 +363,7 @@ def git_url(settings: Settings) -> Callable[[str], str]:
     -> ``https://HOST/OWNER/REPO.git`` ("About remote repositories", GitHub docs)."""
     template = settings.runner.git_url
     if not template:
-        api = settings.require_github().base_url.rstrip("/")
+        api = settings.require_github().api_url.rstrip("/")
         parts = urllib.parse.urlsplit(api)
         host = parts.netloc.removeprefix("api.") if parts.netloc.startswith("api.") \
             else parts.netloc
@@ -403,7 +403,11 @@ def build_runner(settings: Settings, connection: redis.Redis | None = None) -> T
     assert records is not None
     github_settings = settings.require_github()
     factory: Callable[[int | None], GitHub] | None = None
-    token: Callable[[int | None], str | None] = lambda installation: github_settings.token
+
+    def configured_token(installation: int | None) -> str | None:
+        return github_settings.token
+
+    token: Callable[[int | None], str | None] = configured_token
     helper: list[str] | None = None
     if github_settings.transport != "none":
         needed = {"github": frozenset({"create-pull-request", "find-pull-request"})}
@@ -413,7 +417,7 @@ def build_runner(settings: Settings, connection: redis.Redis | None = None) -> T
         github = providers["github"]
         factory = cast("Callable[[int | None], GitHub]", github)
         if github.transport == "cli":
-            helper = [github_settings.binary or "gh", "auth", "git-credential"]
+            helper = [github_settings.cli_binary or "gh", "auth", "git-credential"]
         elif hasattr(github, "installation_token"):
             token = github.installation_token
     inbox = DeliveryQueue(conn, queue_name=settings.worker.queue, prefix=settings.worker.prefix)

@@ -102,7 +102,9 @@ def _name(heading: str) -> str:
 
 def _render(path: str, headings: list[str]) -> str:
     title = Path(path).stem.replace("-", " ").replace("_", " ").capitalize()
-    parts = [f"# {title}\n"]
+    # The title must not double as a section: `# Requirements` would satisfy a required
+    # `## Requirements` (headings of any level count) and hide the omitted section.
+    parts = [f"# {title} (a draft by the fake harness)\n"]
     for heading in headings:
         parts.append(f"\n{heading}\n\nWritten by the fake harness.\n")
     return "".join(parts)
