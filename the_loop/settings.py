@@ -407,6 +407,8 @@ class HarnessSettings:
             per adapter (:data:`HARNESS_ENV`).
         source: where the settings came from (the file's path, or ``cli-config.yaml``),
             for messages naming the fix.
+        path: the ``PATH`` the version probe runs with (this process's ``PATH``), or
+            ``None`` (:data:`os.defpath`).
     """
 
     adapter: str = "none"
@@ -420,6 +422,7 @@ class HarnessSettings:
     models: Mapping[str, str] = field(default_factory=dict)
     env: tuple[str, ...] = ()
     source: str = "cli-config.yaml"
+    path: str | None = None
 
     def model_for(self, stage: str | None) -> str | None:
         """The model configured for node stage ``stage``, or ``None`` (the harness's own
@@ -845,6 +848,7 @@ class _Reader:
             models=dict(config.models),
             env=tuple(config.env) or HARNESS_ENV.get(adapter, ()),
             source=source,
+            path=self.get("PATH"),
         )
 
     def runner(self, deployment: CliConfig, queue: str) -> RunnerSettings:

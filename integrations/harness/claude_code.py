@@ -31,7 +31,7 @@ from integrations.harness.base import (
     limit_detail,
     number,
 )
-from integrations.harness.process import launch, probe_version
+from integrations.harness.process import launch, probe_env, probe_version
 
 __all__ = ["ClaudeCode"]
 
@@ -77,6 +77,7 @@ class ClaudeCode:
 
     def __init__(self, settings: Any, mode: str = "process") -> None:
         self.mode = mode  # runner.mode: process or tmux
+        self.path: str | None = getattr(settings, "path", None)  # PATH of the probe
         self.binary: str = getattr(settings, "binary", None) or "claude"
 
     def command(self, request: TurnRequest) -> list[str]:
@@ -97,7 +98,7 @@ class ClaudeCode:
 
     def probe(self) -> str:
         """``claude --version`` (e.g. ``2.0.14 (Claude Code)``). Raises HarnessMissing."""
-        return probe_version(self.binary)
+        return probe_version(self.binary, probe_env(self.path))
 
     def run(self, request: TurnRequest) -> TurnOutcome:
         """One turn; the outcome's ``harness_session`` is the latest reported id."""

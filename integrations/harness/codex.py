@@ -27,7 +27,7 @@ from integrations.harness.base import (
     limit_detail,
     number,
 )
-from integrations.harness.process import launch, probe_version
+from integrations.harness.process import launch, probe_env, probe_version
 
 __all__ = ["Codex"]
 
@@ -74,6 +74,7 @@ class Codex:
 
     def __init__(self, settings: Any, mode: str = "process") -> None:
         self.mode = mode  # runner.mode: process or tmux
+        self.path: str | None = getattr(settings, "path", None)  # PATH of the probe
         self.binary: str = getattr(settings, "binary", None) or "codex"
 
     def command(self, request: TurnRequest) -> list[str]:
@@ -89,7 +90,7 @@ class Codex:
 
     def probe(self) -> str:
         """``codex --version`` (e.g. ``codex-cli 0.46.0``). Raises HarnessMissing."""
-        return probe_version(self.binary)
+        return probe_version(self.binary, probe_env(self.path))
 
     def run(self, request: TurnRequest) -> TurnOutcome:
         """One turn; ``harness_session`` is the thread id to resume next."""

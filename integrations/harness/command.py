@@ -25,7 +25,7 @@ from integrations.harness.base import (
     killed_status,
     limit_detail,
 )
-from integrations.harness.process import launch, probe_version
+from integrations.harness.process import launch, probe_env, probe_version
 
 __all__ = ["Command"]
 
@@ -80,6 +80,7 @@ class Command:
 
     def __init__(self, settings: Any, mode: str = "process") -> None:
         self.mode = mode  # runner.mode: process or tmux
+        self.path: str | None = getattr(settings, "path", None)  # PATH of the probe
         argv = tuple(getattr(settings, "argv", ()) or ())
         if not argv or isinstance(getattr(settings, "argv", None), str):
             raise HarnessError(
@@ -94,7 +95,7 @@ class Command:
 
     def probe(self) -> str:
         """``argv[0] --version``. Raises HarnessMissing."""
-        return probe_version(self.argv[0])
+        return probe_version(self.argv[0], probe_env(self.path))
 
     def run(self, request: TurnRequest) -> TurnOutcome:
         """One turn; a stale result file is removed first so only this turn's is read."""

@@ -278,6 +278,16 @@ def kill_group(pgid: int, grace: float, proc: subprocess.Popen[bytes] | None = N
             proc.poll()
         return bool(group_members(pgid))
 
+    try:
+        _end_group(pgid, grace, alive)
+    finally:
+        # A zombie leader is not "live" but still needs reaping for its exit status.
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=1)
+
+
+def _end_group(pgid: int, grace: float, alive: Callable[[], bool]) -> None:
     if not alive():
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -292,15 +302,12 @@ def kill_group(pgid: int, grace: float, proc: subprocess.Popen[bytes] | None = N
     deadline = time.monotonic() + _REAP_LIMIT
     while alive() and time.monotonic() < deadline:
         time.sleep(0.02)
-    if proc is not None and proc.returncode is None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=1)
 
 
-def probe_env() -> dict[str, str]:
-    """The environment of a version probe: this process's ``PATH`` (the harness may be a
-    Node.js script found through it) and a UTF-8 locale; nothing else."""
-    return {"PATH": os.environ.get("PATH") or os.defpath, "LANG": "C.UTF-8"}
+def probe_env(path: str | None = None) -> dict[str, str]:
+    """The environment of a version probe: ``PATH`` (``harness.path``: the harness may be
+    a Node.js script found through it; default :data:`os.defpath`) and a UTF-8 locale."""
+    return {"PATH": path or os.defpath, "LANG": "C.UTF-8"}
 
 
 def probe_version(binary: str, env: Mapping[str, str] | None = None, *,
