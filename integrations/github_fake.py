@@ -45,6 +45,7 @@ import contextlib
 import hashlib
 import itertools
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -110,6 +111,8 @@ def now() -> str:
 
 #: Seconds one git command of the fake may take.
 GIT_TIMEOUT = 30.0
+#: The git executable (found once on the PATH of this process).
+GIT = shutil.which("git") or "git"
 
 
 class FakeGitError(IntegrationError):
@@ -121,7 +124,7 @@ class FakeGitError(IntegrationError):
 
 def git_env(**extra: str) -> dict[str, str]:
     """A minimal environment for git: no user or system configuration, no prompts."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
+    env = {"PATH": os.defpath, "LANG": "C.UTF-8",
            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
            "GIT_TERMINAL_PROMPT": "0", "HOME": os.devnull}
     env.update(extra)
@@ -136,7 +139,7 @@ def run_git(git_dir: Path, *args: str, stdin: bytes | None = None,
     Raises:
         FakeGitError: it exited non-zero and ``check`` is true.
     """
-    done = subprocess.run(["git", f"--git-dir={git_dir}", *args], input=stdin,
+    done = subprocess.run([GIT, f"--git-dir={git_dir}", *args], input=stdin,
                           capture_output=True, timeout=GIT_TIMEOUT,
                           env=dict(env) if env is not None else git_env(), check=False)
     if check and done.returncode != 0:
@@ -157,7 +160,7 @@ def seed_git_repo(git_dir: Path, files: Mapping[str, str], *, default_branch: st
         the commit's sha (40 hex digits).
     """
     git_dir.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["git", "init", "--quiet", "--bare", f"--initial-branch={default_branch}",
+    subprocess.run([GIT, "init", "--quiet", "--bare", f"--initial-branch={default_branch}",
                     str(git_dir)], check=True, capture_output=True, timeout=GIT_TIMEOUT,
                    env=git_env())
     return commit_files(git_dir, default_branch, files, message=message, author=author)

@@ -181,8 +181,9 @@ class Workspaces:
         author: ``(name, email)`` of the commits, e.g. ``("the-loop[bot]",
             "123+the-loop[bot]@users.noreply.github.com")``.
         git: the git executable.
-        env: base environment of git (default: ``PATH`` and ``HOME`` of this process;
-            ``HOME`` matters for a credential helper such as gh's).
+        env: base environment of git; only ``PATH``, ``HOME`` and ``GH_HOST`` are kept
+            from it (the composition root hands it the process's; ``HOME`` matters for
+            a credential helper such as gh's). ``None``: ``PATH`` = :data:`os.defpath`.
     """
 
     def __init__(
@@ -202,10 +203,8 @@ class Workspaces:
         self.credential_helper = list(credential_helper) if credential_helper else None
         self.author = author
         self.git = git
-        base = env if env is not None else {
-            k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}
-        self._env = {k: v for k, v in base.items() if k in ("PATH", "HOME", "GH_HOST")}
-        self._env.setdefault("PATH", "/usr/bin:/bin")
+        self._env = {k: v for k, v in (env or {}).items() if k in ("PATH", "HOME", "GH_HOST")}
+        self._env.setdefault("PATH", os.defpath)
         self.root.mkdir(parents=True, exist_ok=True)
         self._askpass = self.root / ".askpass" / "git-askpass.sh"
 

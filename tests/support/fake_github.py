@@ -21,6 +21,12 @@ act as :attr:`HttpFakeGitHub.bot_login`, any other token as
 installation tokens may create or update check runs (others get 403 "You must
 authenticate via a GitHub App."). Repositories must be created with ``add_repo`` (or by
 seeding them) before they are served; any other is 404.
+
+Git: a repository backed by a bare git repository (``add_git_repo`` / ``add_repo(...,
+git_dir=)``) is also served over git's smart HTTP protocol at ``/{owner}/{name}.git/...``
+through ``git http-backend`` (clone, fetch, push), with HTTP Basic auth whose password
+must be a token the fake issued (an installation token, or one of ``tokens=``); anything
+else gets 401 with ``WWW-Authenticate: Basic realm="GitHub"``, as github.com answers.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ from flask import Blueprint, Flask, Response, g, jsonify, request
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from graph.ports import REACTIONS, IntegrationError
-from integrations.github_fake import FakeGitHub, Repo, blob_sha, git_env
+from integrations.github_fake import GIT, FakeGitHub, Repo, blob_sha, git_env
 
 __all__ = ["ENDPOINTS", "HttpFakeGitHub", "RecordedRequest", "serve"]
 
@@ -1163,7 +1169,7 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
                                  ("Git-Protocol", "GIT_PROTOCOL")):
             if request.headers.get(header):
                 env[variable] = request.headers[header]
-        proc = subprocess.Popen(["git", "http-backend"], stdin=subprocess.PIPE,
+        proc = subprocess.Popen([GIT, "http-backend"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                                 start_new_session=True)
         killer = threading.Timer(GIT_BACKEND_TIMEOUT, proc.kill)
