@@ -21,7 +21,8 @@ exception class in the packages is in this tree, and drawn here::
     │   ├── RateLimited (retry_after, reset_at)    429 / 403 rate limit; retriable
     │   ├── Unavailable                            5xx, network, timeout; retriable
     │   ├── Unsupported                            the transport lacks the operation
-    │   └── RetryLater                             the outbox's verdict: retry the delivery
+    │   ├── RetryLater                             the outbox's verdict: retry the delivery
+    │   └── FakeGitError                           github_fake.py: the fake's git failed
     ├── integrations
     │   ├── CapabilityError (RuntimeError)         capabilities.py: a graph needs a missing op
     │   ├── GitHubConfigError (ValueError)         github.py
@@ -36,6 +37,7 @@ exception class in the packages is in this tree, and drawn here::
     │       └── BadPayloadError -> UnsupportedContentTypeError
     ├── workers
     │   ├── NoProcessor (RuntimeError)             jobs.py: a job ran outside a worker
+    │   ├── WorkspaceError                         workspace.py: a git step of a checkout
     │   └── WorkerLoopEnded (redis ConnectionError) worker.py
     └── the_loop
         ├── SettingsError (ValueError)             settings.py: a bad variable or key

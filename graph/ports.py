@@ -145,6 +145,8 @@ class PullRequest(TypedDict):
     head_ref: str
     base_ref: str
     state: str  # open | closed
+    draft: bool
+    html_url: str
 
 
 class PullFiles(TypedDict):
@@ -327,7 +329,26 @@ class GitHubPulls(Protocol):
 
     @read
     def get_pull_request(self, *, repo: str, number: int) -> PullRequest:
-        """``{"number", "head_sha", "head_ref", "base_ref", "state"}``."""
+        """``{"number", "head_sha", "head_ref", "base_ref", "state", "draft", "html_url"}``."""
+        ...
+
+    @read
+    def find_pull_request(self, *, repo: str, head: str) -> PullRequest | None:
+        """The open pull request whose head is branch ``head`` of ``repo`` itself, or
+        ``None`` (a :class:`PullRequest`)."""
+        ...
+
+    @write
+    def create_pull_request(self, *, repo: str, head: str, base: str, title: str,
+                            body: str, draft: bool = True) -> PullRequest:
+        """Open a pull request from branch ``head`` into ``base`` (a draft by default);
+        a :class:`PullRequest`."""
+        ...
+
+    @write
+    def update_pull_request(self, *, repo: str, number: int, title: str | None = None,
+                            body: str | None = None) -> PullRequest:
+        """Change the title and/or body of pull request ``number``; a :class:`PullRequest`."""
         ...
 
     @read

@@ -192,6 +192,42 @@ class GitHubClients:
                 "THE_LOOP_GITHUB_PRIVATE_KEY_PATH); a personal token cannot")
         return GitHubAppApi(self._new_github(None, app=True))
 
+    def installation_token(self, installation_id: int | None) -> str:
+        """A short-lived token for git over HTTPS (clone, fetch, push) as the installation.
+
+        App mode: the installation access token of ``POST /app/installations/
+        {installation_id}/access_tokens`` ("Create an installation access token for an
+        app"; valid one hour, used as the password of user ``x-access-token``). It is the
+        same token the installation's :class:`GitHubApi` sends, kept and renewed by
+        PyGithub's ``AppInstallationAuth`` (a new one about 20 s before expiry), so call
+        this per git operation rather than keeping the value. Token mode: the configured
+        token (``installation_id`` ignored).
+
+        Raises:
+            IntegrationError: App mode and no valid installation id (see
+                :meth:`for_installation`), or GitHub refused the token request (``status``
+                set: 401 a bad App key or id, 404 no such installation); the message never
+                holds a credential.
+            Unavailable: GitHub could not be reached.
+        """
+        api = self.for_installation(installation_id)
+        if self._app_auth is None:
+            assert self.settings.token is not None
+            return self.settings.token
+        auth = api._gh.requester.auth
+        op, target = "installation-token", f"installation {installation_id}"
+        try:
+            token = getattr(auth, "token", None)
+        except GithubException as exc:
+            raise _from_github(op, target, exc) from exc
+        except requests.exceptions.RequestException as exc:
+            raise Unavailable(f"github {op} on {target}: request failed ({type(exc).__name__})",
+                              integration="github", op=op) from exc
+        if not isinstance(token, str) or not token:
+            raise IntegrationError(f"github {op} on {target}: no token in GitHub's answer",
+                                   integration="github", op=op)
+        return token
+
     def close(self) -> None:
         """Close the HTTP connections of every cached client."""
         with self._lock:

@@ -11,6 +11,8 @@ Every successful write is recorded in :attr:`FakeGitHub.actions` as a Prow-style
     OWNER/NAME:add-reaction:<comment id>:<content>
     OWNER/NAME:put-file:<branch>:<path>
     OWNER/NAME#1:request-reviewers:<login>
+    OWNER/NAME#7:create-pull-request:<head branch>
+    OWNER/NAME#7:update-pull-request
     OWNER/NAME:create-check-run:<name>
     OWNER/NAME:update-check-run:<check run id>
 
@@ -42,10 +44,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
+import os
+import shutil
+import subprocess
+import tempfile
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graph.ports import (
@@ -76,7 +83,7 @@ from graph.ports import (
 )
 from integrations.github_ops import CHECK_STATUSES
 
-__all__ = ["BASE_PERMISSION", "FakeGitHub", "Repo", "blob_sha"]
+__all__ = ["BASE_PERMISSION", "FakeGitHub", "FakeGitError", "Repo", "blob_sha", "seed_git_repo"]
 
 #: Repository role -> the coarse ``permission`` GitHub reports beside ``role_name``.
 BASE_PERMISSION = {
@@ -100,14 +107,104 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# ------------------------------------------------------------------------------ git
+
+#: Seconds one git command of the fake may take.
+GIT_TIMEOUT = 30.0
+#: The git executable (found once on the PATH of this process).
+GIT = shutil.which("git") or "git"
+
+
+class FakeGitError(IntegrationError):
+    """A git command of the fake failed (its repository is broken or the ref is bad)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, integration="github", op="git")
+
+
+def git_env(**extra: str) -> dict[str, str]:
+    """A minimal environment for git: no user or system configuration, no prompts."""
+    env = {"PATH": os.defpath, "LANG": "C.UTF-8",
+           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+           "GIT_TERMINAL_PROMPT": "0", "HOME": os.devnull}
+    env.update(extra)
+    return env
+
+
+def run_git(git_dir: Path, *args: str, stdin: bytes | None = None,
+            env: Mapping[str, str] | None = None, check: bool = True
+            ) -> subprocess.CompletedProcess[bytes]:
+    """``git --git-dir=GIT_DIR ARGS...`` (argument list, no shell, :data:`GIT_TIMEOUT`).
+
+    Raises:
+        FakeGitError: it exited non-zero and ``check`` is true.
+    """
+    done = subprocess.run([GIT, f"--git-dir={git_dir}", *args], input=stdin,
+                          capture_output=True, timeout=GIT_TIMEOUT,
+                          env=dict(env) if env is not None else git_env(), check=False)
+    if check and done.returncode != 0:
+        raise FakeGitError(f"git {args[0]} in {git_dir} failed: "
+                       + done.stderr.decode("utf-8", "replace").strip()[-500:])
+    return done
+
+
+def seed_git_repo(git_dir: Path, files: Mapping[str, str], *, default_branch: str = "main",
+                  author: tuple[str, str] = ("Octo Cat", "octocat@example.com"),
+                  message: str = "Initial commit") -> str:
+    """Create the bare repository ``git_dir`` with one commit on ``default_branch`` that
+    holds ``files`` (path -> text, e.g. ``README.md`` and ``.the-loop/collaborators.yaml``),
+    using real git (``git init --bare``, ``hash-object``, ``update-index``, ``write-tree``,
+    ``commit-tree``, ``update-ref``).
+
+    Returns:
+        the commit's sha (40 hex digits).
+    """
+    git_dir.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([GIT, "init", "--quiet", "--bare", f"--initial-branch={default_branch}",
+                    str(git_dir)], check=True, capture_output=True, timeout=GIT_TIMEOUT,
+                   env=git_env())
+    return commit_files(git_dir, default_branch, files, message=message, author=author)
+
+
+def commit_files(git_dir: Path, branch: str, files: Mapping[str, str | None], *,
+                 message: str, author: tuple[str, str]) -> str:
+    """One commit on ``branch`` of bare ``git_dir`` (created when absent) setting each
+    path to its text (``None`` deletes it); the ref moves only if it did not change
+    meanwhile (``update-ref`` with the old value). Returns the commit's sha."""
+    ref = f"refs/heads/{branch}"
+    parent = run_git(git_dir, "rev-parse", "--verify", "-q", ref, check=False)
+    old = parent.stdout.decode().strip() if parent.returncode == 0 else ""
+    with tempfile.TemporaryDirectory(prefix="fake-git-index-") as tmp:
+        env = git_env(GIT_INDEX_FILE=str(Path(tmp) / "index"))
+        if old:
+            run_git(git_dir, "read-tree", old, env=env)
+        for path, text in files.items():
+            if text is None:
+                run_git(git_dir, "update-index", "--force-remove", "--", path, env=env)
+                continue
+            blob = run_git(git_dir, "hash-object", "-w", "--stdin",
+                           stdin=text.encode("utf-8"), env=env).stdout.decode().strip()
+            run_git(git_dir, "update-index", "--add", "--cacheinfo",
+                    f"100644,{blob},{path}", env=env)
+        tree = run_git(git_dir, "write-tree", env=env).stdout.decode().strip()
+    who = {"GIT_AUTHOR_NAME": author[0], "GIT_AUTHOR_EMAIL": author[1],
+           "GIT_COMMITTER_NAME": author[0], "GIT_COMMITTER_EMAIL": author[1]}
+    commit = run_git(git_dir, "commit-tree", tree, *(["-p", old] if old else []),
+                     stdin=message.encode("utf-8"), env=git_env(**who)).stdout.decode().strip()
+    run_git(git_dir, "update-ref", ref, commit, old or "0" * 40)
+    return commit
+
+
 @dataclass
 class Repo:
-    """One repository's state (the fake's lock guards it)."""
+    """One repository's state (the fake's lock guards it). With ``git_dir`` the files and
+    branches live in that bare git repository instead of :attr:`files`."""
 
     full_name: str
     id: int
     default_branch: str = "main"
     private: bool = False
+    git_dir: Path | None = None
     files: dict[tuple[str, str], str] = field(default_factory=dict)  # (ref, path) -> text
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # lower(name) -> label
@@ -195,23 +292,112 @@ class FakeGitHub(Transport):
     # -- seeding --------------------------------------------------------------------------
 
     def add_repo(self, full_name: str, *, default_branch: str = "main",
-                 private: bool = False) -> None:
-        """Create repository ``OWNER/NAME`` (idempotent; updates the default branch)."""
+                 private: bool = False, git_dir: Path | None = None) -> None:
+        """Create repository ``OWNER/NAME`` (idempotent; updates the default branch).
+
+        Args:
+            git_dir: a bare git repository that backs it (see :func:`seed_git_repo`):
+                file reads come from it at a branch or sha, a pull request's head is its
+                branch's tip, and the HTTP front serves git's smart HTTP protocol for it.
+        """
         with self.lock:
             r = self.repo(full_name)
             r.default_branch, r.private = default_branch, private
+            if git_dir is not None:
+                r.git_dir = Path(git_dir)
+
+    def add_git_repo(self, full_name: str, root: Path, files: Mapping[str, str], *,
+                     default_branch: str = "main") -> Path:
+        """Create repository ``OWNER/NAME`` backed by a new bare git repository
+        ``root/OWNER/NAME.git`` whose first commit on ``default_branch`` holds ``files``
+        (e.g. ``README.md``, ``.the-loop/collaborators.yaml``). Returns the git directory."""
+        git_dir = Path(root) / f"{full_name}.git"
+        seed_git_repo(git_dir, files, default_branch=default_branch)
+        self.add_repo(full_name, default_branch=default_branch, git_dir=git_dir)
+        return git_dir
 
     def add_file(self, repo: str, path: str, text: str, ref: str | None = None) -> None:
-        """Store ``text`` at ``path`` on ``ref`` (default branch when ``None``)."""
+        """Store ``text`` at ``path`` on ``ref`` (default branch when ``None``); in a git
+        repository, one commit on branch ``ref``."""
         with self.lock:
             r = self.repo(repo)
+            if r.git_dir is not None:
+                commit_files(r.git_dir, ref or r.default_branch, {path.strip("/"): text},
+                             message=f"add {path}", author=("Octo Cat", "octocat@example.com"))
+                return
             r.files[(ref or r.default_branch, path.strip("/"))] = text
 
     def remove_file(self, repo: str, path: str, ref: str | None = None) -> None:
         """Delete ``path`` on ``ref`` (default branch when ``None``), if it is there."""
         with self.lock:
             r = self.repo(repo)
+            if r.git_dir is not None:
+                if self.git_text(r, ref or r.default_branch, path.strip("/")) is not None:
+                    commit_files(r.git_dir, ref or r.default_branch, {path.strip("/"): None},
+                                 message=f"remove {path}",
+                                 author=("Octo Cat", "octocat@example.com"))
+                return
             r.files.pop((ref or r.default_branch, path.strip("/")), None)
+
+    # -- git-backed repositories ----------------------------------------------------------
+
+    def branch_sha(self, repo: str | Repo, branch: str) -> str | None:
+        """The tip of ``branch`` in a git-backed repository, or ``None`` (no such branch,
+        or the repository is not git-backed)."""
+        r = repo if isinstance(repo, Repo) else self.lookup(repo)
+        if r is None or r.git_dir is None or not branch or branch.startswith("-"):
+            return None
+        done = run_git(r.git_dir, "rev-parse", "--verify", "-q",
+                       f"refs/heads/{branch}^{{commit}}", check=False)
+        return done.stdout.decode().strip() if done.returncode == 0 else None
+
+    def git_object(self, r: Repo, ref: str, path: str) -> tuple[str, str] | None:
+        """``(type, sha)`` of ``ref:path`` in ``r``'s git repository (type ``blob`` or
+        ``tree``; ``path`` ``""`` is the root tree), or ``None``. ``ref`` is a branch
+        name or a commit sha (``git rev-parse``)."""
+        assert r.git_dir is not None
+        if not ref or ref.startswith("-"):
+            return None
+        commit = self.branch_sha(r, ref) or ref
+        spec = f"{commit}:{path}"
+        kind = run_git(r.git_dir, "cat-file", "-t", spec, check=False)
+        sha = run_git(r.git_dir, "rev-parse", "--verify", "-q", spec, check=False)
+        if kind.returncode != 0 or sha.returncode != 0:
+            return None
+        return kind.stdout.decode().strip(), sha.stdout.decode().strip()
+
+    def git_text(self, r: Repo, ref: str, path: str) -> str | None:
+        """Text of file ``path`` at ``ref`` (a branch or sha) in ``r``'s git repository
+        (``git cat-file blob``, what ``git show REF:PATH`` prints), or ``None``."""
+        found = self.git_object(r, ref, path)
+        if found is None or found[0] != "blob":
+            return None
+        assert r.git_dir is not None
+        data = run_git(r.git_dir, "cat-file", "blob", found[1]).stdout
+        return data.decode("utf-8", "replace")
+
+    def git_tree(self, r: Repo, ref: str, path: str) -> list[tuple[str, str, str]] | None:
+        """``[(type, sha, path), ...]`` of directory ``path`` at ``ref`` (``git ls-tree``),
+        or ``None`` when it is not a directory there."""
+        found = self.git_object(r, ref, path)
+        if found is None or found[0] != "tree":
+            return None
+        assert r.git_dir is not None
+        out = run_git(r.git_dir, "ls-tree", "-z", found[1]).stdout.decode("utf-8", "replace")
+        entries = []
+        for line in filter(None, out.split("\0")):
+            meta, _, name = line.partition("\t")
+            _mode, kind, sha = meta.split()
+            entries.append((kind, sha, f"{path}/{name}" if path else name))
+        return entries
+
+    def git_blob(self, r: Repo, sha: str) -> bytes | None:
+        """The content of blob ``sha`` in ``r``'s git repository, or ``None``."""
+        assert r.git_dir is not None
+        kind = run_git(r.git_dir, "cat-file", "-t", sha, check=False)
+        if kind.returncode != 0 or kind.stdout.strip() != b"blob":
+            return None
+        return run_git(r.git_dir, "cat-file", "blob", sha).stdout
 
     def add_pull(
         self,
@@ -225,9 +411,12 @@ class FakeGitHub(Transport):
         title: str = "A pull request",
         user: str | None = None,
         files: Iterable[str | tuple[str, str]] = (),
+        draft: bool = False,
+        body: str = "",
     ) -> None:
         """Create pull request ``number`` (base defaults to the default branch) changing
-        ``files``."""
+        ``files``. In a git-backed repository its head is ``head_ref``'s tip when that
+        branch exists (``head_sha`` otherwise)."""
         with self.lock:
             r = self.repo(repo)
             r.pulls[number] = {
@@ -236,6 +425,8 @@ class FakeGitHub(Transport):
                 "base_ref": base_ref or r.default_branch,
                 "state": state,
                 "title": title,
+                "body": body,
+                "draft": draft,
                 "user": user or self.user_login,
                 "id": self.next_id(),
                 "files": [],
@@ -263,11 +454,11 @@ class FakeGitHub(Transport):
         """Add a submitted review by ``user`` to pull request ``number``; returns its id."""
         with self.lock:
             pr = self._pull(repo, number, "add_review")
-            review = {
+            review: dict[str, Any] = {
                 "id": self.next_id(),
                 "user": user,
                 "state": state,
-                "commit_id": commit_id or pr["head_sha"],
+                "commit_id": commit_id or self.pull_head(repo, pr),
                 "body": body,
                 "submitted_at": now(),
             }
@@ -347,6 +538,8 @@ class FakeGitHub(Transport):
             r = self.lookup(repo)
             if r is None:
                 return None
+            if r.git_dir is not None:
+                return self.git_text(r, ref or r.default_branch, path.strip("/"))
             return r.files.get((ref or r.default_branch, path.strip("/")))
 
     def requested_reviewers(self, repo: str, number: int) -> list[str]:
@@ -467,10 +660,14 @@ class FakeGitHub(Transport):
     # -- operations: files ----------------------------------------------------------------
 
     def get_file(self, repo: str, path: str, ref: str | None = None) -> File:
+        """A git-backed repository reads ``ref`` (a branch or a commit sha) from git."""
         with self.lock:
             r = self.repo(repo)
             clean = path.strip("/")
-            text = r.files.get((ref or r.default_branch, clean))
+            if r.git_dir is not None:
+                text = self.git_text(r, ref or r.default_branch, clean) if clean else None
+            else:
+                text = r.files.get((ref or r.default_branch, clean))
         if text is None:
             raise _not_found("get-file", "file")
         return {"path": clean, "sha": blob_sha(text), "ref": ref, "text": text}
@@ -482,26 +679,111 @@ class FakeGitHub(Transport):
         with self.lock:
             r = self.repo(repo)
             clean = path.strip("/")
-            current = r.files.get((branch, clean))
+            if r.git_dir is not None:
+                if self.branch_sha(r, branch) is None:
+                    raise _refused("put-file", 422, f"Branch {branch} not found")
+                current = self.git_text(r, branch, clean)
+            else:
+                current = r.files.get((branch, clean))
             if current is not None and not sha:
                 raise _refused("put-file", 422, '"sha" wasn\'t supplied')
             if sha and (current is None or blob_sha(current) != sha):
                 raise _refused("put-file", 409, f"{clean} does not match {sha}")
-            r.files[(branch, clean)] = text
-            commit = hashlib.sha1(f"{branch}:{clean}:{self.next_id()}".encode(),
-                                  usedforsecurity=False).hexdigest()
+            if r.git_dir is not None:
+                commit = commit_files(r.git_dir, branch, {clean: text},
+                                      message=message or f"the-loop: update {clean}",
+                                      author=(self.actor, f"{self.actor}@users.noreply"))
+            else:
+                r.files[(branch, clean)] = text
+                commit = hashlib.sha1(f"{branch}:{clean}:{self.next_id()}".encode(),
+                                      usedforsecurity=False).hexdigest()
             self.record(f"{r.full_name}:put-file:{branch}:{clean}")
         return {"path": clean, "sha": blob_sha(text), "commit": commit}
 
     # -- operations: pull requests --------------------------------------------------------
 
+    def pull_head(self, repo: str | Repo, pr: dict[str, Any]) -> str:
+        """A pull request's head sha: its branch's tip in a git-backed repository (so a
+        push moves it, as on GitHub), else the seeded ``head_sha``."""
+        return self.branch_sha(repo, pr["head_ref"]) or pr["head_sha"]
+
+    def pull_result(self, repo: str, number: int) -> PullRequest:
+        """The :class:`~graph.ports.PullRequest` of stored pull request ``number``."""
+        with self.lock:
+            r = self.repo(repo)
+            pr = r.pulls[number]
+            return {"number": number, "head_sha": self.pull_head(r, pr),
+                    "head_ref": pr["head_ref"], "base_ref": pr["base_ref"],
+                    "state": pr["state"], "draft": bool(pr.get("draft", False)),
+                    "html_url": f"/{r.full_name}/pull/{number}"}
+
     def get_pull_request(self, repo: str, number: int) -> PullRequest:
         with self.lock:
-            pr = self.repo(repo).pulls.get(number)
-            if pr is None:
+            if self.repo(repo).pulls.get(number) is None:
                 raise _not_found("get-pull-request", "pull request")
-            return {"number": number, "head_sha": pr["head_sha"], "head_ref": pr["head_ref"],
-                    "base_ref": pr["base_ref"], "state": pr["state"]}
+            return self.pull_result(repo, number)
+
+    def find_pull_request(self, repo: str, head: str) -> PullRequest | None:
+        """The open pull request from branch ``head`` (lowest number), or ``None``."""
+        with self.lock:
+            r = self.repo(repo)
+            numbers = sorted(n for n, pr in r.pulls.items()
+                             if pr["head_ref"] == head and pr["state"] == "open")
+            return self.pull_result(repo, numbers[0]) if numbers else None
+
+    def create_pull_request(self, repo: str, head: str, base: str, title: str, body: str,
+                            draft: bool = True) -> PullRequest:
+        """Refused (422) as GitHub does: a head or base branch that does not exist (in an
+        in-memory repository: that has no file), an open pull request from ``head``
+        already, or no commits on ``head`` beyond ``base`` (git-backed repositories).
+        The number is the next in the repository's issue and pull request sequence."""
+        op = "create-pull-request"
+        with self.lock:
+            r = self.repo(repo)
+            for branch in (head, base):
+                if not self._branch_exists(r, branch):
+                    raise _refused(op, 422, f"Validation Failed: branch {branch} not found",
+                                   "invalid")
+            if self.find_pull_request(repo, head) is not None:
+                raise _refused(op, 422, f"A pull request already exists for "
+                               f"{r.full_name.split('/')[0]}:{head}.", "custom")
+            if r.git_dir is not None:
+                ahead = run_git(r.git_dir, "merge-base", "--is-ancestor", f"refs/heads/{head}",
+                                f"refs/heads/{base}", check=False)
+                if ahead.returncode == 0:
+                    raise _refused(op, 422, f"No commits between {base} and {head}", "custom")
+            used = [*r.pulls, *r.issue_labels,
+                    *(c["number"] for c in self.comment_store.values()
+                      if c["repo"] == r.full_name)]
+            number = max(used, default=0) + 1
+            self.add_pull(repo, number, head_sha=self.branch_sha(r, head) or "0" * 40,
+                          head_ref=head, base_ref=base, title=title, user=self.actor,
+                          draft=draft, body=body)
+            self.record(f"{r.full_name}#{number}:create-pull-request:{head}")
+            return self.pull_result(repo, number)
+
+    def update_pull_request(self, repo: str, number: int, title: str | None = None,
+                            body: str | None = None) -> PullRequest:
+        op = "update-pull-request"
+        with self.lock:
+            r = self.repo(repo)
+            pr = r.pulls.get(number)
+            if pr is None:
+                raise _not_found(op, "pull request")
+            if title is None and body is None:
+                raise _refused(op, 422, "nothing to update")
+            if title is not None:
+                pr["title"] = title
+            if body is not None:
+                pr["body"] = body
+            self.record(f"{r.full_name}#{number}:update-pull-request")
+            return self.pull_result(repo, number)
+
+    def _branch_exists(self, r: Repo, branch: str) -> bool:
+        if r.git_dir is not None:
+            return self.branch_sha(r, branch) is not None
+        return any(ref == branch for ref, _ in r.files) or any(
+            pr["head_ref"] == branch for pr in r.pulls.values())
 
     def list_pull_files(self, repo: str, number: int) -> PullFiles:
         with self.lock:

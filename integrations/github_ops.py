@@ -214,19 +214,111 @@ class GitHubOperations(Transport):
 
         Returns:
             ``{"number": int, "head_sha": str, "head_ref": str, "base_ref": str,
-            "state": "open" | "closed"}`` (a merged pull request is ``"closed"``).
+            "state": "open" | "closed", "draft": bool, "html_url": str}`` (a merged pull
+            request is ``"closed"``).
         """
         op = "get-pull-request"
         n = _number(op, "number", number)
         path = f"{_repo_path(op, repo)}/pulls/{n}"
-        pr = self._request(op, "GET", path, target=f"{repo}#{n}").data
-        return {
-            "number": pr["number"],
-            "head_sha": pr["head"]["sha"],
-            "head_ref": pr["head"]["ref"],
-            "base_ref": pr["base"]["ref"],
-            "state": pr["state"],
+        return _pull(self._request(op, "GET", path, target=f"{repo}#{n}").data)
+
+    def find_pull_request(self, repo: str, head: str) -> PullRequest | None:
+        """``find-pull-request``: ``GET /repos/{owner}/{repo}/pulls?head=OWNER:BRANCH&
+        state=open`` ("List pull requests"; ``head`` filters by "user or organization name
+        and branch name", so only branches of ``repo`` itself match, never a fork's).
+
+        Args:
+            head: the branch name, e.g. ``the-loop/12-login-page`` (no ``owner:`` prefix).
+
+        Returns:
+            the open pull request from that branch (the lowest number if GitHub lists
+            several), as :meth:`get_pull_request` returns it, or ``None`` when there is none.
+            Through :meth:`call` the result is then ``None`` too.
+        """
+        op = "find-pull-request"
+        branch = _branch(op, "head", head)
+        base = _repo_path(op, repo)
+        owner = repo.partition("/")[0]
+        query = {"head": f"{owner}:{branch}", "state": "open"}
+        found = [
+            pr
+            for pr in self._paginate(op, f"{base}/pulls", target=f"{repo}:{branch}", query=query)
+            if isinstance(pr, dict) and (pr.get("head") or {}).get("ref") == branch
+        ]
+        if not found:
+            return None
+        return _pull(min(found, key=lambda pr: int(pr["number"])))
+
+    def create_pull_request(
+        self, repo: str, head: str, base: str, title: str, body: str, draft: bool = True
+    ) -> PullRequest:
+        """``create-pull-request``: ``POST /repos/{owner}/{repo}/pulls`` with ``{"title",
+        "head", "base", "body", "draft"}`` ("Create a pull request"). GitHub answers 422
+        when ``head`` has no commits beyond ``base``, when a branch does not exist, or
+        when an open pull request from ``head`` already exists; in that last case (a
+        retried create whose first answer was lost) the existing one is returned.
+
+        Args:
+            head: branch of ``repo`` with the changes; base: the branch to merge into.
+            draft: open it as a draft (GitHub's "About pull requests": drafts need a
+                public repository or a paid plan; otherwise GitHub answers 422).
+
+        Returns:
+            the pull request, as :meth:`get_pull_request` returns it.
+
+        Raises:
+            IntegrationError: status 422 (validation failed), not retriable. Never
+                retried on 5xx by the transport (a POST).
+        """
+        op = "create-pull-request"
+        if not isinstance(body, str):
+            raise _bad(op, f"body must be a string, got {type(body).__name__}")
+        payload = {
+            "title": _text(op, "title", title),
+            "head": _branch(op, "head", head),
+            "base": _branch(op, "base", base),
+            "body": body,
+            "draft": _flag(op, "draft", draft),
         }
+        path = f"{_repo_path(op, repo)}/pulls"
+        try:
+            data = self._request(op, "POST", path, target=f"{repo}:{head}", body=payload,
+                                 expected=frozenset({422})).data
+        except IntegrationError as exc:
+            if exc.status != 422:
+                raise
+            existing = self.find_pull_request(repo, head)
+            if existing is None or existing["base_ref"] != base:
+                _log_failure(exc)
+                raise
+            return existing
+        return _pull(data)
+
+    def update_pull_request(
+        self, repo: str, number: int, title: str | None = None, body: str | None = None
+    ) -> PullRequest:
+        """``update-pull-request``: ``PATCH /repos/{owner}/{repo}/pulls/{pull_number}``
+        with the fields given (``title``, ``body``) ("Update a pull request").
+
+        Returns:
+            the pull request after the change, as :meth:`get_pull_request` returns it.
+
+        Raises:
+            IntegrationError: neither ``title`` nor ``body`` given (bad parameters).
+        """
+        op = "update-pull-request"
+        n = _number(op, "number", number)
+        payload: dict[str, Any] = {}
+        if title is not None:
+            payload["title"] = _text(op, "title", title)
+        if body is not None:
+            if not isinstance(body, str):
+                raise _bad(op, f"body must be a string, got {type(body).__name__}")
+            payload["body"] = body
+        if not payload:
+            raise _bad(op, "nothing to update: give title or body")
+        path = f"{_repo_path(op, repo)}/pulls/{n}"
+        return _pull(self._request(op, "PATCH", path, target=f"{repo}#{n}", body=payload).data)
 
     def list_pull_files(self, repo: str, number: int) -> PullFiles:
         """``list-pull-files``: ``GET /repos/{owner}/{repo}/pulls/{pull_number}/files``
@@ -848,6 +940,32 @@ def _label_names(data: Any) -> list[str]:
     if isinstance(data, dict):  # tolerate a {"labels": [...]} envelope
         data = data.get("labels", [])
     return [item["name"] for item in data or [] if isinstance(item, dict) and "name" in item]
+
+
+def _pull(pr: Any) -> PullRequest:
+    """The :class:`~graph.ports.PullRequest` of GitHub's pull request JSON."""
+    return {
+        "number": pr["number"],
+        "head_sha": pr["head"]["sha"],
+        "head_ref": pr["head"]["ref"],
+        "base_ref": pr["base"]["ref"],
+        "state": pr["state"],
+        "draft": bool(pr.get("draft", False)),
+        "html_url": str(pr.get("html_url") or ""),
+    }
+
+
+def _branch(op: str, name: str, value: Any) -> str:
+    text = _text(op, name, value)
+    if ":" in text or any(c.isspace() for c in text) or text.startswith(("-", "/")):
+        raise _bad(op, f"{name} must be a branch name of the repository, got {value!r}")
+    return text
+
+
+def _flag(op: str, name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _bad(op, f"{name} must be true or false, got {value!r}")
+    return value
 
 
 def _bad(op: str, detail: str) -> IntegrationError:

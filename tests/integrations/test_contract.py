@@ -111,6 +111,10 @@ def _next(path: str, page: int) -> dict[str, str]:
 
 PR = {"number": 7, "state": "open", "head": {"sha": HEAD, "ref": "feature"},
       "base": {"sha": "b" * 40, "ref": "main"}}
+DRAFT = {"number": 9, "state": "open", "draft": True,
+         "html_url": f"https://github.com/{REPO}/pull/9",
+         "head": {"sha": HEAD, "ref": "the-loop/12-login"},
+         "base": {"sha": "b" * 40, "ref": "main"}}
 SPEC = "# Spec ✓\n"
 SPEC_B64 = "IyBTcGVjIOKckwo="
 RUN = {"id": 77, "name": "the-loop", "status": "completed", "conclusion": "success"}
@@ -126,6 +130,28 @@ GITHUB_CASES: dict[str, Case] = {
         {"number": 7, "head_sha": HEAD, "head_ref": "feature", "base_ref": "main",
          "state": "open"},
         http=(Exchange("GET", f"{R}/pulls/7", reply=PR),),
+    ),
+    "find-pull-request": Case(
+        {"repo": REPO, "head": "the-loop/12-login"},
+        {"number": 9, "head_ref": "the-loop/12-login", "draft": True},
+        http=(Exchange("GET", f"{R}/pulls",
+                       {"head": "Codertocat:the-loop/12-login", "state": "open",
+                        "per_page": "100"}, reply=[DRAFT]),),
+    ),
+    "create-pull-request": Case(
+        {"repo": REPO, "head": "the-loop/12-login", "base": "main", "title": "Login page",
+         "body": "Work item #12"},
+        {"number": 9, "head_sha": HEAD, "base_ref": "main", "draft": True,
+         "html_url": f"https://github.com/{REPO}/pull/9"},
+        http=(Exchange("POST", f"{R}/pulls", status=201, reply=DRAFT,
+                       sent={"title": "Login page", "head": "the-loop/12-login",
+                             "base": "main", "body": "Work item #12", "draft": True}),),
+    ),
+    "update-pull-request": Case(
+        {"repo": REPO, "number": 9, "title": "Login page (design)"},
+        {"number": 9, "state": "open"},
+        http=(Exchange("PATCH", f"{R}/pulls/9", sent={"title": "Login page (design)"},
+                       reply=DRAFT),),
     ),
     "add-label": Case(
         {"repo": REPO, "number": 1, "label": "phase:design"},

@@ -40,16 +40,22 @@ R = f"{API}/repos/{REPO}"
 TOKEN = "ghp_SECRETtoken0123456789"
 APP_ID = 4242
 
+PULL_SHAPE: dict[str, tuple[type, ...]] = {
+    "number": (int,),
+    "head_sha": (str,),
+    "head_ref": (str,),
+    "base_ref": (str,),
+    "state": (str,),
+    "draft": (bool,),
+    "html_url": (str,),
+}
 # Result shape of every operation: key -> accepted types. Shared with the fake contract test.
 SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
     "get-repository": {"full_name": (str,), "default_branch": (str,)},
-    "get-pull-request": {
-        "number": (int,),
-        "head_sha": (str,),
-        "head_ref": (str,),
-        "base_ref": (str,),
-        "state": (str,),
-    },
+    "get-pull-request": PULL_SHAPE,
+    "find-pull-request": PULL_SHAPE,
+    "create-pull-request": PULL_SHAPE,
+    "update-pull-request": PULL_SHAPE,
     "add-label": {"labels": (list,)},
     "remove-label": {"labels": (list, type(None))},
     "ensure-label": {"label": (str,), "created": (bool,)},
@@ -184,6 +190,8 @@ def test_get_pull_request(api: GitHubApi, rs: responses.RequestsMock) -> None:
             "url": f"{R}/pulls/7",
             "head": {"sha": "a" * 40, "ref": "feature"},
             "base": {"sha": "b" * 40, "ref": "main"},
+            "draft": True,
+            "html_url": f"https://github.com/{REPO}/pull/7",
         },
     )
     result = api.call("get-pull-request", repo=REPO, number=7)
@@ -193,6 +201,8 @@ def test_get_pull_request(api: GitHubApi, rs: responses.RequestsMock) -> None:
         "head_ref": "feature",
         "base_ref": "main",
         "state": "open",
+        "draft": True,
+        "html_url": f"https://github.com/{REPO}/pull/7",
     }
     assert_shape("get-pull-request", result)
     assert len(rs.calls) == 1
@@ -486,6 +496,90 @@ def test_list_pull_files_follows_pages_and_renames(
     result = api.call("list-pull-files", repo=REPO, number=4)
     assert result == {"files": ["a.py", "docs/b.md", "b.md", "c.md"]}
     assert_shape("list-pull-files", result)
+
+
+def pull_json(number: int, head: str = "the-loop/12-login", *, draft: bool = True,
+              sha: str = "a" * 40) -> dict[str, Any]:
+    return {"number": number, "state": "open", "draft": draft, "title": "t",
+            "html_url": f"https://github.com/{REPO}/pull/{number}",
+            "head": {"sha": sha, "ref": head, "label": f"Codertocat:{head}"},
+            "base": {"sha": "b" * 40, "ref": "main"}}
+
+
+def test_create_pull_request_opens_a_draft(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.post(f"{R}/pulls", status=201, json=pull_json(9))
+    result = api.call("create-pull-request", repo=REPO, head="the-loop/12-login", base="main",
+                      title="Login page", body="Work item #12")
+    assert result == {"number": 9, "head_sha": "a" * 40, "head_ref": "the-loop/12-login",
+                      "base_ref": "main", "state": "open", "draft": True,
+                      "html_url": f"https://github.com/{REPO}/pull/9"}
+    assert_shape("create-pull-request", result)
+    assert body_of(rs.calls[0]) == {"title": "Login page", "head": "the-loop/12-login",
+                                    "base": "main", "body": "Work item #12", "draft": True}
+
+
+def test_create_pull_request_that_exists_returns_it(
+    api: GitHubApi, rs: responses.RequestsMock
+) -> None:
+    """A retried create whose first answer was lost: GitHub says 422, the PR is there."""
+    rs.post(f"{R}/pulls", status=422, json={
+        "message": "Validation Failed",
+        "errors": [{"resource": "PullRequest", "code": "custom",
+                    "message": "A pull request already exists for Codertocat:the-loop/12-login."}]})
+    rs.get(f"{R}/pulls", json=[pull_json(9)],
+           match=[matchers.query_param_matcher(
+               {"head": "Codertocat:the-loop/12-login", "state": "open", "per_page": "100"})])
+    result = api.call("create-pull-request", repo=REPO, head="the-loop/12-login", base="main",
+                      title="t", body="")
+    assert result["number"] == 9
+
+
+def test_create_pull_request_refused_for_another_reason_raises(
+    api: GitHubApi, rs: responses.RequestsMock
+) -> None:
+    rs.post(f"{R}/pulls", status=422, json={"message": "Validation Failed", "errors": [
+        {"resource": "PullRequest", "code": "custom", "message": "No commits between main and x"}]})
+    rs.get(f"{R}/pulls", json=[])
+    with pytest.raises(IntegrationError) as info:
+        api.call("create-pull-request", repo=REPO, head="x", base="main", title="t", body="")
+    assert info.value.status == 422 and not info.value.retriable
+
+
+@pytest.mark.parametrize("params", [
+    {"head": "octo:branch", "base": "main", "title": "t", "body": ""},
+    {"head": "b", "base": "main", "title": "", "body": ""},
+    {"head": "b", "base": "main", "title": "t", "body": None},
+    {"head": "b", "base": "main", "title": "t", "body": "", "draft": "yes"},
+])
+def test_create_pull_request_bad_parameters(api: GitHubApi, params: dict[str, Any]) -> None:
+    with pytest.raises(IntegrationError, match="bad parameters"):
+        api.call("create-pull-request", repo=REPO, **params)
+
+
+def test_find_pull_request(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.get(f"{R}/pulls", json=[pull_json(11), pull_json(9)],
+           match=[matchers.query_param_matcher(
+               {"head": "Codertocat:the-loop/12-login", "state": "open", "per_page": "100"})])
+    result = api.call("find-pull-request", repo=REPO, head="the-loop/12-login")
+    assert result is not None and result["number"] == 9
+    assert_shape("find-pull-request", result)
+
+
+def test_find_pull_request_none(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    # GitHub ignores an unknown head filter's owner and may list others: match the ref too.
+    rs.get(f"{R}/pulls", json=[pull_json(3, head="someone-else")])
+    assert api.find_pull_request(repo=REPO, head="the-loop/12-login") is None
+
+
+def test_update_pull_request_sends_only_given_fields(
+    api: GitHubApi, rs: responses.RequestsMock
+) -> None:
+    rs.patch(f"{R}/pulls/9", json=pull_json(9))
+    result = api.call("update-pull-request", repo=REPO, number=9, body="new body")
+    assert result["number"] == 9 and body_of(rs.calls[0]) == {"body": "new body"}
+    assert_shape("update-pull-request", result)
+    with pytest.raises(IntegrationError, match="nothing to update"):
+        api.call("update-pull-request", repo=REPO, number=9)
 
 
 def test_request_reviewers(api: GitHubApi, rs: responses.RequestsMock) -> None:
@@ -803,6 +897,32 @@ def test_app_token_refused_maps_to_error(rs: responses.RequestsMock, rsa_pem) ->
         api.call("get-repository", repo=REPO)
     assert info.value.status == 401 and "THE_LOOP_GITHUB_APP_ID" in str(info.value)
     assert "BEGIN" not in str(info.value)
+
+
+def test_installation_token_for_git_is_the_installations_token(
+    rs: responses.RequestsMock, rsa_pem
+) -> None:
+    clients = GitHubClients(fast(app_id=APP_ID, private_key=rsa_pem[0]))
+    rs.post(f"{API}/app/installations/6/access_tokens", status=201, json=_token_answer("ghs_g"))
+    rs.get(R, json={"full_name": REPO, "default_branch": "main"})
+    assert clients.installation_token(6) == "ghs_g"
+    clients.for_installation(6).call("get-repository", repo=REPO)
+    assert clients.installation_token(6) == "ghs_g"
+    assert len([c for c in rs.calls if "access_tokens" in c.request.url]) == 1
+
+
+def test_installation_token_refused(rs: responses.RequestsMock, rsa_pem) -> None:
+    clients = GitHubClients(fast(app_id=APP_ID, private_key=rsa_pem[0]))
+    rs.post(f"{API}/app/installations/6/access_tokens", status=404, json={"message": "Not Found"})
+    with pytest.raises(IntegrationError) as info:
+        clients.installation_token(6)
+    assert info.value.status == 404 and info.value.op == "installation-token"
+    with pytest.raises(IntegrationError, match="installation"):
+        clients.installation_token(None)
+
+
+def test_installation_token_in_token_mode_is_the_token() -> None:
+    assert GitHubClients(fast(token=TOKEN)).installation_token(None) == TOKEN
 
 
 def test_token_mode_ignores_installation(rs: responses.RequestsMock) -> None:

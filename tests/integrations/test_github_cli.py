@@ -174,3 +174,27 @@ def test_run_bounded_passes_arguments_verbatim(tmp_path) -> None:
     result = run_bounded(["/bin/echo", "$(id)", "a b", ";", "*"], timeout=5, max_output=100)
     assert result.ok and result.stdout == b"$(id) a b ; *\n"
     assert run_bounded(["/nonexistent/x"], timeout=1, max_output=1).error == "FileNotFoundError"
+
+
+def test_pull_request_operations_as_gh_api_runs(gh: FakeCli) -> None:
+    pr = {"number": 9, "state": "open", "draft": True, "html_url": "https://github.com/x/9",
+          "head": {"sha": "a" * 40, "ref": "the-loop/12-x"}, "base": {"ref": "main"}}
+    gh.http(200, [pr])
+    gh.http(201, pr)
+    gh.http(200, pr)
+    transport = cli(gh)
+    found = transport.call("find-pull-request", repo=REPO, head="the-loop/12-x")
+    assert found is not None and found["number"] == 9 and found["draft"] is True
+    created = transport.call("create-pull-request", repo=REPO, head="the-loop/12-x",
+                             base="main", title="T", body="B")
+    assert created["head_sha"] == "a" * 40
+    transport.call("update-pull-request", repo=REPO, number=9, body="B2")
+    find, create, update = gh.calls
+    assert find["argv"][-1] == (f"repos/{REPO}/pulls?per_page=100"
+                                "&head=Codertocat%3Athe-loop%2F12-x&state=open")
+    assert create["argv"][1:3] == ["--method", "POST"]
+    assert json.loads(create["stdin"]) == {"title": "T", "head": "the-loop/12-x",
+                                           "base": "main", "body": "B", "draft": True}
+    assert update["argv"][1:3] == ["--method", "PATCH"]
+    assert update["argv"][-3] == f"repos/{REPO}/pulls/9"
+    assert json.loads(update["stdin"]) == {"body": "B2"}

@@ -84,6 +84,8 @@ def test_read_operations(env: Env) -> None:
         "head_ref": "feature",
         "base_ref": "main",
         "state": "open",
+        "draft": False,
+        "html_url": f"{env.base_url}/{REPO}/pull/2",
     }
     assert_shape("get-pull-request", result)
 

@@ -21,6 +21,12 @@ act as :attr:`HttpFakeGitHub.bot_login`, any other token as
 installation tokens may create or update check runs (others get 403 "You must
 authenticate via a GitHub App."). Repositories must be created with ``add_repo`` (or by
 seeding them) before they are served; any other is 404.
+
+Git: a repository backed by a bare git repository (``add_git_repo`` / ``add_repo(...,
+git_dir=)``) is also served over git's smart HTTP protocol at ``/{owner}/{name}.git/...``
+through ``git http-backend`` (clone, fetch, push), with HTTP Basic auth whose password
+must be a token the fake issued (an installation token, or one of ``tokens=``); anything
+else gets 401 with ``WWW-Authenticate: Basic realm="GitHub"``, as github.com answers.
 """
 
 from __future__ import annotations
@@ -29,22 +35,25 @@ import argparse
 import base64
 import collections
 import contextlib
+import io
 import json
 import random
 import re
+import subprocess
 import threading
 import urllib.parse
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple
+from pathlib import Path
+from typing import Any, NamedTuple, cast
 
 from flask import Blueprint, Flask, Response, g, jsonify, request
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from graph.ports import REACTIONS, IntegrationError
-from integrations.github_fake import FakeGitHub, Repo, blob_sha
+from integrations.github_fake import GIT, FakeGitHub, Repo, blob_sha, git_env
 
 __all__ = ["ENDPOINTS", "HttpFakeGitHub", "RecordedRequest", "serve"]
 
@@ -53,6 +62,9 @@ ENDPOINTS = (
     "POST   /app/installations/{installation_id}/access_tokens",
     "GET    /repos/{owner}/{repo}",
     "GET    /repos/{owner}/{repo}/pulls/{number}",
+    "GET    /repos/{owner}/{repo}/pulls",
+    "POST   /repos/{owner}/{repo}/pulls",
+    "PATCH  /repos/{owner}/{repo}/pulls/{number}",
     "GET    /repos/{owner}/{repo}/issues/{number}/labels",
     "POST   /repos/{owner}/{repo}/issues/{number}/labels",
     "DELETE /repos/{owner}/{repo}/issues/{number}/labels/{name}",
@@ -73,9 +85,16 @@ ENDPOINTS = (
     "POST   /repos/{owner}/{repo}/check-runs",
     "PATCH  /repos/{owner}/{repo}/check-runs/{check_run_id}",
     "GET    /repos/{owner}/{repo}/commits/{ref}/check-runs",
+    "GET    /{owner}/{repo}.git/info/refs?service=git-upload-pack|git-receive-pack",
+    "POST   /{owner}/{repo}.git/git-upload-pack",
+    "POST   /{owner}/{repo}.git/git-receive-pack",
 )
 
 GHES_PREFIX = "/api/v3"
+#: Git's smart HTTP paths: ``/{owner}/{name}.git/{service path}``.
+_GIT_PATH = re.compile(r"^/([A-Za-z0-9._-]+)/([A-Za-z0-9._-]+)\.git(/.*)$")
+#: Seconds one ``git http-backend`` run may take.
+GIT_BACKEND_TIMEOUT = 60.0
 DOCS = "https://docs.github.com/rest"
 
 
@@ -397,7 +416,7 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
             return resp
         g.login = None
         g.installation = None
-        if "/access_tokens" in request.path:
+        if "/access_tokens" in request.path or _GIT_PATH.match(request.path):
             return None  # checked by the route
         if kind == "token":
             with fake.lock:
@@ -494,6 +513,74 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
                 return _error(404, "Not Found")
             return jsonify(pull_json(r, number, pr))
 
+    @bp.get("/repos/<owner>/<name>/pulls")
+    def list_pulls(owner: str, name: str) -> Response:
+        """"List pull requests": ``state`` (open|closed|all, default open) and ``head``
+        (``OWNER:BRANCH``) filter, oldest first, paged."""
+        state = request.args.get("state", "open")
+        head = request.args.get("head")
+        with fake.lock:
+            r = lookup(owner, name)
+            if r is None:
+                return _error(404, "Not Found")
+            if state not in ("open", "closed", "all"):
+                return _error(422, "Validation Failed")
+            items = []
+            for number, pr in sorted(r.pulls.items()):
+                if state != "all" and pr["state"] != state:
+                    continue
+                if head is not None:
+                    head_owner, _, branch = head.partition(":")
+                    if head_owner.lower() != owner.lower() or branch != pr["head_ref"]:
+                        continue
+                items.append((number, pr))
+            return paged(items, lambda item: pull_json(r, item[0], item[1]))
+
+    @bp.post("/repos/<owner>/<name>/pulls")
+    def create_pull(owner: str, name: str) -> Response:
+        """"Create a pull request": 422 for a missing field or branch, an existing open
+        pull request from the head, or no commits between."""
+        body = json_body()
+        fields = ("title", "head", "base")
+        if not isinstance(body, dict) or not all(
+                isinstance(body.get(f), str) and body[f] for f in fields):
+            return _error(422, "Validation Failed", errors=[
+                {"resource": "PullRequest", "code": "missing_field", "field": "title"}])
+        head = body["head"].split(":", 1)[-1]
+        with fake.lock:
+            r = lookup(owner, name)
+            if r is None:
+                return _error(404, "Not Found")
+            try:
+                with fake.acting_as(g.login or fake.user_login):
+                    created = fake.create_pull_request(
+                        r.full_name, head, body["base"], body["title"],
+                        str(body.get("body") or ""), bool(body.get("draft", False)))
+            except IntegrationError as exc:
+                return _error(422, "Validation Failed", errors=[
+                    {"resource": "PullRequest", "code": (exc.codes or ("custom",))[0],
+                     "message": str(exc).removeprefix("github create-pull-request: ")}])
+            number = created["number"]
+            resp = jsonify(pull_json(r, number, r.pulls[number]))
+        resp.status_code = 201
+        return resp
+
+    @bp.patch("/repos/<owner>/<name>/pulls/<int:number>")
+    def update_pull(owner: str, name: str, number: int) -> Response:
+        body = json_body()
+        if not isinstance(body, dict):
+            return _error(422, "Invalid request.")
+        with fake.lock:
+            r = lookup(owner, name)
+            pr = r.pulls.get(number) if r else None
+            if r is None or pr is None:
+                return _error(404, "Not Found")
+            title, text = body.get("title"), body.get("body")
+            if title is None and text is None:
+                return jsonify(pull_json(r, number, pr))  # GitHub: nothing changes
+            fake.update_pull_request(r.full_name, number, title=title, body=text)
+            return jsonify(pull_json(r, number, pr))
+
     def pull_json(r: Repo, number: int, pr: dict[str, Any]) -> dict[str, Any]:
         rj = repo_json(r)
         owner_login = r.full_name.split("/")[0]
@@ -506,22 +593,23 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
             "issue_url": f"{api_base()}/repos/{r.full_name}/issues/{number}",
             "state": pr["state"],
             "title": pr["title"],
+            "body": pr.get("body") or None,
             "user": user_json(pr["user"]),
-            "draft": False,
+            "draft": bool(pr.get("draft", False)),
             "merged": False,
             "labels": issue_labels_json(r, number),
             "requested_reviewers": [user_json(u) for u in pr["requested"]],
             "head": {
                 "label": f"{owner_login}:{pr['head_ref']}",
                 "ref": pr["head_ref"],
-                "sha": pr["head_sha"],
+                "sha": fake.pull_head(r, pr),
                 "user": user_json(owner_login),
                 "repo": rj,
             },
             "base": {
                 "label": f"{owner_login}:{pr['base_ref']}",
                 "ref": pr["base_ref"],
-                "sha": "0" * 40,
+                "sha": fake.branch_sha(r, pr["base_ref"]) or "0" * 40,
                 "user": user_json(owner_login),
                 "repo": rj,
             },
@@ -735,6 +823,8 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
             if r is None:
                 return _error(404, "Not Found")
             ref = request.args.get("ref") or r.default_branch
+            if r.git_dir is not None:
+                return git_contents(r, ref, path)
             text = r.files.get((ref, path))
             if text is not None:
                 return jsonify(content_json(r, ref, path, text))
@@ -765,12 +855,39 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
                 return _error(404, "Not Found")
             return jsonify(list(entries.values()))
 
+    def git_contents(r: Repo, ref: str, path: str) -> Response:
+        """The contents endpoint of a git-backed repository, read with git at ``ref``."""
+        text = fake.git_text(r, ref, path) if path else None
+        if text is not None:
+            return jsonify(content_json(r, ref, path, text))
+        entries = fake.git_tree(r, ref, path)
+        if not entries:
+            return _error(404, "Not Found")
+        listing = []
+        for kind, sha, child in entries:
+            if kind == "tree":
+                listing.append({"type": "dir", "name": child.rsplit("/", 1)[-1],
+                                "path": child, "sha": sha, "size": 0})
+            elif kind == "blob":
+                item = content_json(r, ref, child, fake.git_text(r, ref, child) or "")
+                for key in ("content", "encoding"):
+                    item.pop(key)
+                listing.append(item)
+        return jsonify(listing)
+
     @bp.get("/repos/<owner>/<name>/git/blobs/<sha>")
     def get_blob(owner: str, name: str, sha: str) -> Response:
         with fake.lock:
             r = lookup(owner, name)
             if r is None:
                 return _error(404, "Not Found")
+            if r.git_dir is not None:
+                blob = fake.git_blob(r, sha) if re.fullmatch(r"[0-9a-f]{40}", sha) else None
+                if blob is None:
+                    return _error(404, "Not Found")
+                return jsonify({"sha": sha, "node_id": f"B_{sha}", "size": len(blob),
+                                "url": f"{api_base()}/repos/{r.full_name}/git/blobs/{sha}",
+                                "content": _b64_lines(blob), "encoding": "base64"})
             for text in r.files.values():
                 data = text.encode("utf-8")
                 if blob_sha(data) == sha:
@@ -806,7 +923,7 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
             if r is None:
                 return _error(404, "Not Found")
             branch = body.get("branch") or r.default_branch
-            existed = (branch, path) in r.files
+            existed = fake.file(r.full_name, path, branch) is not None
             sha = body.get("sha")
             try:
                 put = fake.put_file(r.full_name, path, branch, text, sha=sha or None,
@@ -996,6 +1113,110 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
                 lambda c: check_run_json(r, c),
                 lambda chunk: {"total_count": len(items), "check_runs": chunk},
             )
+
+    # -- git smart HTTP ---------------------------------------------------------------
+
+    @app.route("/<owner>/<repo_git>/<path:rest>", methods=["GET", "POST"])
+    def git_smart_http(owner: str, repo_git: str, rest: str) -> Response:
+        """Git's smart HTTP protocol ("git-http-backend", gitprotocol-http) for a
+        git-backed repository, through ``git http-backend`` as a CGI program. As on
+        github.com, it needs HTTP Basic auth whose password is a token the fake issued
+        (an installation token, or one of ``tokens=``): 401 with ``WWW-Authenticate``
+        otherwise, so git asks its credential helper or ``GIT_ASKPASS`` and retries."""
+        match = _GIT_PATH.match(request.path)
+        with fake.lock:
+            r = lookup(owner, repo_git.removesuffix(".git")) if match else None
+        if match is None or r is None or r.git_dir is None:
+            return _error(404, "Not Found")
+        login = git_login()
+        if login is None:
+            resp = Response("Invalid username or token. Password authentication is not "
+                            "supported for Git operations.\n", status=401,
+                            mimetype="text/plain")
+            resp.headers["WWW-Authenticate"] = 'Basic realm="GitHub"'
+            return resp
+        return http_backend(r.git_dir, "/" + rest, login)
+
+    def git_login() -> str | None:
+        kind, credential = _auth_kind(request.headers.get("Authorization"))
+        if kind != "basic":
+            return None
+        try:
+            _user, _, password = base64.b64decode(credential).decode("utf-8").partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return None
+        with fake.lock:
+            if password in fake._issued:
+                return fake.bot_login
+            if fake._tokens is not None and password in fake._tokens:
+                return fake.user_login
+        return None
+
+    def http_backend(git_dir: Path, rest: str, login: str) -> Response:
+        env = git_env(
+            GIT_PROJECT_ROOT=str(git_dir.parent),
+            GIT_HTTP_EXPORT_ALL="1",
+            PATH_INFO=f"/{git_dir.name}{rest}",
+            REQUEST_METHOD=request.method,
+            QUERY_STRING=request.query_string.decode("latin-1"),
+            CONTENT_TYPE=request.headers.get("Content-Type", ""),
+            REMOTE_USER=login,  # enables receive-pack (push) for this request
+            REMOTE_ADDR=request.remote_addr or "127.0.0.1",
+            GATEWAY_INTERFACE="CGI/1.1",
+        )
+        for header, variable in (("Content-Length", "CONTENT_LENGTH"),
+                                 ("Content-Encoding", "HTTP_CONTENT_ENCODING"),
+                                 ("Git-Protocol", "GIT_PROTOCOL")):
+            if request.headers.get(header):
+                env[variable] = request.headers[header]
+        proc = subprocess.Popen([GIT, "http-backend"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                                start_new_session=True)
+        killer = threading.Timer(GIT_BACKEND_TIMEOUT, proc.kill)
+        killer.daemon = True
+        killer.start()
+        stream = request.stream
+
+        def feed() -> None:  # the request body, streamed into the CGI's stdin
+            assert proc.stdin is not None
+            with contextlib.suppress(OSError, ValueError):
+                while chunk := stream.read(65536):
+                    proc.stdin.write(chunk)
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+
+        feeder = threading.Thread(target=feed, name="git-http-backend-stdin", daemon=True)
+        feeder.start()
+        out = cast(io.BufferedReader, proc.stdout)
+        head = b""
+        while b"\r\n\r\n" not in head and b"\n\n" not in head:
+            chunk = out.read1(65536)
+            if not chunk:
+                break
+            head += chunk
+        sep = b"\r\n\r\n" if b"\r\n\r\n" in head else b"\n\n"
+        raw_headers, _, first = head.partition(sep)
+        status, headers = 200, []
+        for line in raw_headers.decode("latin-1").splitlines():
+            key, _, value = line.partition(":")
+            if key.lower() == "status":
+                status = int(value.split()[0])
+            elif key:
+                headers.append((key.strip(), value.strip()))
+
+        def body() -> Iterator[bytes]:  # the CGI's answer, streamed to the client
+            try:
+                if first:
+                    yield first
+                while chunk := out.read1(65536):
+                    yield chunk
+            finally:
+                feeder.join(timeout=GIT_BACKEND_TIMEOUT)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=GIT_BACKEND_TIMEOUT)
+                killer.cancel()
+
+        return Response(body(), status=status, headers=headers)
 
     app.register_blueprint(bp)
     app.register_blueprint(bp, url_prefix=GHES_PREFIX, name="ghes")
