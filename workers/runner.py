@@ -146,7 +146,11 @@ class TurnRunner:
         started = time.monotonic()
         branch = context.branch or branch_name(context.number, context.title)
         try:
-            ended = self._turn(ref, order, context, branch, interrupted, attempt, beat)
+            if record.get("cancel") == "1":  # cancelled while it waited in the queue
+                beat.cancelled = True
+                ended = TurnEnded(order.id, CANCELLED, session_id=order.session_id)
+            else:
+                ended = self._turn(ref, order, context, branch, interrupted, attempt, beat)
         except LoopError as exc:
             log.warning("turn %s failed: %s", order.id, exc)
             ended = TurnEnded(order.id, "error", session_id=order.session_id,

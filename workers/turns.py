@@ -154,6 +154,9 @@ class TurnRecords:
             description=f"the-loop turn {order.number} of {order.ref} at {order.node}")
         key = self.keys.turn(order.ref)
         with self.redis.pipeline() as pipe:
+            # MULTI first: RQ's enqueue_job on a pipeline calls multi() itself unless the
+            # transaction is explicit, which fails once commands are buffered.
+            pipe.multi()
             pipe.set(self.keys.turn_ordered(order.id), "1", ex=SEVEN_DAYS)
             pipe.hdel(key, "host", "pid", "pgid", "started_at", "lease_until", "ended_at",
                       "detail", "cancel")
