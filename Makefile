@@ -29,7 +29,7 @@ run: venv
 
 lint: venv
 	$(BIN)/ruff check .
-	$(BIN)/mypy graph integrations the_loop/hooks the_loop/inbox the_loop/observability
+	$(BIN)/mypy graph integrations the_loop webhook workers
 
 test: venv lint
 	$(BIN)/python -m pytest -q

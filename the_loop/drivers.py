@@ -7,21 +7,28 @@ All three call the same runtime functions the service's worker calls
 from __future__ import annotations
 
 import getpass
+import re
+import shlex
 import sys
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from graph.compile import GraphError
 from graph.context import HookConfig
-from graph.model import Status
+from graph.model import InboundEvent, Status
 from graph.refs import RefError
-from graph.runtime import ForceError, GraphMismatch, NodeVerdict
+from graph.runtime import AdvanceResult, ForceError, GraphMismatch, NodeVerdict
 from graph.state import StateError
 from the_loop.cli import emit, graph_group, main, open_operator, read_settings
 from the_loop.config.loader import ConfigFileError
 from the_loop.local import Local, open_local
+
+if TYPE_CHECKING:
+    from the_loop.local_turns import DriveResult, LocalDriver, TurnLine
+    from the_loop.settings import Settings
 
 REPO_OPTION = click.option(
     "--repo", "repo", type=click.Path(file_okay=False, exists=True, path_type=Path),
@@ -32,41 +39,192 @@ GRAPH_OPTION = click.option("--graph", "graph_path", type=click.Path(dir_okay=Fa
                             help="Graph file (default: $THE_LOOP_GRAPH or the shipped one).")
 
 
-def _open(repo: Path, ref: str, graph_path: str | None) -> Local:
-    settings = read_settings()
+def _open(repo: Path, ref: str, graph_path: str | None,
+          settings: Settings | None = None) -> Local:
+    settings = settings or read_settings()
     try:
         return open_local(repo, ref, graph_path, settings.worker)
     except (RefError, GraphError, ConfigFileError) as exc:
         raise click.ClickException(str(exc)) from None
 
 
+def _fail(action: str, as_json: bool, status: str, message: str, **fields: Any) -> NoReturn:
+    """Report a refusal: the JSON envelope (``ok`` false) or ``Error: MESSAGE``; exit 1."""
+    if as_json:
+        emit(action, False, status, error=message, **fields)
+        sys.exit(1)
+    raise click.ClickException(message)
+
+
+def _driver(settings: Settings, local: Local, action: str, as_json: bool,
+            ref: str) -> tuple[LocalDriver | None, str | None]:
+    """The local driver of agent turns and the harness's version text, or ``(None,
+    None)`` when ``harness.adapter`` is none (agent nodes wait for pushed artifacts).
+
+    The harness is probed first and its version checked against ``harness.version``
+    (the runner's fail-closed start-up check): a missing or unpinned harness exits 1,
+    naming the fix.
+    """
+    from integrations.harness.base import HarnessError, build_harness, check_harness
+    from the_loop.local_turns import LocalDriver, LocalWork
+    from workers.harness_turn import TurnSetup
+
+    try:
+        harness = build_harness(settings.harness, settings.runner.mode)
+        if harness is None:
+            return None, None
+        version = check_harness(settings.harness, local.graph)
+    except HarnessError as exc:
+        _fail(action, as_json, "harness-unavailable", str(exc), ref=ref)
+    work = LocalWork(settings.harness.max_turns, settings.harness.cost_cap_usd)
+    setup = TurnSetup(settings.harness, settings.runner, dict(settings.environ))
+    return LocalDriver(local, harness, setup, work), version
+
+
+def _echo_result(drive: DriveResult | None, result: AdvanceResult, ref: str) -> None:
+    """The text report: each turn with the moves it caused, then where it stands."""
+    if drive is None:
+        for m in result.moves:
+            click.echo(f"{m.source} -> {m.target} (on {m.on})")
+    click.echo(f"{ref}: {result.status} at {result.node}")
+    for message in result.messages:
+        click.echo(f"  - {message.text}")
+
+
+def _echo_turn(line: TurnLine) -> None:
+    click.echo(line.text())
+    for m in line.moves:
+        click.echo(f"{m['from']} -> {m['to']} (on {m['on']})")
+    if line.status == Status.WORKING:
+        for message in line.messages:
+            click.echo(f"  - {message['text']}")
+
+
+def _drive(driver: LocalDriver | None, result: AdvanceResult, as_json: bool,
+           action: str, ref: str) -> tuple[AdvanceResult, DriveResult | None]:
+    """Run the turns ``result`` left ordered (printing each as it goes unless
+    ``as_json``); the moves of ``result`` are printed first."""
+    if driver is None:
+        return result, None
+    if not as_json:
+        for m in result.moves:
+            click.echo(f"{m.source} -> {m.target} (on {m.on})")
+    try:
+        drive = driver.drive(result, echo=None if as_json else _echo_turn)
+    except GraphMismatch as exc:
+        _fail(action, as_json, "refused", str(exc), ref=ref)
+    return drive.result, drive
+
+
+def _finish(action: str, as_json: bool, ref: str, result: AdvanceResult,
+            drive: DriveResult | None, **fields: Any) -> None:
+    """Report where the work item stands; exit 0 when waiting or done, else 1."""
+    from the_loop.local_turns import moves_of
+
+    ok = result.status in (Status.WAITING, Status.DONE)
+    if as_json:
+        moves = drive.moves if drive is not None else moves_of(result)
+        emit(action, ok, result.status, ref=ref, node=result.node, moves=moves,
+             messages=[m.to_dict() for m in result.messages],
+             turns=[t.to_dict() for t in drive.turns] if drive is not None else [],
+             **fields)
+    else:
+        _echo_result(drive, result, ref)
+    if not ok:
+        sys.exit(1)
+
+
 @main.command("run")
 @REF_OPTION
 @REPO_OPTION
 @GRAPH_OPTION
+@click.option("--dry-run", is_flag=True,
+              help="Probe the harness and show the turn that would run; run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def run_cmd(ref: str, repo: Path, graph_path: str | None, as_json: bool) -> None:
+def run_cmd(ref: str, repo: Path, graph_path: str | None, dry_run: bool,
+            as_json: bool) -> None:
     """Advance a local work item until it waits, blocks or is done (state in
-    REPO/.the-loop/state). Exits 0 when waiting or done, 1 when blocked or escalated."""
-    local = _open(repo, ref, graph_path)
+    REPO/.the-loop/state). With a harness configured (cli-config.yaml `harness:`), each
+    agent turn runs in REPO, its changes committed there when REPO is a git work tree,
+    and its checks decide the next turn. Exits 0 when waiting or done, 1 when blocked or
+    escalated."""
+    settings = read_settings()
+    local = _open(repo, ref, graph_path, settings)
+    driver, version = _driver(settings, local, "run", as_json, ref)
+    if dry_run:
+        _dry_run(settings, local, driver, version, ref, as_json)
+        return
+    config = driver.config if driver is not None else local.config
     try:
-        result = local.runtime.enrol(local.work_item, local.config, None, repo=local.repo)
+        result = local.runtime.enrol(local.work_item, config, None, repo=local.repo)
     except GraphMismatch as exc:
         raise click.ClickException(str(exc)) from None
-    ok = result.status in (Status.WAITING, Status.DONE)
-    messages = [m.to_dict() for m in result.messages]
+    result, drive = _drive(driver, result, as_json, "run", ref)
+    _finish("run", as_json, ref, result, drive)
+
+
+PROMPT_LINES = 8
+
+
+def _dry_run(settings: Settings, local: Local, driver: LocalDriver | None,
+             version: str | None, ref: str, as_json: bool) -> None:
+    """``run --dry-run``: advance a scratch copy of the state in memory (no file is
+    written, no harness runs) and show the first turn it orders: node, command, the
+    adapter's argv and the input's first lines."""
+    from graph.runtime import Runtime
+    from graph.state import MemoryStateStore
+    from the_loop.local_turns import LocalDriver, LocalWork
+
+    harness = {"adapter": settings.harness.adapter, "version": version,
+               "mode": settings.runner.mode}
+    if driver is None:
+        message = ("no harness is configured (harness.adapter: none): nothing would run; "
+                   "agent nodes wait for pushed artifacts")
+        if as_json:
+            emit("run", True, "dry-run", ref=ref, dry_run=True, harness=harness,
+                 turn=None, note=message)
+        else:
+            click.echo(message)
+        return
+    scratch = MemoryStateStore()
+    try:
+        state = local.runtime.store.load(ref)
+    except StateError as exc:
+        _fail("run", as_json, "refused", str(exc), ref=ref)
+    if state is not None:
+        scratch.save(state)
+    copy = Local(Runtime(local.graph, scratch), local.work_item, local.config,
+                        local.repo)
+    work = LocalWork(driver.work.max_turns, driver.work.cost_cap_usd)
+    planner = LocalDriver(copy, driver.harness, driver.setup, work)
+    try:
+        result = copy.runtime.enrol(copy.work_item, planner.config, None, repo=copy.repo)
+    except GraphMismatch as exc:
+        _fail("run", as_json, "refused", str(exc), ref=ref)
+    order = work.take()
+    turn: dict[str, Any] | None = None
+    if order is not None:
+        request = planner.request(order, create_dirs=False)
+        turn = {"node": order.node, "command": order.command, "number": order.number,
+                "max_turns": order.max_turns, "session_id": order.session_id,
+                "resume": order.resume, "argv": driver.harness.command(request),
+                "cwd": str(request.cwd), "model": request.model,
+                "env": sorted(request.env),
+                "prompt_head": request.prompt.splitlines()[:PROMPT_LINES]}
     if as_json:
-        emit("run", ok, result.status, ref=ref, node=result.node,
-             moves=[{"from": m.source, "to": m.target, "on": m.on} for m in result.moves],
-             messages=messages)
-    else:
-        for m in result.moves:
-            click.echo(f"{m.source} -> {m.target} (on {m.on})")
-        click.echo(f"{ref}: {result.status} at {result.node}")
-        for m in result.messages:
-            click.echo(f"  - {m.text}")
-    if not ok:
-        sys.exit(1)
+        emit("run", True, "dry-run", ref=ref, dry_run=True, harness=harness, turn=turn,
+             node=result.node, would_be=result.status)
+        return
+    click.echo(f"harness {settings.harness.adapter}: {version or 'not probed'}")
+    if turn is None:
+        click.echo(f"nothing would run: {ref} would be {result.status} at {result.node}")
+        return
+    click.echo(f"would run turn {turn['number']} of {turn['max_turns']} at {turn['node']} "
+               f"(command {turn['command'] or 'default'}) in {turn['cwd']}")
+    click.echo("argv: " + " ".join(shlex.quote(a) for a in turn["argv"]))
+    click.echo("input (first lines):")
+    for line in turn["prompt_head"]:
+        click.echo(f"  | {line}")
 
 
 def _verdict_dict(v: NodeVerdict) -> dict[str, Any]:
@@ -216,3 +374,128 @@ def force_cmd(ref: str, target: str, reason: str, repo: Path | None, graph_path:
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
     click.echo(f"{ref}: forced {result.source} -> {result.target}")
+
+
+# -- decide --------------------------------------------------------------------------
+
+#: ``decide``'s decisions -> the gate outcome each stands for.
+DECISIONS = {"approve": "approved", "approve-with-comments": "approved-with-comments",
+             "request-changes": "changes-requested"}
+#: Longest ``--comment-file`` accepted, bytes.
+MAX_COMMENT_BYTES = 64 * 1024
+LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$")
+#: A line command in a comment file (it would make the decision ambiguous; the recorded
+#: follow-ups never include commands anyway).
+_COMMAND_LINE = re.compile(r"^[ \t]*/(?:approve-with-comments|approve|request-changes)\b.*$\n?",
+                           re.MULTILINE)
+
+
+def decision_event(decision: str, login: str, comment: str | None) -> InboundEvent:
+    """The event a gate's exit chain reads as ``login``'s decision, as GitHub would
+    deliver it: ``approve`` / ``request-changes`` a pull request review (state
+    ``APPROVED`` / ``CHANGES_REQUESTED``, body the comment), ``approve-with-comments`` an
+    issue comment ``/approve-with-comments`` followed by the comment (line commands
+    in it removed); actor and author ``login``, a ``User``.
+
+    Raises:
+        ValueError: an unknown ``decision``.
+    """
+    if decision not in DECISIONS:
+        raise ValueError(f"unknown decision {decision!r}")
+    text = _COMMAND_LINE.sub("", comment or "").strip()
+    delivery = f"local-decision-{uuid.uuid4()}"
+    if decision == "approve-with-comments":
+        return InboundEvent("issue_comment.created", delivery, actor=login,
+                            actor_type="User", author=login,
+                            body=f"/approve-with-comments\n\n{text}\n")
+    state = "APPROVED" if decision == "approve" else "CHANGES_REQUESTED"
+    return InboundEvent("pull_request_review.submitted", delivery, actor=login,
+                        actor_type="User", author=login, body=text, review_state=state)
+
+
+def _comment_text(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    raw = path.read_bytes()
+    if len(raw) > MAX_COMMENT_BYTES:
+        raise click.BadParameter(f"{path} is larger than {MAX_COMMENT_BYTES} bytes",
+                                 param_hint="--comment-file")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise click.BadParameter(f"{path} is not UTF-8 text",
+                                 param_hint="--comment-file") from None
+
+
+def _not_decided(result: AdvanceResult, gate: str) -> str:
+    """Why the gate's exit chain did not take the decision (its classifier's reason)."""
+    for chain in result.chains:
+        if chain.node == gate and chain.boundary == "exit":
+            for r in chain.results:
+                if r.data.get("ignored"):
+                    return str(r.data["ignored"])
+    return "not-decisive"
+
+
+@main.command("decide")
+@click.argument("ref")
+@click.argument("decision", type=click.Choice(sorted(DECISIONS)))
+@click.option("--by", "login", required=True, help="The GitHub login deciding.")
+@click.option("--comment-file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="The decision's comments (required for approve-with-comments).")
+@REPO_OPTION
+@GRAPH_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def decide_cmd(ref: str, decision: str, login: str, comment_file: Path | None, repo: Path,
+               graph_path: str | None, as_json: bool) -> None:
+    """Record LOGIN's decision at the gate a local work item waits at, then advance it
+    (and, with a harness configured, run the next node's turns as `run` does).
+
+    The gate's own exit chain decides: LOGIN must hold the gate's role in
+    REPO/.the-loop/collaborators.yaml, or the gate keeps waiting and this exits 1. The
+    comments are recorded in the reviewed artifact (`## Review comments`); the agent
+    gets a reference to the decision, never the text. Exits 0 when the work item then
+    waits or is done, 1 otherwise."""
+    if not LOGIN.match(login):
+        raise click.BadParameter(f"{login!r} is not a GitHub login", param_hint="--by")
+    comment = _comment_text(comment_file)
+    if decision == "approve-with-comments" and not (comment or "").strip():
+        raise click.UsageError("approve-with-comments needs the comments: "
+                               "--comment-file FILE")
+    settings = read_settings()
+    local = _open(repo, ref, graph_path, settings)
+    try:
+        state = local.runtime.store.load(ref)
+    except StateError as exc:
+        _fail("decide", as_json, "refused", str(exc), ref=ref)
+    if state is None:
+        _fail("decide", as_json, "unknown",
+              f"{ref} is not a work item in {local.repo}: run `the-loop run` first", ref=ref)
+    gate = state.current_node
+    node = local.graph.nodes.get(gate)
+    if node is None or not node.is_gate:
+        _fail("decide", as_json, "refused",
+              f"{ref} is {state.status} at node {gate}, not at a gate: nothing to decide",
+              ref=ref, node=gate)
+    driver, _ = _driver(settings, local, "decide", as_json, ref)
+    config = driver.config if driver is not None else local.config
+    try:
+        result = local.runtime.advance(local.work_item, config,
+                                       decision_event(decision, login, comment),
+                                       repo=local.repo)
+    except GraphMismatch as exc:
+        _fail("decide", as_json, "refused", str(exc), ref=ref)
+    assert result is not None  # loaded above
+    if not any(m.source == gate for m in result.moves):
+        reason = _not_decided(result, gate)
+        if reason == "unauthorized":
+            message = (f"@{login} may not decide at gate {gate}: not in role {node.role} "
+                       f"of {local.repo}/.the-loop/collaborators.yaml; the gate is still "
+                       "waiting")
+        else:
+            message = f"the decision was not taken ({reason}); the gate is still waiting"
+        _fail("decide", as_json, "not-decided", message, ref=ref, node=result.node,
+              reason=reason, gate=gate)
+    result, drive = _drive(driver, result, as_json, "decide", ref)
+    _finish("decide", as_json, ref, result, drive, gate=gate, decision=DECISIONS[decision],
+            by=login)

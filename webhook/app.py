@@ -158,7 +158,8 @@ def create_app(
             _safe(delivery_id), _safe(event), _safe(action), outcome, error.status,
             error.reason,
         )
-        count_delivery(event, action, error.status)
+        count_delivery(event if isinstance(event, str) else None,
+                       action if isinstance(action, str) else None, error.status)
         if isinstance(error, SignatureError):
             count_signature_failure(bool(request.headers.get("X-Hub-Signature-256")))
         headers = {"Retry-After": RETRY_AFTER_SECONDS} if error.status == 503 else None

@@ -45,9 +45,10 @@ from rq import Queue, SimpleWorker
 
 from graph.errors import LoopError
 from graph.work import CANCELLED, TurnEnded, TurnOrder
-from integrations.harness.base import Harness, TurnLimits, TurnOutcome, TurnRequest
+from integrations.harness.base import Harness, TurnOutcome
 from the_loop.inbox.enqueue import DeliveryQueue
-from workers import prompts
+from workers import harness_turn
+from workers.harness_turn import PASS_THROUGH  # noqa: F401 (re-exported)
 from workers.turns import (
     INTERRUPTED,
     LOG_TAIL_BYTES,
@@ -66,8 +67,6 @@ log = logging.getLogger("the_loop.runner")
 
 #: Seconds a turn without a slot waits before it is queued again.
 SLOT_WAIT = 5.0
-#: Variables every harness process gets from the runner's own environment (not secrets).
-PASS_THROUGH = ("PATH", "LANG", "LC_ALL", "TZ")
 
 
 @dataclass
@@ -148,7 +147,11 @@ class TurnRunner:
         started = time.monotonic()
         branch: str | None = context.branch
         try:
-            ended, branch = self._turn(ref, order, context, interrupted, attempt, beat)
+            if record.get("cancel") == "1":  # cancelled while it waited in the queue
+                beat.cancelled = True
+                ended = TurnEnded(order.id, CANCELLED, session_id=order.session_id)
+            else:
+                ended, branch = self._turn(ref, order, context, interrupted, attempt, beat)
         except LoopError as exc:
             log.warning("turn %s failed: %s", order.id, exc)
             ended = TurnEnded(order.id, "error", session_id=order.session_id,
@@ -198,56 +201,33 @@ class TurnRunner:
                  checkout: Checkout,
                  session_id: str, resume: str | None, attempt: int,
                  beat: _Heartbeat) -> TurnOutcome:
-        logs = self.log_dir(order.ref)
-        stem = f"{order.node}-{order.visit}-{order.number}-{attempt}"
-        result_path = logs / f"{stem}.result.json"
-        result_path.unlink(missing_ok=True)
-        settings = self.harness_settings
-        text = prompts.render(order, context, checkout.branch, resumed=resume is not None,
-                              override=lambda path: workspaces.read_default(checkout, path))
-        request = TurnRequest(
-            session_id=session_id, resume=resume, prompt=text, cwd=checkout.path,
-            env=self.environment(order, context, session_id, resume, result_path),
-            model=settings.models.get(order.stage or "") if order.stage else None,
-            log_path=logs / f"{stem}.log", result_path=result_path,
-            limits=TurnLimits(turn_timeout=settings.turn_timeout,
-                              idle_timeout=settings.idle_timeout,
-                              log_bytes=self.runner_settings.log_bytes),
+        request = harness_turn.request(
+            self.setup, order, context, cwd=checkout.path, branch=checkout.branch,
+            session_id=session_id, resume=resume, attempt=attempt,
+            override=lambda path: workspaces.read_default(checkout, path),
             on_start=beat.started)
         self.records.update(order.ref, log=str(request.log_path), session_id=session_id)
-        outcome = self.harness.run(request)
+        outcome = harness_turn.run(self.harness, request)
         self._keep_tail(order.ref, request.log_path)
         return outcome
 
+    @property
+    def setup(self) -> harness_turn.TurnSetup:
+        """The settings and environment every turn is built from."""
+        return harness_turn.TurnSetup(self.harness_settings, self.runner_settings,
+                                      self.environ)
+
     def environment(self, order: TurnOrder, context: TurnContext, session_id: str,
                     resume: str | None, result_path: Path) -> dict[str, str]:
-        """The harness process's whole environment: :data:`PASS_THROUGH`, ``HOME`` (the
-        runner's ``homeDir``, where the harness keeps its sessions), the ``THE_LOOP_*``
-        variables naming the turn, and the variables ``harness.env`` names (its API
-        key). None of the-loop's own secrets."""
-        env = {k: self.environ[k] for k in PASS_THROUGH if self.environ.get(k)}
-        env.setdefault("PATH", os.defpath)
-        env["HOME"] = self.runner_settings.home_dir
-        env["THE_LOOP_WORK_ITEM"] = order.ref
-        env["THE_LOOP_NODE"] = order.node
-        env["THE_LOOP_SESSION_ID"] = session_id
-        env["THE_LOOP_TURN"] = str(order.number)
-        env["THE_LOOP_RESUME"] = "1" if resume else "0"
-        env["THE_LOOP_ARTIFACTS"] = json.dumps(list(order.artifacts))
-        env["THE_LOOP_RESULT_FILE"] = str(result_path)
-        env["THE_LOOP_SPEC_DIR"] = str(Path(order.artifacts[0]).parent) if order.artifacts \
-            else ""
-        for name in self.harness_settings.env:
-            if self.environ.get(name):
-                env[name] = self.environ[name]
-        return env
+        """The harness process's whole environment (:func:`workers.harness_turn.
+        environment`): :data:`PASS_THROUGH`, ``HOME`` (the runner's ``homeDir``), the
+        ``THE_LOOP_*`` variables naming the turn, and the variables ``harness.env`` names
+        (its API key). None of the-loop's own secrets."""
+        return harness_turn.environment(self.setup, order, session_id, resume, result_path)
 
     def log_dir(self, ref: str) -> Path:
         """Where ``ref``'s turn logs and result files are kept (outside its checkout)."""
-        slug = ref.replace(":", "_").replace("/", "_").replace("#", "_")
-        path = Path(self.runner_settings.workspace_dir) / ".logs" / slug
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        return harness_turn.log_dir(self.setup, ref)
 
     def _keep_tail(self, ref: str, log_path: Path) -> None:
         with contextlib.suppress(OSError):
