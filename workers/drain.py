@@ -354,6 +354,6 @@ def fan_out(queue: DeliveryQueue, record: DeliveryRecord, refs: list[str]) -> in
     count = 0
     for i, ref in enumerate(sorted(refs)):
         count += queue.put(replace(record, delivery_id=f"{record.delivery_id}-w{i}",
-                                   action=None, received_at=time.time(), work_item=ref,
+                                   received_at=time.time(), work_item=ref,
                                    attempts=0, last_error=None))
     return count

@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from graph.context import PHASE_PREFIX
-from graph.model import Graph, WorkItem
+from graph.model import Graph, Status, WorkItem
 from graph.ports import GitHub, IntegrationError
 from graph.refs import WorkItemRef
 from graph.runtime import AdvanceResult, Runtime
@@ -201,19 +201,19 @@ def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
     ref, event, settings = delivery.ref, delivery.event, agent.settings
     if ref is None:
         return delivery.ignored("no issue or pull request in this delivery")
+    if agent.turns is not None and event.kind == "pull_request" and event.repository:
+        owner = agent.turns.owner_of(event.repository, ref.number)
+        if owner is not None and owner != ref.format():
+            agent.fan_out(delivery.record, [owner])
+            return delivery.ignored(f"the draft pull request of {owner}: forwarded to it")
     installation_id = event.installation_id
     github = agent.github_or_none(installation_id)
     repo_config = (agent.repos.config(github, str(event.repository),
                                       event.default_branch or "main")
                    if github is not None else RepoConfig())
     label = repo_config.enrolment_label(settings)
-    if enrol and not _carries(event, label):
+    if enrol and not _carries(event, label) and not _own_pull(agent, event, ref):
         return delivery.ignored(f"not a work item (no {label!r} label)")
-    if agent.turns is not None and event.kind == "pull_request" and event.repository:
-        owner = agent.turns.owner_of(event.repository, ref.number)
-        if owner is not None and owner != ref.format():
-            agent.fan_out(delivery.record, [owner])
-            return delivery.ignored(f"the draft pull request of {owner}: forwarded to it")
     if not enrol and agent.store.load(ref.format()) is None:
         return delivery.ignored("not a work item")
     if github is None:
@@ -282,6 +282,9 @@ def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
             delivery.replay and any(d.get("delivery") == delivery.id
                                     for d in state.decisions)):
         reactions.react("completed", state)
+    if agent.turns is not None and result.moves and result.status == Status.DONE \
+            and item.repository is not None and item.id is not None:
+        agent.turns.retire(item.ref, item.repository, item.id)  # its workspace goes
     installation_id = delivery.event.installation_id
     if installation_id is not None and state.installation_id != installation_id:
         state.installation_id = installation_id  # `the-loop graph force` comments as the App
@@ -301,6 +304,14 @@ def _work(agent: Agent, event: GitHubEvent,
         installation_id=event.installation_id, branch=branch)
     return RunnerWork(agent.turns, context, max_turns=agent.max_turns,
                       cost_cap_usd=agent.cost_cap_usd), branch
+
+
+def _own_pull(agent: Agent, event: GitHubEvent, ref: WorkItemRef) -> bool:
+    """Whether ``event`` is about ``ref``'s own draft pull request (forwarded to it): it
+    carries no enrolment label, and needs none."""
+    return (agent.turns is not None and event.kind == "pull_request"
+            and event.head_ref is not None
+            and agent.turns.workspace(ref.format()).get("branch") == event.head_ref)
 
 
 def turn(agent: Agent, delivery: Delivery) -> Handled:

@@ -30,6 +30,7 @@ import contextvars
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import threading
@@ -372,6 +373,15 @@ def running_with(runner: TurnRunner) -> Iterator[None]:
 def run_turn(ref: str, order_id: str) -> str:
     """The RQ job of one turn (:data:`workers.turns.TURN_FUNC`)."""
     return _current.get().run(ref, order_id)
+
+
+def remove_workspace(ref: str, repository: str, number: int) -> str:
+    """The RQ job that removes done work item ``ref``'s checkout and turn logs
+    (:data:`workers.turns.CLEANUP_FUNC`)."""
+    runner = _current.get()
+    runner.workspaces(None).remove(repository, number)
+    shutil.rmtree(harness_turn.log_dir(runner.setup, ref, create=False), ignore_errors=True)
+    return f"removed the workspace of {ref}"
 
 
 class TurnWorker(SimpleWorker):

@@ -37,6 +37,8 @@ log = logging.getLogger("the_loop.runner")
 
 #: The RQ job every turn runs: ``workers.runner.run_turn(ref, order_id)``.
 TURN_FUNC = "workers.runner.run_turn"
+#: The RQ job that removes a done work item's workspace.
+CLEANUP_FUNC = "workers.runner.remove_workspace"
 #: Turn record statuses besides a :class:`graph.work.TurnEnded` status.
 QUEUED, RUNNING, INTERRUPTED = "queued", "running", "interrupted"
 #: Bytes of a turn's log kept in Redis for ``the-loop sessions logs``.
@@ -185,6 +187,24 @@ class TurnRecords:
         self.redis.hset(self.keys.turn(ref), "detail", reason)
         log.warning("turn %s queued again (attempt %d): %s", order.id, attempt, reason)
         return True
+
+    def retire(self, ref: str, repository: str, number: int) -> None:
+        """The work item is done: queue the removal of its workspace on the runner
+        (whose disk holds it); once per work item.
+
+        Raises:
+            redis.RedisError: Redis unreachable.
+        """
+        if not self.redis.set(self.keys.turn_retired(ref), "1", nx=True, ex=SEVEN_DAYS):
+            return
+        job = self.queue.create_job(
+            CLEANUP_FUNC, args=(ref, repository, number),
+            job_id="cleanup-" + hashlib.sha256(ref.encode()).hexdigest()[:32],
+            result_ttl=0, failure_ttl=SEVEN_DAYS, timeout=600,
+            description=f"the-loop: remove the workspace of {ref}")
+        with self.redis.pipeline() as pipe:
+            self.queue.enqueue_job(job, pipeline=pipe)
+            pipe.execute()
 
     # -- records ------------------------------------------------------------------------
 

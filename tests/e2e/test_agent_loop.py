@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from integrations.github_fake_http import HttpFakeGitHub, serve
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, load_fixture
 from tests.e2e.test_end_to_end import (
     comment_payload,
     enrol_payload,
@@ -273,3 +273,29 @@ def test_the_cost_cap_escalates_instead_of_spending_more(redis_ns, tmp_path):
         for proc in loop.procs.values():
             stop(proc)
         stop_fake()
+
+
+def test_a_review_of_the_draft_pull_request_decides_the_work_items_gate(stack):
+    """Deliveries about the work item's draft pull request are the work item's: an
+    approving review there moves the issue past its gate, and the review record lands on
+    the work item's branch."""
+    loop = stack
+    post(loop.url, "issues", untrusted_enrol())
+    wait_until(lambda: (s := loop.state()) and s.current_node == "requirements-approval"
+               and s.status == "waiting", timeout=60, what="requirements at its gate")
+    branch = branch_of(loop)
+    pull = loop.fake.find_pull_request(REPO, branch)
+    review = json.loads(load_fixture("pull_request_review", "submitted"))
+    review["installation"] = {"id": 1}
+    review["pull_request"]["number"] = pull["number"]
+    review["pull_request"]["head"].update(sha=pull["head_sha"], ref=branch)
+    review["review"].update(state="approved", commit_id=pull["head_sha"])
+    review["sender"]["login"] = review["review"]["user"]["login"] = "Codertocat"
+    r, _ = post(loop.url, "pull_request_review", review)
+    assert r.status_code == 202
+    wait_until(lambda: loop.state().current_node in ("design", "design-approval"),
+               timeout=30, what="the issue past its gate")
+    assert [d["actor"] for d in loop.state().decisions] == ["Codertocat"]
+    assert loop.store.load(f"github:{REPO}#{pull['number']}") is None  # no second item
+    recorded = loop.fake.file(REPO, "specs/1/requirements.md", branch)
+    assert "## Review comments" in recorded

@@ -15,6 +15,7 @@ from webhook.events import (
     SignatureError,
     UnsupportedContentTypeError,
     parse_delivery,
+    read_delivery_headers,
 )
 
 DELIVERY = "72d3162e-cc78-11e3-81ab-4c9367dc0958"  # GitHub's docs example GUID
@@ -135,3 +136,8 @@ def test_bad_payload_reason_does_not_echo_body() -> None:
     with pytest.raises(BadPayloadError) as info:
         parse_delivery(headers(), b'{"secret-looking-text": ')
     assert "secret-looking-text" not in info.value.reason
+
+
+def test_the_loops_own_event_names_are_refused_from_outside() -> None:
+    with pytest.raises(BadHeadersError, match="only the-loop itself sends"):
+        read_delivery_headers({"X-GitHub-Event": "the-loop.turn", "X-GitHub-Delivery": "d-1"})

@@ -42,6 +42,7 @@ The runner's (agent turns, :mod:`workers.turns`):
 - ``P:workspace:REF``       hash: the work item's branch and draft pull request
 - ``P:alias:OWNER/REPO#N``  the work item a draft pull request belongs to
 - ``P:turn-log:REF``        the tail of the last turn's log
+- ``P:turn:retired:REF``    string "1": the done work item's workspace removal was queued
 
 RQ's own keys (``rq:job:*``, ``rq:queue:Q``...) are RQ's: only RQ's classes name them.
 
@@ -184,6 +185,10 @@ class Keys:
     def turn_ordered(self, order_id: str) -> str:
         """``P:turn:ordered:ID``: turn order ``order_id`` was queued."""
         return self._("turn", "ordered", order_id)
+
+    def turn_retired(self, ref: str) -> str:
+        """``P:turn:retired:REF``: the removal of ``ref``'s workspace was queued."""
+        return self._("turn", "retired", ref)
 
     def turn_lock(self, ref: str) -> str:
         """``P:turn-lock:REF``: the work item's one live turn."""

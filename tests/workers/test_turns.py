@@ -1,0 +1,198 @@
+"""The runner's Redis records (workers/turns.py), its reaper, and the turn input
+(workers/prompts.py), against the real Redis."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from rq import Queue
+
+from graph.work import TurnEnded, TurnOrder
+from the_loop.events import TURN_EVENT, GitHubEvent
+from the_loop.inbox.enqueue import DeliveryQueue
+from the_loop.inbox.keys import Keys
+from workers import prompts
+from workers.runner import TurnReaper
+from workers.turns import INTERRUPTED, QUEUED, RUNNING, TurnContext, TurnRecords, job_id
+
+REF = "github:o/r#7"
+CONTEXT = TurnContext("o/r", 7, "Add a login page", "main", installation_id=3)
+
+
+def order(number=1, **kw):
+    base = dict(id=f"{REF}/requirements/1/turn/{number}", ref=REF, node="requirements",
+                visit=1, number=number, max_turns=5,
+                session_id="0b7c2f4e-1d1a-4c53-9a55-2f8f7f5f9f10",
+                command="create-requirements", stage="requirements",
+                artifacts=("specs/7/requirements.md",),
+                checks=({"hook": "validate-artifacts",
+                         "with": {"sections": ["Problem", "Requirements"]}},))
+    base.update(kw)
+    return TurnOrder(**base)
+
+
+@pytest.fixture
+def records(redis_ns):
+    return TurnRecords(redis_ns.client, Keys(redis_ns.prefix, redis_ns.queue_name),
+                       f"{redis_ns.queue_name}-turns")
+
+
+def test_an_order_is_queued_once_with_its_record(records):
+    assert records.order(order(), CONTEXT) is True
+    assert records.order(order(), CONTEXT) is False  # the same id again: nothing
+    queue = Queue(records.queue.name, connection=records.redis)
+    assert queue.job_ids == [f"{job_id(order().id)}-1"]
+    record = records.get(REF)
+    assert (record["status"], record["number"], record["attempt"]) == (QUEUED, "1", "1")
+    assert json.loads(record["order"]) == order().to_dict()
+    assert records.refs() == [REF]
+
+
+def test_requeue_takes_the_next_attempt_and_an_ended_turn_is_not_requeued(records):
+    records.order(order(), CONTEXT)
+    records.update(REF, status=RUNNING)
+    assert records.requeue(REF, reason="its runner stopped mid-turn") is True
+    record = records.get(REF)
+    assert (record["status"], record["attempt"]) == (INTERRUPTED, "2")
+    assert record["detail"] == "its runner stopped mid-turn"
+    records.update(REF, status="completed")
+    assert records.requeue(REF, reason="again") is False
+
+
+def test_one_live_turn_per_work_item(records):
+    token = records.lock(REF, 30)
+    assert token is not None
+    assert records.lock(REF, 30) is None
+    assert records.renew(REF, "someone-else", 30) is False
+    assert records.renew(REF, token, 30) is True
+    records.unlock(REF, token)
+    assert records.lock(REF, 30) is not None
+
+
+def test_slots_hold_the_global_and_the_installation_caps(records):
+    take = records.take_slot
+    assert take("t1", 1, 30, limit=3, per_installation=1)
+    assert not take("t2", 1, 30, limit=3, per_installation=1)  # installation 1 is full
+    assert take("t3", 2, 30, limit=3, per_installation=1)
+    assert take("t4", 3, 30, limit=3, per_installation=1)
+    assert not take("t5", 4, 30, limit=3, per_installation=1)  # the global cap
+    assert take("t1", 1, 30, limit=3, per_installation=1)  # a holder renews
+    records.release_slot("t1", 1)
+    assert take("t2", 1, 30, limit=3, per_installation=1)
+
+
+def test_expired_slots_are_given_back(records):
+    assert records.take_slot("t1", 1, -1, limit=1, per_installation=1)  # already expired
+    assert records.take_slot("t2", 1, 30, limit=1, per_installation=1)
+
+
+def test_cancel_is_recorded_only_for_a_live_turn(records):
+    assert records.request_cancel(REF) is False
+    records.order(order(), CONTEXT)
+    assert records.request_cancel(REF) is True
+    assert records.get(REF)["cancel"] == "1"
+
+
+def test_the_reaper_takes_back_a_turn_whose_runner_stopped(records):
+    records.order(order(), CONTEXT)
+    records.update(REF, status=RUNNING, host="elsewhere", lease_until=time.time() - 1)
+    reaper = TurnReaper(records, "here")
+    assert reaper.reap() == [REF]
+    record = records.get(REF)
+    assert (record["status"], record["attempt"]) == (INTERRUPTED, "2")
+    # A live runner (its lock held) is left alone.
+    records.update(REF, status=RUNNING, lease_until=time.time() - 1)
+    token = records.lock(REF, 30)
+    assert reaper.reap() == []
+    records.unlock(REF, token)
+
+
+def test_a_report_is_a_delivery_in_the_work_items_inbox(records, redis_ns):
+    inbox = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
+                          prefix=redis_ns.prefix)
+    ended = TurnEnded(order().id, "completed", head_sha="a" * 40, pull=8, cost_usd=0.2)
+    first = records.report(inbox, order(), CONTEXT, ended, attempt=1,
+                           branch="the-loop/7-add-a-login-page")
+    again = records.report(inbox, order(), CONTEXT, ended, attempt=1,
+                           branch="the-loop/7-add-a-login-page")
+    assert first == again  # the same report twice is one delivery
+    keys = Keys(redis_ns.prefix, redis_ns.queue_name)
+    assert [i.decode() for i in redis_ns.client.lrange(keys.inbox(REF), 0, -1)] == [first]
+    body = redis_ns.client.hget(keys.delivery(first), "body")
+    event = GitHubEvent.parse(TURN_EVENT, json.loads(body))
+    inbound = event.inbound(first)
+    assert inbound.kind == "turn.completed"
+    assert inbound.turn["id"] == order().id and inbound.turn["pull"] == 8
+    assert event.head_sha == "a" * 40 and event.head_ref == "the-loop/7-add-a-login-page"
+    assert event.ref.format() == REF and event.installation_id == 3
+
+
+def test_pull_requests_of_a_work_item_belong_to_it(records):
+    records.remember_workspace(REF, "o/r", "the-loop/7-add-a-login-page", 8)
+    assert records.owner_of("o/r", 8) == REF
+    assert records.owner_of("o/r", 9) is None
+    assert records.workspace(REF)["branch"] == "the-loop/7-add-a-login-page"
+
+
+# -- the turn's input ------------------------------------------------------------------
+
+
+def test_a_first_turn_gets_the_template_the_artifacts_and_the_checks():
+    text = prompts.render(order(), CONTEXT, "the-loop/7-add-a-login-page", resumed=False)
+    assert "Write the requirements for issue #7 of o/r" in text
+    assert "- `specs/7/requirements.md` with sections: `## Problem`, `## Requirements`" in text
+    assert "- validate-artifacts (sections: Problem, Requirements)" in text
+    assert "the-loop/7-add-a-login-page" in text
+    assert "Add a login page" not in text  # the title is a payload's text
+
+
+def test_a_resumed_turn_gets_the_blocks_messages_only():
+    blocked = order(2, resume="h-1", feedback={"block": {
+        "hook": "validate-artifacts", "boundary": "exit", "messages": [{
+            "text": "specs/7/requirements.md has no 'Requirements' section",
+            "path": "specs/7/requirements.md", "code": "section-missing"}]}})
+    text = prompts.render(blocked, CONTEXT, "b", resumed=True)
+    assert ("- validate-artifacts: specs/7/requirements.md has no 'Requirements' section "
+            "(specs/7/requirements.md)") in text
+    assert "Write the requirements" not in text
+
+
+def test_a_review_is_referenced_never_quoted():
+    review = order(1, visit=2, resume="h-1", feedback={"feedback": {
+        "kind": "changes-requested", "gate": "requirements-approval", "actor": "alice",
+        "comment_id": 991, "body_sha256": "f" * 64}})
+    text = prompts.render(review, CONTEXT, "b", resumed=True)
+    assert "@alice decided `changes-requested` at the gate `requirements-approval`" in text
+    assert "comment 991 on #7 of o/r" in text
+    assert "f" * 64 not in text
+
+
+def test_a_fresh_session_after_a_lost_one_is_seeded_with_the_artifacts():
+    lost = order(2, seeded_with=("specs/7/requirements.md",), feedback={"block": {
+        "hook": "validate-artifacts", "messages": [{"text": "x", "path": None}]}})
+    text = prompts.render(lost, CONTEXT, "b", resumed=False)
+    assert "read these files in the checkout first" in text
+    assert "Write the requirements" in text and "- validate-artifacts: x" in text
+
+
+def test_a_repository_may_override_a_template_from_its_default_branch():
+    seen = []
+
+    def override(path):
+        seen.append(path)
+        return "Our own words for #$number."
+
+    text = prompts.render(order(), CONTEXT, "b", resumed=False, override=override)
+    assert seen == [".the-loop/prompts/create-requirements.md"]
+    assert "Our own words for #7." in text
+
+
+def test_a_done_work_items_workspace_removal_is_queued_once(records, tmp_path):
+    records.retire(REF, "o/r", 7)
+    records.retire(REF, "o/r", 7)
+    queue = Queue(records.queue.name, connection=records.redis)
+    [job] = queue.jobs
+    assert job.func_name == "workers.runner.remove_workspace"
+    assert job.args == (REF, "o/r", 7)
