@@ -16,6 +16,7 @@ import time
 
 import _common as c
 import ingest
+import turns
 import worker
 
 TARGETS = {
@@ -31,7 +32,27 @@ def _mark(ok: bool) -> str:
     return "ok  " if ok else "MISS"
 
 
-def table(ing: dict, wrk: dict) -> list[str]:
+def turn_rows(trn: dict) -> list[tuple[str, str, str, bool | None]]:
+    """Rows of the turns benchmark (no targets in the issue: figures to watch)."""
+    rows: list[tuple[str, str, str, bool | None]] = []
+    over = trn.get("overhead")
+    if over:
+        m = over["median_ms"]
+        rows.append(("turn overhead excl. agent", f"{m['all']['overhead']:.0f} ms (first "
+                     f"{m['first']['overhead']:.0f}, repair {m['repair']['overhead']:.0f})",
+                     "--", None))
+    drain = trn.get("drain") or {}
+    items = drain.get("settings", {}).get("work_items")
+    for p, d in drain.get("median", {}).items():
+        rows.append((f"drain {items} items, {p} runners", f"{d['drain_s']:.1f} s (floor "
+                     f"{d['floor_s']:.1f} s)", "--", bool(d["ok"])))
+        rows.append(("  runner / worker peak RSS", f"{d['runner_peak_hwm_sum_mib']:.0f} MiB "
+                     f"(PSS {d['runner_peak_pss_sum_mib']:.0f}) / "
+                     f"{d['worker_peak_hwm_mib']:.0f} MiB", "--", None))
+    return rows
+
+
+def table(ing: dict, wrk: dict, trn: dict | None = None) -> list[str]:
     t = ing["throughput"]
     f = ing["fixed_rate"]["receiver"]
     rate = ing["settings"]["rate"]
@@ -63,6 +84,8 @@ def table(ing: dict, wrk: dict) -> list[str]:
     ]
     out = [f"{'figure':<34}{'measured':<42}{'target':<14}"]
     out += [f"{a:<34}{b:<42}{c_:<14}{_mark(ok)}" for a, b, c_, ok in rows]
+    out += [f"{a:<34}{b:<42}{c_:<14}{'' if ok is None else _mark(ok)}"
+            for a, b, c_, ok in turn_rows(trn or {})]
     return out
 
 
@@ -77,9 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         ing_args = ["--seconds", "3", "--rounds", "1", "--rate-seconds", "4", *wq]
         wrk_args = ["--count", "600", "--compare-count", "300", "--fork-count", "300", *wq]
+        trn_args = ["--items", "3", "--rounds", "1", *wq]
     else:
         ing_args = ["--seconds", "6", "--rounds", "2", "--rate-seconds", "8", *wq]
         wrk_args = ["--count", "3000", "--compare-count", "1500", "--fork-count", "1500", *wq]
+        trn_args = ["--items", "8", "--rounds", "3", *wq]
 
     started = time.time()
     mach = c.machine()
@@ -87,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     ing = ingest.main(ing_args)
     print("worker benchmark ...", file=sys.stderr)
     wrk = worker.main(wrk_args)
+    print("turns benchmark ...", file=sys.stderr)
+    trn = turns.main(trn_args)
     code = c.code_version()
     result = {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
@@ -96,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": TARGETS,
         "ingest": ing,
         "worker": wrk,
+        "turns": {k: v for k, v in trn.items() if k not in ("machine", "code")},
     }
     c.RESULTS.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w") as f:
@@ -109,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("\n".join(worker.summary_lines(wrk)))
     print()
-    print("\n".join(table(ing, wrk)))
+    print("\n".join(turns.summary_lines(trn)))
+    print()
+    print("\n".join(table(ing, wrk, trn)))
     print(f"\nwritten: {args.out}")
     return 0
 
