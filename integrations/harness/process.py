@@ -200,8 +200,9 @@ def _pump(proc: subprocess.Popen[bytes], limits: TurnLimits, log: _Log,
                         selector.unregister(fd)
                 except BlockingIOError:
                     pass
-            elif eof:
-                time.sleep(_TICK)
+            elif eof:  # the pipe is closed: wake as soon as the leader exits
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=_TICK)
             now = time.monotonic()
             if chunk:
                 last_output = now
