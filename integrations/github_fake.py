@@ -673,11 +673,11 @@ class FakeGitHub(Transport):
         its id (records no action)."""
         with self.lock:
             r = self.repo(repo)
-            stamp = now()
-            c = {"id": self.next_id(), "repo": r.full_name, "number": number, "user": user,
-                 "body": body, "path": path, "created_at": stamp, "updated_at": stamp}
-            self.review_comment_store[int(c["id"])] = c
-            return int(c["id"])
+            stamp, cid = now(), self.next_id()
+            self.review_comment_store[cid] = {
+                "id": cid, "repo": r.full_name, "number": number, "user": user, "body": body,
+                "path": path, "created_at": stamp, "updated_at": stamp}
+            return cid
 
     def review_reactions(self, repo: str, comment_id: int) -> list[tuple[str, str]]:
         """``(user, content)`` of each reaction on review comment ``comment_id``."""

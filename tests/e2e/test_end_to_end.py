@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from integrations.github_fake_http import HttpFakeGitHub, serve
-from tests.conftest import FIXTURES_DIR, load_fixture, sign_body
+from tests.conftest import FIXTURES_DIR, load_payload, sign_body
 from workers.state import RedisStateStore
 
 pytestmark = pytest.mark.e2e
@@ -125,14 +125,14 @@ def with_install(payload):
 
 
 def enrol_payload():
-    p = with_install(json.loads(load_fixture("issues", "labeled")))
+    p = with_install(load_payload("issues", "labeled"))
     p["label"] = {"name": "the-loop"}
     p["issue"]["labels"].append({"name": "the-loop"})
     return p
 
 
 def comment_payload(login, body):
-    p = with_install(json.loads(load_fixture("issue_comment", "created")))
+    p = with_install(load_payload("issue_comment", "created"))
     p["issue"]["labels"].append({"name": "the-loop"})
     p["sender"]["login"] = p["comment"]["user"]["login"] = login
     p["comment"]["body"] = body
@@ -208,7 +208,7 @@ def test_a_pull_request_gate_records_the_review_in_the_artifact(stack):
     Then the gate waits after mallory, moves to design after Codertocat, and the review
       entry lands in requirements.md's '## Review comments' on the pull request branch."""
     fake, url, env, store, _ = stack
-    pr = with_install(json.loads(load_fixture("pull_request", "labeled")))
+    pr = with_install(load_payload("pull_request", "labeled"))
     pr["label"] = {"name": "the-loop"}
     pr["pull_request"]["labels"].append({"name": "the-loop"})
     head = pr["pull_request"]["head"]
@@ -220,7 +220,7 @@ def test_a_pull_request_gate_records_the_review_in_the_artifact(stack):
     wait_until(lambda: (s := store.load(ref2)) and s.status == "waiting",
                what="pull request waiting at its gate")
 
-    review = with_install(json.loads(load_fixture("pull_request_review", "submitted")))
+    review = with_install(load_payload("pull_request_review", "submitted"))
     review["review"].update(state="approved", commit_id=head["sha"])
     review["pull_request"]["labels"].append({"name": "the-loop"})
     review["sender"]["login"] = review["review"]["user"]["login"] = "mallory"

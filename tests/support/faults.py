@@ -52,7 +52,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from graph.markers import find_effect
 from integrations import github_fake as fakes
 from integrations.github_fake_http import HttpFakeGitHub, serve
-from tests.conftest import load_fixture, sign_body
+from tests.conftest import load_payload, sign_body
 from the_loop.inbox.keys import Keys
 
 OWNER = "Codertocat"
@@ -144,7 +144,7 @@ def specs(item: int) -> dict[str, str]:
 
 
 def _enrol(item: int) -> dict[str, Any]:
-    p = json.loads(load_fixture("issues", "labeled"))
+    p = load_payload("issues", "labeled")
     p["label"] = {"name": "the-loop"}
     p["issue"]["number"] = item
     p["issue"]["labels"].append({"name": "the-loop"})
@@ -152,7 +152,7 @@ def _enrol(item: int) -> dict[str, Any]:
 
 
 def _comment(item: int, k: int, login: str, kind: str, body: str) -> dict[str, Any]:
-    p = json.loads(load_fixture("issue_comment", "created"))
+    p = load_payload("issue_comment", "created")
     p["issue"]["number"] = item
     p["issue"]["labels"].append({"name": "the-loop"})
     p["sender"]["login"] = p["comment"]["user"]["login"] = login

@@ -27,8 +27,9 @@ def record_decision(ctx: HookContext) -> HookResult:
     (none decides again); ``artifacts`` binds the decision to what was reviewed: path ->
     ``{blob_sha, digest}`` (git's blob SHA of the artifact at the pull request head, and
     its review fingerprint, :func:`~the_loop.hooks.review.fingerprint`), read through
-    ``ctx.config.files`` for every artifact the gate reviews (``ctx.artifacts``). On GitHub it also states the decision and who made it in a marked
-    comment on the work item (through the runtime's outbox: posted once per gate visit).
+    ``ctx.config.files`` for every artifact the gate reviews (``ctx.artifacts``). On
+    GitHub it also states the decision and who made it in a marked comment on the work
+    item (through the runtime's outbox: posted once per gate visit).
     Blocks (non-retriable) if no classification ran before it: that is a graph error, and
     recording nothing must never look like a decision.
     """
