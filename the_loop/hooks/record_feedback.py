@@ -56,7 +56,8 @@ def record_feedback(ctx: HookContext) -> HookResult:
     :func:`~the_loop.hooks.review.fingerprint` of the content decided on) and, for an
     approval with comments, the reviewer's follow-ups to each ``into`` artifact. Locally
     (``ctx.repo`` set) the file is written in place; in the service it is committed to
-    the pull request branch with the transport's ``put-file`` and a SHA precondition (a conflict re-reads and retries).
+    the pull request branch with the transport's ``put-file`` and a SHA precondition (a
+    conflict re-reads and retries).
 
     Returns ``skip`` when no decision precedes it in the chain; ``block`` when the record
     cannot be written (an unrecorded decision must not pass silently).
