@@ -503,6 +503,9 @@ def withdraw(agent: Agent, delivery: Delivery) -> Handled:
     kept = [v for v in votes if v.get("source") != source]
     if not decided and len(kept) == len(votes):
         return delivery.ignored("it decided nothing: ignored")
+    if decided and all(state.decisions[i].get("invalidated") for i in decided) and (
+            len(kept) == len(votes)):
+        return delivery.ignored("its decision was withdrawn before: ignored")
     dismissed = event.name == "pull_request_review"
     if len(kept) != len(votes):
         state.votes[state.current_node] = kept
