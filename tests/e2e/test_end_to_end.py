@@ -4,6 +4,7 @@ fake GitHub API reached through THE_LOOP_GITHUB_API_URL, driven by real fixture 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -49,11 +50,13 @@ def wait_until(predicate, timeout=20.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.fixture
-def stack(redis_ns, tmp_path):
+@contextlib.contextmanager
+def running_stack(redis_ns, tmp_path, *, collaborators=COLLABORATORS, extra_env=None):
+    """The receiver (gunicorn) and a worker as real processes against a loopback fake
+    GitHub seeded with Codertocat/Hello-World; yields ``(fake, url, env, store, logs)``."""
     fake = HttpFakeGitHub()
     fake.add_repo(REPO, default_branch="master")
-    fake.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS)
+    fake.add_file(REPO, ".the-loop/collaborators.yaml", collaborators)
     fake.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     api_url, stop_fake = serve(fake)
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -72,11 +75,12 @@ def stack(redis_ns, tmp_path):
         "THE_LOOP_GITHUB_WRITE_INTERVAL": "0",
         "THE_LOOP_GITHUB_READ_INTERVAL": "0",
         "THE_LOOP_WEB_WORKERS": "2",
+        **(extra_env or {}),
     }
     env.pop("GH_TOKEN", None)
     env.pop("GITHUB_TOKEN", None)
     logs = tmp_path / "logs"
-    logs.mkdir()
+    logs.mkdir(exist_ok=True)
     web = subprocess.Popen([str(BIN / "the-loop"), "serve", "--port", str(port),
                             "--host", "127.0.0.1"], env=env,
                            stdout=(logs / "web.out").open("w"), stderr=subprocess.STDOUT)
@@ -105,6 +109,12 @@ def stack(redis_ns, tmp_path):
         if os.environ.get("THE_LOOP_E2E_SHOW_LOGS"):
             for f in logs.iterdir():
                 print(f"--- {f.name}\n{f.read_text()}")
+
+
+@pytest.fixture
+def stack(redis_ns, tmp_path):
+    with running_stack(redis_ns, tmp_path) as parts:
+        yield parts
 
 
 def post(url, event, payload, delivery=None):
