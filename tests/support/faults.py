@@ -143,6 +143,10 @@ def specs(item: int) -> dict[str, str]:
     return files
 
 
+#: When the plan's comments are created, as GitHub would stamp them: after the run began.
+DURING_THE_RUN = "2100-01-01T00:00:00Z"
+
+
 def _enrol(item: int) -> dict[str, Any]:
     p = load_payload("issues", "labeled")
     p["label"] = {"name": "the-loop"}
@@ -159,6 +163,9 @@ def _comment(item: int, k: int, login: str, kind: str, body: str) -> dict[str, A
     p["sender"]["type"] = p["comment"]["user"]["type"] = kind
     p["comment"]["body"] = body
     p["comment"]["id"] = item * 10_000 + k
+    # The plan is made before the run, but its comments are made during it: stamped
+    # after every gate visit (a comment created before a visit began never decides it).
+    p["comment"]["created_at"] = p["comment"]["updated_at"] = DURING_THE_RUN
     return _place(p, item)
 
 
