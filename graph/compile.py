@@ -247,6 +247,9 @@ def _compile_node(raw: Mapping[str, Any], source: str, registry: HookRegistry) -
     """A schema-valid node mapping, its chains resolved against ``registry``."""
     node_id = raw["id"]
     where = f"{source}: node {node_id!r}"
+    if "approvals" in raw and raw.get("actor") != "human":
+        raise GraphError(f"{where}: approvals applies to a gate only (actor: human); "
+                         "remove it or make the node a gate")
     return Node(
         id=node_id,
         phase=str(raw.get("phase") or node_id),
@@ -257,6 +260,7 @@ def _compile_node(raw: Mapping[str, Any], source: str, registry: HookRegistry) -
         exit=_compile_chain(raw.get("exit"), "exit", where, registry),
         attempts=raw.get("attempts", 3),
         role=str(raw.get("role") or "approver"),
+        approvals=int(raw.get("approvals", 1)),
         command=raw.get("command"),
         stage=raw.get("stage"),
     )

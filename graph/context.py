@@ -121,6 +121,9 @@ class HookConfig:
         work: where agent turns are ordered (:class:`graph.work.AgentWork`, the runner);
             ``None`` when no harness is configured: an agent node then waits for its
             artifacts to be pushed by someone, as a person would.
+        draft: the work item is a pull request marked as a draft (GitHub's "About pull
+            requests": a draft cannot be merged and asks nobody for review); a gate
+            then waits without requesting review.
     """
 
     harness: Mapping[str, Any] = field(default_factory=dict)
@@ -137,6 +140,7 @@ class HookConfig:
     classifier: Callable[[str, Sequence[str]], str | None] | None = None
     human_only: Callable[[int | None], bool] = field(default=lambda tier: True)
     work: AgentWork | None = field(default=None, repr=False, compare=False)
+    draft: bool = False
 
     @property
     def github(self) -> GitHub | None:

@@ -185,6 +185,11 @@ class Session:
     cwd: str | None = None
 
 
+#: Event name -> the kind of comment it carries (GitHub's "Webhook events and payloads").
+_COMMENT_KINDS = {"issue_comment": "issue_comment", "pull_request_review": "review",
+                  "pull_request_review_comment": "review_comment"}
+
+
 @dataclass(frozen=True)
 class InboundEvent:
     """The event that triggered an evaluation, reduced to what hooks may use.
@@ -207,6 +212,14 @@ class InboundEvent:
         review_commit: the commit a pull request review was submitted on.
         turn: for a :data:`graph.work.TURN_COMPLETED` event, the runner's report
             (:meth:`graph.work.TurnEnded.to_dict`); written by the-loop, never a payload's.
+        comment_kind: ``issue_comment``, ``review_comment`` or ``review`` when the event
+            carries a comment or review (with ``comment_id`` it names the decision's
+            source, :attr:`source`).
+        created_at, updated_at: when that comment or review was created and last edited
+            (Unix seconds, from its ``created_at``/``updated_at``, a review's
+            ``submitted_at``), or ``None``.
+        previous_body: an edit's earlier text (``changes.body.from``), untrusted like
+            ``body`` and never persisted.
     """
 
     kind: str
@@ -221,6 +234,24 @@ class InboundEvent:
     author: str | None = None
     review_commit: str | None = None
     turn: Mapping[str, Any] | None = None
+    comment_kind: str | None = None
+    created_at: float | None = None
+    updated_at: float | None = None
+    previous_body: str | None = field(default=None, repr=False)
+
+    @property
+    def source(self) -> str | None:
+        """The decision source this event carries: ``<comment kind>:<id>`` (e.g.
+        ``review:80``), the same whatever delivery brought it; ``None`` without one."""
+        if self.comment_id is None:
+            return None
+        kind = self.comment_kind or _COMMENT_KINDS.get(self.kind.partition(".")[0])
+        return f"{kind}:{self.comment_id}" if kind else None
+
+    @property
+    def edited(self) -> bool:
+        """Whether the event is an edit of a comment or review (``.edited``)."""
+        return self.kind.endswith(".edited")
 
     @property
     def body_sha256(self) -> str | None:
@@ -228,6 +259,27 @@ class InboundEvent:
         if self.body is None:
             return None
         return hashlib.sha256(self.body.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class GateVisit:
+    """What a gate's hooks know about the current visit of the gate (``HookContext.gate``).
+
+    Attributes:
+        started_at: when the work item entered the gate this visit (Unix seconds); a
+            comment or review created before it never decides the visit.
+        decided: decision sources (:attr:`InboundEvent.source`) that decided any gate
+            visit of the work item already; none decides again.
+        votes: the decisive replies of this visit that did not decide it on their own
+            (``approvals: N`` gates), oldest first: ``{actor, outcome, source, kind, at,
+            review_commit}``.
+        approvals: distinct authorized approvers the gate needs (``Node.approvals``).
+    """
+
+    started_at: float
+    decided: frozenset[str] = frozenset()
+    votes: tuple[Mapping[str, Any], ...] = ()
+    approvals: int = 1
 
 
 @dataclass(frozen=True)
@@ -247,6 +299,8 @@ class HookContext:
         params: this hook call's ``with:`` block from the graph.
         visit: how many times the work item has entered ``node`` (1 on the first visit);
             with the node and hook it keys idempotent side effects.
+        gate: at a gate (``actor: human``), the current visit's :class:`GateVisit`;
+            ``None`` elsewhere and offline.
     """
 
     work_item: WorkItem
@@ -260,6 +314,7 @@ class HookContext:
     config: HookConfig
     params: Mapping[str, Any] = field(default_factory=dict)
     visit: int = 1
+    gate: GateVisit | None = None
 
 
 HookFn = Callable[[HookContext], HookResult]
@@ -279,11 +334,16 @@ class DecisionRecord:
         artifacts: the call's ``with:`` parameters -> artifact names (relative to the
             work item's spec directory) holding the decision; empty when not configured.
         approved: an artifact's text (``None`` when absent) -> whether its latest recorded
-            decision is an approval.
+            decision is an approval of its current content.
+        fingerprint: an artifact's text -> a digest of what a reviewer approves in it (the
+            text without the-loop's own review-record entries), ``None`` when absent;
+            an approval binds to it, and a different one later means the approved
+            artifact changed (``gates.reapproveOnChange``).
     """
 
     artifacts: Callable[[Mapping[str, Any]], tuple[str, ...]]
     approved: Callable[[str | None], bool]
+    fingerprint: Callable[[str | None], str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -358,6 +418,8 @@ class Node:
         entry, exit: hook chains, in declared order.
         attempts: how many blocks the node tolerates before escalating.
         role: collaborators role whose people decide a gate (default ``approver``).
+        approvals: distinct authorized approvers a gate needs (default 1); a
+            changes-requested from any of them wins.
         command, stage: the-loop command and model tier for agent nodes.
     """
 
@@ -370,6 +432,7 @@ class Node:
     exit: tuple[HookCall, ...] = ()
     attempts: int = 3
     role: str = "approver"
+    approvals: int = 1
     command: str | None = None
     stage: str | None = None
 
@@ -494,6 +557,8 @@ def canonical_form(name: str, start: str, nodes: Iterable[Node],
                 "attempts": n.attempts,
                 "command": n.command,
                 "stage": n.stage,
+                # only when set, so the digests of graphs without it stay as they were
+                **({"approvals": n.approvals} if n.approvals != 1 else {}),
                 "entry": chain(n.entry),
                 "exit": chain(n.exit),
             }

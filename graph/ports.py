@@ -320,7 +320,13 @@ class GitHubComments(Protocol):
 
     @write
     def add_reaction(self, *, repo: str, comment_id: int, content: str) -> Created:
-        """``{"id": int}``."""
+        """``{"id": int}`` (an issue comment's reaction)."""
+        ...
+
+    @write
+    def add_review_comment_reaction(self, *, repo: str, comment_id: int,
+                                    content: str) -> Created:
+        """``{"id": int}`` (a pull request review comment's reaction)."""
         ...
 
 

@@ -32,6 +32,7 @@ from graph.markers import marker
 from graph.model import (
     Boundary,
     DecisionRecord,
+    GateVisit,
     Graph,
     HookCall,
     HookContext,
@@ -58,6 +59,10 @@ from graph.work import (
 )
 
 log = logging.getLogger(__name__)
+
+#: Event kinds after which approved artifacts are compared with what was approved (a push
+#: to the pull request; the-loop's own review-record commits change nothing that counts).
+CHANGE_KINDS = frozenset({"pull_request.synchronize"})
 
 
 @dataclass(frozen=True)
@@ -365,6 +370,17 @@ class Runtime:
             log.info("delivery %s already consumed by %s; evaluating on a tick",
                      event.delivery_id, state.ref)
             event = None
+        if event is not None and event.kind in CHANGE_KINDS and _reapprove(config):
+            changed = self._changed_approval(state, work_item, config)
+            if changed is not None:
+                gate, paths = changed
+                state.last_event = event.delivery_id
+                self._reopen(state, gate, via="reapproval", code="approval-invalidated",
+                             text=(f"{', '.join(f'`{p}`' for p in paths)} changed after gate "
+                                   f"`{gate}` approved it, so the work item is back at "
+                                   f"`{gate}` for a new approval"),
+                             data={"paths": paths}, event=event)
+                event = None
         # Bound the walk: without new events, a cycle of passing nodes must not spin.
         for _ in range(2 * len(self.graph.nodes) + 2):
             node = self.graph.node(state.current_node)
@@ -489,19 +505,30 @@ class Runtime:
     def _context(self, node: Node, boundary: Boundary, params: Mapping[str, Any],
                  state: WorkItemState, work_item: WorkItem, config: HookConfig, *,
                  event: InboundEvent | None = None, repo: Path | None = None) -> HookContext:
-        """The context a hook at ``node``'s ``boundary`` sees (``results`` empty)."""
+        """The context a hook at ``node``'s ``boundary`` sees (``results`` empty). At a
+        gate, ``artifacts`` are the artifacts it reviews and ``gate`` its visit."""
+        gate = None
+        artifacts = self.artifacts(node, work_item)
+        if node.is_gate:
+            artifacts = {name: self.artifacts_for(work_item, name)
+                         for name in gate_artifacts(self.graph, node)}
+            gate = GateVisit(started_at=state.visit_started_at,
+                             decided=state.decided_sources(),
+                             votes=tuple(state.votes.get(node.id, ())),
+                             approvals=node.approvals)
         return HookContext(
             work_item=work_item,
             node=node,
             boundary=boundary,
             repo=repo,
-            artifacts=self.artifacts(node, work_item),
+            artifacts=artifacts,
             session=self._session(state),
             event=event,
             results=(),
             config=config,
             params=params,
             visit=state.visit,
+            gate=gate,
         )
 
     def _effects(self, node: Node, boundary: Boundary, state: WorkItemState,
@@ -525,6 +552,11 @@ class Runtime:
             decision = r.data.get("decision")
             if isinstance(decision, Mapping):
                 state.decisions.append(dict(decision))
+            vote = r.data.get("vote")
+            if isinstance(vote, Mapping) and vote.get("source"):
+                votes = state.votes.setdefault(chain.node, [])
+                if all(v.get("source") != vote.get("source") for v in votes):
+                    votes.append(dict(vote))
         self._log(
             state,
             "chain.completed",
@@ -734,13 +766,16 @@ class Runtime:
         escalation = state.escalated["reason"] if state.escalated else None
         mentions = [p.github for p in config.collaborators.people(node.role) if p.github]
         working = state.parked_reason if state.status == Status.WORKING else None
+        notes = state.current_notes()
         body = render_status(work_item, node.id, node.phase, state.status, messages,
                              hook=hook, escalation=escalation,
-                             mentions=mentions if escalation else (), working=working)
+                             mentions=mentions if escalation else (), working=working,
+                             notes=notes)
         body_digest = digest(body)
         if body_digest == state.status_digest:
             return
-        summary = "; ".join(([working] if working else []) + [m.text for m in messages])
+        summary = "; ".join(([working] if working else []) + notes
+                            + [m.text for m in messages])
         for call in node.calls:
             on_status = call.definition.on_status
             if on_status is None:
@@ -770,6 +805,106 @@ class Runtime:
             return
         state.status_digest = body_digest
         self.store.save(state)
+
+    # -- gates re-opened, notes ----------------------------------------------------------
+
+    def reopen(self, work_item: WorkItem, config: HookConfig, gate: str, *, via: str,
+               code: str, text: str, data: Mapping[str, Any] | None = None,
+               event: InboundEvent | None = None,
+               repo: Path | None = None) -> AdvanceResult | None:
+        """Return the work item to ``gate`` for a new decision, loudly: the gate's latest
+        decision is marked invalidated, the move is logged (``gate.reopened``), the
+        status comment says why (``text``, the-loop's own words) and the gate's entry
+        chain runs again (a new visit: a new review request, the check run in progress).
+
+        Args:
+            via: why, as the history records it (``reopened``, ``reapproval``, ``draft``).
+            code: the note's code (``review-dismissed``...).
+
+        Returns:
+            the advance that followed, or ``None`` when ``work_item`` has no state.
+
+        Raises:
+            KeyError: ``gate`` is not a node of the graph.
+        """
+        self.graph.node(gate)
+        state = self.load(work_item, config, repo=repo)
+        if state is None:
+            return None
+        if event is not None:
+            state.last_event = event.delivery_id
+        self._reopen(state, gate, via=via, code=code, text=text, data=data or {}, event=event)
+        return self._advance(state, work_item, config, None, repo)
+
+    def _reopen(self, state: WorkItemState, gate: str, *, via: str, code: str, text: str,
+                data: Mapping[str, Any], event: InboundEvent | None) -> None:
+        source = state.current_node
+        for decision in reversed(state.decisions):
+            if decision.get("node") == gate:
+                decision.setdefault("invalidated", {"via": via, "at": time.time()})
+                break
+        self._enter(state, gate, via=via)
+        state.note(code, text)
+        self.store.save(state)
+        self._log(state, "gate.reopened", {"gate": gate, "from": source, "via": via,
+                                           "code": code, **data}, event)
+
+    def note(self, work_item: WorkItem, config: HookConfig, code: str, text: str, *,
+             data: Mapping[str, Any] | None = None,
+             event: InboundEvent | None = None) -> bool:
+        """Record ``text`` (the-loop's own words) in the event log (``note``) and show it
+        in the status comment of the current node visit. Returns ``False`` when the work
+        item has no state."""
+        state = self.store.load(work_item.ref)
+        if state is None:
+            return False
+        state.note(code, text)
+        self.store.save(state)
+        self._log(state, "note", {"code": code, "node": state.current_node, **(data or {})},
+                  event)
+        node = self.graph.node(state.current_node)
+        block = (state.next_input.get(node.id) or {}).get("block") or {}
+        messages = tuple(Message.from_dict(m) for m in block.get("messages") or ()
+                         if state.status in (Status.BLOCKED, Status.ESCALATED))
+        self._publish(state, work_item, config, node, messages,
+                      hook=block.get("hook") if messages else None)
+        return True
+
+    def later_gate_passed(self, state: WorkItemState, index: int) -> bool:
+        """Whether a decision recorded after ``state.decisions[index]`` passed another
+        gate (one of its forward outcomes, not invalidated since)."""
+        gate = state.decisions[index].get("node")
+        for later in state.decisions[index + 1:]:
+            node = self.graph.nodes.get(str(later.get("node")))
+            if (node is not None and node.id != gate and not later.get("invalidated")
+                    and later.get("outcome") in node.forward_outcomes):
+                return True
+        return False
+
+    def _changed_approval(self, state: WorkItemState, work_item: WorkItem,
+                          config: HookConfig) -> tuple[str, list[str]] | None:
+        """The first gate behind the work item whose standing approval is bound to
+        artifacts that changed since (their fingerprint differs), with those paths."""
+        behind = self._gates_between(self.graph.start, state.current_node)
+        for gate_id in behind:
+            if gate_id == state.current_node:
+                continue
+            gate = self.graph.node(gate_id)
+            record = decision_record(gate)
+            if record is None or record.fingerprint is None:
+                continue
+            latest = next((d for d in reversed(state.decisions) if d.get("node") == gate_id),
+                          None)
+            if (latest is None or latest.get("invalidated")
+                    or latest.get("outcome") not in gate.forward_outcomes):
+                continue
+            bound = latest.get("artifacts") or {}
+            changed = [path for path, seen in sorted(bound.items())
+                       if isinstance(seen, Mapping) and seen.get("digest")
+                       and record.fingerprint(config.files.read_text(path)) != seen["digest"]]
+            if changed:
+                return gate_id, changed
+        return None
 
     # -- the escape hatch -------------------------------------------------------------
 
@@ -934,7 +1069,8 @@ class Runtime:
                 path = self.artifacts_for(work_item, name)
                 if not record.approved(config.files.read_text(path)):
                     missing.append(Message(
-                        f"{path} records no approval under '## Review comments'",
+                        f"{path} records no approval of its current content under "
+                        "'## Review comments' (none, or the artifact changed after it)",
                         path=path, code="gate-unmet"))
             return NodeVerdict(node.id, "unmet" if missing else "met", tuple(missing), True)
         validating = [c for c in node.exit if c.definition.validating]
@@ -1002,6 +1138,12 @@ class Runtime:
         self, state: WorkItemState, type_: str, data: Mapping[str, Any], event: InboundEvent | None
     ) -> None:
         self.store.append_event(state.ref, type_, data, event.delivery_id if event else None)
+
+
+def _reapprove(config: HookConfig) -> bool:
+    """``gates.reapproveOnChange`` of the repository's harness config (default true)."""
+    gates = config.harness.get("gates") if config.harness else None
+    return not isinstance(gates, Mapping) or gates.get("reapproveOnChange", True) is not False
 
 
 def decision_record(gate: Node) -> DecisionRecord | None:

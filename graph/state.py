@@ -72,6 +72,12 @@ class WorkItemState:
         turns: node id -> agent turns ordered in the current visit.
         spend: what the work item's agent turns cost: ``{cost_usd, input_tokens,
             output_tokens, turns, seconds}`` (summed from each turn's report).
+        votes: node id -> the decisive replies of the current visit of that gate that
+            did not decide it on their own (``approvals: N``): ``{actor, outcome,
+            source, kind, at, review_commit}``; cleared when the gate is entered.
+        notes: what the status comment tells people beyond the chain's findings (a gate
+            re-opened, a deciding comment deleted): ``{node, visit, code, text, at}``,
+            shown while the work item is at that node visit; the newest few are kept.
         created_at, updated_at: Unix seconds.
     """
 
@@ -101,6 +107,8 @@ class WorkItemState:
     turn: dict[str, Any] | None = None
     turns: dict[str, int] = field(default_factory=dict)
     spend: dict[str, Any] = field(default_factory=dict)
+    votes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    notes: list[dict[str, Any]] = field(default_factory=list)
     created_at: float = field(default_factory=now)
     updated_at: float = field(default_factory=now)
     version: int = STATE_VERSION
@@ -124,6 +132,7 @@ class WorkItemState:
         self.turn = None  # a turn of the node left behind reports to nobody
         self.last_block.pop(node_id, None)
         self.visits[node_id] = self.visits.get(node_id, 0) + 1
+        self.votes.pop(node_id, None)  # a new visit is decided afresh
         # Effects key on the node visit: those of the visit just left are never replayed.
         self.effects = {}
         self.history.append({"node": node_id, "via": via, "at": now(), "forced": forced})
@@ -132,6 +141,31 @@ class WorkItemState:
     def visit(self) -> int:
         """How many times the current node has been entered (1 on the first visit)."""
         return self.visits.get(self.current_node, 1)
+
+    @property
+    def visit_started_at(self) -> float:
+        """When the current node visit began (Unix seconds; its history entry)."""
+        for entry in reversed(self.history):
+            if entry.get("node") == self.current_node:
+                return float(entry.get("at") or 0.0)
+        return self.created_at
+
+    def decided_sources(self) -> frozenset[str]:
+        """Every decision source (``<comment kind>:<id>``) a recorded decision used."""
+        return frozenset(str(s) for d in self.decisions for s in d.get("sources") or ()
+                         if s)
+
+    def note(self, code: str, text: str, *, keep: int = 5) -> None:
+        """Add a note for the status comment of the current node visit (the-loop's own
+        words; never payload text)."""
+        self.notes.append({"node": self.current_node, "visit": self.visit, "code": code,
+                           "text": text, "at": now()})
+        del self.notes[:-keep]
+
+    def current_notes(self) -> list[str]:
+        """Texts of the notes of the current node visit, oldest first."""
+        return [str(n["text"]) for n in self.notes
+                if n.get("node") == self.current_node and n.get("visit") == self.visit]
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (``schemaVersion`` is the state format version).

@@ -31,6 +31,7 @@ def render_status(
     escalation: str | None = None,
     mentions: Sequence[str] = (),
     working: str | None = None,
+    notes: Sequence[str] = (),
 ) -> str:
     """The status comment body: phase, status, and what the work must do next.
 
@@ -44,10 +45,14 @@ def render_status(
         mentions: GitHub logins to @mention (from the repository's collaborators file).
         working: while an agent turn is out, its one line
             (:func:`graph.work.working_line`: ``agent working: turn 2 of 5, 3 min, $0.41``).
+        notes: the-loop's notes of this node visit (:meth:`graph.state.WorkItemState.note`:
+            a gate re-opened, a deciding comment deleted), in order.
     """
     lines = [f"**the-loop** · phase `{phase}` (node `{node}`) · **{Status(status).value}**", ""]
     if working:
         lines += [f"{working[:1].upper()}{working[1:]}.", ""]
+    for note in notes:
+        lines += [f"Note: {note}", ""]
     if escalation:
         who = " ".join(f"@{m}" for m in mentions)
         lines += [f"A human is needed: {escalation}." + (f" {who}" if who else ""), ""]

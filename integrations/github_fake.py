@@ -9,6 +9,7 @@ Every successful write is recorded in :attr:`FakeGitHub.actions` as a Prow-style
     OWNER/NAME#1:comment:<comment id>
     OWNER/NAME:update-comment:<comment id>
     OWNER/NAME:add-reaction:<comment id>:<content>
+    OWNER/NAME:add-review-comment-reaction:<comment id>:<content>
     OWNER/NAME:put-file:<branch>:<path>
     OWNER/NAME#1:request-reviewers:<login>
     OWNER/NAME#7:create-pull-request:<head branch>
@@ -244,6 +245,8 @@ class FakeGitHub(Transport):
         self.repos: dict[str, Repo] = {}  # lower(full name) -> repo
         self.comment_store: dict[int, dict[str, Any]] = {}  # id -> comment
         self.reaction_store: dict[int, list[dict[str, Any]]] = {}  # comment id -> reactions
+        self.review_comment_store: dict[int, dict[str, Any]] = {}  # id -> review comment
+        self.review_reaction_store: dict[int, list[dict[str, Any]]] = {}  # id -> reactions
         self._actions: list[str] = []
 
     # -- identity and state -------------------------------------------------------------
@@ -644,6 +647,51 @@ class FakeGitHub(Transport):
                 existing.append(found)
             self.record(f"{full_name}:add-reaction:{comment_id}:{content}")
             return {"id": found["id"]}
+
+    def add_review_comment_reaction(self, repo: str, comment_id: int,
+                                    content: str) -> Created:
+        """A reaction on pull request review comment ``comment_id`` (kept apart from issue
+        comments' reactions, as GitHub's ids are); the same one twice is returned again."""
+        op = "add-review-comment-reaction"
+        if content not in REACTIONS:
+            raise _refused(op, 422, f"content {content!r} is not a reaction", "invalid")
+        with self.lock:
+            full_name = self.repo(repo).full_name
+            existing = self.review_reaction_store.setdefault(comment_id, [])
+            found = next((x for x in existing
+                          if x["user"] == self.actor and x["content"] == content), None)
+            if found is None:
+                found = {"id": self.next_id(), "user": self.actor, "content": content,
+                         "created_at": now()}
+                existing.append(found)
+            self.record(f"{full_name}:{op}:{comment_id}:{content}")
+            return {"id": found["id"]}
+
+    def add_review_comment(self, repo: str, number: int, body: str, *,
+                           user: str = "octocat", path: str = "README.md") -> int:
+        """Seed a review comment by ``user`` on pull request ``number``'s diff; returns
+        its id (records no action)."""
+        with self.lock:
+            r = self.repo(repo)
+            stamp, cid = now(), self.next_id()
+            self.review_comment_store[cid] = {
+                "id": cid, "repo": r.full_name, "number": number, "user": user, "body": body,
+                "path": path, "created_at": stamp, "updated_at": stamp}
+            return cid
+
+    def review_reactions(self, repo: str, comment_id: int) -> list[tuple[str, str]]:
+        """``(user, content)`` of each reaction on review comment ``comment_id``."""
+        with self.lock:
+            return [(x["user"], x["content"])
+                    for x in self.review_reaction_store.get(comment_id, [])]
+
+    def dismiss_review(self, repo: str, number: int, review_id: int) -> None:
+        """Mark review ``review_id`` of pull request ``number`` dismissed (seeding, as a
+        person would on GitHub; records no action)."""
+        with self.lock:
+            for review in self._pull(repo, number, "dismiss_review")["reviews"]:
+                if review["id"] == review_id:
+                    review["state"] = "DISMISSED"
 
     def find_comment(self, repo: str, comment_id: int) -> dict[str, Any] | None:
         """The stored comment ``comment_id`` of ``repo``, or ``None``."""

@@ -75,6 +75,7 @@ ENDPOINTS = (
     "GET    /repos/{owner}/{repo}/issues/comments/{comment_id}",
     "PATCH  /repos/{owner}/{repo}/issues/comments/{comment_id}",
     "POST   /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions",
+    "POST   /repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions",
     "GET    /repos/{owner}/{repo}/contents/{path}",
     "PUT    /repos/{owner}/{repo}/contents/{path}",
     "GET    /repos/{owner}/{repo}/git/blobs/{sha}",
@@ -800,6 +801,39 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
             with fake.acting_as(user):
                 added = fake.add_reaction(c["repo"], comment_id, content)
             found = next(x for x in fake.reaction_store[comment_id] if x["id"] == added["id"])
+            resp = jsonify(
+                {
+                    "id": found["id"],
+                    "node_id": f"REA_{found['id']}",
+                    "user": user_json(user),
+                    "content": content,
+                    "created_at": found["created_at"],
+                }
+            )
+        resp.status_code = 201 if fresh else 200
+        return resp
+
+    @bp.post("/repos/<owner>/<name>/pulls/comments/<int:comment_id>/reactions")
+    def create_review_comment_reaction(owner: str, name: str, comment_id: int) -> Response:
+        body = json_body()
+        content = body.get("content") if isinstance(body, dict) else None
+        if content not in REACTIONS:
+            return _error(
+                422,
+                "Validation Failed",
+                errors=[{"resource": "Reaction", "code": "invalid", "field": "content"}],
+            )
+        with fake.lock:
+            r = lookup(owner, name)
+            c = fake.review_comment_store.get(comment_id)
+            if r is None or c is None or c["repo"] != r.full_name:
+                return _error(404, "Not Found")
+            user = g.login or fake.user_login
+            fresh = (user, content) not in fake.review_reactions(r.full_name, comment_id)
+            with fake.acting_as(user):
+                added = fake.add_review_comment_reaction(r.full_name, comment_id, content)
+            found = next(x for x in fake.review_reaction_store[comment_id]
+                         if x["id"] == added["id"])
             resp = jsonify(
                 {
                     "id": found["id"],

@@ -575,6 +575,30 @@ class GitHubOperations(Transport):
         ).data
         return {"id": data["id"]}
 
+    def add_review_comment_reaction(self, repo: str, comment_id: int,
+                                    content: str) -> Created:
+        """``add-review-comment-reaction``: ``POST /repos/{owner}/{repo}/pulls/comments/
+        {comment_id}/reactions`` ("Create reaction for a pull request review comment"; a
+        review comment's id is not an issue comment's). Adding the same reaction twice
+        returns the existing one (200 instead of 201).
+
+        Args:
+            content: one of :data:`REACTIONS`.
+
+        Returns:
+            ``{"id": int}`` -- the reaction id.
+        """
+        op = "add-review-comment-reaction"
+        cid = _number(op, "comment_id", comment_id)
+        if content not in REACTIONS:
+            allowed = ", ".join(sorted(REACTIONS))
+            raise _bad(op, f"content must be one of {allowed}, got {content!r}")
+        path = f"{_repo_path(op, repo)}/pulls/comments/{cid}/reactions"
+        data = self._request(
+            op, "POST", path, target=f"{repo} review comment {cid}",
+            body={"content": content}).data
+        return {"id": data["id"]}
+
     # -- files --------------------------------------------------------------------------
 
     def get_file(self, repo: str, path: str, ref: str | None = None) -> File:

@@ -34,6 +34,25 @@ def fixture_files() -> list[tuple[str, Path]]:
     )
 
 
+def load_payload(event: str, name: str, host: str = "api.github.com") -> dict[str, Any]:
+    """The parsed fixture as GitHub would send it now: the timestamps of its comment or
+    review (``created_at``, ``updated_at``, ``submitted_at``) set to the current time, so
+    it is a reply made during the gate visit a test is at (one made earlier never decides
+    it)."""
+    import json
+    from datetime import UTC, datetime
+
+    payload: dict[str, Any] = json.loads(load_fixture(event, name, host))
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for key in ("comment", "review"):
+        obj = payload.get(key)
+        if isinstance(obj, dict):
+            for field_ in ("created_at", "updated_at", "submitted_at"):
+                if field_ in obj:
+                    obj[field_] = stamp
+    return payload
+
+
 def load_fixture(event: str, name: str, host: str = "api.github.com") -> bytes:
     """Raw bytes of ``<fixtures>/<host>/<event>/<name>``.
 

@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final, Literal
 
 from graph.model import InboundEvent, WorkItem
@@ -84,6 +85,17 @@ def _int(value: Any) -> int | None:
 def _number(value: Any) -> int | None:
     number = _int(value)
     return number if number is not None and number > 0 else None
+
+
+def _time(value: Any) -> float | None:
+    """GitHub's ISO 8601 timestamp (``2019-05-15T15:20:21Z``) as Unix seconds, or
+    ``None`` when absent or malformed."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 # --- work items ---------------------------------------------------------------------
@@ -237,6 +249,10 @@ class Comment:
             someone else edited it).
         review_state: ``review.state`` upper-cased (``APPROVED``...), for a review.
         review_commit: ``review.commit_id``, the commit a review was submitted on.
+        created_at, updated_at: its ``created_at`` and ``updated_at`` (a review's
+            ``submitted_at`` for both), Unix seconds, or ``None``.
+        previous_body: an edit's earlier text (``changes.body.from``), untrusted, or
+            ``None``.
     """
 
     kind: CommentKind
@@ -245,6 +261,9 @@ class Comment:
     author: str | None = None
     review_state: str | None = None
     review_commit: str | None = None
+    created_at: float | None = None
+    updated_at: float | None = None
+    previous_body: str | None = field(default=None, repr=False)
 
 
 def _comment(event: str, payload: Mapping[str, Any]) -> Comment | None:
@@ -260,6 +279,7 @@ def _comment(event: str, payload: Mapping[str, Any]) -> Comment | None:
     else:
         kind = "issue_comment"
     state = review.get("state")
+    created = _time(source.get("created_at") or source.get("submitted_at"))
     return Comment(
         kind=kind,
         id=_int(source.get("id")),
@@ -267,6 +287,9 @@ def _comment(event: str, payload: Mapping[str, Any]) -> Comment | None:
         author=_str(_get(source.get("user"), "login")),
         review_state=str(state).upper() if state else None,
         review_commit=_str(review.get("commit_id")),
+        created_at=created,
+        updated_at=_time(source.get("updated_at")) or created,
+        previous_body=_str(_get(_get(payload.get("changes"), "body"), "from")),
     )
 
 
@@ -312,6 +335,9 @@ class GitHubEvent:
         title: the issue's or pull request's title (untrusted: only ever made into a
             branch name's ASCII slug), or ``None``.
         turn: the runner's report of a :data:`TURN_EVENT`, or ``None``.
+        draft: ``pull_request.draft``, or ``None`` when the payload carries no pull
+            request (an issue comment's payload does not say).
+        pull_number: ``pull_request.number``, or ``None``.
     """
 
     name: str
@@ -333,6 +359,8 @@ class GitHubEvent:
     after: str | None = None
     title: str | None = field(default=None, repr=False)
     turn: Mapping[str, Any] | None = None
+    draft: bool | None = None
+    pull_number: int | None = None
 
     @classmethod
     def parse(cls, event: str, payload: Mapping[str, Any],
@@ -382,6 +410,8 @@ class GitHubEvent:
             after=_str(payload.get("after")) if event == "push" else None,
             title=_str(subject.get("title")),
             turn=dict(turn) if turn else None,
+            draft=pull.get("draft") if isinstance(pull.get("draft"), bool) else None,
+            pull_number=_number(pull.get("number")),
         )
 
     @property
@@ -422,4 +452,8 @@ class GitHubEvent:
             author=comment.author if comment else None,
             review_commit=comment.review_commit if comment else None,
             turn=self.turn,
+            comment_kind=comment.kind if comment else None,
+            created_at=comment.created_at if comment else None,
+            updated_at=comment.updated_at if comment else None,
+            previous_body=comment.previous_body if comment else None,
         )

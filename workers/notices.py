@@ -4,8 +4,8 @@ Besides what hooks do, the worker tells a work item about three things, in the-l
 words (never text from a payload):
 
 - an **alarm**: an approving comment was edited by someone other than its author;
-- a **withdrawal**: the comment or review that decided a gate was deleted or dismissed
-  after the work item moved on;
+- a **retraction**: the approval that passed a gate was dismissed, or its reviewer
+  requested changes since, after the work item passed a later gate;
 - **drift**: a person changed a ``phase:`` label by hand;
 
 and, per ``routing.reactions``, reacts on the triggering comment (``started``,
@@ -33,6 +33,7 @@ from graph.model import InboundEvent, WorkItem
 from graph.ports import GitHub, Integration, IntegrationError
 from graph.state import StateStore, WorkItemState
 from the_loop.config.repository import Collaborators
+from the_loop.hooks.classify_feedback import carries_command
 
 log = logging.getLogger("the_loop.worker")
 
@@ -42,9 +43,9 @@ ALARM_TEXT = (
     "one does not count."
 )
 WITHDRAWN_TEXT = (
-    "**the-loop** · the review that decided gate `{gate}` was {what} after the work item "
-    "moved on (it is now at `{node}`). The decision stays recorded; to return to the gate, "
-    "an operator runs `the-loop graph force --work-item {ref} --to {gate} --reason TEXT`."
+    "**the-loop** · {what} gate `{gate}` after the work item passed a later gate (it is "
+    "now at `{node}`). The decision stays recorded; to return to the gate, an operator "
+    "runs `the-loop graph force --work-item {ref} --to {gate} --reason TEXT`."
 )
 DRIFT_TEXT = (
     "**the-loop** · a `phase:` label was changed by hand. The work item is still at node "
@@ -61,8 +62,9 @@ def alarm_effect(ref: str, decisions: int, node: str) -> str:
     return f"{ref}/alarm/{decisions}/{node}"
 
 
-def withdrawn_effect(ref: str, source_id: int | None) -> str:
-    """The effect id of the withdrawal notice for comment or review ``source_id``."""
+def withdrawn_effect(ref: str, source_id: int | str | None) -> str:
+    """The effect id of the withdrawal notice for comment or review ``source_id`` (an
+    id, or a decision source ``<kind>:<id>``)."""
     return f"{ref}/withdrawn/{source_id}"
 
 
@@ -143,17 +145,22 @@ class Notices:
         return True
 
     def reactions(self, github: GitHub, item: WorkItem, event: InboundEvent,
-                  collaborators: Collaborators,
-                  settings: Mapping[str, Any]) -> Reactions:
+                  collaborators: Collaborators, settings: Mapping[str, Any], *,
+                  live: bool = True) -> Reactions:
         """The reactions on ``event``'s comment, per ``settings`` (``routing.reactions``:
-        ``enabled`` and the content per stage): only on comments by people authorized
-        for some gate role (their text is never read for this)."""
-        authorized = bool(event.actor) and any(
+        ``enabled`` and the content per stage): only on a comment by a person authorized
+        for some gate role (checked before its text is read) whose text carries a line
+        command (after quotes and code are removed), and that is ``live`` (it may still
+        decide: not used by a decision already, not an edit that cannot count). An
+        issue comment's reactions go to ``add-reaction``, a review comment's to
+        ``add-review-comment-reaction`` (GitHub's two endpoints)."""
+        authorized = bool(event.actor) and event.author in (None, event.actor) and any(
             collaborators.is_authorized(event.actor, role) for role in collaborators.roles)
-        enabled = bool(settings.get("enabled") and event.comment_id and authorized
-                       and event.kind.startswith(COMMENT_KINDS))
+        enabled = bool(settings.get("enabled") and event.comment_id and live and authorized
+                       and event.kind.startswith(COMMENT_KINDS)
+                       and carries_command(event.body))
         return Reactions(self, github, item, event.comment_id if enabled else None,
-                         settings)
+                         settings, review_comment=event.comment_kind == "review_comment")
 
 
 class Reactions:
@@ -166,7 +173,9 @@ class Reactions:
     """
 
     def __init__(self, notices: Notices, github: GitHub, item: WorkItem,
-                 comment_id: int | None, contents: Mapping[str, Any]) -> None:
+                 comment_id: int | None, contents: Mapping[str, Any], *,
+                 review_comment: bool = False) -> None:
+        self.review_comment = review_comment
         self.notices = notices
         self.github = github
         self.item = item
@@ -189,15 +198,19 @@ class Reactions:
         content = str(self.contents[stage])
         if state is None:
             state = self.notices.store.load(self.item.ref)
+        def add(github: GitHub) -> object:
+            if self.review_comment:
+                return github.add_review_comment_reaction(repo=repo, comment_id=comment_id,
+                                                          content=content)
+            return github.add_reaction(repo=repo, comment_id=comment_id, content=content)
+
         try:
             if state is None:
-                self.github.add_reaction(repo=repo, comment_id=comment_id, content=content)
+                add(self.github)
                 return True
             return self.notices._perform(
                 self.github, state, f"{self.item.ref}/reaction/{comment_id}/{stage}",
-                "reaction",
-                lambda outbox: outbox.add_reaction(repo=repo, comment_id=comment_id,
-                                                   content=content))
+                "reaction", add)
         except IntegrationError as exc:
             if exc.retriable and stage not in self.pending:
                 self.pending.append(stage)

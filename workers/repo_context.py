@@ -200,6 +200,9 @@ class RepoContext:
         default_branch = event.default_branch or "main"
         head, head_ref = event.head_sha, event.head_ref
         is_pr = event.kind == "pull_request"
+        # Only the work item's own pull request makes it a draft (an issue's draft pull
+        # request, where its agent turns push, is the-loop's workspace, not a review).
+        draft = bool(event.draft) if event.pull_number == ref.number else False
         if event.kind != "issue" and not (head and head_ref):
             try:
                 pull = github.get_pull_request(repo=repo, number=ref.number)
@@ -208,6 +211,7 @@ class RepoContext:
             if pull is not None:
                 is_pr = True
                 head, head_ref = str(pull["head_sha"]), str(pull["head_ref"])
+                draft = bool(pull.get("draft"))
 
         def resolve_ref() -> str:
             # Artifacts are read at the PR head for a pull request, else at the work
@@ -233,6 +237,7 @@ class RepoContext:
             human_only=harness.requires_human,
             classifier=self.classifier,
             work=work,
+            draft=draft,
         )
 
     def permissions(self, github: GitHub, repo: str) -> Callable[[str], str | None]:

@@ -37,6 +37,7 @@ ROUTES: dict[tuple[str, str | None], str] = {
     ("pull_request", "unlabeled"): LABELS,
     ("pull_request", "synchronize"): DRIVE,
     ("pull_request", "ready_for_review"): DRIVE,
+    ("pull_request", "converted_to_draft"): DRIVE,
     ("pull_request_review", "submitted"): DRIVE,
     ("pull_request_review", "edited"): DRIVE,
     ("pull_request_review", "dismissed"): WITHDRAW,

@@ -34,13 +34,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from graph.context import PHASE_PREFIX
-from graph.model import Graph, Status, WorkItem
+from graph.context import PHASE_PREFIX, HookConfig
+from graph.markers import effect_id
+from graph.model import Graph, InboundEvent, Status, WorkItem
 from graph.ports import GitHub, IntegrationError
 from graph.refs import WorkItemRef
 from graph.runtime import AdvanceResult, Runtime
-from graph.state import StateStore
+from graph.state import StateStore, WorkItemState
 from the_loop.events import GitHubEvent
+from the_loop.hooks.request_review import render_withdrawn
 from the_loop.inbox.record import DeliveryRecord
 from the_loop.settings import WorkerSettings
 from workers import metrics as worker_metrics
@@ -231,11 +233,17 @@ def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
             "actor": inbound.actor,
             "body_sha256": inbound.body_sha256,
         }, delivery.id)
+    state = agent.store.load(item.ref)
+    act_on_edits = bool(repo_config.harness.gates.act_on_edits)
     reactions = agent.notices.reactions(github, item, inbound, repo_config.collaborators,
-                                        dict(settings.reactions))
+                                        dict(settings.reactions),
+                                        live=_live(state, inbound, act_on_edits=act_on_edits))
     reactions.react("started")
     try:
-        if enrol:
+        special = _gate_event(agent, state, item, config, github, inbound, event, ref)
+        if special is not None:
+            result = special
+        elif enrol:
             result = agent.runtime.enrol(item, config, inbound)
         else:
             maybe = agent.runtime.advance(item, config, inbound)
@@ -289,6 +297,96 @@ def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
     if installation_id is not None and state.installation_id != installation_id:
         state.installation_id = installation_id  # `the-loop graph force` comments as the App
         agent.store.save(state)
+
+
+def _live(state: WorkItemState | None, event: InboundEvent, *, act_on_edits: bool) -> bool:
+    """Whether the comment or review ``event`` carries may still decide something: not a
+    source a decision used already, not an edit (unless ``gates.actOnEdits``), not created
+    before the current node visit began. Only a live one gets reactions."""
+    source = event.source
+    if source is None:
+        return True
+    if event.edited and not act_on_edits:
+        return False
+    if state is None:
+        return True
+    if source in state.decided_sources():
+        return False
+    return event.created_at is None or event.created_at >= int(state.visit_started_at)
+
+
+def _gate_event(agent: Agent, state: WorkItemState | None, item: WorkItem,
+                config: HookConfig, github: GitHub, inbound: InboundEvent,
+                event: GitHubEvent, ref: WorkItemRef) -> AdvanceResult | None:
+    """Deliveries that change a gate rather than decide one, handled here; ``None`` for
+    every other delivery (the runtime advances it).
+
+    - ``pull_request.converted_to_draft`` of the work item's own pull request while a
+      gate's review request stands: the request comment is marked withdrawn in place and
+      the gate is entered afresh (a new visit, waiting for ``ready_for_review``);
+    - a changes-requested review by a person whose approval passed a gate, while the work
+      item is not at a gate: the gate re-opens (no later gate passed) or the retraction
+      is recorded and announced (:func:`_retract`).
+    """
+    if state is None or state.status == "done":
+        return None
+    node = agent.graph.nodes.get(state.current_node)
+    if node is None:
+        return None
+    if (inbound.kind == "pull_request.converted_to_draft" and event.pull_number == ref.number
+            and node.is_gate and not state.entry_pending):
+        effect = effect_id(item.ref, node.id, state.visit, "request-review")
+        agent.notices.comment(github, item, effect, render_withdrawn(node.phase, effect),
+                              state)
+        return agent.runtime.reopen(
+            item, config, node.id, via="draft", code="draft", event=inbound,
+            text="the pull request was converted to a draft, so its review request is "
+                 "withdrawn; the review is requested again when it is marked ready for "
+                 "review")
+    if (inbound.kind == "pull_request_review.submitted" and not node.is_gate
+            and (inbound.review_state or "").upper() == "CHANGES_REQUESTED"
+            and inbound.actor):
+        actor = inbound.actor.casefold()
+        for index in range(len(state.decisions) - 1, -1, -1):
+            decision = state.decisions[index]
+            if (not decision.get("invalidated") and actor in
+                    {str(a).casefold() for a in decision.get("approvers")
+                     or [decision.get("actor")]}):
+                return _retract(agent, state, index, item, config, github, inbound,
+                                why="changes-requested",
+                                words=f"@{inbound.actor} requested changes after approving")
+    return None
+
+
+def _retract(agent: Agent, state: WorkItemState, index: int, item: WorkItem,
+             config: HookConfig, github: GitHub | None, inbound: InboundEvent, *,
+             why: str, words: str) -> AdvanceResult | None:
+    """An approval that passed a gate is retracted (its review dismissed, or changes
+    requested by its reviewer since). While no later human gate has passed, the gate
+    re-opens: the work item returns there, loudly (status comment, event log, check
+    run). Afterwards the retraction is recorded (``approval.retracted``), shown in the
+    status comment and announced in a comment; the work item stays where it is."""
+    decision = state.decisions[index]
+    gate = str(decision.get("node"))
+    gate_node = agent.graph.nodes.get(gate)
+    if gate_node is None or decision.get("outcome") not in gate_node.forward_outcomes:
+        return None
+    if not agent.runtime.later_gate_passed(state, index):
+        return agent.runtime.reopen(
+            item, config, gate, via="reopened", code=why, event=inbound,
+            data={"actor": decision.get("actor"), "decision": index},
+            text=f"{words} gate `{gate}`, so that approval no longer counts and the work "
+                 f"item is back at `{gate}` for a new decision")
+    agent.runtime.note(item, config, why, event=inbound,
+                       data={"gate": gate, "decision": index, "retracted": True},
+                       text=f"{words} gate `{gate}`; the work item has passed a later gate "
+                            "since, so the decision stays recorded")
+    if github is not None:
+        latest = agent.store.load(item.ref) or state
+        agent.notices.comment(github, item, withdrawn_effect(item.ref, inbound.source),
+                              WITHDRAWN_TEXT.format(gate=gate, node=latest.current_node,
+                                                    ref=item.ref, what=words), latest)
+    return None
 
 
 def _work(agent: Agent, event: GitHubEvent,
@@ -383,34 +481,86 @@ def labels(agent: Agent, delivery: Delivery) -> Handled:
 
 
 def withdraw(agent: Agent, delivery: Delivery) -> Handled:
-    """A deleted comment or a dismissed review withdraws what it said. Gates decide on
-    the event that carries a decision, so a gate still waiting holds nothing from it;
-    if its decision already moved the work item on, the-loop says so on the work item
-    (moving back is an operator's ``graph force``, never automatic)."""
+    """A deleted comment or a dismissed review withdraws what it said.
+
+    - It decided nothing (and counted toward nothing): ignored silently, no write.
+    - It counted toward a gate still waiting (``approvals: N``): it stops counting
+      (``vote.withdrawn`` in the event log).
+    - A deleted comment that decided a gate: recorded in the event log
+      (``feedback.withdrawn``) and the status comment; no reply comment; the work item
+      does not move.
+    - A dismissed review whose approval passed a gate: the gate re-opens while no later
+      human gate has passed, else the retraction is recorded and announced
+      (:func:`_retract`).
+    """
     ref, event = delivery.ref, delivery.event
     if ref is None:
         return delivery.ignored("no issue or pull request in this delivery")
+    if agent.turns is not None and event.kind == "pull_request" and event.repository:
+        owner = agent.turns.owner_of(event.repository, ref.number)
+        if owner is not None and owner != ref.format():
+            agent.fan_out(delivery.record, [owner])
+            return delivery.ignored(f"the draft pull request of {owner}: forwarded to it")
     key = ref.format()
     state = agent.store.load(key)
     if state is None:
         return delivery.ignored("not a work item")
-    source_id = event.comment.id if event.comment else None
-    decided = [d for d in state.decisions
-               if source_id is not None and d.get("comment_id") == source_id]
+    inbound = event.inbound(delivery.id)
+    source, source_id = inbound.source, inbound.comment_id
+    decided = [i for i, d in enumerate(state.decisions) if source is not None and (
+        source in (d.get("sources") or ()) or (not d.get("sources")
+                                               and d.get("comment_id") == source_id))]
+    votes = state.votes.get(state.current_node) or []
+    kept = [v for v in votes if v.get("source") != source]
+    if not decided and len(kept) == len(votes):
+        return delivery.ignored("it decided nothing: ignored")
+    if decided and all(state.decisions[i].get("invalidated") for i in decided) and (
+            len(kept) == len(votes)):
+        return delivery.ignored("its decision was withdrawn before: ignored")
     dismissed = event.name == "pull_request_review"
+    if len(kept) != len(votes):
+        state.votes[state.current_node] = kept
+        agent.store.save(state)
+        if not (delivery.replay and _logged(agent, key, "vote.withdrawn", delivery.id)):
+            agent.store.append_event(key, "vote.withdrawn", {
+                "id": source_id, "node": state.current_node}, delivery.id)
+        if not decided:
+            return delivery.ignored("vote.withdrawn: recorded")
     what = "review.dismissed" if dismissed else "feedback.withdrawn"
-    if not (delivery.replay and _logged(agent, key, what, delivery.id)):
-        agent.store.append_event(key, what, {
-            "id": source_id, "decided": [d.get("node") for d in decided],
-        }, delivery.id)
-    github = agent.github_or_none(event.installation_id) if decided else None
-    if github is not None:
-        gate = decided[-1].get("node")
-        agent.notices.comment(github, event.work_item(ref), withdrawn_effect(key, source_id),
-                              WITHDRAWN_TEXT.format(
-                                  gate=gate, node=state.current_node, ref=key,
-                                  what="dismissed" if dismissed else "deleted"), state)
+    if delivery.replay and _logged(agent, key, what, delivery.id):
+        return delivery.ignored(f"{what}: recorded before")
+    agent.store.append_event(key, what, {
+        "id": source_id, "decided": [state.decisions[i].get("node") for i in decided],
+    }, delivery.id)
+    github = agent.github_or_none(event.installation_id)
+    config, item = _hook_config(agent, github, event, ref)
+    index = decided[-1]
+    gate = state.decisions[index].get("node")
+    if dismissed:
+        _retract(agent, state, index, item, config, github, inbound,
+                 why="review-dismissed",
+                 words=f"the review by @{state.decisions[index].get('actor')} that approved")
+        return delivery.ignored(f"{what}: gate {gate} handled")
+    agent.runtime.note(item, config, "comment-deleted", event=inbound,
+                       data={"gate": gate, "id": source_id},
+                       text=f"the comment that decided gate `{gate}` was deleted; the "
+                            "decision stays recorded")
     return delivery.ignored(f"{what}: recorded")
+
+
+def _hook_config(agent: Agent, github: GitHub | None, event: GitHubEvent,
+                 ref: WorkItemRef) -> tuple[HookConfig, WorkItem]:
+    """The HookConfig and work item of ``ref`` for a handler that does not advance it
+    (a withdrawal): without GitHub, one with no integrations (nothing is published)."""
+    settings = agent.settings
+    if github is None:
+        return HookConfig(), event.work_item(ref, settings.spec_dir)
+    repo_config = agent.repos.config(github, str(event.repository),
+                                     event.default_branch or "main")
+    work, branch = _work(agent, event, ref)
+    config = agent.repos.hook_config(github, event, ref, repo_config, branch=branch,
+                                     work=work)
+    return config, event.work_item(ref, repo_config.spec_dir(settings))
 
 
 def config_push(agent: Agent, delivery: Delivery) -> Handled:

@@ -144,3 +144,25 @@ def test_default_graph_validates_against_the_shipped_json_schema():
 def test_malformed_ref_is_a_clear_error(tmp_path):
     out = cli("run", "--work-item", "not a ref!", "--repo", str(tmp_path))
     assert out.exit_code != 0 and "github:OWNER/REPO#N" in out.output
+
+
+def test_recompute_reports_an_approval_whose_artifact_changed_since_as_unmet(checkout):
+    """Given requirements.md recording an approval bound to its reviewed content
+    When someone changes the requirements afterwards (not a review-record entry)
+    Then `the-loop check --recompute` reports requirements-approval unmet."""
+    from the_loop.hooks.review import append_entry, fingerprint
+
+    cli("run", "--work-item", REF, "--repo", str(checkout))
+    path = checkout / "specs/7/requirements.md"
+    path.write_text(append_entry(REQUIREMENTS, date="2026-11-30", login="alice",
+                                 outcome="approved", reviewed=fingerprint(REQUIREMENTS)))
+    args = ("check", "--work-item", REF, "--repo", str(checkout), "--recompute", "--json")
+    verdicts = {v["node"]: v["verdict"] for v in json.loads(cli(*args).output)["verdicts"]}
+    assert verdicts["requirements-approval"] == "met"
+    path.write_text(path.read_text().replace("\ny\n", "\ny, and more\n", 1))
+    out = cli(*args)
+    doc = json.loads(out.output)
+    assert out.exit_code == 1
+    verdicts = {v["node"]: v["verdict"] for v in doc["verdicts"]}
+    assert verdicts["requirements-approval"] == "unmet"
+    assert any("the artifact changed after it" in p for p in doc["problems"])

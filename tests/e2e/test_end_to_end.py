@@ -4,6 +4,7 @@ fake GitHub API reached through THE_LOOP_GITHUB_API_URL, driven by real fixture 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from integrations.github_fake_http import HttpFakeGitHub, serve
-from tests.conftest import FIXTURES_DIR, load_fixture, sign_body
+from tests.conftest import FIXTURES_DIR, load_payload, sign_body
 from workers.state import RedisStateStore
 
 pytestmark = pytest.mark.e2e
@@ -49,11 +50,13 @@ def wait_until(predicate, timeout=20.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.fixture
-def stack(redis_ns, tmp_path):
+@contextlib.contextmanager
+def running_stack(redis_ns, tmp_path, *, collaborators=COLLABORATORS, extra_env=None):
+    """The receiver (gunicorn) and a worker as real processes against a loopback fake
+    GitHub seeded with Codertocat/Hello-World; yields ``(fake, url, env, store, logs)``."""
     fake = HttpFakeGitHub()
     fake.add_repo(REPO, default_branch="master")
-    fake.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS)
+    fake.add_file(REPO, ".the-loop/collaborators.yaml", collaborators)
     fake.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     api_url, stop_fake = serve(fake)
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -72,11 +75,12 @@ def stack(redis_ns, tmp_path):
         "THE_LOOP_GITHUB_WRITE_INTERVAL": "0",
         "THE_LOOP_GITHUB_READ_INTERVAL": "0",
         "THE_LOOP_WEB_WORKERS": "2",
+        **(extra_env or {}),
     }
     env.pop("GH_TOKEN", None)
     env.pop("GITHUB_TOKEN", None)
     logs = tmp_path / "logs"
-    logs.mkdir()
+    logs.mkdir(exist_ok=True)
     web = subprocess.Popen([str(BIN / "the-loop"), "serve", "--port", str(port),
                             "--host", "127.0.0.1"], env=env,
                            stdout=(logs / "web.out").open("w"), stderr=subprocess.STDOUT)
@@ -107,6 +111,12 @@ def stack(redis_ns, tmp_path):
                 print(f"--- {f.name}\n{f.read_text()}")
 
 
+@pytest.fixture
+def stack(redis_ns, tmp_path):
+    with running_stack(redis_ns, tmp_path) as parts:
+        yield parts
+
+
 def post(url, event, payload, delivery=None):
     body = json.dumps(payload).encode()
     delivery = delivery or str(uuid.uuid4())
@@ -125,14 +135,14 @@ def with_install(payload):
 
 
 def enrol_payload():
-    p = with_install(json.loads(load_fixture("issues", "labeled")))
+    p = with_install(load_payload("issues", "labeled"))
     p["label"] = {"name": "the-loop"}
     p["issue"]["labels"].append({"name": "the-loop"})
     return p
 
 
 def comment_payload(login, body):
-    p = with_install(json.loads(load_fixture("issue_comment", "created")))
+    p = with_install(load_payload("issue_comment", "created"))
     p["issue"]["labels"].append({"name": "the-loop"})
     p["sender"]["login"] = p["comment"]["user"]["login"] = login
     p["comment"]["body"] = body
@@ -208,7 +218,7 @@ def test_a_pull_request_gate_records_the_review_in_the_artifact(stack):
     Then the gate waits after mallory, moves to design after Codertocat, and the review
       entry lands in requirements.md's '## Review comments' on the pull request branch."""
     fake, url, env, store, _ = stack
-    pr = with_install(json.loads(load_fixture("pull_request", "labeled")))
+    pr = with_install(load_payload("pull_request", "labeled"))
     pr["label"] = {"name": "the-loop"}
     pr["pull_request"]["labels"].append({"name": "the-loop"})
     head = pr["pull_request"]["head"]
@@ -220,7 +230,7 @@ def test_a_pull_request_gate_records_the_review_in_the_artifact(stack):
     wait_until(lambda: (s := store.load(ref2)) and s.status == "waiting",
                what="pull request waiting at its gate")
 
-    review = with_install(json.loads(load_fixture("pull_request_review", "submitted")))
+    review = with_install(load_payload("pull_request_review", "submitted"))
     review["review"].update(state="approved", commit_id=head["sha"])
     review["pull_request"]["labels"].append({"name": "the-loop"})
     review["sender"]["login"] = review["review"]["user"]["login"] = "mallory"

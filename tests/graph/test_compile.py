@@ -159,3 +159,19 @@ def test_every_node_id_the_schema_accepts_round_trips_through_the_effect_markers
         effect = effect_id(rng.choice(refs), node_id, rng.randrange(1, 99), hook)
         assert find_effect(f"a comment\n\n{marker(effect)}") == effect
         assert find_effect(marker(f"{effect}/3")) == f"{effect}/3"
+
+
+def test_approvals_is_a_gates_count_of_distinct_approvers():
+    gate = GOOD.replace("{id: c, actor: system}", "{id: c, actor: human, approvals: 2}")
+    g = compile_graph(gate, source="g.yaml", registry=registry())
+    assert g.node("c").approvals == 2 and g.node("a").approvals == 1
+    unset = compile_graph(GOOD.replace("{id: c, actor: system}", "{id: c, actor: human}"),
+                          source="g.yaml", registry=registry())
+    assert unset.digest != g.digest  # counted in the digest only when set
+    with pytest.raises(GraphError, match="node 'c': approvals applies to a gate only"):
+        compile_graph(GOOD.replace("{id: c, actor: system}",
+                                   "{id: c, actor: system, approvals: 2}"),
+                      source="g.yaml", registry=registry())
+    with pytest.raises(GraphError, match="field .approvals. must be at least 1"):
+        compile_graph(gate.replace("approvals: 2", "approvals: 0"), source="g.yaml",
+                      registry=registry())

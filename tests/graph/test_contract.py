@@ -28,9 +28,11 @@ REQUIREMENTS = "# R\n\n## Problem\n\nx\n\n## Requirements\n\ny\n"
 DESIGN = "# D\n\n## Overview\n\nx\n\n## Security design\n\ny\n"
 
 
-def comment(actor, body, delivery="d", kind="issue_comment.created"):
+def comment(actor, body, delivery="d", kind="issue_comment.created", comment_id=None):
+    # every comment is a new one (its own id), as on GitHub; 77 when asked for
     return InboundEvent(kind, delivery, actor=actor, actor_type="User", body=body,
-                        comment_id=77)
+                        comment_id=comment_id or (77 if delivery == "d9" else
+                                                  1000 + len(delivery) + sum(map(ord, delivery))))
 
 
 # -- a tiny graph with controllable hooks ------------------------------------------------

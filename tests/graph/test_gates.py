@@ -9,7 +9,7 @@ import pytest
 
 import the_loop.hooks.classify_feedback as cf
 from graph.context import HookConfig
-from graph.model import HookContext, InboundEvent, WorkItem
+from graph.model import GateVisit, HookContext, InboundEvent, WorkItem
 from graph.runtime import run_chain
 from the_loop.config.repository import Collaborators
 from the_loop.graphs import load_graph
@@ -89,11 +89,72 @@ def test_bots_own_comments_and_the_apps_account_never_drive_a_gate():
 
 
 def test_an_approving_comment_edited_by_someone_else_never_counts_and_alarms():
-    edited = comment("/approve", actor="alice", author="bob",
+    edited = comment("/approve", actor="mallory", author="alice",
                      kind="issue_comment.edited")
     result = classify(edited)
     assert result.status == "wait" and result.data["alarm"] == "edited-by-other"
-    assert classify(comment("/approve", kind="issue_comment.edited")).status == "pass"
+    # An edit that removed the command is an alarm too (the earlier text carried it).
+    removed = dataclasses.replace(edited, body="thanks", previous_body="/approve")
+    assert classify(removed).data["alarm"] == "edited-by-other"
+    # No command either side, or an unauthorized person's comment: no alarm, no write.
+    assert "alarm" not in classify(dataclasses.replace(edited, body="typo fixed")).data
+    assert "alarm" not in classify(dataclasses.replace(edited, author="bob")).data
+
+
+def test_an_edit_never_decides_unless_act_on_edits_lets_the_authors_own_edit_count():
+    own_edit = comment("/approve", kind="issue_comment.edited", comment_id=5)
+    assert classify(own_edit).data["ignored"] == "edit"
+    acting = {"harness": {"gates": {"actOnEdits": True}}}
+    assert classify(own_edit, **acting).status == "pass"
+
+
+def visit(event, *, started_at=1000.0, decided=(), votes=(), approvals=1, **config):
+    cfg = HookConfig(collaborators=Collaborators.parse(
+        "version: 1\nroles:\n  approver:\n    - {github: alice}\n    - {github: bob}\n"
+        "    - {github: carol}\n"), **config)
+    gate = GateVisit(started_at=started_at, decided=frozenset(decided), votes=tuple(votes),
+                     approvals=approvals)
+    ctx = HookContext(WorkItem("github:o/r#1", 1, "o/r"), GATE, "exit", None, {}, None,
+                      event, (), cfg, gate=gate)
+    return run_chain((GATE.exit[0],), ctx).results[0]
+
+
+def test_one_source_decides_at_most_one_gate_visit_whatever_the_delivery():
+    first = comment("/approve", comment_id=9, created_at=1500.0)
+    decided = visit(first)
+    assert decided.status == "pass" and decided.data["sources"] == ["issue_comment:9"]
+    again = dataclasses.replace(first, delivery_id="another-delivery")
+    assert visit(again, decided={"issue_comment:9"}).data["ignored"] == "already-decided"
+
+
+def test_a_reply_created_before_the_visit_began_never_decides_it():
+    early = comment("/approve", comment_id=9, created_at=999.0)
+    assert visit(early).data["ignored"] == "before-visit"
+    same_second = comment("/approve", comment_id=9, created_at=1000.0)
+    assert visit(same_second, started_at=1000.7).status == "pass"
+    acting = {"harness": {"gates": {"actOnEdits": True}}}
+    old_edit = dataclasses.replace(early, kind="issue_comment.edited", updated_at=2000.0)
+    assert visit(old_edit, **acting).data["ignored"] == "before-visit"
+
+
+def test_two_approvers_are_distinct_people_and_changes_requested_wins():
+    a1 = comment("/approve", comment_id=1, created_at=1500.0)
+    first = visit(a1, approvals=2)
+    assert first.status == "wait" and first.data["ignored"] == "awaiting-approvals"
+    assert "1 of 2 approvals" in first.messages[0].text
+    vote = first.data["vote"]
+    a2 = comment("/approve", comment_id=2, created_at=1501.0)  # alice again
+    assert visit(a2, approvals=2, votes=[vote]).status == "wait"
+    b = comment("/approve", actor="bob", author="bob", comment_id=3, created_at=1502.0)
+    both = visit(b, approvals=2, votes=[vote])
+    assert both.status == "pass" and both.data["outcome"] == "approved"
+    assert sorted(both.data["approvers"]) == ["alice", "bob"]
+    assert sorted(both.data["sources"]) == ["issue_comment:1", "issue_comment:3"]
+    c = comment("/request-changes", actor="carol", author="carol", comment_id=4,
+                created_at=1503.0)
+    wins = visit(c, approvals=2, votes=[vote])
+    assert wins.status == "pass" and wins.data["outcome"] == "changes-requested"
+    assert wins.data["sources"] == ["issue_comment:4"]
 
 
 def review(state, commit, head, actor="alice"):

@@ -206,6 +206,12 @@ GITHUB_CASES: dict[str, Case] = {
         http=(Exchange("POST", f"{R}/issues/comments/5/reactions", status=201,
                        sent={"content": "eyes"}, reply={"id": 9, "content": "eyes"}),),
     ),
+    "add-review-comment-reaction": Case(
+        {"repo": REPO, "comment_id": 6, "content": "eyes"},
+        {"id": 10},
+        http=(Exchange("POST", f"{R}/pulls/comments/6/reactions", status=201,
+                       sent={"content": "eyes"}, reply={"id": 10, "content": "eyes"}),),
+    ),
     "get-file": Case(
         {"repo": REPO, "path": "docs/spec.md", "ref": "feature"},
         {"path": "docs/spec.md", "sha": "f" * 40, "ref": "feature", "text": SPEC},

@@ -63,6 +63,7 @@ SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
     "update-comment": {"id": (int,), "url": (str,)},
     "list-comments": {"comments": (list,)},
     "add-reaction": {"id": (int,)},
+    "add-review-comment-reaction": {"id": (int,)},
     "get-file": {"path": (str,), "sha": (str,), "ref": (str, type(None)), "text": (str,)},
     "put-file": {"path": (str,), "sha": (str,), "commit": (str,)},
     "list-pull-files": {"files": (list,)},

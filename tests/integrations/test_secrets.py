@@ -16,7 +16,7 @@ from rq import Queue
 
 import integrations.github  # noqa: F401  (PyGithub sets its log level on import: first)
 from integrations.github_fake_http import HttpFakeGitHub, serve
-from tests.conftest import load_fixture, sign_body
+from tests.conftest import load_payload, sign_body
 from the_loop.settings import Settings
 from the_loop.wiring import build_receiver, build_worker
 from workers.state import RedisStateStore
@@ -43,7 +43,7 @@ def _pem() -> str:
 
 
 def _payload(event: str, name: str, **changes: Any) -> dict[str, Any]:
-    p = json.loads(load_fixture(event, name))
+    p = load_payload(event, name)
     p["installation"] = {"id": INSTALLATION}
     p["issue"]["labels"].append({"name": "the-loop"})
     return p

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from rq import Queue
 
 from integrations.github_fake import FakeGitHub
-from tests.conftest import REPO_ROOT, load_fixture, signed_post
+from tests.conftest import REPO_ROOT, load_fixture, load_payload, signed_post
 from the_loop.cli import main
 from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
@@ -93,7 +93,7 @@ def test_worker_lines_carry_delivery_id_and_work_item(redis_ns, json_lines):
     processor = build_processor(settings, redis_ns.client, load_graph(), lambda _i: gh)
     queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
                           prefix=redis_ns.prefix)
-    payload = json.loads(load_fixture("issue_comment", "created"))
+    payload = load_payload("issue_comment", "created")
     payload["issue"]["labels"].append({"name": "the-loop"})
     marker = f"do-not-log-{uuid.uuid4().hex}"
     payload["comment"]["body"] = f"/approve {marker}"

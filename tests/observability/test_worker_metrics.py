@@ -17,7 +17,7 @@ from graph.ports import IntegrationError, NotFound, RateLimited
 from integrations.github import GitHubApi
 from integrations.github_fake import FakeGitHub
 from integrations.metrics import ObservedFactory, ObservedIntegration, outcome_of
-from tests.conftest import load_fixture
+from tests.conftest import load_payload
 from tests.observability.helpers import free_port, samples
 from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
@@ -53,7 +53,7 @@ def deliver(queue, event: str, payload: dict) -> str:
 
 
 def enrol_payload() -> dict:
-    p = json.loads(load_fixture("issues", "labeled"))
+    p = load_payload("issues", "labeled")
     p["label"] = {"name": "the-loop"}
     p["issue"]["labels"].append({"name": "the-loop"})
     return p
@@ -90,7 +90,7 @@ def test_processing_a_delivery_records_job_hook_and_transport_metrics(processing
     }
     before = {k: sample(n, **labels) for k, (n, labels) in watched.items()}
     deliver(queue, "issues", enrol_payload())
-    deliver(queue, "issue_comment", json.loads(load_fixture("issue_comment", "created")))
+    deliver(queue, "issue_comment", load_payload("issue_comment", "created"))
     work(ns, processor)
     grew = {k: sample(n, **labels) - before[k] for k, (n, labels) in watched.items()}
     assert grew["jobs"] == 1  # one wake-up job drained both deliveries

@@ -52,7 +52,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from graph.markers import find_effect
 from integrations import github_fake as fakes
 from integrations.github_fake_http import HttpFakeGitHub, serve
-from tests.conftest import load_fixture, sign_body
+from tests.conftest import load_payload, sign_body
 from the_loop.inbox.keys import Keys
 
 OWNER = "Codertocat"
@@ -143,8 +143,12 @@ def specs(item: int) -> dict[str, str]:
     return files
 
 
+#: When the plan's comments are created, as GitHub would stamp them: after the run began.
+DURING_THE_RUN = "2100-01-01T00:00:00Z"
+
+
 def _enrol(item: int) -> dict[str, Any]:
-    p = json.loads(load_fixture("issues", "labeled"))
+    p = load_payload("issues", "labeled")
     p["label"] = {"name": "the-loop"}
     p["issue"]["number"] = item
     p["issue"]["labels"].append({"name": "the-loop"})
@@ -152,13 +156,16 @@ def _enrol(item: int) -> dict[str, Any]:
 
 
 def _comment(item: int, k: int, login: str, kind: str, body: str) -> dict[str, Any]:
-    p = json.loads(load_fixture("issue_comment", "created"))
+    p = load_payload("issue_comment", "created")
     p["issue"]["number"] = item
     p["issue"]["labels"].append({"name": "the-loop"})
     p["sender"]["login"] = p["comment"]["user"]["login"] = login
     p["sender"]["type"] = p["comment"]["user"]["type"] = kind
     p["comment"]["body"] = body
     p["comment"]["id"] = item * 10_000 + k
+    # The plan is made before the run, but its comments are made during it: stamped
+    # after every gate visit (a comment created before a visit began never decides it).
+    p["comment"]["created_at"] = p["comment"]["updated_at"] = DURING_THE_RUN
     return _place(p, item)
 
 

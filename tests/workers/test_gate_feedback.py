@@ -11,7 +11,7 @@ import pytest
 
 from graph.markers import find_effect
 from integrations.github_fake import FakeGitHub
-from tests.conftest import load_fixture
+from tests.conftest import load_payload
 from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
@@ -49,7 +49,7 @@ def env(redis_ns):
 
 
 def fixture(event, name, *, enrol=True):
-    p = json.loads(load_fixture(event, name))
+    p = load_payload(event, name)
     item = p.get("issue") or p.get("pull_request")
     if enrol and item is not None:
         item.setdefault("labels", []).append({"name": "the-loop"})
@@ -77,7 +77,7 @@ def test_an_authorized_approval_gets_reactions_and_a_decision_comment(env):
     gh, processor, store, deliver = env
     enrol(deliver)
     deliver("issue_comment", comment("/approve"))
-    cid = json.loads(load_fixture("issue_comment", "created"))["comment"]["id"]
+    cid = load_payload("issue_comment", "created")["comment"]["id"]
     assert f"{REPO}:add-reaction:{cid}:eyes" in gh.actions
     assert f"{REPO}:add-reaction:{cid}:hooray" in gh.actions
     [decision] = [c for c in gh.comments(REPO, 1)
@@ -105,10 +105,11 @@ def test_an_approval_edited_by_someone_else_never_counts_and_raises_an_alarm(env
     assert state.current_node == "requirements-approval" and state.decisions == []
     assert "alarm" in [e.type for e in store.events(REF1)]
     assert any("/alarm/" in e for e in effects(gh))
-    # The author editing their own comment is re-evaluated and counts.
+    # The author's own edit decides nothing by default (a new comment does): no reaction.
     edited["sender"]["login"] = "Codertocat"
     deliver("issue_comment", edited)
-    assert store.load(REF1).current_node == "design"
+    assert store.load(REF1).current_node == "requirements-approval"
+    assert not [a for a in gh.actions if ":add-reaction:" in a]
 
 
 def test_harness_config_on_the_default_branch_sets_label_and_spec_dir(env):
@@ -162,7 +163,10 @@ def test_a_deleted_deciding_comment_is_recorded_and_explained(env):
     deliver("issue_comment", deleted)
     withdrawn = [e for e in store.events(REF1) if e.type == "feedback.withdrawn"]
     assert withdrawn and withdrawn[-1].data["decided"] == ["requirements-approval"]
-    assert any("/withdrawn/" in e for e in effects(gh))
+    assert not any("/withdrawn/" in e for e in effects(gh))  # no reply comment
+    [status] = [c for c in gh.comments(REPO, 1)
+                if (find_effect(c["body"]) or "").endswith("/status")]
+    assert "decided gate `requirements-approval` was deleted" in status["body"]
     assert store.load(REF1).current_node == "design"  # never moved back automatically
 
 
@@ -185,7 +189,7 @@ def test_phase_label_drift_is_noticed_once_and_never_fought(env):
 def test_repository_config_is_read_at_the_default_branch_head_a_push_announces(env):
     gh, processor, store, deliver = env
     enrol(deliver)  # caches the config read at the branch (no harness file: label the-loop)
-    push = json.loads(load_fixture("push", "with-installation"))
+    push = load_payload("push", "with-installation")
     push["repository"]["full_name"] = REPO
     push["ref"] = f"refs/heads/{push['repository']['default_branch']}"
     push["after"] = "a1b2c3" * 6 + "d4e5"

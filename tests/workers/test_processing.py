@@ -12,7 +12,7 @@ import pytest
 from rq import Queue
 
 from integrations.github_fake import FakeGitHub
-from tests.conftest import fixture_files, load_fixture
+from tests.conftest import fixture_files, load_fixture, load_payload
 from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
@@ -55,14 +55,14 @@ def work(ns, processor):
 
 
 def enrol_payload():
-    p = json.loads(load_fixture("issues", "labeled"))
+    p = load_payload("issues", "labeled")
     p["label"] = {"name": "the-loop"}
     p["issue"]["labels"].append({"name": "the-loop"})
     return p
 
 
 def comment_payload(login, body):
-    p = json.loads(load_fixture("issue_comment", "created"))
+    p = load_payload("issue_comment", "created")
     p["issue"]["labels"].append({"name": "the-loop"})
     p["sender"]["login"] = p["comment"]["user"]["login"] = login
     p["comment"]["body"] = body
@@ -184,7 +184,7 @@ def test_a_commit_status_re_drives_the_work_item_whose_head_it_names(env):
     gh, processor, queue, ns = env
     gh.operations = gh.operations | {"list-pull-files"}
     gh.list_pull_files = lambda repo, number: {"files": ["app.py"]}
-    pr = json.loads(load_fixture("pull_request", "labeled"))
+    pr = load_payload("pull_request", "labeled")
     pr["label"] = {"name": "the-loop"}
     pr["pull_request"]["labels"].append({"name": "the-loop"})
     head = pr["pull_request"]["head"]["sha"]
@@ -202,7 +202,7 @@ def test_a_commit_status_re_drives_the_work_item_whose_head_it_names(env):
     work(ns, processor)
     store = RedisStateStore(ns.client, ns.prefix)
     assert store.load(ref).status == "waiting"
-    status = json.loads(load_fixture("status", "payload"))
+    status = load_payload("status", "payload")
     status.update(sha=head, context="tests", state="success")
     deliver(queue, "status", status)
     work(ns, processor)

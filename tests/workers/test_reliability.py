@@ -18,7 +18,7 @@ from rq.registry import FailedJobRegistry, StartedJobRegistry
 
 from graph.ports import IntegrationError
 from integrations.github_fake import FakeGitHub
-from tests.conftest import load_fixture
+from tests.conftest import load_payload
 from the_loop.graphs import load_graph
 from the_loop.inbox.dead import DeliveryCommandError
 from the_loop.inbox.enqueue import DeliveryQueue
@@ -59,7 +59,7 @@ def deliver(queue, ns, event, payload):
 
 
 def enrol_payload(number=1):
-    p = json.loads(load_fixture("issues", "labeled"))
+    p = load_payload("issues", "labeled")
     p["label"] = {"name": "the-loop"}
     p["issue"]["labels"].append({"name": "the-loop"})
     p["issue"]["number"] = number
@@ -67,7 +67,7 @@ def enrol_payload(number=1):
 
 
 def comment_payload(login, body, number=1):
-    p = json.loads(load_fixture("issue_comment", "created"))
+    p = load_payload("issue_comment", "created")
     p["issue"]["labels"].append({"name": "the-loop"})
     p["issue"]["number"] = number
     p["sender"]["login"] = p["comment"]["user"]["login"] = login
@@ -364,7 +364,7 @@ def test_a_failing_delivery_about_no_work_item_does_not_hold_the_shared_inbox(en
         return original(record, **kwargs)
 
     processor.handle = handle
-    push = json.loads(load_fixture("push", "with-installation"))
+    push = load_payload("push", "with-installation")
     bad = deliver(queue, ns, "push", push)
     bad_ids.add(bad)
     good = deliver(queue, ns, "push", push)

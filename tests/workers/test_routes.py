@@ -17,7 +17,7 @@ from graph.markers import find_effect
 from graph.ports import Unavailable
 from graph.refs import WorkItemRef
 from integrations.github_fake import FakeGitHub
-from tests.conftest import load_fixture
+from tests.conftest import load_payload
 from the_loop.events import GitHubEvent
 from the_loop.graphs import load_graph
 from the_loop.inbox.record import DeliveryRecord
@@ -83,7 +83,7 @@ def record(event: str, payload: dict[str, Any]) -> DeliveryRecord:
 
 
 def fixture(event: str, name: str, *, enrol: bool = True) -> dict[str, Any]:
-    payload = json.loads(load_fixture(event, name))
+    payload = load_payload(event, name)
     item = payload.get("issue") or payload.get("pull_request")
     if enrol and item is not None:
         item.setdefault("labels", []).append({"name": "the-loop"})
@@ -120,7 +120,7 @@ def phase_label_by_hand(action: str = "unlabeled", login: str = "octocat",
 
 
 def push(branch: str) -> dict[str, Any]:
-    payload = json.loads(load_fixture("push", "with-installation"))
+    payload = load_payload("push", "with-installation")
     payload["repository"]["full_name"] = REPO
     payload["ref"] = f"refs/heads/{branch}"
     payload["after"] = "a1b2c3" * 6 + "d4e5"
@@ -128,13 +128,13 @@ def push(branch: str) -> dict[str, Any]:
 
 
 def status(sha: str = "6113728f27ae82c7b1a177c8d03f9e96e0adf246") -> dict[str, Any]:
-    payload = json.loads(load_fixture("status", "payload"))
+    payload = load_payload("status", "payload")
     payload.update(sha=sha, context="tests", state="success")
     return payload
 
 
 def check_run() -> dict[str, Any]:
-    payload = json.loads(load_fixture("check_run", "completed"))
+    payload = load_payload("check_run", "completed")
     payload["check_run"]["pull_requests"][0]["number"] = 7  # not a work item
     return payload
 
@@ -166,7 +166,7 @@ CASES: list[tuple[Callable[..., Any], bool, str, Callable[[], dict[str, Any]], s
     (routes.withdraw, False, "issue_comment", lambda: fixture("issue_comment", "deleted"),
      "ignored", "not a work item"),
     (routes.withdraw, True, "issue_comment", lambda: fixture("issue_comment", "deleted"),
-     "ignored", "feedback.withdrawn: recorded"),
+     "ignored", "it decided nothing: ignored"),
 ]
 
 
@@ -218,14 +218,15 @@ def test_a_drift_notice_whose_post_fails_is_retried_and_posted_once(env):
 def test_a_notice_whose_answer_was_lost_is_not_posted_twice(env):
     gh, processor = env
     enrolled(processor)
-    processor.handle(record("issue_comment", comment("/approve")))
-    deleted = record("issue_comment", fixture("issue_comment", "deleted"))
+    edited = fixture("issue_comment", "edited")
+    edited["comment"]["body"] = "/approve"
+    edited["sender"]["login"] = "mallory"
+    stored = record("issue_comment", edited)
     gh.failing["comment"], gh.after = 1, True  # posted, but the answer never came
     with pytest.raises(RetryLater):
-        processor.handle(deleted)
-    processor.handle(deleted, replay=True)
-    withdrawn = [m for m in marks(gh) if "/withdrawn/" in m]
-    assert len(withdrawn) == 1
+        processor.handle(stored)
+    processor.handle(stored, replay=True)
+    assert len([m for m in marks(gh) if "/alarm/" in m]) == 1
 
 
 def test_an_alarm_whose_post_fails_is_posted_by_the_retry(env):
@@ -250,7 +251,7 @@ def test_a_reaction_that_fails_is_tried_again_and_never_fails_its_delivery(env):
     gh, processor = env
     enrolled(processor)
     approve = record("issue_comment", comment("/approve"))
-    cid = json.loads(load_fixture("issue_comment", "created"))["comment"]["id"]
+    cid = load_payload("issue_comment", "created")["comment"]["id"]
     gh.failing["add-reaction"] = 1  # "started" fails once: the work goes on
     assert processor.handle(approve).outcome == "advanced"
     assert processor.store.load(REF1).current_node == "design"
@@ -263,7 +264,7 @@ def test_a_reaction_that_fails_is_tried_again_and_never_fails_its_delivery(env):
 def test_a_reaction_is_recorded_in_the_outbox_before_it_is_made(env):
     gh, processor = env
     enrolled(processor)
-    cid = json.loads(load_fixture("issue_comment", "created"))["comment"]["id"]
+    cid = load_payload("issue_comment", "created")["comment"]["id"]
     seen: list[str] = []
     made = gh.add_reaction
 

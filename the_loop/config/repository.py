@@ -162,11 +162,17 @@ class Gates:
     """``gates``: ``dismiss_stale_approvals`` (an approving review of an older commit stops
     counting when the head's content differs); ``minimum_permission`` a decider must also
     hold on the repository (one of :data:`graph.ports.PERMISSIONS`, or ``None`` for role membership
-    alone); ``allow_bots`` bot logins whose feedback may drive a gate."""
+    alone); ``allow_bots`` bot logins whose feedback may drive a gate; ``act_on_edits``
+    (``actOnEdits``) lets an author's own edit of a comment made during the current gate
+    visit decide it, once (default: edits never decide); ``reapprove_on_change``
+    (``reapproveOnChange``) returns a work item to a gate when an artifact it approved
+    changes afterwards (default true)."""
 
     dismiss_stale_approvals: bool = True
     minimum_permission: str | None = None
     allow_bots: tuple[str, ...] = ()
+    act_on_edits: bool = False
+    reapprove_on_change: bool = True
 
 
 @dataclass(frozen=True)

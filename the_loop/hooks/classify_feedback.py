@@ -11,11 +11,12 @@ granted only by an explicit human signal. Anything else keeps the gate waiting.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from graph.markers import is_own
-from graph.model import HookContext, HookResult, InboundEvent, Message
+from graph.model import HookContext, HookResult, Message
 from graph.registry import hook
 
 OUTCOMES = ("approved", "approved-with-comments", "changes-requested")
@@ -24,7 +25,8 @@ APPROVALS = frozenset({"approved", "approved-with-comments"})
 HANDED_OFF = frozenset({"changes-requested", "approved-with-comments"})
 #: Why a reply did not count, worth showing in the status comment (a plain "waiting for a
 #: decision" is not repeated there).
-SHOWN_WAITS = frozenset({"stale-approval", "reserved-for-human", "edited-by-other"})
+SHOWN_WAITS = frozenset({"stale-approval", "reserved-for-human", "edited-by-other",
+                         "awaiting-approvals"})
 COMMANDS = {
     "/approve": "approved",
     "/approve-with-comments": "approved-with-comments",
@@ -80,21 +82,32 @@ def _gates(ctx: HookContext) -> Mapping[str, Any]:
     return gates if isinstance(gates, Mapping) else {}
 
 
-def _stale(ctx: HookContext, event: InboundEvent) -> str | None:
+def carries_command(body: str | None) -> bool:
+    """Whether ``body`` has a line command (alone on its line, after quotes, code and
+    HTML comments are removed); two different ones still count as carrying one."""
+    return bool(body) and COMMAND_RE.search(strip_non_commands(body or "")) is not None
+
+
+def _stale(ctx: HookContext, actor: str | None, reviewed: str | None) -> str | None:
     """Why an approving review no longer counts, or ``None``: it approved a commit other
     than the pull request head, the trees differ (a rebase to the same tree keeps it),
     and the repository dismisses stale approvals."""
     if not _gates(ctx).get("dismissStaleApprovals", True):
         return None
-    reviewed, head = event.review_commit, ctx.config.head_sha or event.head_sha
+    head = ctx.config.head_sha or (ctx.event.head_sha if ctx.event else None)
     if not reviewed or not head or reviewed == head:
         return None
     trees = ctx.config.trees
     if trees is not None and trees(reviewed) is not None and trees(reviewed) == trees(head):
         return None
-    return (f"the approval by @{event.actor} was for commit {reviewed[:12]}, but the pull "
+    return (f"the approval by @{actor} was for commit {reviewed[:12]}, but the pull "
             f"request head is now {head[:12]} with different content, so it no longer "
             "counts; review the new head")
+
+
+def _floor(seconds: float) -> float:
+    # GitHub's timestamps have whole seconds: a reply in the second the visit began counts.
+    return float(int(seconds))
 
 
 @hook("classify-feedback", outcomes=set(OUTCOMES), boundaries={"exit"},
@@ -106,14 +119,24 @@ def classify_feedback(ctx: HookContext) -> HookResult:
     Parameters (``with:``): ``outcomes`` — the outcomes this gate accepts (default all
     three); ``role`` — the collaborators role allowed to decide (default ``node.role``).
     Policy (``ctx.config.harness``, the harness config): ``gates.minimumPermission``,
-    ``gates.dismissStaleApprovals``, ``gates.allowBots``, and the risk tiers reserved for
-    a human (``ctx.config.human_only``).
+    ``gates.dismissStaleApprovals``, ``gates.allowBots``, ``gates.actOnEdits``, and the
+    risk tiers reserved for a human (``ctx.config.human_only``).
 
-    Returns ``pass`` with ``data = {outcome, actor, source, delivery, body_sha256,
-    comment_id}`` on a decisive reply from an authorized author; otherwise ``wait`` with
-    ``data["ignored"]`` saying why (``bot``, ``own-comment``, ``unauthorized``,
-    ``edited-by-other``, ``stale``, ``not-decisive``, ``invalid-classification``,
-    ``reserved-for-human``) and, for an edit by someone else, ``data["alarm"]``.
+    Decision rules (``ctx.gate``, the visit): a source (comment or review id) that decided
+    a gate visit before never decides again, and one created before the visit began never
+    decides it; an edit never decides unless ``gates.actOnEdits`` is true (then the
+    author's own edit of a comment made during the visit counts once); with
+    ``approvals: N`` the latest decisive reply of each authorized person this visit
+    counts, a changes-requested from any of them wins, and N distinct approvers approve.
+
+    Returns ``pass`` with ``data = {outcome, actor, source, source_key, sources,
+    approvers, delivery, body_sha256, comment_id, created_at, updated_at, head_sha}`` on
+    a decision; otherwise ``wait`` with ``data["ignored"]`` saying why (``bot``,
+    ``own-comment``, ``unauthorized``, ``edited-by-other``, ``already-decided``,
+    ``before-visit``, ``edit``, ``stale``, ``not-decisive``, ``invalid-classification``,
+    ``reserved-for-human``, ``awaiting-approvals`` with the reply's ``vote``) and, for a
+    command-bearing comment of an authorized person edited by someone else,
+    ``data["alarm"]``.
     """
     name = "classify-feedback"
     role = str(ctx.params.get("role") or ctx.node.role)
@@ -128,11 +151,14 @@ def classify_feedback(ctx: HookContext) -> HookResult:
             event.actor_type == "Bot" and actor.casefold() not in allowed_bots):
         return HookResult.waiting(name, waiting, ignored="bot")
     if event.author and event.author.casefold() != actor.casefold():
-        # Someone edited another person's comment: it never counts, and it is an alarm.
+        # Someone edited another person's comment: it never counts; it is an alarm when
+        # the comment is an authorized person's and carries (or carried) a command.
+        alarm = ctx.config.collaborators.is_authorized(event.author, role) and (
+            carries_command(event.body) or carries_command(event.previous_body))
         return HookResult.waiting(name, Message(
             f"a comment by @{event.author} was edited by someone else; edited comments "
             "only count when their author edits them", code="edited-by-other"),
-            ignored="edited-by-other", alarm="edited-by-other")
+            ignored="edited-by-other", **({"alarm": "edited-by-other"} if alarm else {}))
     # Authorization before reading: an unauthorized author's text is never looked at.
     if not ctx.config.collaborators.is_authorized(actor, role):
         return HookResult.waiting(name, waiting, ignored="unauthorized")
@@ -143,6 +169,14 @@ def classify_feedback(ctx: HookContext) -> HookResult:
     body = event.body or ""
     if is_own(body):
         return HookResult.waiting(name, waiting, ignored="own-comment")
+    gate, source_key = ctx.gate, event.source
+    if gate is not None and source_key is not None and source_key in gate.decided:
+        return HookResult.waiting(name, waiting, ignored="already-decided")
+    if (gate is not None and event.created_at is not None
+            and event.created_at < _floor(gate.started_at)):
+        return HookResult.waiting(name, waiting, ignored="before-visit")
+    if event.edited and not _gates(ctx).get("actOnEdits", False):
+        return HookResult.waiting(name, waiting, ignored="edit")
     outcome: str | None
     source: str
     if event.kind.startswith("pull_request_review.") and event.review_state:
@@ -165,18 +199,42 @@ def classify_feedback(ctx: HookContext) -> HookResult:
             "this approval is reserved for an explicit human signal (a line command or a "
             "pull request review); a model's reading of a comment cannot grant it",
             code="reserved-for-human"), ignored="reserved-for-human")
-    if outcome in APPROVALS and source == "review":
-        stale = _stale(ctx, event)
+    reviewed = event.review_commit if source == "review" else None
+    if outcome in APPROVALS and reviewed:
+        stale = _stale(ctx, actor, reviewed)
         if stale:
             return HookResult.waiting(name, Message(stale, code="stale-approval"),
                                       ignored="stale")
+    key = source_key or f"delivery:{event.delivery_id}"
+    vote = {"actor": actor, "outcome": outcome, "source": key, "kind": source,
+            "review_commit": reviewed, "at": time.time()}
+    latest: dict[str, Mapping[str, Any]] = {}
+    for v in (*(gate.votes if gate else ()), vote):
+        latest[str(v.get("actor") or "").casefold()] = v
+    counted = [v for v in latest.values()
+               if v is vote or not (v.get("outcome") in APPROVALS and v.get("review_commit")
+                                    and _stale(ctx, v.get("actor"), v.get("review_commit")))]
+    needed = gate.approvals if gate else 1
+    approvers = [v for v in counted if v.get("outcome") in APPROVALS]
+    if outcome in APPROVALS and len(approvers) < needed:
+        logins = ", ".join(f"@{v['actor']}" for v in approvers)
+        return HookResult.waiting(name, Message(
+            f"{len(approvers)} of {needed} approvals so far ({logins}); waiting for "
+            f"{needed - len(approvers)} more from role {role}", code="awaiting-approvals"),
+            ignored="awaiting-approvals", vote=vote)
+    deciding = [vote] if outcome not in APPROVALS else approvers
     return HookResult.passed(
         name,
         outcome=outcome,
         actor=actor,
         source=source,
+        source_key=key,
+        sources=[str(v["source"]) for v in deciding],
+        approvers=[str(v["actor"]) for v in deciding],
         delivery=event.delivery_id,
         body_sha256=event.body_sha256,
         comment_id=event.comment_id,
+        created_at=event.created_at,
+        updated_at=event.updated_at,
         head_sha=ctx.config.head_sha or event.head_sha,
     )

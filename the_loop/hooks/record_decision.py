@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from graph.markers import effect_id, marker
 from graph.model import HookContext, HookResult, Message
 from graph.registry import hook
+from the_loop.hooks.review import blob_sha, fingerprint
 
 OUTCOME_WORDS = {
     "approved": "approved",
@@ -18,24 +20,39 @@ OUTCOME_WORDS = {
 @hook("record-decision", requires={"github": {"comment"}}, boundaries={"exit"})
 def record_decision(ctx: HookContext) -> HookResult:
     """Find the classification earlier in the chain (a result whose data carries
-    ``outcome`` and ``actor``) and pass with ``data["decision"]`` = ``{node, outcome,
-    actor, source, delivery, body_sha256, at}``; the runtime appends it to the state's
-    ``decisions``. On GitHub it also states the decision and who made it in a marked
-    comment on the work item (through the runtime's outbox: posted once per gate visit).
+    ``outcome`` and ``actor``) and pass with ``data["decision"]`` = ``{node, visit,
+    outcome, actor, approvers, source, source_key, sources, created_at, updated_at,
+    delivery, body_sha256, comment_id, head_sha, artifacts, at}``; the runtime appends it
+    to the state's ``decisions``. ``sources`` are the comments and reviews that decided
+    (none decides again); ``artifacts`` binds the decision to what was reviewed: path ->
+    ``{blob_sha, digest}`` (git's blob SHA of the artifact at the pull request head, and
+    its review fingerprint, :func:`~the_loop.hooks.review.fingerprint`), read through
+    ``ctx.config.files`` for every artifact the gate reviews (``ctx.artifacts``). On
+    GitHub it also states the decision and who made it in a marked comment on the work
+    item (through the runtime's outbox: posted once per gate visit).
     Blocks (non-retriable) if no classification ran before it: that is a graph error, and
     recording nothing must never look like a decision.
     """
     for prior in reversed(ctx.results):
         if prior.status == "pass" and "outcome" in prior.data and "actor" in prior.data:
+            data = prior.data
             decision = {
                 "node": ctx.node.id,
-                "outcome": prior.data["outcome"],
-                "actor": prior.data["actor"],
-                "source": prior.data.get("source"),
-                "delivery": prior.data.get("delivery"),
-                "body_sha256": prior.data.get("body_sha256"),
-                "comment_id": prior.data.get("comment_id"),
-                "head_sha": prior.data.get("head_sha"),
+                "visit": ctx.visit,
+                "outcome": data["outcome"],
+                "actor": data["actor"],
+                "approvers": list(data.get("approvers") or [data["actor"]]),
+                "source": data.get("source"),
+                "source_key": data.get("source_key"),
+                "sources": list(data.get("sources") or
+                                ([data["source_key"]] if data.get("source_key") else [])),
+                "created_at": data.get("created_at"),
+                "updated_at": data.get("updated_at"),
+                "delivery": data.get("delivery"),
+                "body_sha256": data.get("body_sha256"),
+                "comment_id": data.get("comment_id"),
+                "head_sha": data.get("head_sha") or ctx.config.head_sha,
+                "artifacts": _reviewed(ctx),
                 "at": time.time(),
             }
             _announce(ctx, str(decision["actor"]), str(decision["outcome"]))
@@ -46,6 +63,17 @@ def record_decision(ctx: HookContext) -> HookResult:
                 code="no-decision"),
         retriable=False,
     )
+
+
+def _reviewed(ctx: HookContext) -> dict[str, dict[str, Any]]:
+    """path -> ``{blob_sha, digest}`` of each artifact the gate reviewed, as read now
+    (``None`` values for an absent one)."""
+    bound: dict[str, dict[str, Any]] = {}
+    for path in sorted(set(ctx.artifacts.values())):
+        text = ctx.config.files.read_text(path)
+        bound[path] = {"blob_sha": blob_sha(text) if text is not None else None,
+                       "digest": fingerprint(text)}
+    return bound
 
 
 def _announce(ctx: HookContext, actor: str, outcome: str) -> None:

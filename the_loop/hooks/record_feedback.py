@@ -13,7 +13,7 @@ from graph.markers import MARKER_RE
 from graph.model import DecisionRecord, HookContext, HookResult, Message
 from graph.ports import IntegrationError, RetryLater
 from graph.registry import hook
-from the_loop.hooks.review import append_entry, approved_in
+from the_loop.hooks.review import append_entry, approved_in, fingerprint
 
 MAX_BULLETS = 20
 MAX_BULLET_CHARS = 300
@@ -50,12 +50,14 @@ def _into(params: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 @hook("record-feedback", requires={"github": {"get-file", "put-file"}}, boundaries={"exit"},
-      params={"into", "section"}, records=DecisionRecord(_into, approved_in))
+      params={"into", "section"}, records=DecisionRecord(_into, approved_in, fingerprint))
 def record_feedback(ctx: HookContext) -> HookResult:
-    """Append ``### <date> — @<login> — <outcome>`` (and the reviewer's follow-ups for an
-    approval with comments) to each ``into`` artifact. Locally (``ctx.repo`` set) the file
-    is written in place; in the service it is committed to the pull request branch with
-    the transport's ``put-file`` and a SHA precondition (a conflict re-reads and retries).
+    """Append ``### <date> — @<login> — <outcome>``, its hidden reviewed line (the
+    :func:`~the_loop.hooks.review.fingerprint` of the content decided on) and, for an
+    approval with comments, the reviewer's follow-ups to each ``into`` artifact. Locally
+    (``ctx.repo`` set) the file is written in place; in the service it is committed to
+    the pull request branch with the transport's ``put-file`` and a SHA precondition (a
+    conflict re-reads and retries).
 
     Returns ``skip`` when no decision precedes it in the chain; ``block`` when the record
     cannot be written (an unrecorded decision must not pass silently).
@@ -79,7 +81,8 @@ def record_feedback(ctx: HookContext) -> HookResult:
         path = f"{base}/{name_}" if base else name_
         try:
             _write(ctx, path, lambda text: append_entry(
-                text, date=date, login=login, outcome=outcome, bullets=bullets))
+                text, date=date, login=login, outcome=outcome, bullets=bullets,
+                reviewed=fingerprint(text)))
         except RetryLater:
             raise  # transient: the delivery is retried, the decision is not lost
         except (IntegrationError, OSError, ValueError) as exc:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 from graph.markers import effect_id, marker
-from graph.model import DecisionRecord, HookContext, HookResult
+from graph.model import DecisionRecord, HookContext, HookResult, Message
 from graph.registry import hook
-from the_loop.hooks.review import approved_in
+from the_loop.hooks.review import approved_in, fingerprint
 
 LOGIN_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
 COMMANDS = ("/approve", "/approve-with-comments", "/request-changes")
@@ -44,12 +44,27 @@ def render_request(ctx: HookContext, visit: int) -> str:
     return "\n".join(lines)
 
 
+def render_withdrawn(phase: str, effect: str) -> str:
+    """The review-request comment of a visit once it is withdrawn (the pull request was
+    converted to a draft), keeping its marker so it stays the one comment of ``effect``."""
+    return "\n".join([
+        f"~~**the-loop** · phase `{phase}` is waiting for a decision.~~",
+        "",
+        "**Withdrawn**: the pull request was converted to a draft. The review is requested "
+        "again when it is marked ready for review; decisions made before then do not count.",
+        "",
+        marker(effect),
+    ])
+
+
 @hook(
     "request-review",
     requires={"github": {"comment", "list-comments", "update-comment"}},
     boundaries={"entry"},
     params={"artifacts"},
-    records=DecisionRecord(lambda params: tuple(params.get("artifacts") or ()), approved_in),
+    shown_waits=frozenset({"draft"}),
+    records=DecisionRecord(lambda params: tuple(params.get("artifacts") or ()), approved_in,
+                           fingerprint),
 )
 def request_review(ctx: HookContext) -> HookResult:
     """Post the review request once per node visit: a comment whose marker carries the
@@ -57,12 +72,20 @@ def request_review(ctx: HookContext) -> HookResult:
     that marker first (a retried job, rebuilt state) and updates it in place rather than
     posting again (:mod:`graph.effects`).
 
+    A draft pull request is asked for nothing: the hook returns ``wait`` (code
+    ``draft``), so the entry chain (and ``notify`` after it) runs again on the next event
+    and the review starts when the pull request is marked ready (``ready_for_review``).
+
     Returns ``skip`` without a GitHub repository; ``pass`` with ``comment_id`` otherwise.
     """
     github = ctx.config.github
     repo, number = ctx.work_item.repository, ctx.work_item.id
     if github is None or repo is None or number is None:
         return HookResult.skipped("request-review", "no GitHub repository for this work item")
+    if ctx.config.draft:
+        return HookResult.waiting("request-review", Message(
+            "the pull request is a draft: the review is requested when it is marked "
+            "ready for review", code="draft"), draft=True)
     posted = github.comment(repo=repo, number=number, body=render_request(ctx, ctx.visit))
     return HookResult.passed("request-review", comment_id=posted["id"],
                              reused=bool(posted.get("reused")))
