@@ -318,7 +318,10 @@ def _git_env(environ: Mapping[str, str]) -> dict[str, str]:
 def _git(repo: Path, args: tuple[str, ...], environ: Mapping[str, str], *,
          check: bool = True) -> str:
     done = subprocess.run(  # noqa: S603 - argv list, no shell
-        ["git", "--literal-pathspecs", "-C", str(repo), *args], env=_git_env(environ),
+        # The agent writes the tree and .git: none of its hooks or fsmonitor may run in
+        # the-loop's own git calls.
+        ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+         "--literal-pathspecs", "-C", str(repo), *args], env=_git_env(environ),
         capture_output=True, text=True, timeout=GIT_TIMEOUT, check=check)
     return done.stdout
 

@@ -168,7 +168,7 @@ def read_delivery_headers(headers: HeaderSource) -> tuple[str, str]:
         raise BadHeadersError("missing X-GitHub-Delivery header")
     if not _EVENT_NAME.fullmatch(event):
         raise BadHeadersError("malformed X-GitHub-Event header")
-    if event in INTERNAL_EVENTS:
+    if event.lower() in INTERNAL_EVENTS:
         raise BadHeadersError("X-GitHub-Event names an event only the-loop itself sends")
     if not _DELIVERY_ID.fullmatch(delivery_id):
         raise BadHeadersError("malformed X-GitHub-Delivery header")

@@ -66,7 +66,7 @@ def environment(setup: TurnSetup, order: TurnOrder, session_id: str, resume: str
     environ = setup.environ
     env = {k: environ[k] for k in PASS_THROUGH if environ.get(k)}
     env.setdefault("PATH", os.defpath)
-    env["HOME"] = setup.runner_settings.home_dir
+    env["HOME"] = str(home_dir(setup, order.ref))
     env["THE_LOOP_WORK_ITEM"] = order.ref
     env["THE_LOOP_NODE"] = order.node
     env["THE_LOOP_SESSION_ID"] = session_id
@@ -80,6 +80,16 @@ def environment(setup: TurnSetup, order: TurnOrder, session_id: str, resume: str
         if environ.get(name):
             env[name] = environ[name]
     return env
+
+
+def home_dir(setup: TurnSetup, ref: str) -> Path:
+    """The harness's HOME for work item ``ref``: ``<homeDir>/<ref slug>`` (created 0700).
+    One per work item: a session resumes in the HOME that holds its transcript, and no
+    work item's agent writes another's ``~/.claude`` or ``~/.codex`` configuration."""
+    slug = ref.replace(":", "_").replace("/", "_").replace("#", "_")
+    path = Path(setup.runner_settings.home_dir) / slug
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
 
 
 def log_dir(setup: TurnSetup, ref: str, *, create: bool = True) -> Path:

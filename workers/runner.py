@@ -47,6 +47,7 @@ from rq import Queue, SimpleWorker
 from graph.errors import LoopError
 from graph.work import CANCELLED, TurnEnded, TurnOrder
 from integrations.harness.base import Harness, TurnOutcome
+from integrations.harness.process import kill_group
 from the_loop.inbox.enqueue import DeliveryQueue
 from workers import harness_turn
 from workers.harness_turn import PASS_THROUGH  # noqa: F401 (re-exported)
@@ -68,6 +69,8 @@ log = logging.getLogger("the_loop.runner")
 
 #: Seconds a turn without a slot waits before it is queued again.
 SLOT_WAIT = 5.0
+#: Seconds a turn whose work item's lock is held waits before it is queued again.
+BUSY_WAIT = 1.0
 
 
 @dataclass
@@ -117,6 +120,11 @@ class TurnRunner:
         lease = self.runner_settings.lease
         token = self.records.lock(ref, lease)
         if token is None:
+            # The lock may still be the previous turn's, whose report ordered this one:
+            # come back shortly; an attempt of this very turn is live only when RUNNING.
+            if record.get("status") != RUNNING:
+                time.sleep(BUSY_WAIT)
+                self.records.enqueue_again(ref)
             return "busy: another turn of this work item is live"
         try:
             if not self.records.take_slot(order.id, context.installation_id, lease,
@@ -134,7 +142,7 @@ class TurnRunner:
 
     def _wait_for_slot(self, ref: str, order: TurnOrder) -> None:
         time.sleep(SLOT_WAIT)  # the queue has nothing better for this process meanwhile
-        self.records.requeue(ref, reason="waiting for a runner slot")
+        self.records.enqueue_again(ref)
 
     def _run_locked(self, ref: str, order: TurnOrder, context: TurnContext,
                     record: Mapping[str, str], token: str) -> str:
@@ -153,12 +161,18 @@ class TurnRunner:
                 ended = TurnEnded(order.id, CANCELLED, session_id=order.session_id)
             else:
                 ended, branch = self._turn(ref, order, context, interrupted, attempt, beat)
+        except TurnAbandoned:
+            ended = TurnEnded(order.id, "error", session_id=order.session_id)
         except LoopError as exc:
             log.warning("turn %s failed: %s", order.id, exc)
             ended = TurnEnded(order.id, "error", session_id=order.session_id,
                               detail=f"{type(exc).__name__}: {exc}"[:300])
         finally:
             beat.stop()
+        if beat.lost:
+            log.error("turn %s lost its lock mid-turn; another attempt owns it: nothing is "
+                      "reported", order.id)
+            return "abandoned: the lock was lost"
         if beat.cancelled:
             ended = replace(ended, status=CANCELLED, detail="cancelled by an operator")
         ended = replace(ended, seconds=round(time.monotonic() - started, 3))
@@ -183,6 +197,8 @@ class TurnRunner:
             fresh = replace(order, seeded_with=(*order.seeded_with, *order.artifacts))
             outcome = self._harness(workspaces, fresh, context, checkout, session_id, None,
                                     attempt, beat)
+        if beat.lost:  # another attempt took the turn over: its work is the one pushed
+            raise TurnAbandoned(order.id)
         head = workspaces.commit_and_push(
             checkout, f"the-loop: {order.node}, turn {order.number} for "
                       f"#{context.number}\n\nWork item: {order.ref}")
@@ -257,13 +273,24 @@ class TurnRunner:
 
     def _report(self, ref: str, order: TurnOrder, context: TurnContext, ended: TurnEnded,
                 attempt: int, branch: str | None) -> None:
+        # The record first, and only while it is this turn's: once the report is in, the
+        # worker may order the next turn, whose record must not be overwritten.
+        self.records.update_if(ref, order.id, status=ended.status, ended_at=time.time(),
+                               cost_usd=ended.cost_usd, detail=ended.detail,
+                               harness_session=ended.harness_session or "",
+                               head_sha=ended.head_sha or "")
         self.records.report(self.inbox, order, context, ended, attempt=attempt,
                             branch=branch)
-        self.records.update(ref, status=ended.status, ended_at=time.time(),
-                            cost_usd=ended.cost_usd, detail=ended.detail,
-                            harness_session=ended.harness_session or "",
-                            head_sha=ended.head_sha or "")
         log.info("turn %s ended: %s", order.id, ended.status)
+
+
+class TurnAbandoned(LoopError):
+    """A turn whose lock another attempt took over (a runner paused past its lease):
+    it neither pushes nor reports."""
+
+
+#: Seconds between SIGTERM and SIGKILL when a turn is cancelled or its lock lost.
+KILL_GRACE = 5.0
 
 
 class _Heartbeat(threading.Thread):
@@ -277,18 +304,23 @@ class _Heartbeat(threading.Thread):
         self.token, self.lease = token, lease
         self.pgid: int | None = None
         self.cancelled = False
+        self.lost = False
         self._stop_event = threading.Event()
 
     def started(self, pgid: int) -> None:
-        """The harness started as process group ``pgid`` (recorded for the reaper)."""
+        """The harness started as process group ``pgid`` (recorded for the reaper); one
+        started after the lock was lost or the turn cancelled is stopped at once."""
         self.pgid = pgid
         self.records.update(self.ref, pgid=pgid)
+        if self.lost or self.cancelled:
+            self._kill()
 
     def run(self) -> None:
         while not self._stop_event.wait(max(1.0, self.lease / 3)):
             try:
                 if not self.records.renew(self.ref, self.token, self.lease):
                     log.error("turn %s lost its lock; stopping the harness", self.order.id)
+                    self.lost = True
                     self._kill()
                     return
                 self.records.take_slot(self.order.id, self.context.installation_id,
@@ -301,9 +333,10 @@ class _Heartbeat(threading.Thread):
                 log.warning("turn heartbeat failed (%s)", type(exc).__name__)
 
     def _kill(self) -> None:
+        """TERM the harness's group, KILL it after the grace (it may ignore TERM)."""
         if self.pgid is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.pgid, signal.SIGTERM)
+            threading.Thread(target=kill_group, args=(self.pgid, KILL_GRACE), daemon=True,
+                             name=f"turn-kill-{self.pgid}").start()
 
     def stop(self) -> None:
         self._stop_event.set()

@@ -20,7 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import redis
@@ -32,6 +32,7 @@ from the_loop.events import TURN_EVENT
 from the_loop.inbox.enqueue import SEVEN_DAYS, DeliveryQueue
 from the_loop.inbox.keys import Keys
 from the_loop.inbox.record import DeliveryRecord
+from workers.workspace import branch_name
 
 log = logging.getLogger("the_loop.runner")
 
@@ -144,6 +145,13 @@ class TurnRecords:
         """
         if self.redis.exists(self.keys.turn_ordered(order.id)):
             return False
+        if context.branch is None:
+            # The branch is named once, from the title the first order saw; later orders
+            # (a turn report carries no title) keep it.
+            branch = branch_name(context.number, context.title)
+            self.redis.hsetnx(self.keys.workspace(order.ref), "branch", branch)
+            context = replace(context, branch=_text(
+                self.redis.hget(self.keys.workspace(order.ref), "branch") or branch))
         self._enqueue(order, context, attempt=1)
         log.info("turn %s ordered", order.id)
         return True
@@ -205,6 +213,49 @@ class TurnRecords:
         with self.redis.pipeline() as pipe:
             self.queue.enqueue_job(job, pipeline=pipe)
             pipe.execute()
+
+    def enqueue_again(self, ref: str) -> bool:
+        """Queue ``ref``'s recorded turn's job again as it is (same attempt, status and
+        flags: a turn waiting for a slot or for the work item's lock).
+
+        Returns:
+            False when there is no queued or interrupted turn to queue.
+        """
+        record = self.get(ref)
+        if record is None or record.get("status") not in (QUEUED, INTERRUPTED):
+            return False
+        order = TurnOrder.from_dict(json.loads(record["order"]))
+        attempt = int(record.get("attempt") or 1)
+        job = self.queue.create_job(
+            TURN_FUNC, args=(order.ref, order.id), job_id=f"{job_id(order.id)}-{attempt}",
+            timeout=self.job_timeout, result_ttl=0, failure_ttl=SEVEN_DAYS,
+            description=f"the-loop turn {order.number} of {order.ref} at {order.node}")
+        with self.redis.pipeline() as pipe:
+            self.queue.enqueue_job(job, pipeline=pipe)
+            pipe.execute()
+        return True
+
+    def update_if(self, ref: str, order_id: str, **fields: Any) -> bool:
+        """Set fields of ``ref``'s turn record only while it is turn ``order_id``'s (a
+        late writer never overwrites the next turn's record).
+
+        Returns:
+            whether it was written.
+        """
+        key = self.keys.turn(ref)
+        with self.redis.pipeline() as pipe:
+            while True:
+                try:
+                    pipe.watch(key)
+                    if _text(pipe.hget(key, "id") or b"") != order_id:
+                        pipe.reset()
+                        return False
+                    pipe.multi()
+                    pipe.hset(key, mapping={k: _field(v) for k, v in fields.items()})
+                    pipe.execute()
+                    return True
+                except redis.WatchError:
+                    continue
 
     # -- records ------------------------------------------------------------------------
 

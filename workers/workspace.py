@@ -264,6 +264,9 @@ class Workspaces:
                                  repo=repo, branch=branch, step="prepare")
         url = self.git_url(repo)
         with self._locked(path):
+            # Ours is the only git in this checkout (the lock above): an index.lock left by
+            # a git killed at its time limit is stale and would wedge every later turn.
+            (path / ".git" / "index.lock").unlink(missing_ok=True)
             if not (path / ".git").is_dir():
                 if path.exists():
                     shutil.rmtree(path)  # a clone that died half-way

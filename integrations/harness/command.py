@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,12 @@ def read_result(path: Path) -> tuple[dict[str, Any], str]:
     no file) and ``""``, or ``({}, why)`` when it is not a JSON object of the documented
     shape (the words name the field, never echo its value)."""
     try:
-        with open(path, "rb") as handle:
+        # Non-blocking and no symlink: the agent owns the file and could make it a named
+        # pipe (an open() that never returns) or a link to one of the-loop's files.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return {}, "is not a regular file"
             raw = handle.read(_MAX_RESULT_BYTES + 1)
     except FileNotFoundError:
         return {}, ""

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from integrations.github_fake_http import HttpFakeGitHub, serve
-from tests.conftest import REPO_ROOT, load_fixture
+from tests.conftest import REPO_ROOT, load_payload
 from tests.e2e.test_end_to_end import (
     comment_payload,
     enrol_payload,
@@ -285,7 +285,7 @@ def test_a_review_of_the_draft_pull_request_decides_the_work_items_gate(stack):
                and s.status == "waiting", timeout=60, what="requirements at its gate")
     branch = branch_of(loop)
     pull = loop.fake.find_pull_request(REPO, branch)
-    review = json.loads(load_fixture("pull_request_review", "submitted"))
+    review = load_payload("pull_request_review", "submitted")
     review["installation"] = {"id": 1}
     review["pull_request"]["number"] = pull["number"]
     review["pull_request"]["head"].update(sha=pull["head_sha"], ref=branch)
