@@ -327,14 +327,27 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
         return request.host_url.rstrip("/")
 
     def user_json(login: str) -> dict[str, Any]:
+        """GitHub's "simple-user" (every required field of its OpenAPI schema)."""
+        api = f"{api_base()}/users/{login}"
         return {
             "login": login,
             "id": zlib.crc32(login.encode()) % 10**8,
             "node_id": f"U_{login}",
+            "avatar_url": f"{web_base()}/avatars/{login}",
+            "gravatar_id": "",
             "type": "Bot" if login.endswith("[bot]") else "User",
             "site_admin": False,
-            "url": f"{api_base()}/users/{login}",
+            "url": api,
             "html_url": f"{web_base()}/{login}",
+            "followers_url": f"{api}/followers",
+            "following_url": f"{api}/following{{/other_user}}",
+            "gists_url": f"{api}/gists{{/gist_id}}",
+            "starred_url": f"{api}/starred{{/owner}}{{/repo}}",
+            "subscriptions_url": f"{api}/subscriptions",
+            "organizations_url": f"{api}/orgs",
+            "repos_url": f"{api}/repos",
+            "events_url": f"{api}/events{{/privacy}}",
+            "received_events_url": f"{api}/received_events",
         }
 
     def repo_json(r: Repo) -> dict[str, Any]:
