@@ -14,7 +14,6 @@ import base64
 import json
 import time
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jwt
