@@ -86,13 +86,9 @@ def test_make_run_in_sandbox_mode_walks_a_work_item_to_design(redis_ns, tmp_path
         assert time.monotonic() - opened < 15
 
         store = RedisStateStore(redis_ns.client, redis_ns.prefix)
-        try:
-            wait_until(lambda: (s := store.load(REF)) and s.current_node ==
-                       "requirements-approval" and s.status == "waiting", timeout=60,
-                       what="requirements written, blocked, repaired, at the gate")
-        except AssertionError:
-            print(log.read_text()[-6000:])
-            raise
+        wait_until(lambda: (s := store.load(REF)) and s.current_node ==
+                   "requirements-approval" and s.status == "waiting", timeout=60,
+                   what="requirements written, blocked, repaired, at the gate")
         chains = [e.data["status"] for e in store.events(REF) if e.type ==
                   "chain.completed" and e.data["node"] == "requirements"
                   and e.data["boundary"] == "exit"]
@@ -112,6 +108,9 @@ def test_make_run_in_sandbox_mode_walks_a_work_item_to_design(redis_ns, tmp_path
         assert not [e for e in store.events(REF) if e.type.startswith("labels.drift")]
         members = set(descendants(run.pid))
         assert len(members) >= 5  # the sandbox, gunicorn (master + worker), worker, runner
+    except AssertionError:
+        print(log.read_text()[-8000:])  # what the processes said, for the failure report
+        raise
     finally:
         members |= set(descendants(run.pid))
         groups = {os.getpgid(p) for p in members if _alive(p)}
