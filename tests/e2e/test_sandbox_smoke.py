@@ -74,9 +74,14 @@ def test_make_run_in_sandbox_mode_walks_a_work_item_to_design(redis_ns, tmp_path
         def show() -> dict:
             return json.loads(sandbox(env, "show", "1", "--json"))
 
-        wait_until(lambda: ready() and requests.get(
-            env["THE_LOOP_SANDBOX_URL"] + "/repos/sandbox/demo", timeout=1).ok,
-                   timeout=30, what="the sandbox's GitHub")
+        def sandbox_up() -> bool:
+            try:
+                return requests.get(env["THE_LOOP_SANDBOX_URL"] + "/repos/sandbox/demo",
+                                    timeout=1).ok
+            except requests.RequestException:
+                return False
+
+        wait_until(sandbox_up, timeout=30, what="the sandbox's GitHub")
         out = sandbox(env, "issue", "create", "Add a login page", "--label", "the-loop")
         assert out.strip() == f"opened {REF} with the-loop"
         opened = time.monotonic()
