@@ -4,10 +4,11 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 MERMAID := $(VENV)/mermaid
+OPENAPI := $(VENV)/github-openapi
 
 .PHONY: run test lint venv clean bench
 
-venv: $(STAMP) $(MERMAID)/.installed
+venv: $(STAMP) $(MERMAID)/.installed $(OPENAPI)/.installed
 
 # Reinstall whenever pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -22,6 +23,15 @@ $(MERMAID)/.installed: tools/mermaid/package.json tools/mermaid/package-lock.jso
 	mkdir -p $(MERMAID)
 	cp tools/mermaid/package.json tools/mermaid/package-lock.json tools/mermaid/.npmrc $(MERMAID)/
 	cd $(MERMAID) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $@
+
+# GitHub's published OpenAPI description (@octokit/openapi, pinned): the sandbox's REST
+# answers are checked against it (tests/integrations/test_sandbox_openapi.py).
+$(OPENAPI)/.installed: tools/github-openapi/package.json tools/github-openapi/package-lock.json
+	@command -v npm >/dev/null || { echo "npm not found: install Node.js >= 20 with npm (Debian: apt-get install nodejs npm)"; exit 1; }
+	mkdir -p $(OPENAPI)
+	cp tools/github-openapi/package.json tools/github-openapi/package-lock.json tools/github-openapi/.npmrc $(OPENAPI)/
+	cd $(OPENAPI) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $@
 
 run: venv

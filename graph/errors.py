@@ -49,6 +49,7 @@ exception class in the packages is in this tree, and drawn here::
         ├── DeliveryCommandError (RuntimeError)    inbox/dead.py: an operator command refused
         ├── ParserError (RuntimeError)             hooks/lint_artifacts.py: Mermaid parser failed
         ├── ManifestError (ValueError)             manifest.py
+        ├── AppCreateError                         app_create.py: the manifest flow failed
         └── RedeliverError (RuntimeError)          redeliver.py
 
 ``graph/`` is the innermost package, so the root lives here and every other package may

@@ -89,9 +89,15 @@ ENDPOINTS = (
     "GET    /{owner}/{repo}.git/info/refs?service=git-upload-pack|git-receive-pack",
     "POST   /{owner}/{repo}.git/git-upload-pack",
     "POST   /{owner}/{repo}.git/git-receive-pack",
+    "POST   /app-manifests/{code}/conversions",
+    "POST   /settings/apps/new?state=... (web form: the manifest flow)",
+    "POST   /organizations/{org}/settings/apps/new?state=... (web form)",
 )
 
 GHES_PREFIX = "/api/v3"
+#: The manifest flow's paths: the "new App" form and the code conversion.
+_MANIFEST_PATH = re.compile(r"(^(/organizations/[^/]+)?/settings/apps/new$)"
+                            r"|(/app-manifests/[^/]+/conversions$)")
 #: Git's smart HTTP paths: ``/{owner}/{name}.git/{service path}``.
 _GIT_PATH = re.compile(r"^/([A-Za-z0-9._-]+)/([A-Za-z0-9._-]+)\.git(/.*)$")
 #: Seconds one ``git http-backend`` run may take.
@@ -171,6 +177,8 @@ class HttpFakeGitHub(FakeGitHub):
         self._injected: collections.Counter[str] = collections.Counter()
         self._requests: list[RecordedRequest] = []
         self._token_requests: list[int] = []
+        #: One-time codes of the manifest flow -> ``{"manifest", "owner"}``.
+        self.manifests: dict[str, dict[str, Any]] = {}
         self.app = _create_app(self)
 
     # -- faults -----------------------------------------------------------------------
@@ -320,14 +328,27 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
         return request.host_url.rstrip("/")
 
     def user_json(login: str) -> dict[str, Any]:
+        """GitHub's "simple-user" (every required field of its OpenAPI schema)."""
+        api = f"{api_base()}/users/{login}"
         return {
             "login": login,
             "id": zlib.crc32(login.encode()) % 10**8,
             "node_id": f"U_{login}",
+            "avatar_url": f"{web_base()}/avatars/{login}",
+            "gravatar_id": "",
             "type": "Bot" if login.endswith("[bot]") else "User",
             "site_admin": False,
-            "url": f"{api_base()}/users/{login}",
+            "url": api,
             "html_url": f"{web_base()}/{login}",
+            "followers_url": f"{api}/followers",
+            "following_url": f"{api}/following{{/other_user}}",
+            "gists_url": f"{api}/gists{{/gist_id}}",
+            "starred_url": f"{api}/starred{{/owner}}{{/repo}}",
+            "subscriptions_url": f"{api}/subscriptions",
+            "organizations_url": f"{api}/orgs",
+            "repos_url": f"{api}/repos",
+            "events_url": f"{api}/events{{/privacy}}",
+            "received_events_url": f"{api}/received_events",
         }
 
     def repo_json(r: Repo) -> dict[str, Any]:
@@ -417,8 +438,9 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
             return resp
         g.login = None
         g.installation = None
-        if "/access_tokens" in request.path or _GIT_PATH.match(request.path):
-            return None  # checked by the route
+        if ("/access_tokens" in request.path or _GIT_PATH.match(request.path)
+                or _MANIFEST_PATH.search(request.path)):
+            return None  # checked by the route (the manifest flow needs no token)
         if kind == "token":
             with fake.lock:
                 installation = fake._issued.get(credential)
@@ -1253,9 +1275,83 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
 
         return Response(body(), status=status, headers=headers)
 
+    _manifest_routes(fake, app, bp)
     app.register_blueprint(bp)
     app.register_blueprint(bp, url_prefix=GHES_PREFIX, name="ghes")
     return app
+
+
+def _manifest_routes(fake: HttpFakeGitHub, app: Flask, bp: Blueprint) -> None:
+    """GitHub's "Registering a GitHub App from a manifest" flow: the web form (``POST
+    /settings/apps/new`` or ``/organizations/{org}/settings/apps/new`` with the form field
+    ``manifest`` and ``?state=``) creates the App at once (no page to confirm) and
+    redirects to the manifest's ``redirect_url`` with a one-time ``code`` and the
+    ``state``; ``POST /app-manifests/{code}/conversions`` (no authentication) answers 201
+    with the App's id, client id and secret, webhook secret and private key (``pem``),
+    once; an unknown or used code is 404."""
+
+    def new_app(org: str | None = None) -> Response:
+        raw = request.form.get("manifest", "")
+        try:
+            manifest = json.loads(raw)
+        except ValueError:
+            manifest = None
+        redirect = manifest.get("redirect_url") if isinstance(manifest, dict) else None
+        hook = manifest.get("hook_attributes") if isinstance(manifest, dict) else None
+        if (not isinstance(manifest, dict) or not isinstance(manifest.get("url"), str)
+                or not isinstance(redirect, str) or not redirect.startswith(("http://",
+                                                                              "https://"))
+                or not isinstance(hook, dict) or not isinstance(hook.get("url"), str)):
+            return Response("Invalid GitHub App configuration: the manifest needs url, "
+                            "hook_attributes.url and redirect_url", status=422,
+                            mimetype="text/plain")
+        code = f"fake{fake.next_id()}x{random.randrange(16**8):08x}"
+        with fake.lock:
+            fake.manifests[code] = {"manifest": manifest, "owner": org or fake.user_login}
+        query = urllib.parse.urlencode({"code": code, **({"state": request.args["state"]}
+                                                         if "state" in request.args else {})})
+        resp = Response(status=302)
+        resp.headers["Location"] = f"{redirect}{'&' if '?' in redirect else '?'}{query}"
+        return resp
+
+    app.add_url_rule("/settings/apps/new", "manifest_new_app", new_app, methods=["POST"])
+    app.add_url_rule("/organizations/<org>/settings/apps/new", "manifest_new_org_app",
+                     new_app, methods=["POST"])
+
+    @bp.post("/app-manifests/<code>/conversions")
+    def manifest_conversion(code: str) -> Response:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        with fake.lock:
+            found = fake.manifests.pop(code, None)
+            app_id = fake.next_id()
+        if found is None:
+            return _error(404, "Not Found")
+        manifest, owner = found["manifest"], found["owner"]
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pem = key.private_bytes(serialization.Encoding.PEM,
+                                serialization.PrivateFormat.TraditionalOpenSSL,
+                                serialization.NoEncryption()).decode("ascii")
+        name = str(manifest.get("name") or "the-loop")
+        slug = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-") or "app"
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        owner_json = {"login": owner, "id": zlib.crc32(owner.encode()) % 10**8,
+                      "node_id": f"U_{owner}", "type": "User", "site_admin": False,
+                      "url": f"{request.host_url.rstrip('/')}/users/{owner}",
+                      "html_url": f"{request.host_url.rstrip('/')}/{owner}"}
+        resp = jsonify({
+            "id": app_id, "slug": slug, "node_id": f"A_{app_id}", "client_id":
+            f"Iv1.fake{app_id:08x}", "client_secret": f"fake{random.randrange(16**32):032x}",
+            "webhook_secret": f"{random.randrange(16**40):040x}", "pem": pem,
+            "owner": owner_json, "name": name, "description": manifest.get("description"),
+            "external_url": manifest["url"],
+            "html_url": f"{request.host_url.rstrip('/')}/apps/{slug}",
+            "created_at": stamp, "updated_at": stamp,
+            "permissions": dict(manifest.get("default_permissions") or {}),
+            "events": list(manifest.get("default_events") or [])})
+        resp.status_code = 201
+        return resp
 
 
 # ----------------------------------------------------------------------------- serving

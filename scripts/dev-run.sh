@@ -1,45 +1,104 @@
 #!/usr/bin/env bash
-# `make run`: start Redis if it is not answering, then the webhook receiver (gunicorn)
-# and one RQ worker. Ctrl-C stops both.
+# `make run`: the receiver (gunicorn), one worker and `the-loop runner`, against GitHub
+# when credentials are configured, else against the embedded sandbox (`the-loop sandbox`:
+# a local GitHub stand-in that sends signed deliveries to the receiver, with the demo
+# agent as the harness). Starts Redis if it is not answering. Says which mode it chose
+# and why, in one line. Every process runs in its own process group; Ctrl-C or SIGTERM
+# stops every group it started.
 set -euo pipefail
+set -m  # job control: each background process gets its own process group
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
+DEV=.dev
+mkdir -p "$DEV"
+pids=()
 
-if ! redis-cli ping >/dev/null 2>&1; then
-  echo "the-loop: Redis is not answering; starting redis-server"
-  redis-server --daemonize yes --save "" --appendonly no
-  for _ in $(seq 1 50); do redis-cli ping >/dev/null 2>&1 && break; sleep 0.1; done
-fi
+stop() {
+  trap - EXIT INT TERM
+  for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
+  for _ in $(seq 1 150); do
+    alive=0
+    for pid in "${pids[@]}"; do kill -0 -- "-$pid" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap stop EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
-if [ -z "${THE_LOOP_WEBHOOK_SECRET:-}" ]; then
-  mkdir -p .dev
-  [ -s .dev/webhook-secret ] || "$BIN/python" -c 'import secrets; print(secrets.token_hex(32))' > .dev/webhook-secret
-  THE_LOOP_WEBHOOK_SECRET=$(cat .dev/webhook-secret)
-  export THE_LOOP_WEBHOOK_SECRET
-  echo "the-loop: THE_LOOP_WEBHOOK_SECRET not set; using the development secret in .dev/webhook-secret"
-fi
+# .env (written by `the-loop app create`) holds the App's credentials.
+if [ -f .env ]; then set -a; . ./.env; set +a; fi
 
-if [ -z "${THE_LOOP_GITHUB_APP_ID:-}${GH_TOKEN:-}${GITHUB_TOKEN:-}${THE_LOOP_GITHUB_TRANSPORT:-}" ] \
-   && ! command -v gh >/dev/null 2>&1; then
-  # No way to reach GitHub: say so, and run the worker acknowledge-only (explicit `none`).
-  export THE_LOOP_GITHUB_TRANSPORT=none
-  echo "the-loop: no GitHub credentials (THE_LOOP_GITHUB_APP_ID + THE_LOOP_GITHUB_PRIVATE_KEY, or GH_TOKEN) and no gh; the worker will acknowledge deliveries but cannot advance work items"
+REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
+export REDIS_URL
+if ! "$BIN/python" -c 'import redis, sys; redis.Redis.from_url(sys.argv[1]).ping()' "$REDIS_URL" >/dev/null 2>&1; then
+  echo "the-loop: Redis is not answering at $REDIS_URL; starting redis-server"
+  redis-server --port "$("$BIN/python" -c 'import sys, urllib.parse as u; print(u.urlsplit(sys.argv[1]).port or 6379)' "$REDIS_URL")" \
+    --save "" --appendonly no >"$DEV/redis.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 50); do
+    "$BIN/python" -c 'import redis, sys; redis.Redis.from_url(sys.argv[1]).ping()' "$REDIS_URL" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
 fi
 
 PORT=${PORT:-8080}
 export PORT
-# Plain log lines in a terminal (the image and the chart keep the default, JSON lines);
-# the worker's metrics listen on loopback like the receiver.
 export THE_LOOP_LOG_FORMAT="${THE_LOOP_LOG_FORMAT:-text}"
 export THE_LOOP_HOST="${THE_LOOP_HOST:-127.0.0.1}"
+
+mode=${THE_LOOP_MODE:-}
+if [ -z "$mode" ]; then
+  if [ -n "${THE_LOOP_GITHUB_APP_ID:-}" ] && [ -n "${THE_LOOP_GITHUB_PRIVATE_KEY:-}${THE_LOOP_GITHUB_PRIVATE_KEY_PATH:-}" ]; then
+    mode=github; why="THE_LOOP_GITHUB_APP_ID and a private key are set"
+  elif [ -n "${GH_TOKEN:-}${GITHUB_TOKEN:-}" ]; then
+    mode=github; why="a token is set (GH_TOKEN or GITHUB_TOKEN)"
+  else
+    mode=sandbox; why="no GitHub credentials (THE_LOOP_GITHUB_APP_ID + a key, or GH_TOKEN; \`the-loop app create\` registers an App)"
+  fi
+else
+  why="THE_LOOP_MODE=$mode"
+fi
+
+case "$mode" in
+  sandbox)
+    SANDBOX_PORT=${THE_LOOP_SANDBOX_PORT:-8765}
+    # Point the-loop at the sandbox: its API, git URL, a local App key, the harness.
+    eval "$("$BIN/the-loop" sandbox prepare --dir "${THE_LOOP_SANDBOX_DIR:-$DEV/sandbox}" --port "$SANDBOX_PORT")"
+    unset GH_TOKEN GITHUB_TOKEN THE_LOOP_GITHUB_PRIVATE_KEY THE_LOOP_GITHUB_TRANSPORT
+    echo "the-loop: mode: sandbox, because $why; GitHub stand-in on $THE_LOOP_SANDBOX_URL"
+    ;;
+  github)
+    if [ -z "${THE_LOOP_WEBHOOK_SECRET:-}" ]; then
+      [ -s "$DEV/webhook-secret" ] || "$BIN/python" -c 'import secrets; print(secrets.token_hex(32))' > "$DEV/webhook-secret"
+      THE_LOOP_WEBHOOK_SECRET=$(cat "$DEV/webhook-secret")
+      export THE_LOOP_WEBHOOK_SECRET
+      echo "the-loop: THE_LOOP_WEBHOOK_SECRET not set; using the development secret in $DEV/webhook-secret"
+    fi
+    echo "the-loop: mode: GitHub, because $why"
+    ;;
+  *) echo "the-loop: THE_LOOP_MODE must be sandbox or github, got '$mode'" >&2; exit 2 ;;
+esac
+
 "$BIN/the-loop" graph validate
-"$BIN/the-loop" worker &
-worker=$!
+if [ "$mode" = sandbox ]; then
+  "$BIN/the-loop" sandbox --port "$SANDBOX_PORT" --webhook-url "http://127.0.0.1:$PORT/webhook" &
+  pids+=($!)
+fi
 "$BIN/the-loop" serve --port "$PORT" --host "$THE_LOOP_HOST" &
-web=$!
-# Stop both on Ctrl-C or SIGTERM; waiting in the background lets the trap run at once.
-stop() { kill -TERM "$web" "$worker" 2>/dev/null || true; wait 2>/dev/null || true; }
-trap stop EXIT INT TERM
-echo "the-loop: receiver on http://127.0.0.1:$PORT/webhook (web pid $web, worker pid $worker)"
-echo "the-loop: try: THE_LOOP_WEBHOOK_SECRET=\$(cat .dev/webhook-secret) $BIN/the-loop replay tests/fixtures/github-webhooks --url http://127.0.0.1:$PORT/webhook"
-wait -n "$web" "$worker"
+pids+=($!)
+"$BIN/the-loop" worker &
+pids+=($!)
+if [ "$mode" = sandbox ] || [ -n "${THE_LOOP_HARNESS:-}" ]; then
+  "$BIN/the-loop" runner &
+  pids+=($!)
+fi
+echo "the-loop: receiver on http://127.0.0.1:$PORT/webhook (process groups: ${pids[*]})"
+if [ "$mode" = sandbox ]; then
+  echo "the-loop: try: $BIN/the-loop sandbox issue create 'Add a login page' --label the-loop"
+fi
+# Any process ending stops them all (the trap).
+wait -n

@@ -22,6 +22,8 @@ import redis
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Real GitHub payloads, kept in the repository (see tests/fixtures/github-webhooks/README.md).
 FIXTURES_DIR = REPO_ROOT / "tests" / "fixtures" / "github-webhooks"
+# The processes tests start never read a developer's .env (the-loop app create's output).
+os.environ["THE_LOOP_ENV_FILE"] = ""
 TEST_REDIS_URL = os.environ.get("THE_LOOP_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
 # Global RQ sets that collect members (queue keys, worker keys) from every test.
 _SHARED_SETS = ("rq:queues", "rq:workers")

@@ -377,6 +377,7 @@ def test_key_without_app_id(rsa_pem) -> None:
 ENVIRON_ALLOWED = {
     "the_loop/settings.py", "webhook/wsgi.py", "webhook/gunicorn_conf.py",
     "the_loop/cli.py", "the_loop/deliveries.py", "the_loop/hooks/lint_artifacts.py",
+    "the_loop/sandbox/cli.py", "the_loop/sandbox/demo_agent.py",
 }
 
 

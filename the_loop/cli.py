@@ -68,11 +68,26 @@ def _setup_logging(settings: Settings) -> None:
     configure(settings.logging)
 
 
+#: The file of variables every command reads first (``$THE_LOOP_ENV_FILE``; empty: none).
+ENV_FILE = ".env"
+
+
+def load_env_file() -> None:
+    """Set the variables of ``.env`` (``$THE_LOOP_ENV_FILE``; ``""`` reads none) that are
+    not set already: the App's credentials ``the-loop app create`` wrote."""
+    path = os.environ.get("THE_LOOP_ENV_FILE", ENV_FILE)
+    if path and Path(path).is_file():
+        from dotenv import load_dotenv
+
+        load_dotenv(path, override=False)
+
+
 @click.group()
 @click.version_option(package_name="the-loop")
 def main() -> None:
     """the-loop: a GitHub App that walks issues and pull requests through a
     product-development lifecycle graph."""
+    load_env_file()
 
 
 # -- service -------------------------------------------------------------------------
@@ -389,6 +404,60 @@ def app_manifest(fmt: str, name: str | None, webhook_url: str | None, homepage: 
 # -- upgrade -------------------------------------------------------------------------
 
 
+@app_group.command("create")
+@click.option("--org", default=None, help="Register the App for this organization "
+              "(default: your personal account).")
+@click.option("--github-url", default="https://github.com", show_default=True,
+              help="GitHub's web URL (GitHub Enterprise Server: https://HOST).")
+@click.option("--api-url", default=None, help="The REST API root [https://api.github.com "
+              "for github.com, else GITHUB_URL/api/v3].")
+@click.option("--webhook-url", default=None,
+              help="Where GitHub sends deliveries, e.g. https://loop.example.com/webhook "
+                   "(a tunnel's URL on a laptop: see docs/install.md).")
+@click.option("--name", default=None, help="The App's name (GitHub's limit: 34 characters).")
+@click.option("--port", type=click.IntRange(0, 65535), default=0,
+              help="Port of the local page (default: a free one).")
+@click.option("--env-file", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path(ENV_FILE), show_default=True, help="Where the credentials go.")
+@click.option("--key-file", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path(".dev/github-app-key.pem"), show_default=True,
+              help="Where the App's private key goes (mode 0600).")
+@click.option("--timeout", type=click.FloatRange(1), default=900.0, show_default=True,
+              help="Seconds to wait for GitHub's redirect.")
+@click.option("--no-browser", is_flag=True, help="Print the page's URL; open no browser.")
+def app_create(org: str | None, github_url: str, api_url: str | None,
+               webhook_url: str | None, name: str | None, port: int, env_file: Path,
+               key_file: Path, timeout: float, no_browser: bool) -> None:
+    """Register the GitHub App from its manifest (GitHub's manifest flow): a local page
+    posts app.yml to GitHub's "new App" form, GitHub redirects back with a code, and the
+    code's conversion gives the App's id, secrets and key, written to .env (0600)."""
+    from the_loop.app_create import AppCreateError, start
+    from the_loop.manifest import ManifestError
+
+    try:
+        flow = start(github_url=github_url, org=org, webhook_url=webhook_url,
+                     env_file=env_file, key_file=key_file, api_url=api_url, port=port,
+                     name=name)
+    except ManifestError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"the-loop app create: open {flow.url} and press \"Create GitHub App\"",
+               err=True)
+    if webhook_url is None:
+        click.echo("the-loop app create: no --webhook-url: the App's webhook URL is the "
+                   "shipped placeholder; set it on the App's page later", err=True)
+    if not no_browser:
+        import webbrowser
+
+        webbrowser.open(flow.url)
+    try:
+        made = flow.wait(timeout)
+    except AppCreateError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"registered GitHub App {made['slug']} (id {made['id']}); credentials in "
+               f"{made['env_file']}, private key in {made['key_file']}")
+    click.echo(f"install it: {made['html_url']}/installations/new; then: make run")
+
+
 @main.command("upgrade")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="Print the moves; write nothing.")
@@ -423,6 +492,7 @@ def upgrade_cmd(files: tuple[str, ...], dry_run: bool, kind: str | None) -> None
 
 # Commands that drive the graph live in their own module; importing registers them.
 from the_loop import deliveries, drivers, sessions  # noqa: E402,F401
+from the_loop.sandbox import cli as _sandbox_cli  # noqa: E402,F401
 
 if __name__ == "__main__":
     main()

@@ -10,7 +10,6 @@ import json
 import os
 import runpy
 import signal
-import subprocess
 import sys
 import urllib.request
 from pathlib import Path
@@ -20,6 +19,7 @@ from gunicorn.config import Config
 
 from tests.conftest import REPO_ROOT
 from tests.observability.helpers import free_port, wait_until
+from tests.support.processes import start, stop
 from the_loop.cli import main
 
 CONF = REPO_ROOT / "webhook" / "gunicorn_conf.py"
@@ -99,10 +99,8 @@ def test_serve_starts_without_an_error_when_home_is_unusable(tmp_path):
                                       if p),
     })
     out = tmp_path / "serve.out"
-    with out.open("w") as sink:
-        proc = subprocess.Popen(
-            [str(BIN / "the-loop"), "serve", "--host", "127.0.0.1", "--port", str(port)],
-            env=env, stdout=sink, stderr=subprocess.STDOUT, cwd=tmp_path)
+    proc = start([str(BIN / "the-loop"), "serve", "--host", "127.0.0.1", "--port", str(port)],
+                 env, out, cwd=tmp_path)
     try:
         def up() -> bool:
             assert proc.poll() is None, f"serve exited early:\n{out.read_text()}"
@@ -118,8 +116,11 @@ def test_serve_starts_without_an_error_when_home_is_unusable(tmp_path):
 
         wait_until(control_decided, timeout=10, what="gunicorn's control socket line")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        proc.send_signal(signal.SIGTERM)  # the master alone: it stops its workers
+        try:
+            proc.wait(timeout=30)
+        finally:
+            stop(proc)  # whatever happened, nothing of its group is left
     lines = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
     loud = [line for line in lines if line["level"] in ("WARNING", "ERROR", "CRITICAL")]
     assert loud == [], loud

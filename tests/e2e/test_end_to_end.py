@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.conftest import FIXTURES_DIR, load_payload, sign_body
+from tests.support.processes import start, stop
 from workers.state import RedisStateStore
 
 pytestmark = pytest.mark.e2e
@@ -81,11 +81,9 @@ def running_stack(redis_ns, tmp_path, *, collaborators=COLLABORATORS, extra_env=
     env.pop("GITHUB_TOKEN", None)
     logs = tmp_path / "logs"
     logs.mkdir(exist_ok=True)
-    web = subprocess.Popen([str(BIN / "the-loop"), "serve", "--port", str(port),
-                            "--host", "127.0.0.1"], env=env,
-                           stdout=(logs / "web.out").open("w"), stderr=subprocess.STDOUT)
-    worker = subprocess.Popen([str(BIN / "the-loop"), "worker"], env=env,
-                              stdout=(logs / "worker.out").open("w"), stderr=subprocess.STDOUT)
+    web = start([str(BIN / "the-loop"), "serve", "--port", str(port), "--host",
+                 "127.0.0.1"], env, logs / "web.out")
+    worker = start([str(BIN / "the-loop"), "worker"], env, logs / "worker.out")
     url = f"http://127.0.0.1:{port}"
 
     def ready():
@@ -99,12 +97,7 @@ def running_stack(redis_ns, tmp_path, *, collaborators=COLLABORATORS, extra_env=
         yield fake, url, env, RedisStateStore(redis_ns.client, redis_ns.prefix), logs
     finally:
         for proc in (web, worker):
-            proc.send_signal(signal.SIGTERM)
-        for proc in (web, worker):
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc)
         stop_fake()
         if os.environ.get("THE_LOOP_E2E_SHOW_LOGS"):
             for f in logs.iterdir():

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -34,10 +33,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-ARTIFACT = re.compile(r"^- `(?P<path>[^`]+)` with sections: (?P<sections>.+)$")
-FEEDBACK = re.compile(r"^- (?P<hook>[a-z0-9][a-z0-9_-]*): (?P<message>.+)$")
-SECTION = re.compile(r"`(#{1,6} [^`]+)`")
-QUOTED = re.compile(r"'([^']+)'")
+# The work itself is the demo agent's (package code, standard library only): the
+# repository root goes on the path so the system ``python3`` finds it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from the_loop.sandbox.agent_work import do_work, parse_prompt  # noqa: E402,F401
 
 
 def home() -> Path:
@@ -78,68 +77,6 @@ def save_session(session_id: str, state: dict[str, Any]) -> None:
     path = session_file(session_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(state))
-
-
-def parse_prompt(prompt: str) -> tuple[dict[str, list[str]], list[str]]:
-    """``({path: [headings]}, [feedback messages])`` from a prompt."""
-    artifacts: dict[str, list[str]] = {}
-    feedback: list[str] = []
-    for line in prompt.splitlines():
-        line = line.strip()
-        match = ARTIFACT.match(line)
-        if match:
-            artifacts[match["path"]] = SECTION.findall(match["sections"])
-            continue
-        match = FEEDBACK.match(line)
-        if match:
-            feedback.append(match["message"])
-    return artifacts, feedback
-
-
-def _name(heading: str) -> str:
-    return heading.lstrip("#").strip()
-
-
-def _render(path: str, headings: list[str]) -> str:
-    title = Path(path).name  # not a section name: a title must not satisfy a check
-    parts = [f"# {title}\n"]
-    for heading in headings:
-        parts.append(f"\n{heading}\n\nWritten by the fake harness.\n")
-    return "".join(parts)
-
-
-def do_work(prompt: str, state: dict[str, Any] | None, cwd: Path) -> dict[str, Any]:
-    """The agent's work for one turn; returns the session's new state.
-
-    ``state`` ``None``: a first turn (writes artifacts without their last section);
-    otherwise a resumed turn (adds the sections the feedback names).
-    """
-    artifacts, feedback = parse_prompt(prompt)
-    if state is None:
-        state = {"artifacts": {}, "written": {}, "turns": 0}
-        state["artifacts"].update(artifacts)
-        for path, headings in artifacts.items():
-            state["written"][path] = headings[:-1]
-        if not artifacts:
-            state["written"]["IMPLEMENTED.md"] = ["## Changes"]
-            state["artifacts"]["IMPLEMENTED.md"] = ["## Changes"]
-    else:
-        for path, headings in artifacts.items():
-            state["artifacts"].setdefault(path, headings)
-            state["written"].setdefault(path, [])
-        named = {name for message in feedback for name in QUOTED.findall(message)}
-        for path, headings in state["artifacts"].items():
-            have = state["written"].setdefault(path, [])
-            for heading in headings:
-                if _name(heading) in named and heading not in have:
-                    have.append(heading)
-            have.sort(key=headings.index)
-    state["turns"] += 1
-    for path, headings in state["written"].items():
-        target = cwd / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(_render(path, headings), encoding="utf-8")
-    return state
 
 
 def before_result(knob: dict[str, Any], emit: Any) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,6 +19,7 @@ from rq.job import Job, JobStatus
 
 from tests.conftest import REPO_ROOT, load_fixture, sign_body
 from tests.observability.helpers import free_port, samples, value, wait_until
+from tests.support.processes import start, stop
 
 BIN = Path(sys.executable).parent
 SLOW_SECONDS = 3.0
@@ -70,9 +70,7 @@ def test_worker_finishes_the_current_job_on_sigterm_and_exits_0(redis_ns, tmp_pa
         THE_LOOP_HOST="127.0.0.1",
     )
     out = tmp_path / "worker.out"
-    with out.open("w") as sink:
-        proc = subprocess.Popen([str(BIN / "the-loop"), "worker"], env=env, stdout=sink,
-                                stderr=subprocess.STDOUT)
+    proc = start([str(BIN / "the-loop"), "worker"], env, out)
     try:
         def metrics_up() -> bool:
             assert proc.poll() is None, f"worker exited early:\n{out.read_text()}"
@@ -94,9 +92,7 @@ def test_worker_finishes_the_current_job_on_sigterm_and_exits_0(redis_ns, tmp_pa
         returncode = proc.wait(timeout=SLOW_SECONDS + 20)
         stopped_after = time.monotonic() - signalled
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop(proc)  # whatever happened, nothing of its group is left
 
     log = out.read_text()
     assert returncode == 0, log
@@ -113,10 +109,8 @@ def test_web_merges_worker_counters_logs_json_and_stops_on_sigterm(redis_ns, tmp
     port = free_port()
     env = _env(redis_ns, THE_LOOP_WEBHOOK_SECRET=SECRET, THE_LOOP_WEB_WORKERS="2")
     out = tmp_path / "web.out"
-    with out.open("w") as sink:
-        proc = subprocess.Popen([str(BIN / "the-loop"), "serve", "--host", "127.0.0.1",
-                                 "--port", str(port)], env=env, stdout=sink,
-                                stderr=subprocess.STDOUT)
+    proc = start([str(BIN / "the-loop"), "serve", "--host", "127.0.0.1", "--port", str(port)],
+                 env, out)
     url = f"http://127.0.0.1:{port}"
     metrics_dir = Path(tempfile.gettempdir()) / f"the-loop-metrics-{proc.pid}"
     body = load_fixture("issues", "opened")
@@ -149,9 +143,7 @@ def test_web_merges_worker_counters_logs_json_and_stops_on_sigterm(redis_ns, tmp
         proc.send_signal(signal.SIGTERM)
         returncode = proc.wait(timeout=35)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop(proc)  # whatever happened, nothing of its group is left
 
     log = out.read_text()
     assert returncode == 0, log

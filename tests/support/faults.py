@@ -39,7 +39,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,7 @@ from graph.markers import find_effect
 from integrations import github_fake as fakes
 from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.conftest import load_payload, sign_body
+from tests.support import processes
 from the_loop.inbox.keys import Keys
 
 OWNER = "Codertocat"
@@ -340,9 +341,9 @@ class Stack:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        self.web = subprocess.Popen(
+        self.web = processes.start(
             [str(BIN / "the-loop"), "serve", "--port", str(self.port), "--host", "127.0.0.1"],
-            env=self.env, stdout=(self.logs / "web.out").open("w"), stderr=subprocess.STDOUT)
+            self.env, self.logs / "web.out")
         for _ in range(self.sc.workers):
             self.workers.append(self._worker())
         deadline = time.monotonic() + 30
@@ -357,31 +358,31 @@ class Stack:
 
     def _worker(self) -> subprocess.Popen[bytes]:
         self._started += 1
-        out = (self.logs / f"worker-{self._started}.out").open("w")
-        return subprocess.Popen([str(BIN / "the-loop"), "worker"], env=self.env, stdout=out,
-                                stderr=subprocess.STDOUT)
+        return processes.start([str(BIN / "the-loop"), "worker"], self.env,
+                               self.logs / f"worker-{self._started}.out")
 
     def kill_one(self, rng: random.Random) -> None:
         """SIGKILL a worker, then start a new one in its place."""
         victim = rng.randrange(len(self.workers))
-        self.workers[victim].send_signal(signal.SIGKILL)
+        os.killpg(self.workers[victim].pid, signal.SIGKILL)
         self.workers[victim].wait(timeout=10)
         self.workers[victim] = self._worker()
 
     def stop(self) -> int:
-        """SIGTERM everything; returns how many processes did not stop within 20 s."""
+        """SIGTERM everything (whole process groups, whatever happened); returns how many
+        processes did not stop within 20 s."""
         procs = [p for p in [self.web, *self.workers] if p is not None]
         for proc in procs:
             if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+                with suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
         stuck = 0
         for proc in procs:
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 stuck += 1
-                proc.kill()
-                proc.wait(timeout=5)
+            processes.stop(proc, grace=5)
         self._stop_fake()
         return stuck
 
@@ -430,8 +431,8 @@ def run(sc: Scenario, client: redis.Redis, redis_url: str, prefix: str, queue: s
     rng = random.Random(sc.seed + 1)
     stack.fake.chaos(sc.fault_rate, after_rate=sc.after_share, seed=sc.seed + 2)
     start = time.monotonic()
-    stack.start()
     try:
+        stack.start()
         accepted = collections.Counter[int]()
         lock = threading.Lock()
         lanes = 4

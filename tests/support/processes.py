@@ -2,7 +2,10 @@
 
 A test that fails or is interrupted must leave nothing behind (a gunicorn master and its
 workers orphaned on their port, a runner's harness): :func:`stop` signals the whole
-group, TERM then KILL, and waits until no member is left.
+group, and the groups of every descendant that moved to a group of its own (``make
+run``'s script runs each process in its own group), TERM then KILL, and waits until no
+member is left. Use :func:`start` and :func:`running` (or ``stop`` in a ``finally``)
+for every process a test starts.
 """
 
 from __future__ import annotations
@@ -14,14 +17,18 @@ import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from integrations.harness.process import group_members
 
 
-def start(argv: Sequence[str], env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """Start ``argv`` in a new session (its own process group), output to ``log``."""
-    return subprocess.Popen(list(argv), env=dict(env), stdout=log.open("wb"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
+def start(argv: Sequence[str], env: Mapping[str, str], log: Path,
+          **popen: Any) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in a new session (its own process group), output to ``log``
+    (``popen``: more :class:`subprocess.Popen` arguments, e.g. ``cwd``)."""
+    with log.open("ab") as sink:
+        return subprocess.Popen(list(argv), env=dict(env), stdout=sink,
+                                stderr=subprocess.STDOUT, start_new_session=True, **popen)
 
 
 def group_alive(pgid: int) -> bool:
@@ -29,10 +36,45 @@ def group_alive(pgid: int) -> bool:
     return bool(group_members(pgid))
 
 
+def _stat(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2:].split()  # state ppid pgrp ...
+
+
+def descendants(pid: int) -> list[int]:
+    """Pids of the live processes below ``pid`` (children, theirs, ...), from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat(int(entry.name))
+            if fields and fields[0] not in ("Z", "X"):
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _groups(pids: list[int]) -> set[int]:
+    groups = set()
+    for pid in pids:
+        fields = _stat(pid)
+        if fields:
+            groups.add(int(fields[2]))
+    return groups
+
+
 def stop(proc: subprocess.Popen[bytes], *, grace: float = 15.0) -> None:
     """SIGTERM ``proc``'s process group, SIGKILL what is left after ``grace`` seconds,
-    and wait for the group to be gone."""
+    and wait for the group to be gone; then the same for the group of any descendant
+    that left it."""
     pgid = proc.pid
+    groups = _groups(descendants(proc.pid)) - {pgid}
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -44,6 +86,22 @@ def stop(proc: subprocess.Popen[bytes], *, grace: float = 15.0) -> None:
         os.killpg(pgid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
+    for group in groups:
+        stop_group(group, grace=grace)
+
+
+def stop_group(pgid: int, *, grace: float = 15.0) -> None:
+    """SIGTERM group ``pgid``, SIGKILL it after ``grace`` seconds, until none is left."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager

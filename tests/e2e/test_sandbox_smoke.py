@@ -1,0 +1,140 @@
+"""The sandbox smoke test: ``make run``'s script in sandbox mode, with real processes (the
+sandbox's GitHub, gunicorn, the worker, the runner with the demo agent), the real Redis
+and real git, driven by the ``the-loop sandbox`` commands as the README's walk does.
+
+Label an issue ``the-loop`` -> ``phase:requirements`` on the sandbox issue within seconds
+-> the demo agent writes requirements without their last section, the block is repaired
+-> the approver's ``/approve`` passes the gate -> the work item reaches ``design``.
+SIGTERM to the script stops every process it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from integrations.harness.process import group_members
+from tests.conftest import REPO_ROOT
+from tests.e2e.test_end_to_end import free_port, wait_until
+from tests.support.processes import descendants, start, stop, stop_group
+from workers.state import RedisStateStore
+
+pytestmark = pytest.mark.e2e
+
+BIN = Path(sys.executable).parent
+USER = "octo-dev"
+REF = "github:sandbox/demo#1"
+
+
+def sandbox(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run([str(BIN / "the-loop"), "sandbox", *args], env=env,
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_make_run_in_sandbox_mode_walks_a_work_item_to_design(redis_ns, tmp_path):
+    port, sandbox_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("THE_LOOP_", "GH_", "GITHUB_"))}
+    env.update({
+        "PATH": f"{BIN}{os.pathsep}{env.get('PATH', os.defpath)}",
+        "REDIS_URL": redis_ns.url, "THE_LOOP_REDIS_PREFIX": redis_ns.prefix,
+        "THE_LOOP_QUEUE": redis_ns.queue_name, "PORT": str(port),
+        "THE_LOOP_SANDBOX_PORT": str(sandbox_port),
+        "THE_LOOP_SANDBOX_DIR": str(tmp_path / "sandbox"), "THE_LOOP_SANDBOX_USER": USER,
+        "THE_LOOP_ENV_FILE": "", "THE_LOOP_WEB_WORKERS": "1",
+        "THE_LOOP_GITHUB_WRITE_INTERVAL": "0", "THE_LOOP_GITHUB_READ_INTERVAL": "0",
+    })
+    log = tmp_path / "make-run.out"
+    run = start([str(REPO_ROOT / "scripts" / "dev-run.sh")], env, log)
+    members: set[int] = set()
+    try:
+        def ready() -> bool:
+            assert run.poll() is None, log.read_text()
+            try:
+                return requests.get(f"http://127.0.0.1:{port}/readyz", timeout=1).ok
+            except requests.RequestException:
+                return False
+
+        wait_until(ready, timeout=60, what="the receiver's /readyz")
+        text = log.read_text()
+        assert "the-loop: mode: sandbox, because no GitHub credentials" in text
+        env["THE_LOOP_SANDBOX_URL"] = f"http://127.0.0.1:{sandbox_port}"
+
+        def show() -> dict:
+            return json.loads(sandbox(env, "show", "1", "--json"))
+
+        def sandbox_up() -> bool:
+            try:
+                return requests.get(env["THE_LOOP_SANDBOX_URL"] + "/repos/sandbox/demo",
+                                    timeout=1).ok
+            except requests.RequestException:
+                return False
+
+        wait_until(sandbox_up, timeout=30, what="the sandbox's GitHub")
+        out = sandbox(env, "issue", "create", "Add a login page", "--label", "the-loop")
+        assert out.strip() == f"opened {REF} with the-loop"
+        opened = time.monotonic()
+        wait_until(lambda: "phase:requirements" in show()["labels"]
+                   or "phase:requirements-approval" in show()["labels"], timeout=15,
+                   what="phase:requirements on the sandbox issue")
+        assert time.monotonic() - opened < 15
+
+        store = RedisStateStore(redis_ns.client, redis_ns.prefix)
+        wait_until(lambda: (s := store.load(REF)) and s.current_node ==
+                   "requirements-approval" and s.status == "waiting", timeout=60,
+                   what="requirements written, blocked, repaired, at the gate")
+        chains = [e.data["status"] for e in store.events(REF) if e.type ==
+                  "chain.completed" and e.data["node"] == "requirements"
+                  and e.data["boundary"] == "exit"]
+        assert chains == ["block", "pass"]  # the demo agent's first turn left one out
+        shown = show()
+        branch = next(b for b in shown["branches"] if b.startswith("the-loop/1-"))
+        assert [p["head"] for p in shown["pull_requests"]] == [branch]
+
+        out = sandbox(env, "comment", "1", "/approve", "--as", USER)
+        assert out.startswith(f"commented on {REF}")
+        wait_until(lambda: store.load(REF).current_node in ("design", "design-approval"),
+                   timeout=30, what="the work item at design")
+        assert [d["actor"] for d in store.load(REF).decisions] == [USER]
+        wait_until(lambda: any(lbl.startswith("phase:design") for lbl in show()["labels"]),
+                   timeout=15, what="phase:design on the issue")
+        # The-loop's own label writes came back as deliveries and were ignored: no drift.
+        assert not [e for e in store.events(REF) if e.type.startswith("labels.drift")]
+        members = set(descendants(run.pid))
+        assert len(members) >= 5  # the sandbox, gunicorn (master + worker), worker, runner
+    except AssertionError:
+        print(log.read_text()[-8000:])  # what the processes said, for the failure report
+        raise
+    finally:
+        members |= set(descendants(run.pid))
+        groups = {os.getpgid(p) for p in members if _alive(p)}
+        if run.poll() is None:
+            os.kill(run.pid, signal.SIGTERM)  # the script alone: it must stop the rest
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                run.wait(timeout=30)
+        left = [p for p in members if _alive(p)]
+        left_groups = [g for g in groups if group_members(g)]
+        stop(run)
+        for g in left_groups:
+            stop_group(g)
+    assert run.returncode in (0, 143), log.read_text()[-3000:]
+    assert left == [] and left_groups == [], f"left running: {left} {left_groups}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] not in "ZX"

@@ -1,0 +1,160 @@
+"""The sandbox's REST answers checked against GitHub's published OpenAPI description
+(npm ``@octokit/openapi``, pinned in tools/github-openapi, installed by ``make venv``):
+for each operation the sandbox serves, the status code is one the operation documents
+and the JSON body validates against that response's schema (OpenAPI 3.0 schema rules,
+``openapi-schema-validator``).
+
+:data:`KNOWN_GAPS` names the operations whose answers do not validate yet; each is
+checked to still fail (strict), so a fix must remove it from the list.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from functools import cache
+from typing import Any
+
+import jwt
+import pytest
+import requests
+from openapi_schema_validator import OAS30Validator
+
+from integrations.github_fake_http import serve
+from tests.conftest import REPO_ROOT
+from the_loop.sandbox.github import SandboxGitHub
+
+DESCRIPTION = (REPO_ROOT / ".venv" / "github-openapi" / "node_modules" / "@octokit" /
+               "openapi" / "generated" / "api.github.com.deref.json")
+#: Operations whose answer lacks fields GitHub's schema requires (to be completed).
+KNOWN_GAPS = {
+    ("GET", "/repos/{owner}/{repo}"),  # full-repository: the *_url fields and counts
+    ("PUT", "/repos/{owner}/{repo}/contents/{path}"),  # download_url is null
+    ("GET", "/repos/{owner}/{repo}/contents/{path}"),  # download_url is null
+    ("POST", "/repos/{owner}/{repo}/check-runs"),  # output.text, annotations, app fields
+    ("PATCH", "/repos/{owner}/{repo}/check-runs/{check_run_id}"),
+    ("GET", "/repos/{owner}/{repo}/commits/{ref}/check-runs"),
+    ("GET", "/repos/{owner}/{repo}/collaborators/{username}/permission"),  # user.role_name
+    ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}"),
+    ("GET", "/repos/{owner}/{repo}/pulls"),
+    ("POST", "/repos/{owner}/{repo}/pulls"),
+    ("PATCH", "/repos/{owner}/{repo}/pulls/{pull_number}"),
+    ("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers"),
+    ("POST", "/app-manifests/{code}/conversions"),
+}
+
+
+@cache
+def description() -> dict[str, Any]:
+    return json.loads(DESCRIPTION.read_text(encoding="utf-8"))
+
+
+def problems(method: str, template: str, answer: requests.Response) -> list[str]:
+    """What is wrong with ``answer`` for operation ``method template``."""
+    op = description()["paths"][template][method.lower()]
+    documented = op["responses"].get(str(answer.status_code))
+    if documented is None:
+        return [f"status {answer.status_code} is not documented ({sorted(op['responses'])})"]
+    schema = documented.get("content", {}).get("application/json", {}).get("schema")
+    if schema is None:
+        return []
+    return [f"{'/'.join(map(str, e.path))}: {e.message[:120]}"
+            for e in OAS30Validator(schema).iter_errors(answer.json())]
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    fake = SandboxGitHub()
+    fake.add_git_repo("o/r", tmp_path_factory.mktemp("git"), {"README.md": "hi\n"})
+    fake.add_file("o/r", "a.md", "a\n", ref="feature")
+    url, stop = serve(fake)
+    try:
+        yield fake, url
+    finally:
+        stop()
+
+
+def test_every_served_operation_answers_as_github_documents(api):
+    fake, url = api
+    assert DESCRIPTION.is_file(), "run make venv: it installs @octokit/openapi"
+    seen: dict[tuple[str, str], list[str]] = {}
+
+    def call(method: str, template: str, path: str, **kw: Any) -> requests.Response:
+        answer = requests.request(method, url + path, timeout=10, **kw)
+        seen[(method, template)] = problems(method, template, answer)
+        return answer
+
+    now = int(time.time())
+    jwt_ = jwt.encode({"iss": "1", "iat": now, "exp": now + 60}, "k" * 32, algorithm="HS256")
+    token = call("POST", "/app/installations/{installation_id}/access_tokens",
+                 "/app/installations/1/access_tokens",
+                 headers={"Authorization": f"Bearer {jwt_}"}).json()["token"]
+    h = {"Authorization": f"token {token}"}
+    call("GET", "/repos/{owner}/{repo}", "/repos/o/r", headers=h)
+    call("POST", "/repos/{owner}/{repo}/issues/{issue_number}/labels",
+         "/repos/o/r/issues/1/labels", headers=h, json={"labels": ["bug"]})
+    call("GET", "/repos/{owner}/{repo}/issues/{issue_number}/labels",
+         "/repos/o/r/issues/1/labels", headers=h)
+    call("DELETE", "/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}",
+         "/repos/o/r/issues/1/labels/bug", headers=h)
+    call("POST", "/repos/{owner}/{repo}/labels", "/repos/o/r/labels", headers=h,
+         json={"name": "phase:design", "color": "ededed"})
+    call("GET", "/repos/{owner}/{repo}/labels/{name}", "/repos/o/r/labels/phase:design",
+         headers=h)
+    comment = call("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments",
+                   "/repos/o/r/issues/1/comments", headers=h, json={"body": "x"}).json()
+    call("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments",
+         "/repos/o/r/issues/1/comments", headers=h)
+    call("GET", "/repos/{owner}/{repo}/issues/comments/{comment_id}",
+         f"/repos/o/r/issues/comments/{comment['id']}", headers=h)
+    call("PATCH", "/repos/{owner}/{repo}/issues/comments/{comment_id}",
+         f"/repos/o/r/issues/comments/{comment['id']}", headers=h, json={"body": "y"})
+    call("POST", "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions",
+         f"/repos/o/r/issues/comments/{comment['id']}/reactions", headers=h,
+         json={"content": "eyes"})
+    put = call("PUT", "/repos/{owner}/{repo}/contents/{path}", "/repos/o/r/contents/b.md",
+               headers=h, json={"message": "m", "branch": "main",
+                                "content": base64.b64encode(b"b\n").decode()}).json()
+    call("GET", "/repos/{owner}/{repo}/contents/{path}", "/repos/o/r/contents/b.md",
+         headers=h)
+    call("GET", "/repos/{owner}/{repo}/git/blobs/{file_sha}",
+         f"/repos/o/r/git/blobs/{put['content']['sha']}", headers=h)
+    pull = call("POST", "/repos/{owner}/{repo}/pulls", "/repos/o/r/pulls", headers=h,
+                json={"title": "t", "head": "feature", "base": "main"}).json()
+    n = pull["number"]
+    call("GET", "/repos/{owner}/{repo}/pulls/{pull_number}", f"/repos/o/r/pulls/{n}",
+         headers=h)
+    call("GET", "/repos/{owner}/{repo}/pulls", "/repos/o/r/pulls", headers=h)
+    call("PATCH", "/repos/{owner}/{repo}/pulls/{pull_number}", f"/repos/o/r/pulls/{n}",
+         headers=h, json={"body": "b"})
+    call("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/files",
+         f"/repos/o/r/pulls/{n}/files", headers=h)
+    call("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers",
+         f"/repos/o/r/pulls/{n}/requested_reviewers", headers=h,
+         json={"reviewers": ["someone"]})
+    call("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews",
+         f"/repos/o/r/pulls/{n}/reviews", headers=h)
+    call("GET", "/repos/{owner}/{repo}/collaborators/{username}/permission",
+         "/repos/o/r/collaborators/someone/permission", headers=h)
+    run = call("POST", "/repos/{owner}/{repo}/check-runs", "/repos/o/r/check-runs",
+               headers=h, json={"name": "c", "head_sha": pull["head"]["sha"],
+                                "status": "in_progress"}).json()
+    call("PATCH", "/repos/{owner}/{repo}/check-runs/{check_run_id}",
+         f"/repos/o/r/check-runs/{run['id']}", headers=h,
+         json={"conclusion": "success"})
+    call("GET", "/repos/{owner}/{repo}/commits/{ref}/check-runs",
+         f"/repos/o/r/commits/{pull['head']['sha']}/check-runs", headers=h)
+    form = requests.post(f"{url}/settings/apps/new?state=s", timeout=10,
+                         allow_redirects=False, data={"manifest": json.dumps({
+                             "url": "https://x.example/", "redirect_url":
+                             "https://x.example/cb", "hook_attributes":
+                             {"url": "https://x.example/webhook"}})})
+    code = form.headers["Location"].split("code=")[1].split("&")[0]
+    call("POST", "/app-manifests/{code}/conversions", f"/app-manifests/{code}/conversions")
+
+    failing = {op for op, found in seen.items() if found}
+    assert failing - KNOWN_GAPS == set(), {op: seen[op] for op in failing - KNOWN_GAPS}
+    fixed = KNOWN_GAPS - failing
+    assert fixed == set(), f"now valid: remove from KNOWN_GAPS: {sorted(fixed)}"
+    assert len(seen) == 27  # every REST operation of ENDPOINTS (git over HTTP aside)

@@ -1,0 +1,549 @@
+"""The sandbox's GitHub: the one fake GitHub (:class:`integrations.github_fake_http.
+HttpFakeGitHub`, the REST subset the-loop uses and git over HTTP) that also sends signed
+webhook deliveries to a receiver for everything that happens in it, as GitHub does.
+
+What is delivered (headers ``X-GitHub-Event``, ``X-GitHub-Delivery``,
+``X-Hub-Signature-256``, ``User-Agent: GitHub-Hookshot/...``; GitHub docs "Webhook events
+and payloads", "Validating webhook deliveries"; payload shapes follow the recorded
+deliveries in ``tests/fixtures/github-webhooks/``), whoever acts (a person through the
+``the-loop sandbox`` commands, or the-loop itself through the REST API, then ``sender``
+is the App's bot, ``type: Bot``):
+
+=========================  ==========================================================
+``issues``                 ``opened`` (:meth:`SandboxGitHub.open_issue`, with its
+                           labels, then one ``labeled`` each), ``labeled``,
+                           ``unlabeled`` (on an issue)
+``pull_request``           ``opened``, ``labeled``, ``unlabeled``, ``synchronize`` (a
+                           push to its head), ``ready_for_review``
+``issue_comment``          ``created``
+``pull_request_review``    ``submitted``
+``push``                   a branch moved: ``git push`` over smart HTTP (receive-pack) or
+                           a commit through the contents API
+``check_run``              ``created``, ``completed``
+=========================  ==========================================================
+
+Deliveries are posted in order from one background thread (never under the fake's
+lock); each outcome is kept in :attr:`SandboxGitHub.deliveries`.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import queue
+import re
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+
+from integrations.github_fake import Repo, now, run_git
+from integrations.github_fake_http import _GIT_PATH, HttpFakeGitHub
+from webhook.signature import sign
+
+__all__ = ["Delivery", "SandboxGitHub"]
+
+#: The ``User-Agent`` GitHub's webhook deliveries carry.
+HOOKSHOT = "GitHub-Hookshot/the-loop-sandbox"
+#: Seconds one delivery POST may take.
+DELIVERY_TIMEOUT = 10.0
+#: Attempts of one delivery while the receiver is not answering (it may still start).
+DELIVERY_ATTEMPTS = 20
+
+
+@dataclass
+class Delivery:
+    """One webhook delivery: ``status`` is the receiver's HTTP status (0: not reached)."""
+
+    id: str
+    event: str
+    action: str | None
+    sender: str
+    status: int = 0
+
+
+class SandboxGitHub(HttpFakeGitHub):
+    """The fake GitHub that delivers webhooks (see the module docstring).
+
+    Args:
+        webhook_url: the receiver's ``POST /webhook`` URL, or ``None`` (nothing is sent;
+            :attr:`deliveries` still records what would have been).
+        secret: the webhook secret deliveries are signed with.
+        base_url: the URL this fake is served at (``html_url``/``url`` fields).
+        installation_id: the App installation every delivery names.
+        kwargs: :class:`HttpFakeGitHub`'s.
+    """
+
+    def __init__(self, *, webhook_url: str | None = None, secret: str = "",
+                 base_url: str = "http://127.0.0.1", installation_id: int = 1,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.webhook_url = webhook_url
+        self.secret = secret
+        self.base_url = base_url.rstrip("/")
+        self.installation_id = installation_id
+        self.issues: dict[tuple[str, int], dict[str, Any]] = {}  # (lower repo, n) -> issue
+        self._deliveries: list[Delivery] = []
+        self._outbox: queue.Queue[tuple[Delivery, bytes] | None] = queue.Queue()
+        self._sender: threading.Thread | None = None
+        self._session = requests.Session()
+        inner = self.app.wsgi_app
+        self.app.wsgi_app = self._watch_pushes(inner)  # type: ignore[method-assign]
+
+    # -- deliveries -----------------------------------------------------------------
+
+    @property
+    def deliveries(self) -> list[Delivery]:
+        """Copy of the deliveries made (or queued), in order."""
+        with self.lock:
+            return list(self._deliveries)
+
+    def start_delivering(self) -> None:
+        """Start the thread that posts deliveries (idempotent)."""
+        with self.lock:
+            if self._sender is None:
+                self._sender = threading.Thread(target=self._deliver_loop, daemon=True,
+                                                name="sandbox-deliveries")
+                self._sender.start()
+
+    def stop_delivering(self, timeout: float = 5.0) -> None:
+        """Post what is queued, then stop the thread."""
+        with self.lock:
+            sender, self._sender = self._sender, None
+        if sender is not None:
+            self._outbox.put(None)
+            sender.join(timeout)
+
+    def wait_delivered(self, timeout: float = 10.0) -> bool:
+        """Whether every queued delivery was posted within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._outbox.unfinished_tasks == 0:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def emit(self, event: str, payload: dict[str, Any]) -> Delivery:
+        """Queue one delivery of ``event`` with ``payload`` (``installation`` is added)."""
+        payload = {**payload, "installation": {"id": self.installation_id,
+                                               "node_id": f"I_{self.installation_id}"}}
+        body = json.dumps(payload, separators=(",", ":")).encode("utf-8")
+        sender = (payload.get("sender") or {}).get("login", "")
+        delivery = Delivery(str(uuid.uuid4()), event, payload.get("action"), sender)
+        with self.lock:
+            self._deliveries.append(delivery)
+        self._outbox.put((delivery, body))
+        return delivery
+
+    def _deliver_loop(self) -> None:
+        while True:
+            item = self._outbox.get()
+            try:
+                if item is None:
+                    return
+                self._post(*item)
+            finally:
+                self._outbox.task_done()
+
+    def _post(self, delivery: Delivery, body: bytes) -> None:
+        if not self.webhook_url:
+            return
+        headers = {"Content-Type": "application/json", "User-Agent": HOOKSHOT,
+                   "X-GitHub-Event": delivery.event, "X-GitHub-Delivery": delivery.id,
+                   "X-GitHub-Hook-ID": "1", "X-GitHub-Hook-Installation-Target-Type":
+                   "integration", "X-GitHub-Hook-Installation-Target-ID": "1",
+                   "X-Hub-Signature-256": sign(body, self.secret)}
+        for attempt in range(DELIVERY_ATTEMPTS):
+            try:
+                answer = self._session.post(self.webhook_url, data=body, headers=headers,
+                                            timeout=DELIVERY_TIMEOUT)
+            except requests.RequestException:
+                time.sleep(min(0.25 * (attempt + 1), 2.0))
+                continue
+            delivery.status = answer.status_code
+            if answer.status_code < 500:
+                return
+            time.sleep(min(0.25 * (attempt + 1), 2.0))
+
+    # -- JSON shapes of payloads ------------------------------------------------------
+
+    def user_payload(self, login: str) -> dict[str, Any]:
+        """A ``sender``/``user`` object (``type: Bot`` for a ``[bot]`` login)."""
+        return {"login": login, "id": zlib.crc32(login.encode()) % 10**8,
+                "node_id": f"U_{login}", "avatar_url": "", "gravatar_id": "",
+                "url": f"{self.base_url}/users/{login}",
+                "html_url": f"{self.base_url}/{login}",
+                "type": "Bot" if login.endswith("[bot]") else "User", "site_admin": False}
+
+    def repository_payload(self, r: Repo) -> dict[str, Any]:
+        """A ``repository`` object."""
+        owner, _, name = r.full_name.partition("/")
+        return {"id": r.id, "node_id": f"R_{r.id}", "name": name, "full_name": r.full_name,
+                "private": r.private, "owner": self.user_payload(owner),
+                "html_url": f"{self.base_url}/{r.full_name}", "description": None,
+                "fork": False, "url": f"{self.base_url}/repos/{r.full_name}",
+                "clone_url": f"{self.base_url}/{r.full_name}.git",
+                "default_branch": r.default_branch, "archived": False, "disabled": False,
+                "visibility": "private" if r.private else "public"}
+
+    def _label_payload(self, r: Repo, name: str) -> dict[str, Any]:
+        label = r.labels.get(name.lower()) or {"id": 0, "name": name, "color": "ededed",
+                                               "description": ""}
+        return {"id": label["id"], "node_id": f"LA_{label['id']}", "name": label["name"],
+                "url": f"{self.base_url}/repos/{r.full_name}/labels/{label['name']}",
+                "color": label["color"], "default": False,
+                "description": label["description"] or None}
+
+    def _labels_payload(self, r: Repo, number: int) -> list[dict[str, Any]]:
+        return [self._label_payload(r, n) for n in r.issue_labels.get(number, [])]
+
+    def issue_payload(self, r: Repo, number: int) -> dict[str, Any]:
+        """An ``issue`` object (with ``pull_request`` when ``number`` is one)."""
+        issue = self.issues.get((r.full_name.lower(), number)) or {}
+        pr = r.pulls.get(number)
+        api = f"{self.base_url}/repos/{r.full_name}/issues/{number}"
+        doc: dict[str, Any] = {
+            "url": api, "repository_url": f"{self.base_url}/repos/{r.full_name}",
+            "html_url": f"{self.base_url}/{r.full_name}/issues/{number}",
+            "id": issue.get("id", number), "node_id": f"I_{number}", "number": number,
+            "title": issue.get("title") or (pr or {}).get("title") or "",
+            "user": self.user_payload(issue.get("user") or (pr or {}).get("user")
+                                      or self.user_login),
+            "labels": self._labels_payload(r, number), "state": issue.get("state", "open"),
+            "locked": False, "assignee": None, "assignees": [], "milestone": None,
+            "comments": len(self.comments_on(r.full_name, number)),
+            "created_at": issue.get("created_at", now()), "updated_at": now(),
+            "closed_at": None, "author_association": "OWNER",
+            "body": issue.get("body") or (pr or {}).get("body") or None}
+        if pr is not None:
+            doc["pull_request"] = {"url": f"{self.base_url}/repos/{r.full_name}/pulls/"
+                                   f"{number}", "html_url": f"{self.base_url}/"
+                                   f"{r.full_name}/pull/{number}"}
+        return doc
+
+    def pull_payload(self, r: Repo, number: int) -> dict[str, Any]:
+        """A ``pull_request`` object."""
+        pr = r.pulls[number]
+        owner = r.full_name.split("/")[0]
+        repo = self.repository_payload(r)
+
+        def side(ref: str, sha: str) -> dict[str, Any]:
+            return {"label": f"{owner}:{ref}", "ref": ref, "sha": sha,
+                    "user": self.user_payload(owner), "repo": repo}
+
+        return {
+            "url": f"{self.base_url}/repos/{r.full_name}/pulls/{number}", "id": pr["id"],
+            "node_id": f"PR_{pr['id']}", "number": number, "state": pr["state"],
+            "html_url": f"{self.base_url}/{r.full_name}/pull/{number}",
+            "title": pr["title"], "body": pr.get("body") or None, "locked": False,
+            "user": self.user_payload(pr["user"]), "draft": bool(pr.get("draft")),
+            "labels": self._labels_payload(r, number), "merged": False,
+            "requested_reviewers": [self.user_payload(u) for u in pr["requested"]],
+            "created_at": now(), "updated_at": now(), "closed_at": None, "merged_at": None,
+            "head": side(pr["head_ref"], self.pull_head(r, pr)),
+            "base": side(pr["base_ref"], self.branch_sha(r, pr["base_ref"]) or "0" * 40),
+            "author_association": "OWNER"}
+
+    def _base(self, r: Repo, action: str | None) -> dict[str, Any]:
+        doc: dict[str, Any] = {} if action is None else {"action": action}
+        doc.update(repository=self.repository_payload(r),
+                   sender=self.user_payload(self.actor))
+        return doc
+
+    def _issue_event(self, r: Repo, number: int, action: str, **extra: Any) -> None:
+        if number in r.pulls:
+            self.emit("pull_request", {**self._base(r, action), "number": number,
+                                       "pull_request": self.pull_payload(r, number), **extra})
+        else:
+            self.emit("issues", {**self._base(r, action),
+                                 "issue": self.issue_payload(r, number), **extra})
+
+    # -- what people do (the ``the-loop sandbox`` commands) ---------------------------
+
+    def open_issue(self, repo: str, title: str, body: str = "",
+                   labels: Iterable[str] = ()) -> int:
+        """Open an issue as :attr:`actor` (``issues.opened``, then ``issues.labeled`` for
+        each label, as GitHub sends them). Returns its number."""
+        with self.lock:
+            r = self.repo(repo)
+            used = [*r.pulls, *r.issue_labels, *(n for (name, n) in self.issues
+                                                 if name == r.full_name.lower()),
+                    *(c["number"] for c in self.comment_store.values()
+                      if c["repo"] == r.full_name)]
+            number = max(used, default=0) + 1
+            self.issues[(r.full_name.lower(), number)] = {
+                "id": self.next_id(), "title": title, "body": body, "user": self.actor,
+                "state": "open", "created_at": now()}
+            names = list(dict.fromkeys(labels))
+            r.issue_labels[number] = [self.add_repo_label(repo, n)["name"] for n in names]
+            self.record(f"{r.full_name}#{number}:open-issue")
+            # GitHub: ``opened`` carries the labels it was created with, then one
+            # ``labeled`` per label follows.
+            self._issue_event(r, number, "opened")
+            for name in r.issue_labels[number]:
+                self.record(f"{r.full_name}#{number}:add-label:{name}")
+                self._issue_event(r, number, "labeled", label=self._label_payload(r, name))
+            return number
+
+    def submit_review(self, repo: str, number: int, state: str, body: str = "") -> int:
+        """Submit a review as :attr:`actor` (``APPROVED``, ``CHANGES_REQUESTED`` or
+        ``COMMENTED``; ``pull_request_review.submitted``). Returns its id.
+
+        Raises:
+            KeyError: ``number`` is not a pull request.
+        """
+        with self.lock:
+            r = self.repo(repo)
+            if number not in r.pulls:
+                raise KeyError(f"#{number} of {r.full_name} is not a pull request")
+            review_id = self.add_review(r.full_name, number, self.actor, state, body=body)
+            review = next(v for v in r.pulls[number]["reviews"] if v["id"] == review_id)
+            self.record(f"{r.full_name}#{number}:submit-review:{state}")
+            self.emit("pull_request_review", {
+                **self._base(r, "submitted"),
+                "review": {"id": review_id, "node_id": f"PRR_{review_id}",
+                           "user": self.user_payload(self.actor), "body": body or None,
+                           "commit_id": review["commit_id"],
+                           "submitted_at": review["submitted_at"],
+                           "state": state.lower(), "author_association": "OWNER",
+                           "html_url": f"{self.base_url}/{r.full_name}/pull/{number}"
+                           f"#pullrequestreview-{review_id}"},
+                "pull_request": self.pull_payload(r, number)})
+            return review_id
+
+    def mark_ready(self, repo: str, number: int) -> None:
+        """Mark draft pull request ``number`` ready for review
+        (``pull_request.ready_for_review``)."""
+        with self.lock:
+            r = self.repo(repo)
+            pr = r.pulls[number]
+            if pr.get("draft"):
+                pr["draft"] = False
+                self.record(f"{r.full_name}#{number}:ready-for-review")
+                self._issue_event(r, number, "ready_for_review")
+
+    # -- the operations, delivering what they did -------------------------------------
+
+    def add_label(self, repo: str, number: int, label: str) -> Any:
+        with self.lock:
+            r = self.repo(repo)
+            had = label.lower() in (n.lower() for n in r.issue_labels.get(number, []))
+            result = super().add_label(repo, number, label)
+            if not had:
+                self._issue_event(r, number, "labeled",
+                                  label=self._label_payload(r, label))
+            return result
+
+    def remove_label(self, repo: str, number: int, label: str) -> Any:
+        with self.lock:
+            r = self.repo(repo)
+            result = super().remove_label(repo, number, label)
+            if result.get("labels") is not None:
+                self._issue_event(r, number, "unlabeled",
+                                  label=self._label_payload(r, label))
+            return result
+
+    def comment(self, repo: str, number: int, body: str) -> Any:
+        with self.lock:
+            posted = super().comment(repo, number, body)
+            c = self.comment_store[posted["id"]]
+            r = self.repo(repo)
+            api = f"{self.base_url}/repos/{r.full_name}/issues"
+            self.emit("issue_comment", {
+                **self._base(r, "created"), "issue": self.issue_payload(r, number),
+                "comment": {"url": f"{api}/comments/{c['id']}",
+                            "html_url": f"{self.base_url}{self.comment_url(c)}",
+                            "issue_url": f"{api}/{number}", "id": c["id"],
+                            "node_id": f"IC_{c['id']}", "user": self.user_payload(c["user"]),
+                            "created_at": c["created_at"], "updated_at": c["updated_at"],
+                            "author_association": "OWNER", "body": c["body"]}})
+            return posted
+
+    def create_pull_request(self, repo: str, head: str, base: str, title: str, body: str,
+                            draft: bool = True) -> Any:
+        with self.lock:
+            created = super().create_pull_request(repo, head, base, title, body, draft)
+            r = self.repo(repo)
+            self._issue_event(r, created["number"], "opened")
+            return created
+
+    def put_file(self, repo: str, path: str, branch: str, text: str,
+                 sha: str | None = None, message: str | None = None) -> Any:
+        with self.lock:
+            r = self.repo(repo)
+            before = self.branch_sha(r, branch) if r.git_dir is not None else None
+            put = super().put_file(repo, path, branch, text, sha=sha, message=message)
+            if r.git_dir is not None:
+                self._pushed(r, {branch: (before or "0" * 40, put["commit"])}, self.actor)
+            return put
+
+    def create_check_run(self, repo: str, head_sha: str, name: str, status: str,
+                         conclusion: str | None = None, title: str | None = None,
+                         summary: str | None = None) -> Any:
+        with self.lock:
+            created = super().create_check_run(repo, head_sha, name, status, conclusion,
+                                               title, summary)
+            r = self.repo(repo)
+            run = r.check_runs[created["id"]]
+            self._check_run_event(r, run, "created")
+            if run["status"] == "completed":
+                self._check_run_event(r, run, "completed")
+            return created
+
+    def update_check_run(self, repo: str, check_run_id: int, status: str | None = None,
+                         conclusion: str | None = None, title: str | None = None,
+                         summary: str | None = None) -> Any:
+        with self.lock:
+            r = self.repo(repo)
+            was = (r.check_runs.get(check_run_id) or {}).get("status")
+            updated = super().update_check_run(repo, check_run_id, status, conclusion,
+                                               title, summary)
+            run = r.check_runs[check_run_id]
+            if run["status"] == "completed" and was != "completed":
+                self._check_run_event(r, run, "completed")
+            return updated
+
+    def _check_run_event(self, r: Repo, run: dict[str, Any], action: str) -> None:
+        pulls = [{"number": n, "id": pr["id"],
+                  "url": f"{self.base_url}/repos/{r.full_name}/pulls/{n}",
+                  "head": {"ref": pr["head_ref"], "sha": self.pull_head(r, pr)},
+                  "base": {"ref": pr["base_ref"], "sha": self.branch_sha(r, pr["base_ref"])
+                           or "0" * 40}}
+                 for n, pr in sorted(r.pulls.items())
+                 if pr["state"] == "open" and self.pull_head(r, pr) == run["head_sha"]]
+        self.emit("check_run", {**self._base(r, action), "check_run": {
+            "id": run["id"], "node_id": f"CR_{run['id']}", "name": run["name"],
+            "head_sha": run["head_sha"], "status": run["status"],
+            "conclusion": run["conclusion"], "output": run["output"],
+            "started_at": now(), "completed_at": now() if run["conclusion"] else None,
+            "url": f"{self.base_url}/repos/{r.full_name}/check-runs/{run['id']}",
+            "html_url": f"{self.base_url}/{r.full_name}/runs/{run['id']}",
+            "app": {"id": self.app_id or 1, "slug": "the-loop", "name": "the-loop"},
+            "check_suite": {"id": run["id"], "head_sha": run["head_sha"]},
+            "pull_requests": pulls}})
+
+    # -- pushes -----------------------------------------------------------------------
+
+    def branches(self, repo: str | Repo) -> dict[str, str]:
+        """``{branch: sha}`` of a git-backed repository (``{}`` otherwise)."""
+        r = repo if isinstance(repo, Repo) else self.lookup(repo)
+        if r is None or r.git_dir is None:
+            return {}
+        out = run_git(r.git_dir, "for-each-ref", "--format=%(refname:strip=2) %(objectname)",
+                      "refs/heads").stdout.decode()
+        return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+
+    def _pushed(self, r: Repo, moved: dict[str, tuple[str, str]], pusher: str) -> None:
+        """Deliver ``push`` for each moved branch and ``pull_request.synchronize`` for
+        each open pull request whose head it is."""
+        with self.lock, self.acting_as(pusher):
+            for branch, (before, after) in sorted(moved.items()):
+                self.emit("push", {**self._base(r, None), **self._push_payload(
+                    r, branch, before, after, pusher)})
+                if after == "0" * 40:
+                    continue
+                for number, pr in sorted(r.pulls.items()):
+                    if pr["state"] == "open" and pr["head_ref"] == branch:
+                        self.emit("pull_request", {
+                            **self._base(r, "synchronize"), "number": number,
+                            "before": before, "after": after,
+                            "pull_request": self.pull_payload(r, number)})
+
+    def _push_payload(self, r: Repo, branch: str, before: str, after: str,
+                      pusher: str) -> dict[str, Any]:
+        zero = "0" * 40
+        commits: list[dict[str, Any]] = []
+        if after != zero and r.git_dir is not None:
+            span = after if before == zero else f"{before}..{after}"
+            listed = run_git(r.git_dir, "rev-list", "--reverse", "--max-count=20", span,
+                             check=False).stdout.decode().split()
+            commits = [self._commit_payload(r, sha) for sha in listed]
+        return {"ref": f"refs/heads/{branch}", "before": before, "after": after,
+                "created": before == zero, "deleted": after == zero, "forced": False,
+                "base_ref": None, "compare": f"{self.base_url}/{r.full_name}/compare/"
+                f"{before[:12]}...{after[:12]}", "commits": commits,
+                "head_commit": commits[-1] if commits else None,
+                "pusher": {"name": pusher, "email": f"{pusher}@users.noreply"}}
+
+    def _commit_payload(self, r: Repo, sha: str) -> dict[str, Any]:
+        assert r.git_dir is not None
+        show = run_git(r.git_dir, "show", "-s", "--format=%T%n%an%n%ae%n%cI%n%B", sha,
+                       check=False).stdout.decode("utf-8", "replace").split("\n", 4)
+        tree, name, email, stamp, message = (show + [""] * 5)[:5]
+        changed = run_git(r.git_dir, "diff-tree", "--root", "--no-commit-id", "-r",
+                          "--name-status", sha, check=False).stdout.decode().splitlines()
+        files: dict[str, list[str]] = {"A": [], "D": [], "M": []}
+        for line in changed:
+            status, _, path = line.partition("\t")
+            files.setdefault(status[:1], []).append(path)
+        author = {"name": name, "email": email, "username": name}
+        return {"id": sha, "tree_id": tree, "distinct": True, "message": message.strip(),
+                "timestamp": stamp, "url": f"{self.base_url}/{r.full_name}/commit/{sha}",
+                "author": author, "committer": author, "added": files["A"],
+                "removed": files["D"], "modified": files["M"]}
+
+    def _pusher(self, authorization: str) -> str:
+        scheme, _, value = authorization.partition(" ")
+        with contextlib.suppress(ValueError, UnicodeDecodeError):
+            if scheme.lower() == "basic":
+                password = base64.b64decode(value).decode("utf-8").partition(":")[2]
+                with self.lock:
+                    if password in self._issued:
+                        return self.bot_login
+        return self.user_login
+
+    def _watch_pushes(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+        """WSGI middleware: around a ``git-receive-pack`` request (a push), the
+        branches before and after; once the answer is streamed, what moved is
+        delivered."""
+
+        def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+            path = environ.get("PATH_INFO", "")
+            match = _GIT_PATH.match(path)
+            if (match is None or environ.get("REQUEST_METHOD") != "POST"
+                    or not path.endswith("/git-receive-pack")):
+                return inner(environ, start_response)
+            r = self.lookup(f"{match[1]}/{match[2]}")
+            if r is None:
+                return inner(environ, start_response)
+            before = self.branches(r)
+            pusher = self._pusher(environ.get("HTTP_AUTHORIZATION", ""))
+            return _Closing(inner(environ, start_response),
+                            lambda: self._after_push(r, before, pusher))
+
+        return app
+
+    def _after_push(self, r: Repo, before: dict[str, str], pusher: str) -> None:
+        after = self.branches(r)
+        moved = {b: (before.get(b, "0" * 40), after.get(b, "0" * 40))
+                 for b in set(before) | set(after) if before.get(b) != after.get(b)}
+        if moved:
+            self._pushed(r, moved, pusher)
+
+
+class _Closing:
+    """A WSGI body that calls ``then`` once it is closed (the answer fully sent)."""
+
+    def __init__(self, body: Iterable[bytes], then: Callable[[], None]) -> None:
+        self.body, self.then = body, then
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.body)
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self.then()
+
+
+#: A GitHub login: alphanumerics and single hyphens, 39 characters at most.
+LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$")

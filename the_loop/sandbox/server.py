@@ -1,0 +1,302 @@
+"""``the-loop sandbox``: serve the sandbox's GitHub, seed its demo repository, and the
+small admin API the ``the-loop sandbox ...`` commands use to act as a person would on
+GitHub.
+
+Admin API (JSON; every request needs ``Authorization: token <admin token>``, the token
+the server writes to ``DIR/admin-token``, mode 0600)::
+
+    GET  /_sandbox                                   {"repository", "user", "bot"}
+    POST /_sandbox/issues     {"title", "body"?, "labels"?, "as"?}      -> {"ref", "number"}
+    POST /_sandbox/comment    {"ref", "body", "as"?}                    -> {"ref", "id"}
+    POST /_sandbox/label      {"ref", "label", "as"?}                   -> {"ref", "labels"}
+    POST /_sandbox/review     {"ref", "state", "body"?, "as"?}          -> {"ref", "id"}
+    POST /_sandbox/ready      {"ref", "as"?}                            -> {"ref"}
+    GET  /_sandbox/show?ref=REF   labels, comments, branches, pull requests, deliveries
+
+``ref`` is ``N``, ``#N``, ``OWNER/NAME#N`` or ``github:OWNER/NAME#N`` (the demo
+repository when no repository is named). ``as`` is the login acting (default: the
+sandbox's user); a login that is not a valid GitHub login is a 422 naming ``as``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import os
+import re
+import secrets
+import shutil
+import signal
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+from werkzeug.serving import make_server
+
+from integrations.github_fake_http import _QuietHandler
+from the_loop.sandbox.github import LOGIN, SandboxGitHub
+
+__all__ = ["DEMO_REPO", "Sandbox", "collaborators_yaml", "parse_ref", "serve_forever"]
+
+#: The demo repository every sandbox seeds.
+DEMO_REPO = "sandbox/demo"
+#: The demo repository's default branch.
+DEFAULT_BRANCH = "main"
+#: Review states the ``review`` command accepts -> GitHub's review state.
+REVIEW_STATES = {"approve": "APPROVED", "request-changes": "CHANGES_REQUESTED",
+                 "comment": "COMMENTED"}
+_REF = re.compile(r"^(?:github:)?(?:(?P<repo>[A-Za-z0-9._-]+/[A-Za-z0-9._-]+))?#?"
+                  r"(?P<number>[0-9]{1,9})$")
+
+
+def collaborators_yaml(login: str) -> str:
+    """The demo repository's ``.the-loop/collaborators.yaml``: ``login`` is the approver."""
+    return ("# Who may decide at the-loop's gates in this sandbox repository.\n"
+            "version: 1\nroles:\n  approver:\n"
+            f"    - {{name: {login}, github: {login}}}\n")
+
+
+README = """# demo
+
+The sandbox's demo repository. Label an issue `the-loop` and watch the work item walk
+requirements -> design -> tasks -> implementation -> review.
+"""
+
+
+def parse_ref(text: str, default_repo: str = DEMO_REPO) -> tuple[str, int]:
+    """``(OWNER/NAME, number)`` from ``N``, ``#N``, ``OWNER/NAME#N`` or
+    ``github:OWNER/NAME#N``.
+
+    Raises:
+        ValueError: none of these shapes (the message shows them).
+    """
+    match = _REF.match(text.strip())
+    if match is None:
+        raise ValueError(f"REF {text!r} is not an issue reference: use N, #N, OWNER/NAME#N "
+                         "or github:OWNER/NAME#N")
+    return match["repo"] or default_repo, int(match["number"])
+
+
+@dataclass
+class Sandbox:
+    """A seeded sandbox GitHub and where it keeps its files.
+
+    Attributes:
+        github: the fake.
+        directory: the state directory (``git/`` holds the bare repositories).
+        user: the local person's login (the demo repository's approver, admin).
+        admin_token: the token the admin API needs.
+    """
+
+    github: SandboxGitHub
+    directory: Path
+    user: str
+    admin_token: str
+
+
+def build(directory: Path, *, user: str, webhook_url: str | None, secret: str,
+          base_url: str) -> Sandbox:
+    """A sandbox whose demo repository (:data:`DEMO_REPO`, git-backed, new each start:
+    the fake's state lives in memory) holds ``README.md`` and
+    ``.the-loop/collaborators.yaml`` naming ``user`` as approver; ``user`` has the
+    ``admin`` role on it. Writes ``directory/admin-token`` (0600).
+
+    Raises:
+        ValueError: ``user`` is not a valid GitHub login.
+    """
+    if not LOGIN.match(user):
+        raise ValueError(f"THE_LOOP_SANDBOX_USER {user!r} is not a GitHub login (letters, "
+                         "digits and single hyphens): set THE_LOOP_SANDBOX_USER=you")
+    directory.mkdir(parents=True, exist_ok=True)
+    git_root = directory / "git"
+    shutil.rmtree(git_root, ignore_errors=True)
+    fake = SandboxGitHub(webhook_url=webhook_url, secret=secret, base_url=base_url,
+                         user_login=user)
+    fake.add_git_repo(DEMO_REPO, git_root, {"README.md": README,
+                                            ".the-loop/collaborators.yaml":
+                                            collaborators_yaml(user)},
+                      default_branch=DEFAULT_BRANCH)
+    fake.set_permission(DEMO_REPO, user, "admin")
+    token_file = directory / "admin-token"
+    token = secrets.token_hex(16)
+    token_file.touch(mode=0o600, exist_ok=True)
+    token_file.chmod(0o600)
+    token_file.write_text(token + "\n", encoding="utf-8")
+    sandbox = Sandbox(fake, directory, user, token)
+    _admin_routes(sandbox)
+    return sandbox
+
+
+def _admin_routes(sandbox: Sandbox) -> None:
+    fake = sandbox.github
+    bp = Blueprint("sandbox", __name__, url_prefix="/_sandbox")
+
+    def problem(status: int, message: str) -> Response:
+        resp = jsonify({"message": message})
+        resp.status_code = status
+        return resp
+
+    @bp.before_request
+    def admin_only() -> Response | None:
+        scheme, _, value = (request.headers.get("Authorization") or "").partition(" ")
+        if scheme.lower() != "token" or not hmac.compare_digest(
+                value.strip(), sandbox.admin_token):
+            return problem(401, "the sandbox's admin API needs Authorization: token "
+                           "<the token in the sandbox directory's admin-token file>")
+        return None
+
+    def body() -> dict[str, Any]:
+        data = request.get_json(silent=True)
+        return data if isinstance(data, dict) else {}
+
+    def actor(data: dict[str, Any]) -> str:
+        login = str(data.get("as") or sandbox.user)
+        if not LOGIN.match(login):
+            raise ValueError(f"as: {login[:40]!r} is not a GitHub login (letters, digits "
+                             "and single hyphens)")
+        return login
+
+    def target(data: dict[str, Any]) -> tuple[str, int]:
+        repo, number = parse_ref(str(data.get("ref") or request.args.get("ref") or ""))
+        if fake.lookup(repo) is None:
+            raise LookupError(f"ref: no repository {repo} in the sandbox (it has "
+                              f"{', '.join(r.full_name for r in fake.repos.values())})")
+        return repo, number
+
+    def ref_of(repo: str, number: int) -> str:
+        return f"github:{repo}#{number}"
+
+    def guarded(fn: Any) -> Any:
+        def run() -> Response:
+            try:
+                return fn()
+            except ValueError as exc:
+                return problem(422, str(exc))
+            except LookupError as exc:
+                return problem(404, str(exc).strip("'\""))
+        run.__name__ = fn.__name__
+        return run
+
+    @bp.get("")
+    def info() -> Response:
+        return jsonify({"repository": DEMO_REPO, "user": sandbox.user, "bot": fake.bot_login})
+
+    @bp.post("/issues")
+    @guarded
+    def open_issue() -> Response:
+        data = body()
+        title = str(data.get("title") or "").strip()
+        if not title:
+            raise ValueError("title: an issue needs a title")
+        labels = data.get("labels") or []
+        if not isinstance(labels, list) or not all(isinstance(x, str) and x for x in labels):
+            raise ValueError("labels: a list of label names")
+        repo = str(data.get("repository") or DEMO_REPO)
+        with fake.acting_as(actor(data)):
+            number = fake.open_issue(repo, title, str(data.get("body") or ""), labels)
+        return jsonify({"ref": ref_of(repo, number), "number": number})
+
+    @bp.post("/comment")
+    @guarded
+    def comment() -> Response:
+        data = body()
+        repo, number = target(data)
+        text = str(data.get("body") or "")
+        if not text.strip():
+            raise ValueError("body: a comment needs a body")
+        with fake.acting_as(actor(data)):
+            posted = fake.comment(repo, number, text)
+        return jsonify({"ref": ref_of(repo, number), "id": posted["id"]})
+
+    @bp.post("/label")
+    @guarded
+    def label() -> Response:
+        data = body()
+        repo, number = target(data)
+        name = str(data.get("label") or "").strip()
+        if not name:
+            raise ValueError("label: a label name")
+        with fake.acting_as(actor(data)):
+            added = fake.add_label(repo, number, name)
+        return jsonify({"ref": ref_of(repo, number), "labels": added["labels"]})
+
+    @bp.post("/review")
+    @guarded
+    def review() -> Response:
+        data = body()
+        repo, number = target(data)
+        state = REVIEW_STATES.get(str(data.get("state") or ""))
+        if state is None:
+            raise ValueError(f"state: one of {', '.join(REVIEW_STATES)}")
+        with fake.acting_as(actor(data)):
+            review_id = fake.submit_review(repo, number, state, str(data.get("body") or ""))
+        return jsonify({"ref": ref_of(repo, number), "id": review_id})
+
+    @bp.post("/ready")
+    @guarded
+    def ready() -> Response:
+        data = body()
+        repo, number = target(data)
+        with fake.acting_as(actor(data)):
+            fake.mark_ready(repo, number)
+        return jsonify({"ref": ref_of(repo, number)})
+
+    @bp.get("/show")
+    @guarded
+    def show() -> Response:
+        repo, number = target({})
+        with fake.lock:
+            r = fake.repo(repo)
+            issue = fake.issues.get((r.full_name.lower(), number))
+            pr = r.pulls.get(number)
+            if issue is None and pr is None:
+                raise LookupError(f"ref: no issue or pull request #{number} in {repo}")
+            branches = fake.branches(r)
+            pulls = [{"number": n, "title": p["title"], "head": p["head_ref"],
+                      "base": p["base_ref"], "draft": bool(p.get("draft")),
+                      "state": p["state"], "user": p["user"],
+                      "reviews": [{"user": v["user"], "state": v["state"]}
+                                  for v in p["reviews"]]}
+                     for n, p in sorted(r.pulls.items())
+                     if n == number or f"/{number}-" in p["head_ref"]
+                     or p["head_ref"].endswith(f"/{number}")]
+            return jsonify({
+                "ref": ref_of(r.full_name, number),
+                "kind": "pull request" if pr is not None else "issue",
+                "title": (issue or pr or {}).get("title", ""),
+                "labels": fake.labels(r.full_name, number),
+                "comments": [{"id": c["id"], "user": c["user"], "body": c["body"]}
+                             for c in fake.comments_on(r.full_name, number)],
+                "branches": branches,
+                "pull_requests": pulls,
+                "deliveries": len(fake.deliveries)})
+
+    fake.app.register_blueprint(bp)
+
+
+def serve_forever(sandbox: Sandbox, host: str, port: int,
+                  ready: threading.Event | None = None) -> None:
+    """Serve ``sandbox`` (threaded werkzeug) until SIGTERM or SIGINT, delivering its
+    webhooks meanwhile; what is queued is posted before it returns."""
+    server = make_server(host, port, sandbox.github.app, threaded=True,
+                         request_handler=_QuietHandler)
+    sandbox.github.start_delivering()
+
+    def stop(_signum: int, _frame: Any) -> None:
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+    if ready is not None:
+        ready.set()
+    try:
+        server.serve_forever(poll_interval=0.1)
+    finally:
+        server.server_close()
+        sandbox.github.wait_delivered(timeout=3)
+        sandbox.github.stop_delivering()
+        with contextlib.suppress(OSError):
+            os.chmod(sandbox.directory / "admin-token", 0o600)
