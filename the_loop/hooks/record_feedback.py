@@ -13,7 +13,7 @@ from graph.markers import MARKER_RE
 from graph.model import DecisionRecord, HookContext, HookResult, Message
 from graph.ports import IntegrationError, RetryLater
 from graph.registry import hook
-from the_loop.hooks.review import append_entry, approved_in
+from the_loop.hooks.review import append_entry, approved_in, without_record
 
 MAX_BULLETS = 20
 MAX_BULLET_CHARS = 300
@@ -50,7 +50,7 @@ def _into(params: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 @hook("record-feedback", requires={"github": {"get-file", "put-file"}}, boundaries={"exit"},
-      params={"into", "section"}, records=DecisionRecord(_into, approved_in))
+      params={"into", "section"}, records=DecisionRecord(_into, approved_in, without_record))
 def record_feedback(ctx: HookContext) -> HookResult:
     """Append ``### <date> — @<login> — <outcome>`` (and the reviewer's follow-ups for an
     approval with comments) to each ``into`` artifact. Locally (``ctx.repo`` set) the file

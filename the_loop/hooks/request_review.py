@@ -7,7 +7,7 @@ import re
 from graph.markers import effect_id, marker
 from graph.model import DecisionRecord, HookContext, HookResult
 from graph.registry import hook
-from the_loop.hooks.review import approved_in
+from the_loop.hooks.review import approved_in, without_record
 
 LOGIN_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
 COMMANDS = ("/approve", "/approve-with-comments", "/request-changes")
@@ -49,7 +49,8 @@ def render_request(ctx: HookContext, visit: int) -> str:
     requires={"github": {"comment", "list-comments", "update-comment"}},
     boundaries={"entry"},
     params={"artifacts"},
-    records=DecisionRecord(lambda params: tuple(params.get("artifacts") or ()), approved_in),
+    records=DecisionRecord(lambda params: tuple(params.get("artifacts") or ()), approved_in,
+                           without_record),
 )
 def request_review(ctx: HookContext) -> HookResult:
     """Post the review request once per node visit: a comment whose marker carries the
