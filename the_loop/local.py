@@ -79,5 +79,5 @@ def open_local(
     collaborators = Collaborators.parse(files.read_text(COLLABORATORS_PATH),
                                         str(repo / COLLABORATORS_PATH))
     config = HookConfig(collaborators=collaborators, files=files)
-    store: StateStore = FileStateStore(repo / STATE_DIR)
+    store: StateStore = FileStateStore(repo / STATE_DIR, seal_key=settings.state_key)
     return Local(Runtime(graph, store), work_item, config, repo)
