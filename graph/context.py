@@ -118,6 +118,9 @@ class HookConfig:
             -> an outcome or ``None`` (invalid output after its retries).
         human_only: risk tier -> whether gates must be decided by an explicit human
             signal (default: always).
+        human_reason: risk tier -> why its gates are reserved for a human, in the-loop's
+            words (named in a gate's status comment), or ``None``; ``None`` here: not
+            named.
         work: where agent turns are ordered (:class:`graph.work.AgentWork`, the runner);
             ``None`` when no harness is configured: an agent node then waits for its
             artifacts to be pushed by someone, as a person would.
@@ -136,6 +139,7 @@ class HookConfig:
     trees: Callable[[str], str | None] | None = None
     classifier: Callable[[str, Sequence[str]], str | None] | None = None
     human_only: Callable[[int | None], bool] = field(default=lambda tier: True)
+    human_reason: Callable[[int | None], str | None] | None = None
     work: AgentWork | None = field(default=None, repr=False, compare=False)
 
     @property

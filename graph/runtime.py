@@ -396,6 +396,10 @@ class Runtime:
         repo: Path | None,
     ) -> AdvanceResult:
         self._check_graph(state)
+        if state.risk_tier != work_item.risk_tier:
+            self._log(state, "work-item.risk-tier",
+                      {"from": state.risk_tier, "to": work_item.risk_tier}, event)
+            state.risk_tier = work_item.risk_tier  # saved with what follows
         self._retry_forced(state, work_item, config)
         result = AdvanceResult(ref=state.ref, node=state.current_node, status=state.status,
                                state=state)
@@ -893,9 +897,13 @@ class Runtime:
         escalation = state.escalated["reason"] if state.escalated else None
         mentions = [p.github for p in config.collaborators.people(node.role) if p.github]
         working = state.parked_reason if state.status == Status.WORKING else None
+        reserved = (config.human_reason(work_item.risk_tier)
+                    if node.is_gate and config.human_reason is not None
+                    and state.status != Status.DONE else None)
         body = render_status(work_item, node.id, node.phase, state.status, messages,
                              hook=hook, escalation=escalation,
-                             mentions=mentions if escalation else (), working=working)
+                             mentions=mentions if escalation else (), working=working,
+                             reserved=reserved)
         body_digest = digest(body)
         if body_digest == state.status_digest:
             return

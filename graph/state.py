@@ -72,6 +72,8 @@ class WorkItemState:
         turns: node id -> agent turns ordered in the current visit.
         spend: what the work item's agent turns cost: ``{cost_usd, input_tokens,
             output_tokens, turns, seconds}`` (summed from each turn's report).
+        risk_tier: the work item's risk tier (1-4) when last evaluated, or ``None``
+            (kept for the events that carry no labels).
         created_at, updated_at: Unix seconds.
     """
 
@@ -101,6 +103,7 @@ class WorkItemState:
     turn: dict[str, Any] | None = None
     turns: dict[str, int] = field(default_factory=dict)
     spend: dict[str, Any] = field(default_factory=dict)
+    risk_tier: int | None = None
     created_at: float = field(default_factory=now)
     updated_at: float = field(default_factory=now)
     version: int = STATE_VERSION

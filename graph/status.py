@@ -31,6 +31,7 @@ def render_status(
     escalation: str | None = None,
     mentions: Sequence[str] = (),
     working: str | None = None,
+    reserved: str | None = None,
 ) -> str:
     """The status comment body: phase, status, and what the work must do next.
 
@@ -44,6 +45,8 @@ def render_status(
         mentions: GitHub logins to @mention (from the repository's collaborators file).
         working: while an agent turn is out, its one line
             (:func:`graph.work.working_line`: ``agent working: turn 2 of 5, 3 min, $0.41``).
+        reserved: at a gate reserved for a person by the work item's risk tier, why
+            (``HookConfig.human_reason``), in the-loop's words.
     """
     lines = [f"**the-loop** · phase `{phase}` (node `{node}`) · **{Status(status).value}**", ""]
     if working:
@@ -51,6 +54,8 @@ def render_status(
     if escalation:
         who = " ".join(f"@{m}" for m in mentions)
         lines += [f"A human is needed: {escalation}." + (f" {who}" if who else ""), ""]
+    if reserved:
+        lines += [f"{reserved[:1].upper()}{reserved[1:]}.", ""]
     if messages:
         lead = ("The agent's next turn repairs what" if working else "What")
         lines.append(f"{lead} `{hook or 'the exit chain'}` needs before this node can complete:")

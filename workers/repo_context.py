@@ -231,6 +231,7 @@ class RepoContext:
             permissions=self.permissions(github, repo),
             trees=self.trees(github, repo),
             human_only=harness.requires_human,
+            human_reason=harness.human_reservation,
             classifier=self.classifier,
             work=work,
         )
