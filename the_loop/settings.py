@@ -414,6 +414,9 @@ class HarnessSettings:
             for messages naming the fix.
         path: the ``PATH`` the version probe runs with (this process's ``PATH``), or
             ``None`` (:data:`os.defpath`).
+        mcp_config: the MCP servers file (Claude Code's ``--mcp-config`` JSON shape) of
+            the ``mcp-call`` hook's harness calls, ``THE_LOOP_MCP_CONFIG`` or
+            ``harness.mcpConfig``; ``None``: no server.
     """
 
     adapter: str = "none"
@@ -428,6 +431,7 @@ class HarnessSettings:
     env: tuple[str, ...] = ()
     source: str = "cli-config.yaml"
     path: str | None = None
+    mcp_config: str | None = None
 
     def model_for(self, stage: str | None) -> str | None:
         """The model configured for node stage ``stage``, or ``None`` (the harness's own
@@ -855,6 +859,7 @@ class _Reader:
             env=tuple(config.env) or HARNESS_ENV.get(adapter, ()),
             source=source,
             path=self.get("PATH"),
+            mcp_config=self.get("THE_LOOP_MCP_CONFIG") or config.mcp_config,
         )
 
     def runner(self, deployment: CliConfig, queue: str) -> RunnerSettings:
