@@ -1,6 +1,6 @@
-# the-loop: one image for the webhook receiver (default command) and the RQ worker, and a
-# second one (target `runner`) for the harness runner, which adds git, Node.js and the
-# harness CLIs.
+# the-loop: one image for the webhook receiver (default command) and the RQ worker (with
+# Node.js and Mermaid's parser, for lint-artifacts), and a second one (target `runner`)
+# for the harness runner, which adds git, Node.js and the harness CLIs.
 #
 #   docker build -t the-loop:0.1.0 .
 #   docker build --target runner -t the-loop-runner:0.1.0 .
@@ -55,6 +55,21 @@ RUN npm install --global --prefix /opt/harness --ignore-scripts \
  && npm cache clean --force \
  && rm -rf /tmp/.claude* /tmp/.codex
 
+# Mermaid's parser for lint-artifacts' diagram checks (the shipped graph's design node):
+# the npm packages pinned by tools/mermaid/package-lock.json, installed with npm ci and no
+# install scripts, on the same Node.js image as the harness CLIs. The worker image gets
+# them at /opt/the-loop/mermaid (<venv>/mermaid, where the hook looks) and Node's binary.
+FROM ${NODE_IMAGE} AS mermaid
+ENV NPM_CONFIG_UPDATE_NOTIFIER=false \
+    NPM_CONFIG_FUND=false \
+    NPM_CONFIG_AUDIT=false
+WORKDIR /opt/mermaid
+COPY tools/mermaid/package.json tools/mermaid/package-lock.json tools/mermaid/.npmrc ./
+RUN npm ci --ignore-scripts --omit=dev \
+ && test -f node_modules/mermaid/package.json \
+ && test -f node_modules/linkedom/package.json \
+ && npm cache clean --force
+
 # The runner: `the-loop runner` runs agent turns (RQ queue <queue>-turns). git for the
 # per-work-item checkouts, tmux for runner.mode tmux, tini as PID 1 so that processes a
 # harness leaves behind are reaped (a zombie would otherwise keep its process group alive).
@@ -107,6 +122,9 @@ RUN groupadd --system --gid 10001 the-loop \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin the-loop
 COPY --from=builder /opt/the-loop /opt/the-loop
+# Node.js and Mermaid's parser: the worker runs lint-artifacts' diagram checks.
+COPY --from=mermaid /usr/local/bin/node /usr/local/bin/node
+COPY --from=mermaid /opt/mermaid/node_modules /opt/the-loop/mermaid/node_modules
 ENV PATH=/opt/the-loop/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

@@ -181,9 +181,13 @@ def _leaf(err: ValidationError) -> ValidationError:
     the value's type, when there is one."""
     if err.validator == "oneOf" and err.context:
         wanted = "object" if isinstance(err.instance, Mapping) else "string"
+        branches = err.validator_value if isinstance(err.validator_value, list) else []
         for sub in err.context:
-            branch = sub.schema if isinstance(sub.schema, Mapping) else {}
-            if branch.get("type") == wanted or (wanted == "string" and "pattern" in branch):
+            index = sub.relative_schema_path[0] if sub.relative_schema_path else None
+            branch = branches[index] if isinstance(index, int) and index < len(branches) \
+                else {}
+            is_object = isinstance(branch, Mapping) and branch.get("type") == "object"
+            if is_object == (wanted == "object"):
                 return _leaf(sub)
     return err
 
@@ -229,13 +233,17 @@ def _describe(err: ValidationError, doc: Any) -> str:
                 "a letter or digit)")
     if kind == "type":
         words = {"object": "a mapping", "array": "a list", "string": "a string",
-                 "integer": "a whole number"}
+                 "integer": "a whole number", "number": "a number of seconds"}
         wanted = words.get(str(err.validator_value), str(err.validator_value))
         return f"{where}: {field} must be {wanted}"
     if kind == "minItems":
         return f"{where}: {field} must be a non-empty list"
     if kind == "minimum":
         return f"{where}: {field} must be at least {err.validator_value}"
+    if kind == "exclusiveMinimum":
+        return f"{where}: {field} must be more than {err.validator_value}"
+    if kind == "maximum":
+        return f"{where}: {field} must be at most {err.validator_value}"
     if kind == "minLength":
         return f"{where}: {field} must not be empty"
     if kind == "oneOf":
@@ -273,10 +281,13 @@ def _compile_chain(
     calls = []
     for j, item in enumerate(raw or ()):
         params: Mapping[str, Any]
+        timeout: float | None = None
         if isinstance(item, str):
             name, params = item, {}
         else:
             name, params = item["hook"], item.get("with") or {}
+            if item.get("timeout") is not None:
+                timeout = float(item["timeout"])
         if name not in registry:
             raise GraphError(
                 f"{where}: {boundary}[{j}]: unknown hook {name!r}; "
@@ -295,7 +306,8 @@ def _compile_chain(
         problem = definition.check(frozen) if definition.check is not None else None
         if problem:
             raise GraphError(f"{where}: {boundary}[{j}]: hook {name!r}: {problem}")
-        calls.append(HookCall(name=name, definition=definition, params=frozen))
+        calls.append(HookCall(name=name, definition=definition, params=frozen,
+                              timeout=timeout))
     return tuple(calls)
 
 

@@ -95,6 +95,32 @@ class NoRoles:
         return False
 
 
+class McpTools(Protocol):
+    """MCP by delegation to the harness (specification: "MCP by delegation to the
+    harness"): the-loop holds no MCP client; the node's harness, run headless with
+    schema-constrained output, performs one named tool call and answers with its
+    structured result. Implemented by :class:`integrations.harness.mcp.HarnessMcp`."""
+
+    def call(self, server: str, tool: str, arguments: Mapping[str, Any], *,
+             session: str | None = None) -> Mapping[str, Any]:
+        """Perform ``tool`` of MCP server ``server`` with ``arguments``.
+
+        Args:
+            server: a server name the deployment configured (``harness.mcpConfig``).
+            tool: the tool's name on that server.
+            arguments: JSON data (the work item's fields the graph named).
+            session: the-loop's session id of the node, for the harness's records.
+
+        Returns:
+            the tool's structured result (JSON data, bounded in size).
+
+        Raises:
+            graph.ports.IntegrationError: the harness failed, refused, or answered
+                something that is not the result; ``retriable`` when trying again may help.
+        """
+        ...
+
+
 @dataclass(frozen=True)
 class HookConfig:
     """The ``config`` field of HookContext.
@@ -118,12 +144,17 @@ class HookConfig:
             -> an outcome or ``None`` (invalid output after its retries).
         human_only: risk tier -> whether gates must be decided by an explicit human
             signal (default: always).
+        human_reason: risk tier -> why its gates are reserved for a human, in the-loop's
+            words (named in a gate's status comment), or ``None``; ``None`` here: not
+            named.
         work: where agent turns are ordered (:class:`graph.work.AgentWork`, the runner);
             ``None`` when no harness is configured: an agent node then waits for its
             artifacts to be pushed by someone, as a person would.
         draft: the work item is a pull request marked as a draft (GitHub's "About pull
             requests": a draft cannot be merged and asks nobody for review); a gate
             then waits without requesting review.
+        mcp: the harness's MCP tool calls (``mcp-call``), or ``None`` when none is
+            configured.
     """
 
     harness: Mapping[str, Any] = field(default_factory=dict)
@@ -139,8 +170,10 @@ class HookConfig:
     trees: Callable[[str], str | None] | None = None
     classifier: Callable[[str, Sequence[str]], str | None] | None = None
     human_only: Callable[[int | None], bool] = field(default=lambda tier: True)
+    human_reason: Callable[[int | None], str | None] | None = None
     work: AgentWork | None = field(default=None, repr=False, compare=False)
     draft: bool = False
+    mcp: McpTools | None = field(default=None, repr=False, compare=False)
 
     @property
     def github(self) -> GitHub | None:

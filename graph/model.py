@@ -339,11 +339,14 @@ class DecisionRecord:
             text without the-loop's own review-record entries), ``None`` when absent;
             an approval binds to it, and a different one later means the approved
             artifact changed (``gates.reapproveOnChange``).
+        strip: an artifact's text -> the text without the record the hook writes (so a
+            repair is told from the-loop's own entry); ``None``: nothing to strip.
     """
 
     artifacts: Callable[[Mapping[str, Any]], tuple[str, ...]]
     approved: Callable[[str | None], bool]
     fingerprint: Callable[[str | None], str | None] | None = None
+    strip: Callable[[str], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -359,7 +362,12 @@ class HookDef:
         outcomes: named outcomes the hook may put in ``data["outcome"]`` besides ``pass``.
         boundaries: where the hook may run (``entry``, ``exit``).
         params: the ``with:`` keys the hook accepts; anything else is a load error.
-        timeout: seconds the hook may run before it counts as a retriable block.
+        timeout: seconds the hook may run by default (a graph's call may set its own,
+            ``{hook: notify, timeout: 10}``); past it, a validating hook is a retriable
+            block and a ``fails_open`` hook records the timeout and passes.
+        fails_open: an integration hook (a notification: Slack, Jira...) whose failure,
+            exception or timeout is recorded and passes (specification, "Error handling":
+            notification hook fails -> record and continue), never wedging the graph.
         validating: the hook only judges artifacts (no side effect, no network); ``the-loop
             check --recompute`` re-runs exactly these to re-derive verdicts.
         check: called by the compiler with each call's ``with:`` parameters; returns an
@@ -384,6 +392,7 @@ class HookDef:
     params: frozenset[str] = frozenset()
     timeout: float = 30.0
     validating: bool = False
+    fails_open: bool = False
     check: ParamCheck | None = None
     forward: tuple[str, ...] = ()
     hands_off: frozenset[str] = frozenset()
@@ -394,11 +403,18 @@ class HookDef:
 
 @dataclass(frozen=True)
 class HookCall:
-    """One hook in a chain: the resolved definition and its ``with:`` parameters."""
+    """One hook in a chain: the resolved definition, its ``with:`` parameters and the
+    call's own ``timeout`` (seconds; ``None``: the hook's default)."""
 
     name: str
     definition: HookDef = field(repr=False, compare=False)
     params: Mapping[str, Any] = field(default_factory=dict)
+    timeout: float | None = None
+
+    @property
+    def limit(self) -> float:
+        """Seconds this call may run: the graph's ``timeout``, else the hook's default."""
+        return self.timeout if self.timeout is not None else self.definition.timeout
 
 
 #: The outcome every passing chain has; it always moves forward.
@@ -541,7 +557,10 @@ def canonical_form(name: str, start: str, nodes: Iterable[Node],
     """Canonical dict of a graph's parts; the digest is taken over its JSON bytes."""
 
     def chain(calls: tuple[HookCall, ...]) -> list[dict[str, Any]]:
-        return [{"hook": c.name, "with": plain(c.params)} for c in calls]
+        # A call's own timeout is part of the graph; absent, the form is as before.
+        return [{"hook": c.name, "with": plain(c.params),
+                 **({"timeout": c.timeout} if c.timeout is not None else {})}
+                for c in calls]
 
     return {
         "name": name,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import re
 import threading
 import time
 import uuid
@@ -99,7 +100,8 @@ class ChainResult:
 
 def call_hook(call: HookCall, ctx: HookContext, *,
               on_timeout: Callable[[], None] | None = None) -> HookResult:
-    """Run one hook under its timeout (``HookDef.timeout`` seconds).
+    """Run one hook under its timeout (:attr:`HookCall.limit` seconds: the graph's
+    ``timeout`` for this call, else ``HookDef.timeout``).
 
     A hook that raises, or returns something other than a HookResult, is a ``block`` with
     ``retriable=False``; one that runs past its timeout is a retriable ``block`` (its
@@ -108,6 +110,11 @@ def call_hook(call: HookCall, ctx: HookContext, *,
     (:class:`graph.effects.RetryLater`, or a retriable
     :class:`~graph.ports.IntegrationError`: 5xx, rate limit, network) is not a verdict:
     it propagates as ``RetryLater`` so the caller retries the delivery later.
+
+    An integration hook (``HookDef.fails_open``, e.g. ``notify``) never stops the chain:
+    its timeout, exception or transient failure is a ``pass`` whose data records it
+    (``{"integration_failed": "timeout" | "raised" | "transient", "error": type name}``),
+    which the runtime writes to the event log as ``notification.failed``.
 
     Raises:
         RetryLater: the hook failed transiently.
@@ -122,18 +129,28 @@ def call_hook(call: HookCall, ctx: HookContext, *,
 
     worker = threading.Thread(target=target, name=f"hook-{call.name}", daemon=True)
     worker.start()
-    worker.join(call.definition.timeout)
+    worker.join(call.limit)
+    fails_open = call.definition.fails_open
     if not box:
         if on_timeout is not None:
             on_timeout()
         log.warning("hook %s ran past its timeout at node %s", call.name, ctx.node.id)
+        if fails_open:
+            return _failed_open(call, "timeout", "timeout")
         return HookResult.blocked(
             call.name,
-            Message(f"hook {call.name} ran past its timeout of {call.definition.timeout:g} s",
+            Message(f"hook {call.name} ran past its timeout of {call.limit:g} s",
                     code="hook-timeout"),
             retriable=True,
         )
     outcome = box[0]
+    if fails_open and isinstance(outcome, BaseException):
+        transient = isinstance(outcome, RetryLater) or (
+            isinstance(outcome, IntegrationError) and outcome.retriable)
+        log.warning("integration hook %s failed at node %s (%s); recorded, continuing",
+                    call.name, ctx.node.id, type(outcome).__name__)
+        return _failed_open(call, "transient" if transient else "raised",
+                            type(outcome).__name__)
     if isinstance(outcome, RetryLater):
         raise outcome
     if isinstance(outcome, IntegrationError) and outcome.retriable:
@@ -154,6 +171,16 @@ def call_hook(call: HookCall, ctx: HookContext, *,
         {},
         retriable=False,
     )
+
+
+def _failed_open(call: HookCall, how: str, error: str) -> HookResult:
+    """The ``pass`` of an integration hook that failed (see :func:`call_hook`)."""
+    seconds = f" of {call.limit:g} s" if how == "timeout" else ""
+    return HookResult(
+        "pass", call.name,
+        (Message(f"hook {call.name} failed ({how}{seconds}); recorded, the graph continues",
+                 code=f"integration-{how}"),),
+        {"integration_failed": how, "error": error, "notification_failed": True})
 
 
 def run_chain(
@@ -271,6 +298,21 @@ class ForceResult:
     entry: ChainResult | None = None
 
 
+#: Message code of a node a gate sent back, waiting for the rejected artifact to change.
+AWAITING_REPAIR = "awaiting-repair"
+
+
+def content_blob(text: str | None, strip: Callable[[str], str] | None) -> str | None:
+    """The git blob SHA-1 of ``text`` less what ``strip`` removes (the-loop's own review
+    record, ``DecisionRecord.strip``): what "the artifact changed" compares (Git's object
+    format: ``sha1(b"blob <size>\\0" + content)``, Pro Git, "Git Objects"). ``None`` for an
+    absent file."""
+    if text is None:
+        return None
+    data = (strip(text) if strip is not None else text).encode("utf-8")
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
 def _fingerprint(result: HookResult | None) -> str:
     texts = "\n".join(m.text for m in result.messages) if result else ""
     return hashlib.sha256(f"{result.hook if result else ''}\n{texts}".encode()).hexdigest()[:16]
@@ -359,6 +401,10 @@ class Runtime:
         repo: Path | None,
     ) -> AdvanceResult:
         self._check_graph(state)
+        if state.risk_tier != work_item.risk_tier:
+            self._log(state, "work-item.risk-tier",
+                      {"from": state.risk_tier, "to": work_item.risk_tier}, event)
+            state.risk_tier = work_item.risk_tier  # saved with what follows
         self._retry_forced(state, work_item, config)
         result = AdvanceResult(ref=state.ref, node=state.current_node, status=state.status,
                                state=state)
@@ -404,8 +450,15 @@ class Runtime:
                 ended = self._turn_ended(state, node, event)
                 if ended is None:  # the agent's turn is still to come: nothing to check yet
                     return self._await_turn(state, work_item, config, node, result)
+            unrepaired = None
+            if ended is None or ended.ok:
+                unrepaired = self._unrepaired(node, state, work_item, config,
+                                              after_turn=ended is not None)
             if ended is not None and not ended.ok:
                 chain = self._failed_turn(node, ended)
+                self._record(state, chain, event)
+            elif unrepaired is not None:
+                chain = unrepaired
                 self._record(state, chain, event)
             else:
                 chain = self._run(node, "exit", state, work_item, config, event, repo)
@@ -429,9 +482,12 @@ class Runtime:
             state.outcomes[node.id] = chain.outcome
             state.next_input.pop(node.id, None)
             handoff = self._handoff(node, chain)
+            rejected = self._rejected(node, chain, edge.target, work_item, config)
             self._enter(state, edge.target, via=chain.outcome)
             if handoff:
                 state.next_input[edge.target] = {"feedback": handoff}
+            if rejected:
+                state.next_input.setdefault(edge.target, {})["rejected"] = rejected
             # Persist BEFORE the next node's entry hooks perform side effects.
             self.store.save(state)
             self._log(state, "edge.taken",
@@ -456,18 +512,101 @@ class Runtime:
             "body_sha256": data.get("body_sha256"),
         }
 
+    # -- repair after changes-requested -------------------------------------------------
+
+    def _rejected(self, gate: Node, chain: ChainResult, target: str, work_item: WorkItem,
+                  config: HookConfig) -> dict[str, Any] | None:
+        """What a gate's backwards decision (an outcome that is not forward, e.g.
+        changes-requested) rejected, for the node it returns to: ``{"gate", "outcome",
+        "blobs": {path: blob SHA}}`` of the reviewed artifacts that node produces (the
+        content less the-loop's own review record, :func:`content_blob`), or ``{"gate",
+        "outcome", "head_sha"}`` when it produces none of them (the implementation: the
+        pull request head was rejected). ``None`` for a forward outcome or nothing to
+        compare."""
+        if not gate.is_gate or chain.outcome in gate.forward_outcomes:
+            return None
+        record = decision_record(gate)
+        strip = record.strip if record is not None else None
+        produced = set(self.graph.node(target).produces)
+        names = [a for a in gate_artifacts(self.graph, gate) if a in produced]
+        base: dict[str, Any] = {"gate": gate.id, "outcome": chain.outcome}
+        if names:
+            blobs = {}
+            for name in names:
+                path = self.artifacts_for(work_item, name)
+                blobs[path] = content_blob(config.files.read_text(path), strip)
+            return {**base, "blobs": blobs}
+        if config.head_sha:
+            return {**base, "head_sha": config.head_sha}
+        return None
+
+    def _unrepaired(self, node: Node, state: WorkItemState, work_item: WorkItem,
+                    config: HookConfig, *, after_turn: bool) -> ChainResult | None:
+        """The verdict of a node a gate sent back while what the gate rejected is
+        unchanged (specification: changes-requested means repair): a ``wait`` for the
+        work (a push, the harness's turn), or, after a turn that changed nothing, a
+        ``block`` whose message is the next turn's input. ``None``: repaired (or nothing
+        was rejected), the exit chain runs."""
+        rejected = (state.next_input.get(node.id) or {}).get("rejected")
+        if not isinstance(rejected, Mapping):
+            return None
+        gate = self.graph.nodes.get(str(rejected.get("gate")))
+        record = decision_record(gate) if gate is not None else None
+        strip = record.strip if record is not None else None
+        blobs = rejected.get("blobs")
+        # An artifact absent when the gate decided has nothing to compare: its checks say.
+        compared = {p: b for p, b in blobs.items() if b} if isinstance(blobs, Mapping) else {}
+        if compared:
+            unchanged = [path for path, blob in compared.items()
+                         if content_blob(config.files.read_text(path), strip) == blob]
+            if len(unchanged) < len(compared):
+                return None
+            what = ", ".join(unchanged)
+        elif rejected.get("head_sha"):
+            if not config.head_sha or config.head_sha != rejected["head_sha"]:
+                return None
+            what = f"the pull request head {str(rejected['head_sha'])[:12]}"
+        else:
+            return None
+        review = f"{rejected.get('gate')} decided {rejected.get('outcome')}"
+        if after_turn:
+            result = HookResult.blocked("runtime", Message(
+                f"{what} is unchanged since {review}: change it as the review asks "
+                "(the-loop's review record does not count)", code="unrepaired"))
+            return ChainResult(node.id, "exit", "block", "block", (result,))
+        result = HookResult.waiting("runtime", Message(
+            f"waiting for the changes the review asked for: {what} is unchanged since "
+            f"{review}", code=AWAITING_REPAIR))
+        return ChainResult(node.id, "exit", "wait", "wait", (result,))
+
+    def _work_token(self, node: Node, state: WorkItemState, work_item: WorkItem,
+                    config: HookConfig) -> str:
+        """What changes when the node's work takes a turn: the harness turns ordered in
+        this visit and the content of the node's artifacts (the pull request head for a
+        node that declares none). Two blocks with the same token are not separated by
+        a repair attempt."""
+        parts = [str(state.turns.get(node.id, 0))]
+        if node.produces:
+            for name in node.produces:
+                path = self.artifacts_for(work_item, name)
+                parts.append(f"{path}={content_blob(config.files.read_text(path), None)}")
+        else:
+            parts.append(f"head={config.head_sha}")
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
     def _enter(self, state: WorkItemState, node_id: str, *, via: str,
                forced: bool = False) -> None:
         """Move the pointer and bind the node's harness session: an agent node keeps its
         own session across visits (so changes-requested returns to the same one); a gate
-        with ``session: inherit`` reuses its producing node's session, or starts a fresh
-        one seeded with the producer's artifacts."""
-        producer = state.current_node if state.history else None
+        with ``session: inherit`` reuses the session of the node that produces its
+        artifacts (:meth:`_producers`), whatever path the work item took there, or starts
+        a fresh one seeded with the artifacts."""
         state.enter(node_id, via=via, forced=forced)
         node = self.graph.node(node_id)
         session: dict[str, Any] | None = None
         if node.session == "inherit":
-            inherited = state.sessions.get(producer) if producer else None
+            inherited = next((state.sessions[p] for p in self._producers(node)
+                              if state.sessions.get(p)), None)
             if inherited:
                 session = dict(inherited)
             else:
@@ -479,6 +618,19 @@ class Runtime:
         if session is not None:
             state.sessions[node_id] = session
         state.session = session
+
+    def _producers(self, gate: Node) -> list[str]:
+        """Nodes whose session a ``session: inherit`` gate takes, in preference order:
+        those that produce the artifacts it reviews (``produces`` against
+        :func:`gate_artifacts`), then the agent nodes with an edge into it."""
+        reviewed = set(gate_artifacts(self.graph, gate))
+        found = [n.id for n in self.graph.nodes.values()
+                 if n.id != gate.id and reviewed & set(n.produces)]
+        for edge in self.graph.edges:
+            source = self.graph.node(edge.source)
+            if edge.target == gate.id and source.actor == "agent" and source.id not in found:
+                found.append(source.id)
+        return found
 
     def _run(
         self,
@@ -570,6 +722,12 @@ class Runtime:
             event,
         )
         for r in chain.results:
+            if r.data.get("notification_failed"):
+                self._log(state, "notification.failed",
+                          {"channel": r.hook, "node": chain.node,
+                           "error": r.data.get("error") or r.data.get("integration_failed")
+                           or "failed"}, event)
+        for r in chain.results:
             checkpoint = r.data.get("checkpoint")
             if isinstance(checkpoint, Mapping):
                 self._log(state, "checkpoint", dict(checkpoint), event)
@@ -596,11 +754,16 @@ class Runtime:
         if chain.status == "wait":
             state.status = Status.ESCALATED if state.escalated else Status.WAITING
         else:
-            attempts = state.attempts.get(node.id, 0) + 1
-            state.attempts[node.id] = attempts
+            # Only a turn of the work (a harness turn, a push that changed the node's
+            # artifacts) between two blocks makes the second a repair attempt.
             fingerprint = _fingerprint(stop)
-            repeated = state.last_block.get(node.id) == fingerprint
-            state.last_block[node.id] = fingerprint
+            token = self._work_token(node, state, work_item, config)
+            previous_fp, _, previous_token = state.last_block.get(node.id, "").partition("/")
+            worked = not previous_fp or previous_token != token
+            attempts = state.attempts.get(node.id, 0) + (1 if worked else 0)
+            state.attempts[node.id] = attempts
+            repeated = worked and previous_fp == fingerprint
+            state.last_block[node.id] = f"{fingerprint}/{token}"
             state.next_input.setdefault(node.id, {})["block"] = {
                 "hook": stop.hook if stop else None,
                 "boundary": chain.boundary,
@@ -627,7 +790,7 @@ class Runtime:
         result.status, result.node = state.status, state.current_node
         result.messages = chain.messages
         shown = chain.messages if chain.status == "block" else tuple(
-            m for m in chain.messages if m.code in node.shown_waits)
+            m for m in chain.messages if m.code in node.shown_waits | {AWAITING_REPAIR})
         self._publish(state, work_item, config, node, shown, hook=stop.hook if stop else None)
         return result
 
@@ -767,10 +930,13 @@ class Runtime:
         mentions = [p.github for p in config.collaborators.people(node.role) if p.github]
         working = state.parked_reason if state.status == Status.WORKING else None
         notes = state.current_notes()
+        reserved = (config.human_reason(work_item.risk_tier)
+                    if node.is_gate and config.human_reason is not None
+                    and state.status != Status.DONE else None)
         body = render_status(work_item, node.id, node.phase, state.status, messages,
                              hook=hook, escalation=escalation,
                              mentions=mentions if escalation else (), working=working,
-                             notes=notes)
+                             notes=notes, reserved=reserved)
         body_digest = digest(body)
         if body_digest == state.status_digest:
             return
@@ -1021,6 +1187,7 @@ class Runtime:
         lines = [f"**the-loop** · an operator forced this work item from `{record['from']}` "
                  f"to `{record['to']}`.", ""]
         lines += [f"- warning: {w}" for w in self._force_warnings(record)]
+        lines += ["", "The operator's reason:", "", *forced_reason_quote(record.get("reason"))]
         lines += ["", "The bypassed gates keep their real verdicts: `the-loop check "
                   "--recompute` still reports them.", "", marker(effect)]
         try:
@@ -1144,6 +1311,28 @@ def _reapprove(config: HookConfig) -> bool:
     """``gates.reapproveOnChange`` of the repository's harness config (default true)."""
     gates = config.harness.get("gates") if config.harness else None
     return not isinstance(gates, Mapping) or gates.get("reapproveOnChange", True) is not False
+#: Longest operator's reason quoted in the forced-move comment (characters).
+MAX_REASON_CHARS = 1000
+
+
+def forced_reason_quote(reason: object) -> list[str]:
+    """The operator's ``--reason`` as Markdown quote lines for the forced-move comment.
+
+    The reason is operator input (``the-loop graph force --reason``), never payload text;
+    it is still quoted, not rendered as the-loop's words: HTML comments (which could
+    imitate the-loop's hidden marker) are dropped, ``@`` mentions are defused and the text
+    is capped at :data:`MAX_REASON_CHARS` characters.
+
+    Returns:
+        one ``> ...`` line per line of the reason (``> (none given)`` when empty).
+    """
+    text = str(reason or "").replace("\r\n", "\n")
+    text = re.sub(r"<!--.*?(?:-->|\Z)", "", text, flags=re.DOTALL)
+    text = text.replace("<!--", "").replace("-->", "").replace("@", "@\u200b")
+    if len(text) > MAX_REASON_CHARS:
+        text = text[:MAX_REASON_CHARS] + " …"
+    lines = [line.rstrip() for line in text.strip().splitlines()] or ["(none given)"]
+    return [f"> {line}" if line else ">" for line in lines]
 
 
 def decision_record(gate: Node) -> DecisionRecord | None:

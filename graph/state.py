@@ -78,6 +78,8 @@ class WorkItemState:
         notes: what the status comment tells people beyond the chain's findings (a gate
             re-opened, a deciding comment deleted): ``{node, visit, code, text, at}``,
             shown while the work item is at that node visit; the newest few are kept.
+        risk_tier: the work item's risk tier (1-4) when last evaluated, or ``None``
+            (kept for the events that carry no labels).
         created_at, updated_at: Unix seconds.
     """
 
@@ -109,6 +111,7 @@ class WorkItemState:
     spend: dict[str, Any] = field(default_factory=dict)
     votes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     notes: list[dict[str, Any]] = field(default_factory=list)
+    risk_tier: int | None = None
     created_at: float = field(default_factory=now)
     updated_at: float = field(default_factory=now)
     version: int = STATE_VERSION

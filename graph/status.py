@@ -32,6 +32,7 @@ def render_status(
     mentions: Sequence[str] = (),
     working: str | None = None,
     notes: Sequence[str] = (),
+    reserved: str | None = None,
 ) -> str:
     """The status comment body: phase, status, and what the work must do next.
 
@@ -47,6 +48,8 @@ def render_status(
             (:func:`graph.work.working_line`: ``agent working: turn 2 of 5, 3 min, $0.41``).
         notes: the-loop's notes of this node visit (:meth:`graph.state.WorkItemState.note`:
             a gate re-opened, a deciding comment deleted), in order.
+        reserved: at a gate reserved for a person by the work item's risk tier, why
+            (``HookConfig.human_reason``), in the-loop's words.
     """
     lines = [f"**the-loop** · phase `{phase}` (node `{node}`) · **{Status(status).value}**", ""]
     if working:
@@ -56,6 +59,8 @@ def render_status(
     if escalation:
         who = " ".join(f"@{m}" for m in mentions)
         lines += [f"A human is needed: {escalation}." + (f" {who}" if who else ""), ""]
+    if reserved:
+        lines += [f"{reserved[:1].upper()}{reserved[1:]}.", ""]
     if messages:
         lead = ("The agent's next turn repairs what" if working else "What")
         lines.append(f"{lead} `{hook or 'the exit chain'}` needs before this node can complete:")

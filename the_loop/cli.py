@@ -117,12 +117,13 @@ def worker(burst: bool) -> None:
 
     from graph.compile import GraphError
     from integrations.capabilities import CapabilityError
+    from integrations.harness.base import HarnessError
     from the_loop.wiring import build_worker
     from workers.worker import run_worker
 
     try:
         run_worker(build_worker(settings), settings, burst=burst)
-    except (GraphError, CapabilityError, ValueError) as exc:
+    except (GraphError, CapabilityError, HarnessError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     except redis.RedisError as exc:
         raise click.ClickException(

@@ -419,12 +419,20 @@ class GitHubEvent:
         """``"<event>.<action>"``, e.g. ``"issue_comment.created"``, or the event name."""
         return f"{self.name}.{self.action}" if self.action else self.name
 
-    def work_item(self, ref: WorkItemRef, spec_dir: str = DEFAULT_SPEC_DIR) -> WorkItem:
+    @property
+    def carries_labels(self) -> bool:
+        """Whether the payload holds the issue or pull request (so :attr:`labels` is its
+        label set; a CI event or a turn report says nothing about labels)."""
+        return self.kind is not None
+
+    def work_item(self, ref: WorkItemRef, spec_dir: str = DEFAULT_SPEC_DIR, *,
+                  risk_tier: int | None = None) -> WorkItem:
         """The graph's :class:`~graph.model.WorkItem` for ``ref`` as this event shows it.
 
         Args:
             ref: the work item (the delivery's, or the one a CI result was fanned out to).
             spec_dir: a template; ``{number}`` becomes the issue or PR number.
+            risk_tier: the work item's risk tier (1-4), if it has one.
         """
         return WorkItem(
             ref=ref.format(),
@@ -432,6 +440,7 @@ class GitHubEvent:
             repository=ref.repository,
             kind=self.kind or "issue",
             tags=self.labels,
+            risk_tier=risk_tier,
             spec_dir=spec_dir.format(number=ref.number),
         )
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,13 @@ from graph.model import Graph, WorkItem
 from graph.refs import PREFIX, RefError, WorkItemRef
 from graph.runtime import Runtime
 from graph.state import StateStore
-from the_loop.config.repository import COLLABORATORS_PATH, DEFAULT_SPEC_DIR, Collaborators
+from the_loop.config.repository import (
+    COLLABORATORS_PATH,
+    DEFAULT_SPEC_DIR,
+    HARNESS_CONFIG_PATH,
+    Collaborators,
+    load_harness_config,
+)
 from the_loop.graphs import load_graph
 from the_loop.settings import WorkerSettings
 from the_loop.stores import FileStateStore, LocalFiles
@@ -58,7 +65,8 @@ def open_local(
     repo: Path, ref: str, graph_path: str | None = None,
     settings: WorkerSettings | None = None,
 ) -> Local:
-    """Compile the graph, read ``.the-loop/collaborators.yaml`` from the checkout, and
+    """Compile the graph, read ``.the-loop/collaborators.yaml`` and
+    ``.the-loop/harness-config.yaml`` from the checkout, and
     keep state under ``<repo>/.the-loop/state``.
 
     Args:
@@ -78,6 +86,12 @@ def open_local(
     work_item = parse_ref(ref, settings.spec_dir)
     collaborators = Collaborators.parse(files.read_text(COLLABORATORS_PATH),
                                         str(repo / COLLABORATORS_PATH))
-    config = HookConfig(collaborators=collaborators, files=files)
-    store: StateStore = FileStateStore(repo / STATE_DIR)
+    harness = load_harness_config(files.read_text(HARNESS_CONFIG_PATH),
+                                  str(repo / HARNESS_CONFIG_PATH))
+    # A local work item has no labels: its tier is the harness config's risk.default.
+    work_item = dataclasses.replace(work_item, risk_tier=harness.risk.default)
+    config = HookConfig(harness=harness.as_dict(), collaborators=collaborators, files=files,
+                        human_only=harness.requires_human,
+                        human_reason=harness.human_reservation)
+    store: StateStore = FileStateStore(repo / STATE_DIR, seal_key=settings.state_key)
     return Local(Runtime(graph, store), work_item, config, repo)

@@ -193,6 +193,10 @@ class WorkerSettings:
             list before it queues another wake-up and returns, so RQ's own duties (and
             a warm shutdown) get their turn, ``THE_LOOP_DISPATCH_BUDGET`` (default 10;
             keep it well under the wake-up job's RQ timeout, 300 s).
+        state_key: ``THE_LOOP_STATE_KEY``, the key of the local state files' seals
+            (HMAC-SHA256; :class:`the_loop.stores.FileStateStore`), or ``None``: an
+            unkeyed SHA-256 digest, which catches corruption but not a forger. A secret:
+            hidden from repr.
     """
 
     redis_url: str = field(default=DEFAULT_REDIS_URL, repr=False)
@@ -211,6 +215,7 @@ class WorkerSettings:
     delivery_backoff: tuple[float, ...] = (10.0, 60.0, 300.0, 900.0)
     reap_interval: float = 5.0
     dispatch_budget: float = 10.0
+    state_key: str | None = field(default=None, repr=False)
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
@@ -409,6 +414,9 @@ class HarnessSettings:
             for messages naming the fix.
         path: the ``PATH`` the version probe runs with (this process's ``PATH``), or
             ``None`` (:data:`os.defpath`).
+        mcp_config: the MCP servers file (Claude Code's ``--mcp-config`` JSON shape) of
+            the ``mcp-call`` hook's harness calls, ``THE_LOOP_MCP_CONFIG`` or
+            ``harness.mcpConfig``; ``None``: no server.
     """
 
     adapter: str = "none"
@@ -423,6 +431,7 @@ class HarnessSettings:
     env: tuple[str, ...] = ()
     source: str = "cli-config.yaml"
     path: str | None = None
+    mcp_config: str | None = None
 
     def model_for(self, stage: str | None) -> str | None:
         """The model configured for node stage ``stage``, or ``None`` (the harness's own
@@ -545,6 +554,7 @@ class Settings:
                                           WorkerSettings.delivery_backoff),
             reap_interval=read.seconds("THE_LOOP_REAP_INTERVAL", 5.0),
             dispatch_budget=read.seconds("THE_LOOP_DISPATCH_BUDGET", 10.0),
+            state_key=read.get("THE_LOOP_STATE_KEY") or None,
         )
         integrations = process in ("worker", "command")
         return cls(
@@ -849,6 +859,7 @@ class _Reader:
             env=tuple(config.env) or HARNESS_ENV.get(adapter, ()),
             source=source,
             path=self.get("PATH"),
+            mcp_config=self.get("THE_LOOP_MCP_CONFIG") or config.mcp_config,
         )
 
     def runner(self, deployment: CliConfig, queue: str) -> RunnerSettings:

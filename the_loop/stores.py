@@ -1,13 +1,16 @@
 """The local-disk implementations of the core's interfaces.
 
-* :class:`FileStateStore` — a :class:`graph.state.StateStore` in JSON files.
+* :class:`FileStateStore` — a :class:`graph.state.StateStore` in JSON files: mode 0600 in
+  0700 directories, each state record sealed.
 * :class:`LocalFiles` — a :class:`graph.context.FileReader` over a checkout.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import logging
 import os
 import re
 import tempfile
@@ -15,7 +18,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from graph.state import LogEvent, WorkItemState, new_event_id, now
+from graph.state import LogEvent, StateError, WorkItemState, new_event_id, now
+
+log = logging.getLogger(__name__)
+
+#: Modes of the store's directory and files: the owner's alone (state and the event log
+#: hold who decided what; nobody else on the machine reads or edits them).
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+#: The key of a state file's seal.
+SEAL = "seal"
 
 
 class LocalFiles:
@@ -45,14 +57,49 @@ def ref_slug(ref: str) -> str:
     return f"{readable}-{hashlib.sha256(ref.encode()).hexdigest()[:8]}"
 
 
+def canonical(data: Mapping[str, Any]) -> bytes:
+    """The canonical bytes a seal is taken over: JSON with sorted keys, no whitespace,
+    UTF-8 (non-ASCII kept as is)."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False).encode("utf-8")
+
+
+def seal_of(data: Mapping[str, Any], key: bytes | None) -> str:
+    """The seal of a state record's content ``data`` (without its ``seal``):
+    ``hmac-sha256:<hex>`` keyed with ``key``, else ``sha256:<hex>``."""
+    body = canonical(data)
+    if key:
+        return "hmac-sha256:" + hmac.new(key, body, hashlib.sha256).hexdigest()
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
 class FileStateStore:
     """JSON-file state for local CLI use: ``<dir>/<slug>.json`` and ``<slug>.events.jsonl``.
 
-    Writes are atomic (temporary file + rename) so a crash never leaves half a file.
+    Writes are atomic (temporary file + rename) so a crash never leaves half a file. The
+    directory is made (and kept) mode 0700, every file 0600. Each state record carries a
+    ``seal``: a digest over its canonical content (:func:`canonical`), HMAC-SHA256 with
+    ``seal_key`` when one is configured (``THE_LOOP_STATE_KEY``), else SHA-256. A record
+    whose seal is missing or does not match fails closed like one that does not parse
+    (:class:`~graph.state.StateError`): the runtime keeps the file aside, warns, and
+    reconstructs the state from the artifacts' verified records.
+
+    Args:
+        directory: where the files live.
+        seal_key: the seal's key (a secret; never stored or logged), or ``None``.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, seal_key: str | bytes | None = None) -> None:
         self.directory = directory
+        self._key = seal_key.encode("utf-8") if isinstance(seal_key, str) else seal_key
+
+    def __repr__(self) -> str:
+        return f"FileStateStore({str(self.directory)!r}, keyed={self._key is not None})"
+
+    def _ensure_directory(self) -> None:
+        self.directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        if self.directory.stat().st_mode & 0o777 != DIR_MODE:
+            os.chmod(self.directory, DIR_MODE)  # made earlier by an older the-loop
 
     def state_path(self, ref: str) -> Path:
         """Path of ``ref``'s state file."""
@@ -63,20 +110,44 @@ class FileStateStore:
         return self.directory / f"{ref_slug(ref)}.events.jsonl"
 
     def load(self, ref: str) -> WorkItemState | None:
+        """``ref``'s state, its seal verified.
+
+        Raises:
+            StateError: the file is not JSON, not a state record, or its seal is missing
+                or does not match its content (naming the file, never the key).
+        """
         path = self.state_path(ref)
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
-        return WorkItemState.from_json(text, str(path))
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise StateError(f"{path}: not valid JSON ({type(exc).__name__})") from None
+        if not isinstance(data, dict):
+            raise StateError(f"{path}: state must be a JSON object")
+        seal = data.pop(SEAL, None)
+        if not isinstance(seal, str) or not hmac.compare_digest(
+                seal.encode(), seal_of(data, self._key).encode()):
+            why = "has no seal" if seal is None else "fails its seal"
+            raise StateError(f"{path}: the state record {why} (changed outside the-loop, "
+                             "corrupted, or sealed with another THE_LOOP_STATE_KEY)")
+        try:
+            return WorkItemState.from_dict(data)
+        except StateError as exc:
+            raise StateError(f"{path}: {exc}") from None
 
     def save(self, state: WorkItemState) -> None:
         state.updated_at = now()
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._ensure_directory()
         path = self.state_path(state.ref)
+        data = state.to_dict()
+        data[SEAL] = seal_of(data, self._key)
+        # mkstemp creates the file 0600.
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".state-", suffix=".json")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(state.to_json(indent=2))
+            fh.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
             fh.write("\n")
         os.replace(tmp, path)
 
@@ -86,15 +157,20 @@ class FileStateStore:
             return None
         aside = path.with_name(f"{path.stem}.corrupt-{int(now())}.json")
         os.replace(path, aside)
+        os.chmod(aside, FILE_MODE)
         return str(aside)
 
     def append_event(
         self, ref: str, type: str, data: Mapping[str, Any], caused_by: str | None = None
     ) -> LogEvent:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._ensure_directory()
         seq = len(self.events(ref)) + 1
         event = LogEvent(seq, new_event_id(), type, dict(data), caused_by, now())
-        with self.log_path(ref).open("a", encoding="utf-8") as fh:
+        path = self.log_path(ref)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
+            if os.fstat(fd).st_mode & 0o777 != FILE_MODE:
+                os.fchmod(fd, FILE_MODE)  # written earlier by an older the-loop
             fh.write(json.dumps(event.to_dict(), sort_keys=True) + "\n")
         return event
 

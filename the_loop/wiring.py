@@ -33,7 +33,7 @@ from the_loop.settings import Settings, SettingsError
 if TYPE_CHECKING:
     from flask import Flask
 
-    from graph.context import HookConfig
+    from graph.context import HookConfig, McpTools
     from graph.model import Graph
     from graph.ports import GitHub, Integration
     from graph.runtime import Runtime
@@ -248,11 +248,13 @@ def build_worker(
 
     Raises:
         SettingsError (NoGitHubClient among them), graph.compile.GraphError,
-        integrations.providers.ProviderConfigError,
+        integrations.harness.base.HarnessError (a graph using mcp-call without a usable
+        harness on this worker), integrations.providers.ProviderConfigError,
         integrations.capabilities.CapabilityError: at start-up, naming what to fix.
     """
     from integrations.capabilities import check_capabilities, hooks_needing
     from integrations.classifier import build_classifier
+    from integrations.harness.mcp import check_mcp
     from integrations.metrics import ObservedFactory, ObservedIntegration
     from the_loop.graphs import load_graph
 
@@ -260,12 +262,14 @@ def build_worker(
     classifier = build_classifier(settings.classifier.config, settings.classifier.token)
     conn = connection or redis_client(settings)
     graph = load_graph(worker.graph_path)
+    # mcp-call runs the harness here, in the worker: checked now, failing closed.
+    mcp = check_mcp(settings.harness, graph, settings.environ, settings.runner.home_dir)
     if settings.require_github().transport == "none":
         # An explicit choice (never a fallback): acknowledge deliveries, advance nothing.
         log.warning("THE_LOOP_GITHUB_TRANSPORT=none: no GitHub transport; deliveries are "
                     "acknowledged and every labelled work item's delivery fails, naming "
                     "the variables to set")
-        return build_processor(worker, conn, graph, None, classifier=classifier)
+        return build_processor(worker, conn, graph, None, classifier=classifier, mcp=mcp)
     needed = required_operations(graph)
     providers = build_providers(settings, needed=needed,
                                 throttle=write_throttle(settings, conn), which=which)
@@ -282,7 +286,7 @@ def build_worker(
     return build_processor(worker, conn, graph, factory, integrations=observed,
                            classifier=classifier, turns=turn_records(settings, conn),
                            max_turns=settings.harness.max_turns,
-                           cost_cap_usd=settings.harness.cost_cap_usd)
+                           cost_cap_usd=settings.harness.cost_cap_usd, mcp=mcp)
 
 
 def turn_records(settings: Settings, connection: redis.Redis) -> TurnRecords | None:
@@ -309,6 +313,7 @@ def build_processor(
     turns: TurnRecords | None = None,
     max_turns: int = 5,
     cost_cap_usd: float | None = None,
+    mcp: McpTools | None = None,
 ) -> DeliveryProcessor:
     """The worker's processor from parts already made: every collaborator (the state
     store, the runtime, the repository context, the notices, the inboxes, retries and
@@ -326,6 +331,7 @@ def build_processor(
         turns: the runner's turn records (agent nodes' work is ordered as harness
             turns), or ``None`` (no harness).
         max_turns, cost_cap_usd: ``harness.maxTurns`` and ``harness.costCapUsd``.
+        mcp: the harness's MCP tool calls for ``mcp-call`` hooks, or ``None``.
 
     No I/O happens here.
     """
@@ -346,7 +352,8 @@ def build_processor(
     inboxes = Inboxes(connection, settings, routed=ROUTES)
     queue = DeliveryQueue(connection, queue_name=settings.queue, prefix=settings.prefix)
     agent = Agent(settings, graph, store, Runtime(graph, store),
-                  RepoContext(settings, connection, dict(integrations or {}), classifier),
+                  RepoContext(settings, connection, dict(integrations or {}), classifier,
+                              mcp=mcp),
                   Notices(store), github, partial(fan_out, queue), turns=turns,
                   max_turns=max_turns, cost_cap_usd=cost_cap_usd)
     return DeliveryProcessor(settings, connection, agent, inboxes,

@@ -24,7 +24,7 @@ from typing import cast
 import redis
 from cachetools import LRUCache, TTLCache
 
-from graph.context import HookConfig
+from graph.context import HookConfig, McpTools
 from graph.ports import GitHub, GitHubCommits, Integration, IntegrationError, NotFound
 from graph.refs import WorkItemRef
 from graph.work import AgentWork
@@ -86,6 +86,8 @@ class RepoContext:
             work item; the mapping is read at each delivery, so a wrapper installed
             later (metrics) is seen.
         classifier: the optional model classifier for gate feedback.
+        mcp: the harness's MCP tool calls for ``mcp-call`` (``HookConfig.mcp``), or
+            ``None``.
     """
 
     def __init__(
@@ -94,8 +96,10 @@ class RepoContext:
         connection: redis.Redis,
         integrations: Mapping[str, Integration] | None = None,
         classifier: Classifier | None = None,
+        mcp: McpTools | None = None,
     ) -> None:
         self.settings = settings
+        self.mcp = mcp
         self.redis = connection
         self.keys = Keys(settings.prefix, settings.queue)
         self.integrations: Mapping[str, Integration] = (
@@ -235,9 +239,11 @@ class RepoContext:
             permissions=self.permissions(github, repo),
             trees=self.trees(github, repo),
             human_only=harness.requires_human,
+            human_reason=harness.human_reservation,
             classifier=self.classifier,
             work=work,
             draft=draft,
+            mcp=self.mcp,
         )
 
     def permissions(self, github: GitHub, repo: str) -> Callable[[str], str | None]:

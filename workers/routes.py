@@ -199,6 +199,19 @@ def ci_status(agent: Agent, delivery: Delivery) -> Handled:
                             f"re-driving {fanned} work item(s)")
 
 
+def _risk_tier(agent: Agent, event: GitHubEvent, ref: WorkItemRef,
+               repo_config: RepoConfig) -> int | None:
+    """The work item's risk tier: from its labels when the event carries them (a
+    ``risk:<n>`` label, else ``risk.default`` of the harness config), else the tier last
+    recorded in its state (a CI event or a turn report shows no labels)."""
+    if event.carries_labels:
+        return repo_config.harness.risk.tier(event.labels)
+    state = agent.store.load(ref.format())
+    if state is not None and state.risk_tier is not None:
+        return state.risk_tier
+    return repo_config.harness.risk.default
+
+
 def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
     ref, event, settings = delivery.ref, delivery.event, agent.settings
     if ref is None:
@@ -223,7 +236,8 @@ def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
     work, branch = _work(agent, event, ref)
     config = agent.repos.hook_config(github, event, ref, repo_config, branch=branch,
                                      work=work)
-    item = event.work_item(ref, repo_config.spec_dir(settings))
+    item = event.work_item(ref, repo_config.spec_dir(settings),
+                           risk_tier=_risk_tier(agent, event, ref, repo_config))
     inbound = event.inbound(delivery.id)
     if not (delivery.replay and _logged(agent, item.ref, "delivery.received", delivery.id)):
         agent.store.append_event(item.ref, "delivery.received", {

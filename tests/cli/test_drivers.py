@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from graph.compile import parse_graph
 from the_loop.cli import main
 from the_loop.graphs import default_graph_path
-from the_loop.stores import FileStateStore
+from the_loop.stores import FileStateStore, seal_of
 
 REF = "github:acme/widgets#7"
 REQUIREMENTS = "# R\n\n## Problem\n\nx\n\n## Requirements\n\ny\n"
@@ -72,6 +72,8 @@ def test_recompute_ignores_tampered_state(checkout):
     tampered.update(current_node="tasks", status="waiting",
                     outcomes={"requirements": "pass", "requirements-approval": "approved",
                               "design": "pass", "design-approval": "approved"})
+    tampered.pop("seal")
+    tampered["seal"] = seal_of(tampered, None)  # re-sealed: the unkeyed seal is no signature
     path.write_text(json.dumps(tampered))
     (checkout / "specs/7/design.md").write_text(DESIGN)
     trusting = cli("check", "--work-item", REF, "--repo", str(checkout), "--json")

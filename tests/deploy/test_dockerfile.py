@@ -95,7 +95,8 @@ def test_hadolint_passes():
 def test_multi_stage_on_slim_python_311():
     args = arg_defaults()
     assert re.fullmatch(r"python:3\.11(\.\d+)?-slim(-\w+)?", args["PYTHON_IMAGE"])
-    assert [stage_name(s) for s in stages()] == ["builder", "harness", "runner", "app"]
+    assert [stage_name(s) for s in stages()] == ["builder", "harness", "mermaid", "runner",
+                                                 "app"]
     builder, final = stages()[0], stages()[-1]  # the last stage: `docker build .` builds it
     assert builder[0] == ("FROM", "${PYTHON_IMAGE} AS builder")
     assert final[0] == ("FROM", "${PYTHON_IMAGE} AS app")
@@ -107,7 +108,9 @@ def test_final_stage_is_non_root_with_only_the_venv():
     final = stages()[-1]
     text = "\n".join(f"{k} {a}" for k, a in final)
     assert ("COPY", "--from=builder /opt/the-loop /opt/the-loop") in final
-    assert not [a for k, a in final if k in ("COPY", "ADD") and "--from=builder" not in a]
+    assert [a for k, a in final if k in ("COPY", "ADD") and "--from=builder" not in a] == [
+        "--from=mermaid /usr/local/bin/node /usr/local/bin/node",
+        "--from=mermaid /opt/mermaid/node_modules /opt/the-loop/mermaid/node_modules"]
     for tool in ("apt-get", "gcc", "build-essential", "pip install", "apk add"):
         assert tool not in text, f"final stage must not run {tool}"
     uid, gid = user_of(final)
@@ -235,3 +238,25 @@ def test_chart_knows_the_image_pins():
     args = arg_defaults()
     assert yaml.safe_load(block.group(1)) == {"claude-code": args["CLAUDE_CODE_VERSION"],
                                               "codex": args["CODEX_VERSION"]}
+
+
+def test_the_worker_image_carries_node_and_the_pinned_mermaid_packages():
+    """The shipped graph's design node checks diagrams (lint-artifacts diagrams: true):
+    the receiver/worker image has Node.js and tools/mermaid's locked packages where the
+    hook looks (``<venv>/mermaid``, the venv being /opt/the-loop)."""
+    mermaid = stage("mermaid")
+    assert mermaid[0] == ("FROM", "${NODE_IMAGE} AS mermaid")  # the harness CLIs' Node
+    copies = [a for k, a in mermaid if k == "COPY"]
+    assert copies == ["tools/mermaid/package.json tools/mermaid/package-lock.json "
+                      "tools/mermaid/.npmrc ./"]
+    install = runs(mermaid)
+    assert "npm ci --ignore-scripts --omit=dev" in install and "npm install" not in install
+    allowed = DOCKERIGNORE.read_text().splitlines()
+    for name in ("package.json", "package-lock.json", ".npmrc"):
+        assert f"!tools/mermaid/{name}" in allowed
+    lock = json.loads((REPO_ROOT / "tools/mermaid/package-lock.json").read_text())
+    pinned = json.loads((REPO_ROOT / "tools/mermaid/package.json").read_text())
+    for package, version in pinned["dependencies"].items():
+        assert lock["packages"][f"node_modules/{package}"]["version"] == version
+    from the_loop.hooks.lint_artifacts import PARSER_PACKAGES
+    assert set(PARSER_PACKAGES) == set(pinned["dependencies"])

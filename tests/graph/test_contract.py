@@ -78,8 +78,9 @@ def test_blocks_past_the_node_attempts_escalate_to_a_human():
 
     rt = Runtime(small_graph(reg, "flaky", attempts=2), MemoryStateStore())
     item = WorkItem("local:1")
-    assert rt.enrol(item, HookConfig(), None).status == "blocked"
-    second = rt.advance(item, HookConfig(), None)
+    assert rt.enrol(item, HookConfig(head_sha="a" * 40), None).status == "blocked"
+    # A push (a new head) between the blocks: a repair attempt.
+    second = rt.advance(item, HookConfig(head_sha="b" * 40), None)
     assert second.status == "escalated"
     state = rt.store.load("local:1")
     assert "blocked 2 times" in state.escalated["reason"]
@@ -91,8 +92,8 @@ def test_same_block_message_twice_escalates():
     reg.hook("stuck")(lambda ctx: HookResult.blocked("stuck", Message("same thing")))
     rt = Runtime(small_graph(reg, "stuck", attempts=10), MemoryStateStore())
     item = WorkItem("local:1")
-    assert rt.enrol(item, HookConfig(), None).status == "blocked"
-    assert rt.advance(item, HookConfig(), None).status == "escalated"
+    assert rt.enrol(item, HookConfig(head_sha="a" * 40), None).status == "blocked"
+    assert rt.advance(item, HookConfig(head_sha="b" * 40), None).status == "escalated"
     assert "twice with the same finding" in rt.store.load("local:1").escalated["reason"]
 
 
@@ -175,8 +176,10 @@ def test_block_messages_are_the_next_input_and_the_one_status_comment():
 
 def test_escalation_mentions_the_role_in_the_status_comment():
     gh, config, item, rt = service()
-    rt.enrol(item, config, None)  # requirements.md missing: blocked
-    rt.advance(item, config, None)  # the same finding again: escalated
+    gh.add_file(REPO, "specs/1/requirements.md", "# R\n")
+    rt.enrol(item, config, None)  # no sections: blocked
+    gh.add_file(REPO, "specs/1/requirements.md", "# R\n\nStill no sections.\n")
+    rt.advance(item, config, None)  # a push, and the same finding again: escalated
     [status] = status_comments(gh)
     assert "A human is needed" in status["body"] and "@alice" in status["body"]
     assert rt.store.load(REF).status == "escalated"

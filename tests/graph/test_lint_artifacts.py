@@ -6,7 +6,9 @@ The diagram tests run the real parser (Node + the npm packages ``make venv`` ins
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from graph.model import HookContext, HookResult, WorkItem
 from graph.registry import HookRegistry
 from graph.runtime import Runtime
 from graph.state import MemoryStateStore
+from tests.support.processes import start, stop
 from the_loop.graphs import load_graph
 from the_loop.hooks import lint_artifacts as la
 
@@ -321,3 +324,48 @@ def test_lint_hook_an_unparseable_mermaid_block_blocks_the_design_node(tmp_path)
     files["specs/1/design.md"] = DESIGN_OK
     result = rt.advance(item, config, None)
     assert result is not None and result.node == "done"
+
+
+# -- the shipped graph ----------------------------------------------------------------------
+
+
+def test_a_design_artifact_with_an_unparseable_mermaid_block_blocks_the_node():
+    """Given the shipped graph (its design node's lint-artifacts checks diagrams)
+    When design.md holds a mermaid block that does not parse
+    Then the design node is blocked with the mermaid finding; repaired, it passes."""
+    graph = load_graph()
+    [lint] = [c for c in graph.node("design").exit if c.name == "lint-artifacts"]
+    assert lint.params.get("diagrams") is True
+    files = {"specs/1/requirements.md": "# R\n\n## Problem\n\nx\n\n## Requirements\n\ny\n",
+             "specs/1/design.md": DESIGN_BROKEN}
+    config = HookConfig(files=Files(files))
+    item = WorkItem(REF, spec_dir="specs/1")
+    rt = Runtime(graph, MemoryStateStore())
+    rt.enrol(item, config, None)
+    rt.force(item, config, "design", "lint the design")
+    result = rt.advance(item, config, None)
+    assert (result.status, result.node) == ("blocked", "design")
+    assert [m.code for m in result.messages] == ["mermaid-unparseable"]
+    assert result.messages[0].path == "specs/1/design.md"
+    files["specs/1/design.md"] = files["specs/1/design.md"].replace(
+        "    B -->|pass|\n", "    B -->|pass| C[next node]\n")
+    result = rt.advance(item, config, None)
+    assert result.node == "design-approval"
+
+
+def test_a_worker_without_the_mermaid_parser_refuses_to_start_naming_the_fix(
+        tmp_path, redis_ns):
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path),
+           "REDIS_URL": redis_ns.url,
+           "THE_LOOP_REDIS_PREFIX": redis_ns.prefix, "THE_LOOP_QUEUE": redis_ns.queue_name,
+           la.PARSER_ENV: str(tmp_path / "no-parser")}
+    log = tmp_path / "worker.log"
+    proc = start([str(Path(sys.executable).with_name("the-loop")), "worker"], env, log)
+    try:
+        code = proc.wait(timeout=60)
+    finally:
+        stop(proc)
+    text = log.read_text()
+    assert code != 0
+    assert "node 'design'" in text and "'lint-artifacts'" in text
+    assert "make venv" in text and la.PARSER_ENV in text

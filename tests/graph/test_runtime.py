@@ -192,17 +192,41 @@ def test_one_event_never_approves_two_gates():
     assert (r.status, r.node) == ("waiting", "design-approval")
 
 
-def test_changes_requested_returns_to_the_producing_node():
+def test_changes_requested_means_repair_the_node_waits_until_the_rejected_artifact_changes():
+    """Given a gate's /request-changes on requirements.md
+    When the work item returns to requirements and nothing (or only the-loop's review
+    record) changes in the artifact
+    Then requirements waits with the review as its next input and no second review request
+    is posted; once the artifact's content changes it passes and the gate asks again."""
     gh, config, item, rt = setup()
     gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
     rt.enrol(item, config, None)
     r = rt.advance(item, config, comment("alice", "/request-changes"))
     assert r.moves[0].target == "requirements"
-    # requirements passes again at once (the artifact is there), so the gate is re-entered
-    # on a second visit and asks again with a new effect id.
+    assert (r.status, r.node) == ("waiting", "requirements")
+    assert "waiting for the changes the review asked for" in r.messages[0].text
+    state = rt.store.load(REF)
+    nxt = state.next_input["requirements"]
+    assert nxt["feedback"]["kind"] == "changes-requested"
+    assert list(nxt["rejected"]["blobs"]) == ["specs/1/requirements.md"]
+    assert len(review_requests(gh)) == 1
+    # Unrelated events, and an edit of the-loop's review record only: still unrepaired.
+    r = rt.advance(item, config, comment("bob", "any news?", delivery="d2"))
+    assert (r.status, r.node) == ("waiting", "requirements")
+    recorded = (REQUIREMENTS + "\n## Review comments\n\n"
+                "### 2026-01-01 — @alice — changes requested\n")
+    gh.add_file(REPO, "specs/1/requirements.md", recorded)
+    r = rt.advance(item, config, None)
+    assert (r.status, r.node) == ("waiting", "requirements")
+    assert len(review_requests(gh)) == 1
+    assert "requirements" in rt.store.load(REF).next_input
+    # The repair: the content changed. It passes, and the gate asks again (visit 2).
+    gh.add_file(REPO, "specs/1/requirements.md", recorded.replace("y\n", "y, clarified\n"))
+    r = rt.advance(item, config, None)
     assert (r.status, r.node) == ("waiting", "requirements-approval")
     effects = [find_effect(c["body"]) for c in review_requests(gh)]
-    assert effects[-1].endswith("/requirements-approval/2/request-review")
+    assert len(effects) == 2 and effects[-1].endswith("/requirements-approval/2/request-review")
+    assert "requirements" not in rt.store.load(REF).next_input
 
 
 def test_a_retried_entry_chain_does_not_post_the_review_request_twice():

@@ -1,9 +1,18 @@
 """One StateStore interface, three backends: the same behaviour from each."""
 
+import hashlib
+import json
+import os
+import stat
+
 import pytest
 
+from graph.context import HookConfig
+from graph.model import WorkItem
+from graph.runtime import Runtime
 from graph.state import MemoryStateStore, StateError, WorkItemState
-from the_loop.stores import FileStateStore
+from the_loop.graphs import load_graph
+from the_loop.stores import FileStateStore, LocalFiles
 from workers.state import RedisStateStore
 
 
@@ -44,3 +53,79 @@ def test_unparseable_file_state_is_a_state_error(tmp_path):
     store.state_path("x").write_text("{not json")
     with pytest.raises(StateError, match="not valid JSON"):
         store.load("x")
+
+
+# -- local files: modes and seals ----------------------------------------------------------
+
+
+def test_the_file_store_and_event_log_are_0600_in_0700_directories(tmp_path):
+    store = FileStateStore(tmp_path / "repo/.the-loop/state")
+    store.save(WorkItemState.new("github:o/r#1", "d", "requirements"))
+    store.append_event("github:o/r#1", "edge.taken", {"from": "a", "to": "b"})
+    assert stat.S_IMODE(store.directory.stat().st_mode) == 0o700
+    for path in (store.state_path("github:o/r#1"), store.log_path("github:o/r#1")):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    # A directory and log an older the-loop left readable are tightened.
+    os.chmod(store.directory, 0o755)
+    os.chmod(store.log_path("github:o/r#1"), 0o644)
+    store.append_event("github:o/r#1", "edge.taken", {"from": "b", "to": "c"})
+    assert stat.S_IMODE(store.directory.stat().st_mode) == 0o700
+    assert stat.S_IMODE(store.log_path("github:o/r#1").stat().st_mode) == 0o600
+
+
+def test_a_state_record_carries_a_seal_over_its_canonical_content_keyed_when_configured(
+        tmp_path):
+    plain = FileStateStore(tmp_path / "plain")
+    keyed = FileStateStore(tmp_path / "keyed", seal_key="k" * 32)
+    state = WorkItemState.new("github:o/r#1", "d", "requirements")
+    plain.save(state)
+    keyed.save(state)
+    unkeyed_doc = json.loads(plain.state_path(state.ref).read_text())
+    keyed_doc = json.loads(keyed.state_path(state.ref).read_text())
+    content = {k: v for k, v in unkeyed_doc.items() if k != "seal"}
+    assert unkeyed_doc["seal"] == "sha256:" + hashlib.sha256(json.dumps(
+        content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert keyed_doc["seal"].startswith("hmac-sha256:")
+    assert "k" * 32 not in keyed.state_path(state.ref).read_text()
+    assert "k" * 32 not in repr(keyed)
+    assert keyed.load(state.ref).current_node == "requirements"
+    # Sealed with another key (or none): fails closed.
+    with pytest.raises(StateError, match="fails its seal"):
+        FileStateStore(tmp_path / "keyed", seal_key="other" * 8).load(state.ref)
+    with pytest.raises(StateError, match="fails its seal"):
+        FileStateStore(tmp_path / "keyed").load(state.ref)
+
+
+def test_a_record_failing_its_seal_is_treated_like_one_that_fails_to_parse(tmp_path):
+    """Given a state file edited outside the-loop (valid JSON, wrong seal), and one with
+    no seal at all
+    When the runtime loads it
+    Then it fails closed: the file is kept aside, a warning is logged and recorded, and
+    the state is reconstructed from the artifacts' verified records."""
+    (tmp_path / "specs/1").mkdir(parents=True)
+    (tmp_path / "specs/1/requirements.md").write_text(
+        "# R\n\n## Problem\n\nx\n\n## Requirements\n\ny\n")
+    store = FileStateStore(tmp_path / "state", seal_key="s" * 32)
+    rt = Runtime(load_graph(), store)
+    item = WorkItem("github:o/r#1", 1, None, spec_dir="specs/1")
+    config = HookConfig(files=LocalFiles(tmp_path))
+    rt.enrol(item, config, None, repo=tmp_path)
+    path = store.state_path(item.ref)
+    doc = json.loads(path.read_text())
+    doc.update(current_node="done", status="done")  # forged: the seal no longer matches
+    path.write_text(json.dumps(doc))
+    with pytest.raises(StateError, match="fails its seal"):
+        store.load(item.ref)
+    state = rt.load(item, config, repo=tmp_path)
+    assert state.current_node == "requirements-approval"  # the first unmet node
+    [kept] = store.directory.glob("*.corrupt-*.json")
+    assert json.loads(kept.read_text())["current_node"] == "done"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    reconstructed = [e for e in store.events(item.ref) if e.type == "state.reconstructed"]
+    assert reconstructed and reconstructed[-1].data["kept_aside"] == str(kept)
+    assert store.load(item.ref).current_node == "requirements-approval"  # sealed again
+
+    doc.pop("seal")
+    path.write_text(json.dumps(doc))
+    with pytest.raises(StateError, match="has no seal"):
+        store.load(item.ref)

@@ -11,7 +11,13 @@ environment a turn gets.
   ``- validate-artifacts: specs/12/requirements.md has no 'Requirements' section (...)``.
 - First turn of a session: each listed artifact is written with every required section
   but the last (deliberately); no artifact listed: ``IMPLEMENTED.md``.
-- Resumed turn: a missing section is added only when a feedback line names it.
+- Resumed turn: a missing section is added only when a feedback line names it; a
+  gate's ``changes-requested`` in the prompt revises every artifact (a line
+  ``Revised after review N.``), as an agent repairing what a reviewer rejected would.
+- MCP calls (``mcp_call``): a prompt naming ``server``/``tool``/``arguments`` in a JSON
+  line ``MCP-CALL {...}`` is answered with the structured result
+  ``{"ok", "result", "error"}`` (the tool's answer is ``{"server", "tool",
+  "arguments", "echo": true}`` when the server is configured; knob ``mcp_error``).
 - State: ``$HOME/.fake-harness/sessions/<id>.json`` (resume needs the same HOME).
 - Every invocation appends ``{argv, stdin, env, cwd, pid}`` to
   ``$HOME/.fake-harness/calls.jsonl``.
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -77,6 +84,28 @@ def save_session(session_id: str, state: dict[str, Any]) -> None:
     path = session_file(session_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(state))
+
+
+MCP_CALL = re.compile(r"^MCP-CALL (?P<call>\{.*\})$", re.MULTILINE)
+
+
+def mcp_call(prompt: str, servers: dict[str, Any]) -> dict[str, Any]:
+    """The schema-constrained answer to an MCP call prompt: ``{"ok", "result", "error"}``
+    (``result`` is the tool's structured result as JSON text). Deterministic: the tool's
+    answer echoes the call; an unknown server or tool name is an error."""
+    match = MCP_CALL.search(prompt)
+    if not match:
+        return {"ok": False, "result": "", "error": "no MCP call in the prompt"}
+    call = json.loads(match["call"])
+    server, tool = call.get("server"), call.get("tool")
+    knob = knobs()
+    if knob.get("mcp_error"):
+        return {"ok": False, "result": "", "error": str(knob["mcp_error"])}
+    if server not in servers:
+        return {"ok": False, "result": "", "error": f"MCP server {server!r} is not configured"}
+    answer = {"server": server, "tool": tool, "arguments": call.get("arguments") or {},
+              "echo": True}
+    return {"ok": True, "result": json.dumps(answer, sort_keys=True), "error": ""}
 
 
 def before_result(knob: dict[str, Any], emit: Any) -> None:

@@ -196,7 +196,8 @@ class HarnessSection:
     ``version`` the pinned ``--version`` text; ``turn_timeout`` / ``idle_timeout`` in
     seconds; ``max_turns`` the-loop turns per node visit; ``cost_cap_usd`` per work item
     (``None``: no cap); ``models`` stage -> model; ``env`` names of the variables passed
-    to the harness (empty: the adapter's API-key variables).
+    to the harness (empty: the adapter's API-key variables); ``mcp_config`` the MCP
+    servers file the ``mcp-call`` hook's harness calls are given (``None``: none).
     """
 
     adapter: str = "none"
@@ -209,6 +210,7 @@ class HarnessSection:
     cost_cap_usd: float | None = None
     models: Mapping[str, str] = field(default_factory=dict)
     env: tuple[str, ...] = ()
+    mcp_config: str | None = None
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,24 @@ class Autonomy:
 
 
 @dataclass(frozen=True)
+class Risk:
+    """``risk``: where a work item's risk tier comes from: a label ``<label_prefix><n>``
+    (``risk:3``; the highest such label wins), else ``default`` (``None``: no tier, and a
+    human decides the work item's gates)."""
+
+    default: int | None = None
+    label_prefix: str = "risk:"
+
+    def tier(self, labels: tuple[str, ...] | list[str]) -> int | None:
+        """The tier ``labels`` give (1-4), else :attr:`default`."""
+        prefix = self.label_prefix.casefold()
+        found = [int(rest) for label in labels
+                 if label.casefold().startswith(prefix)
+                 and (rest := label[len(prefix):].strip()) in ("1", "2", "3", "4")]
+        return max(found) if found else self.default
+
+
+@dataclass(frozen=True)
 class Gates:
     """``gates``: ``dismiss_stale_approvals`` (an approving review of an older commit stops
     counting when the head's content differs); ``minimum_permission`` a decider must also
@@ -186,6 +204,7 @@ class HarnessConfig:
     enrolment: Enrolment = field(default_factory=Enrolment)
     security: Security = field(default_factory=Security)
     autonomy: Autonomy = field(default_factory=Autonomy)
+    risk: Risk = field(default_factory=Risk)
     gates: Gates = field(default_factory=Gates)
 
     def spec_dir(self, number: int) -> str:
@@ -200,6 +219,21 @@ class HarnessConfig:
         if tier >= self.security.review.human_sign_off_min_tier:
             return True
         return self.autonomy.tiers.get(tier, "human") != "agent"
+
+    def human_reservation(self, tier: int | None) -> str | None:
+        """Why a gate of a work item at risk ``tier`` is reserved for a person's explicit
+        decision, in the-loop's words (the status comment names it), or ``None`` when it
+        is not, or when the work item has no tier (the default: a human decides)."""
+        if tier is None or not self.requires_human(tier):
+            return None
+        minimum = self.security.review.human_sign_off_min_tier
+        if tier >= minimum:
+            rule = f"security.review.humanSignOffMinTier is {minimum}"
+        else:
+            rule = f"autonomy.tiers gives tier {tier} to human"
+        return (f"risk tier {tier}: this gate is reserved for a person's explicit decision "
+                f"(a line command or a pull request review; {rule}); a model's reading of "
+                "a comment cannot satisfy it")
 
     def as_dict(self) -> dict[str, Any]:
         """The file's shape with every default filled (camelCase keys, lists)."""

@@ -10,6 +10,7 @@ from the_loop.hooks import (  # noqa: F401  (imported for registration)
     is_docs_only,
     lint_artifacts,
     log_entry,
+    mcp_call,
     notify,
     publish_check,
     record_decision,

@@ -15,6 +15,9 @@ from graph.ports import IntegrationError
 from graph.registry import hook
 
 DEFAULT_EVENT = "phase-approval-pending"
+#: Seconds a notification may take by default (a graph sets its own per call:
+#: ``{hook: notify, timeout: 10}``); past it the failure is recorded and the chain goes on.
+DEFAULT_TIMEOUT = 30.0
 TEXTS = {
     "phase-approval-pending": "the-loop: {ref} is waiting for your decision at phase {phase}.",
     "phase-approved": "the-loop: {ref} passed phase {phase}.",
@@ -34,7 +37,8 @@ def roles_for(ctx: HookContext, event: str) -> tuple[str, ...]:
     return (ctx.node.role,) if event == DEFAULT_EVENT else ()
 
 
-@hook("notify", requires={"slack": {"post-message"}}, boundaries={"entry"}, params={"event"})
+@hook("notify", requires={"slack": {"post-message"}}, boundaries={"entry"}, params={"event"},
+      timeout=DEFAULT_TIMEOUT, fails_open=True)
 def notify(ctx: HookContext) -> HookResult:
     """``with: {event: NAME}`` (default ``phase-approval-pending``).
 
@@ -60,5 +64,8 @@ def notify(ctx: HookContext) -> HookResult:
             sent += 1
         except IntegrationError as exc:
             failed.append({"status": exc.status, "retriable": exc.retriable})
-    return HookResult.passed(name, event=event, sent=sent, failed=len(failed),
-                             notification_failed=bool(failed))
+    data = {"event": event, "sent": sent, "failed": len(failed),
+            "notification_failed": bool(failed)}
+    if failed:
+        data["error"] = f"slack answered {failed[0]['status'] or 'nothing'}"
+    return HookResult.passed(name, **data)

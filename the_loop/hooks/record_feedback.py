@@ -13,7 +13,7 @@ from graph.markers import MARKER_RE
 from graph.model import DecisionRecord, HookContext, HookResult, Message
 from graph.ports import IntegrationError, RetryLater
 from graph.registry import hook
-from the_loop.hooks.review import append_entry, approved_in, fingerprint
+from the_loop.hooks.review import append_entry, approved_in, fingerprint, without_record
 
 MAX_BULLETS = 20
 MAX_BULLET_CHARS = 300
@@ -50,7 +50,8 @@ def _into(params: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 @hook("record-feedback", requires={"github": {"get-file", "put-file"}}, boundaries={"exit"},
-      params={"into", "section"}, records=DecisionRecord(_into, approved_in, fingerprint))
+      params={"into", "section"},
+      records=DecisionRecord(_into, approved_in, fingerprint=fingerprint, strip=without_record))
 def record_feedback(ctx: HookContext) -> HookResult:
     """Append ``### <date> — @<login> — <outcome>``, its hidden reviewed line (the
     :func:`~the_loop.hooks.review.fingerprint` of the content decided on) and, for an

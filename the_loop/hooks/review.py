@@ -85,6 +85,19 @@ def entries(markdown: str | None) -> list[tuple[str, str, str]]:
             for m in ENTRY_RE.finditer(section)]
 
 
+def without_record(markdown: str) -> str:
+    """``markdown`` without its ``## Review comments`` section (heading to the next
+    ``##`` heading or the end): the artifact's own content, which a repair must change
+    (``DecisionRecord.strip``)."""
+    match = SECTION_RE.search(markdown)
+    if not match:
+        return markdown
+    rest = markdown[match.end():]
+    next_h2 = re.search(r"^##[ \t]+\S", rest, re.MULTILINE)
+    tail = rest[next_h2.start():] if next_h2 else ""
+    return markdown[:match.start()].rstrip("\n") + "\n" + tail
+
+
 def approved_in(markdown: str | None) -> bool:
     """Whether the latest recorded decision in ``markdown`` is an approval of its current
     content: an entry bound to a fingerprint (its hidden reviewed line) counts only while

@@ -52,14 +52,16 @@ def section_name(heading: str) -> str:
 
 
 def render(path: str, headings: list[str], filler: str = FILLER,
-           texts: dict[str, str] | None = None) -> str:
+           texts: dict[str, str] | None = None, revisions: int = 0) -> str:
     """The artifact ``path`` with ``headings``; each section holds ``texts[name]`` (by
-    section name) or ``filler``. The title is the file's name, never a section name (a
-    title must not satisfy a check)."""
+    section name) or ``filler``; one line per review it was revised after. The title is
+    the file's name, never a section name (a title must not satisfy a check)."""
     parts = [f"# {Path(path).name}\n"]
     for heading in headings:
         body = (texts or {}).get(section_name(heading), filler)
         parts.append(f"\n{heading}\n\n{body}\n")
+    for n in range(1, revisions + 1):
+        parts.append(f"\nRevised after review {n}.\n")
     return "".join(parts)
 
 
@@ -93,8 +95,11 @@ def do_work(prompt: str, state: dict[str, Any] | None, cwd: Path, *, filler: str
                     have.append(heading)
             have.sort(key=headings.index)
     state["turns"] += 1
+    if "decided `changes-requested`" in prompt:  # a reviewer asked for changes: revise
+        state["revisions"] = int(state.get("revisions", 0)) + 1
     for path, headings in state["written"].items():
         target = cwd / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(render(path, headings, filler, texts), encoding="utf-8")
+        target.write_text(render(path, headings, filler, texts,
+                                 int(state.get("revisions", 0))), encoding="utf-8")
     return state
