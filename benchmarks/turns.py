@@ -28,7 +28,7 @@ counted per step.
 **drain** (real processes): ``the-loop worker`` and ``the-loop runner --processes P``
 (``runner.concurrency`` and ``runner.perInstallation`` = P) for each P of
 ``--concurrency`` (default 2,4), the same fake GitHub and bare repository, the fake agent
-with ``{"sleep": --sleep}`` (default 0.5 s) in ``$HOME/.fake-harness/knobs.json``.
+with ``{"sleep": --sleep}`` (default 0.5 s) in ``<runner.homeDir>/.fake-harness/knobs.json``.
 ``--work-items`` (20) ``issues.labeled`` deliveries are injected into the inbox at once
 (as the receiver enqueues them); **drain** = until every work item waits at
 requirements-approval (each: first turn, block, repair, pass: 40 turns). Peak RSS of the
@@ -94,7 +94,8 @@ except SystemExit as exc:
 if sys.argv[1:] != ["--version"]:
     line = {{"t0": T0, "t1": time.time(), "turn": os.environ.get("THE_LOOP_TURN"),
              "node": os.environ.get("THE_LOOP_NODE"), "pid": os.getpid()}}
-    with open(os.path.join(os.environ["HOME"], ".fake-harness", "times.jsonl"), "a") as f:
+    base = os.path.dirname(os.environ["HOME"])  # the runner's homeDir (HOME: per item)
+    with open(os.path.join(base, ".fake-harness", "times.jsonl"), "a") as f:
         f.write(json.dumps(line) + "\\n")
 sys.exit(code)
 """
@@ -155,7 +156,12 @@ class Stack:
             THE_LOOP_GITHUB_WRITES_PER_HOUR=str(max(writes_per_minute + 1, writes_per_hour)))
 
     def knobs(self, **values: Any) -> None:
-        (self.home / ".fake-harness" / "knobs.json").write_text(json.dumps(values))
+        """Write the fake agent's knobs into the HOME of every work item it may run for
+        (the runner gives each work item its own HOME under ``homeDir``)."""
+        for number in range(1, 101):
+            folder = self.home / _slug(ref_of(number)) / ".fake-harness"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "knobs.json").write_text(json.dumps(values))
 
     def times(self) -> list[dict[str, Any]]:
         path = self.home / ".fake-harness" / "times.jsonl"
@@ -178,6 +184,10 @@ def enrol_delivery(token: str, number: int, tag: str = "") -> tuple[dict[str, st
     headers = {"X-GitHub-Event": "issues", "X-GitHub-Delivery": f"{token}{tag}-{number}",
                "Content-Type": "application/json"}
     return headers, json.dumps(payload).encode()
+
+
+def _slug(ref: str) -> str:
+    return ref.replace(":", "_").replace("/", "_").replace("#", "_")
 
 
 def ref_of(number: int) -> str:

@@ -5,7 +5,8 @@ decide`` (each its own process) on a temporary git repository, with each fake ha
 The loop: the requirements turn omits a section -> the exit chain blocks -> the same
 session's second turn repairs it -> the gate waits; an unauthorized decision leaves it
 waiting; an authorized one moves on and the design turns run the same way. The fakes
-record every call in ``$HOME/.fake-harness/calls.jsonl`` (HOME = ``runner.homeDir``),
+record every call in ``$HOME/.fake-harness/calls.jsonl`` (HOME = the work item's folder
+under ``runner.homeDir``),
 which is how the tests see what reached a harness.
 """
 
@@ -78,7 +79,9 @@ class Rig:
             raise AssertionError(f"not JSON: {done.stdout!r} {done.stderr!r}") from None
 
     def calls(self) -> list[dict[str, Any]]:
-        path = self.home / ".fake-harness" / "calls.jsonl"
+        # HOME is the work item's own folder under homeDir (one per work item).
+        [path] = list(self.home.glob("*/.fake-harness/calls.jsonl")) or [
+            self.home / ".fake-harness" / "calls.jsonl"]
         if not path.exists():
             return []
         return [json.loads(line) for line in path.read_text().splitlines() if line]

@@ -47,6 +47,8 @@ from the_loop.sandbox.agent_work import do_work, parse_prompt  # noqa: E402,F401
 
 
 def home() -> Path:
+    """Where this fake keeps its sessions: ``$HOME/.fake-harness`` (resume needs the same
+    HOME, as the real CLIs' transcripts do)."""
     return Path(os.environ.get("HOME") or "/nonexistent") / ".fake-harness"
 
 
