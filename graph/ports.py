@@ -632,17 +632,22 @@ class RetryLater(IntegrationError):  # noqa: N818  (a verdict, not an error clas
 
     Attributes:
         retry_after: seconds the system asked to wait, when the failure said so.
+        reset_at: when the system's rate limit resets (seconds since the epoch), when
+            the failure said so.
     """
 
     def __init__(self, message: str, *, integration: str, op: str,
-                 status: int | None = None, retry_after: float | None = None) -> None:
+                 status: int | None = None, retry_after: float | None = None,
+                 reset_at: float | None = None) -> None:
         super().__init__(message, integration=integration, op=op, status=status,
                          retriable=True)
         self.retry_after = retry_after
+        self.reset_at = reset_at
 
     @classmethod
     def from_error(cls, exc: IntegrationError) -> RetryLater:
         """The retry verdict for a retriable integration error (its message is the-loop's
         own: operation, target, status; never a response body)."""
         return cls(str(exc), integration=exc.integration, op=exc.op, status=exc.status,
-                   retry_after=getattr(exc, "retry_after", None))
+                   retry_after=getattr(exc, "retry_after", None),
+                   reset_at=getattr(exc, "reset_at", None))

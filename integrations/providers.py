@@ -110,6 +110,12 @@ class GitHubProvider:
 
     for_installation = __call__
 
+    def forget(self, installation_id: int | None) -> None:
+        """Drop the cached token of ``installation_id`` (the api transport's; the cli
+        transport keeps none)."""
+        if self.clients is not None:
+            self.clients.forget(installation_id)
+
     def close(self) -> None:
         for close in self.closers:
             close()

@@ -335,7 +335,9 @@ def build_processor(
     from the_loop.inbox.dead import Deliveries
     from the_loop.inbox.drain import Inboxes
     from the_loop.inbox.enqueue import DeliveryQueue
-    from workers.drain import DeliveryProcessor, fan_out
+    from the_loop.inbox.keys import Keys
+    from workers.drain import DeliveryProcessor, fan_out, forward
+    from workers.identities import Installations, Repositories
     from workers.notices import Notices
     from workers.repo_context import RepoContext
     from workers.router import ROUTES
@@ -343,12 +345,16 @@ def build_processor(
     from workers.state import RedisStateStore
 
     store = RedisStateStore(connection, settings.prefix)
+    keys = Keys(settings.prefix, settings.queue)
     inboxes = Inboxes(connection, settings, routed=ROUTES)
     queue = DeliveryQueue(connection, queue_name=settings.queue, prefix=settings.prefix)
     agent = Agent(settings, graph, store, Runtime(graph, store),
                   RepoContext(settings, connection, dict(integrations or {}), classifier),
                   Notices(store), github, partial(fan_out, queue), turns=turns,
-                  max_turns=max_turns, cost_cap_usd=cost_cap_usd)
+                  max_turns=max_turns, cost_cap_usd=cost_cap_usd,
+                  repositories=Repositories(connection, keys),
+                  installations=Installations(connection, keys),
+                  forward=partial(forward, queue))
     return DeliveryProcessor(settings, connection, agent, inboxes,
                              Deliveries(connection, settings, store, inboxes))
 
