@@ -438,8 +438,10 @@ class Jira(Protocol):
         ...
 
     @write
-    def add_label(self, *, issue: str, label: str) -> JiraLabel:
-        """``{"issue": key, "label": str}``."""
+    def add_label(self, *, issue: str, label: str,
+                  replace_prefix: str | None = None) -> JiraLabel:
+        """``{"issue": key, "label": str}``; with ``replace_prefix``, the issue's other
+        labels starting with it (case-insensitively) are removed in the same edit."""
         ...
 
     @write

@@ -62,6 +62,7 @@ class WorkItemState:
             when the work item began; a rename changes this one), if known.
         kind: ``issue`` or ``pull_request``, if known.
         default_branch: the repository's default branch, if known.
+        tickets: the Jira issue keys the work item links (``ABC-123``).
         effects: the outbox of the current node visit: effect id (``<ref>/<node>/<visit>/
             <hook>/<n>``) -> ``{op, integration, status: pending|done, attempts, at,
             result}``; recorded before the side effect is performed and marked done
@@ -102,6 +103,7 @@ class WorkItemState:
     repository: str | None = None
     kind: str | None = None
     default_branch: str | None = None
+    tickets: list[str] = field(default_factory=list)
     effects: dict[str, dict[str, Any]] = field(default_factory=dict)
     last_event: str | None = None
     blocked_by_delivery: dict[str, Any] | None = None

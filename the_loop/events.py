@@ -201,6 +201,27 @@ def _ci_result(event: str, repository: str | None,
     return CIResult(repository, str(sha), str(name), str(conclusion))
 
 
+# --- linked tickets -----------------------------------------------------------------
+
+#: A Jira issue key ("What is an issue key?": the project key, upper-case letters,
+#: digits or ``_`` starting with a letter, a dash, the issue number).
+JIRA_KEY = re.compile(r"(?<![A-Za-z0-9_-])([A-Z][A-Z0-9_]+-[1-9][0-9]{0,8})(?![A-Za-z0-9_-])")
+#: Keys read from one title and body at most.
+MAX_TICKETS = 5
+
+
+def ticket_keys(*texts: str | None) -> tuple[str, ...]:
+    """The Jira issue keys (``ABC-123``) named in ``texts``, first seen first, at most
+    :data:`MAX_TICKETS` (only the keys are kept, never the text around them)."""
+    found: dict[str, None] = {}
+    for text in texts:
+        for match in JIRA_KEY.finditer(text or ""):
+            found.setdefault(match.group(1), None)
+            if len(found) >= MAX_TICKETS:
+                return tuple(found)
+    return tuple(found)
+
+
 # --- people and comments ------------------------------------------------------------
 
 
@@ -312,6 +333,7 @@ class GitHubEvent:
         title: the issue's or pull request's title (untrusted: only ever made into a
             branch name's ASCII slug), or ``None``.
         turn: the runner's report of a :data:`TURN_EVENT`, or ``None``.
+        tickets: Jira issue keys the issue's or pull request's title and body name.
     """
 
     name: str
@@ -333,6 +355,7 @@ class GitHubEvent:
     after: str | None = None
     title: str | None = field(default=None, repr=False)
     turn: Mapping[str, Any] | None = None
+    tickets: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, event: str, payload: Mapping[str, Any],
@@ -382,6 +405,7 @@ class GitHubEvent:
             after=_str(payload.get("after")) if event == "push" else None,
             title=_str(subject.get("title")),
             turn=dict(turn) if turn else None,
+            tickets=ticket_keys(_str(subject.get("title")), _str(subject.get("body"))),
         )
 
     @property

@@ -300,6 +300,9 @@ class JiraSettings:
         user: the account e-mail (``THE_LOOP_JIRA_USER`` or ``userEnv``).
         token: the API token (``THE_LOOP_JIRA_TOKEN`` or ``tokenEnv``); hidden from repr.
         binary: the Jira CLI (``THE_LOOP_JIRA_CLI_BINARY`` or ``integrations.jira.cli.binary``).
+        auth: ``basic`` (Jira Cloud: the account's e-mail and an API token, "Basic auth for
+            REST APIs") or ``bearer`` (a Data Center personal access token,
+            ``THE_LOOP_JIRA_AUTH=bearer``).
     """
 
     transport: str | None = None
@@ -307,6 +310,7 @@ class JiraSettings:
     user: str | None = None
     token: str | None = field(default=None, repr=False)
     binary: str = "jira"
+    auth: str = "basic"
 
     @property
     def configured(self) -> bool:
@@ -944,12 +948,26 @@ class _Reader:
         transport = self.get("THE_LOOP_JIRA_TRANSPORT")
         if transport is None and (token or url):
             transport = config.transport or "api"
+        user = self.first("THE_LOOP_JIRA_USER", config.api.user_env)
+        auth = (self.get("THE_LOOP_JIRA_AUTH") or "basic").strip().lower()
+        if auth not in ("basic", "bearer"):
+            raise SettingsError(
+                "THE_LOOP_JIRA_AUTH must be basic (Jira Cloud: THE_LOOP_JIRA_USER and an API "
+                "token) or bearer (a Data Center personal access token)")
+        if (transport or "").lower() == "api" and token and url and not user and (
+                auth != "bearer"):
+            raise SettingsError(
+                "THE_LOOP_JIRA_TOKEN is set without THE_LOOP_JIRA_USER: Jira Cloud needs "
+                "Basic auth with the account's e-mail and an API token, so set "
+                "THE_LOOP_JIRA_USER; for a Jira Data Center personal access token set "
+                "THE_LOOP_JIRA_AUTH=bearer")
         return JiraSettings(
             transport=transport.lower() if transport else None,
             base_url=url,
-            user=self.first("THE_LOOP_JIRA_USER", config.api.user_env),
+            user=None if auth == "bearer" else user,
             token=token,
             binary=self.get("THE_LOOP_JIRA_CLI_BINARY") or config.cli.binary or "jira",
+            auth=auth,
         )
 
 

@@ -198,7 +198,7 @@ def build_providers(
                     "THE_LOOP_SLACK_WEBHOOK_URL to configure it)")
     if jira is not None and jira.configured:
         providers["jira"] = jira_provider(jira.transport or "api", base_url=jira.base_url,
-                                          user=jira.user, token=jira.token,
+                                          user=jira.user, token=jira.token, auth=jira.auth,
                                           binary=jira.binary, env=settings.child_env(),
                                           which=which)
     elif "jira" in needed:

@@ -413,8 +413,15 @@ def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
     work, branch = _work(agent, event, ref, repository)
     config = agent.repos.hook_config(github, event, ref, repo_config, branch=branch,
                                      work=work, repository=repository)
-    item = replace(event.work_item(ref, repo_config.spec_dir(settings)),
-                   repository=repository)
+    item = event.work_item(ref, repo_config.spec_dir(settings))
+    # A CI result names a pull request's head; a re-drive names neither kind: the work
+    # item is what it was last seen as (is-docs-only reads a pull request's files).
+    kind: str | None = event.kind or ("pull_request" if event.ci is not None else None)
+    stored = agent.store.load(ref.format()) if kind is None or not event.tickets else None
+    if kind is None:
+        kind = stored.kind if stored is not None and stored.kind else item.kind
+    tickets = event.tickets or (tuple(stored.tickets) if stored is not None else ())
+    item = replace(item, repository=repository, kind=kind or item.kind, tickets=tickets)
     inbound = event.inbound(delivery.id)
     if not (delivery.replay and _logged(agent, item.ref, "delivery.received", delivery.id)):
         agent.store.append_event(item.ref, "delivery.received", {
@@ -477,14 +484,16 @@ def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
         reactions.react("completed", state)
     event = delivery.event
     installation_id = event.installation_id
-    kind = event.kind or state.kind
+    kind = item.kind
     default_branch = event.default_branch or state.default_branch
+    tickets = list(item.tickets)
     if (installation_id is not None and state.installation_id != installation_id) or (
             state.repository != item.repository or state.kind != kind
-            or state.default_branch != default_branch):
+            or state.default_branch != default_branch or state.tickets != tickets):
         state.installation_id = installation_id or state.installation_id
         state.repository = item.repository  # the current name, after a rename
         state.kind, state.default_branch = kind, default_branch
+        state.tickets = tickets
         agent.store.save(state)
     if installation_id is not None and agent.installations is not None:
         agent.installations.add_work_item(installation_id, item.ref)

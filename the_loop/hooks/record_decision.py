@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from graph.markers import effect_id, marker
 from graph.model import HookContext, HookResult, Message
 from graph.registry import hook
+from the_loop.hooks.jira_ticket import jira_decision
 
 OUTCOME_WORDS = {
     "approved": "approved",
@@ -39,13 +41,21 @@ def record_decision(ctx: HookContext) -> HookResult:
                 "at": time.time(),
             }
             _announce(ctx, str(decision["actor"]), str(decision["outcome"]))
-            return HookResult.passed("record-decision", decision=decision)
+            refused = jira_decision(ctx, _decision_text(ctx, str(decision["actor"]),
+                                                        str(decision["outcome"])))
+            result = HookResult.passed("record-decision", decision=decision)
+            return replace(result, messages=(refused,)) if refused else result
     return HookResult.blocked(
         "record-decision",
         Message("record-decision found no classification earlier in the chain",
                 code="no-decision"),
         retriable=False,
     )
+
+
+def _decision_text(ctx: HookContext, actor: str, outcome: str) -> str:
+    return (f"the-loop: {actor} {OUTCOME_WORDS.get(outcome, outcome)} at gate "
+            f"{ctx.node.id} (phase {ctx.node.phase}) of {ctx.work_item.ref}.")
 
 
 def _announce(ctx: HookContext, actor: str, outcome: str) -> None:
