@@ -170,12 +170,22 @@ def work_item_ref(event: str, payload: Mapping[str, Any]) -> WorkItemRef | None:
 class CIResult:
     """One CI result for a commit: ``name`` (check run, app slug of a check suite,
     workflow name, or status context) and its ``conclusion`` (GitHub's word; a commit
-    status's ``state``; ``pending`` while not completed)."""
+    status's ``state``; ``pending`` while not completed); ``attempt`` (a workflow run's
+    ``run_attempt``, 0 when the event has none) and ``at`` (``completed_at``, else
+    ``updated_at``/``started_at``, ISO 8601 as GitHub sends it; ``""`` when absent) order
+    results of one name: a rerun's result replaces the first, a late older one does not."""
 
     repository: str
     sha: str
     name: str
     conclusion: str
+    attempt: int = 0
+    at: str = ""
+
+    @property
+    def order(self) -> str:
+        """A text that sorts as the results do by recency: attempt, then time."""
+        return f"{self.attempt:08d}|{self.at}"
 
 
 def _ci_result(event: str, repository: str | None,
@@ -198,7 +208,11 @@ def _ci_result(event: str, repository: str | None,
         return None
     if not (name and sha and conclusion):
         return None
-    return CIResult(repository, str(sha), str(name), str(conclusion))
+    source = _mapping(payload, event) if event in _CHECK_EVENTS else payload
+    attempt = _int(source.get("run_attempt")) or 0
+    at = next((str(source[k]) for k in ("completed_at", "updated_at", "started_at")
+               if isinstance(source.get(k), str)), "")
+    return CIResult(repository, str(sha), str(name), str(conclusion), attempt, at)
 
 
 # --- linked tickets -----------------------------------------------------------------

@@ -981,6 +981,17 @@ def _api_url(value: str | None) -> str:
             f"as {DEFAULT_API_URL} or, for GitHub Enterprise Server, https://HOST/api/v3 "
             f"(got {value!r})"
         )
+    host = parsed.hostname.lower()
+    github_hosted = host == "api.github.com" or host.endswith(".ghe.com")
+    loopback = host in ("localhost", "127.0.0.1", "::1")
+    if not github_hosted and not loopback and parsed.path.rstrip("/") == "":
+        # A GitHub Enterprise Server's REST API lives under /api/v3 ("REST API endpoints
+        # ... GitHub Enterprise Server"); its root answers with web pages.
+        raise SettingsError(
+            f"{ENV_API_URL} (integrations.github.api.baseUrl) {value!r} has no path: a "
+            "GitHub Enterprise Server's REST API root is https://HOST/api/v3; set "
+            f"{ENV_API_URL}={value.rstrip('/')}/api/v3"
+        )
     return value.rstrip("/")
 
 
