@@ -411,11 +411,12 @@ def forward(queue: DeliveryQueue, record: DeliveryRecord, ref: str) -> int:
 
 def fan_out(queue: DeliveryQueue, record: DeliveryRecord, refs: list[str]) -> int:
     """Queue ``record`` again through ``queue`` for each work item in ``refs`` (each
-    through its own inbox, so order is kept); returns how many were queued (a fan-out
-    already made by an earlier attempt is not queued twice)."""
+    through its own inbox, so order is kept; its action is kept, so it is routed as the
+    original); returns how many were queued (a fan-out already made by an earlier
+    attempt is not queued twice)."""
     count = 0
     for i, ref in enumerate(sorted(refs)):
         count += queue.put(replace(record, delivery_id=f"{record.delivery_id}-w{i}",
-                                   action=None, received_at=time.time(), work_item=ref,
+                                   received_at=time.time(), work_item=ref,
                                    attempts=0, last_error=None))
     return count
