@@ -422,8 +422,10 @@ class Slack(Protocol):
 
     @write
     def post_message(self, *, channel: str, text: str,
-                     blocks: list[dict[str, Any]] | None = None) -> SlackMessage:
-        """``{"ok": True, "ts": str | None}``."""
+                     blocks: list[dict[str, Any]] | None = None,
+                     effect: str | None = None) -> SlackMessage:
+        """``{"ok": True, "ts": str | None}``; ``effect`` (given by the outbox to a
+        transport implementing ``find-effect``) tags the message so it is known again."""
         ...
 
 
@@ -461,11 +463,23 @@ class GitHubCommits(Protocol):
 
 
 class EffectFinder(Protocol):
-    """Optional, for any integration: find an effect the outbox recorded as pending."""
+    """Optional, for any integration: find an effect the outbox recorded as pending.
+
+    An integration listing ``"find-effect"`` in its ``operations`` gets every write's
+    effect id as the keyword ``effect=`` (so it can tag the write at its target), and is
+    asked before a pending write is performed again.
+
+    An integration that cannot read its writes back may instead list operations in an
+    ``at_most_once: frozenset[str]`` attribute: a pending write of those whose outcome is
+    unknown is not performed again (see :mod:`graph.effects`).
+    """
 
     @read
-    def find_effect(self, *, operation: str, effect: str) -> Result:
-        """``{"found": bool, "result": {...}}`` for the effect id ``effect``."""
+    def find_effect(self, *, operation: str, effect: str, params: Mapping[str, Any],
+                    since: float | None = None) -> Result:
+        """``{"found": bool, "result": {...}}`` for the effect id ``effect`` of
+        ``operation`` called with ``params``, first recorded at ``since`` (Unix
+        seconds)."""
         ...
 
 

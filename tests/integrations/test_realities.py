@@ -1,19 +1,26 @@
-"""GitHub, Jira and the markdown linter as they really behave (issue: identities,
+"""GitHub, Slack, Jira and the markdown linter as they really behave (issue: identities,
 installations, tokens, limits, failures said out loud): the transports against
-``responses`` and against the loopback fake GitHub."""
+``responses``, the loopback fake GitHub and a loopback Slack Web API."""
 
 from __future__ import annotations
 
 import logging
+import time
+from typing import Any
 
 import pytest
 import responses
 
-from graph.ports import IntegrationError, RateLimited
+from graph.effects import HookEffects
+from graph.ports import IntegrationError, RateLimited, RetryLater
+from graph.state import MemoryStateStore, WorkItemState
 from integrations.github import GitHubClients, GitHubSettings
 from integrations.github_fake_http import HttpFakeGitHub, serve
 from integrations.jira import JiraApi
+from integrations.slack import CLOCK_SKEW, EVENT_TYPE, SlackSdk, SlackWebhook
+from tests.integrations import loopback
 from tests.integrations.test_github_api import rsa_pem  # noqa: F401 (fixture)
+from tests.support import slack_fake
 from the_loop.hooks.lint_artifacts import lint_markdown
 from the_loop.settings import Settings, SettingsError
 from workers.drain import retry_wait
@@ -173,3 +180,106 @@ def test_the_markdown_linter_does_not_change_the_root_logger():
         assert root.handlers == before_handlers
     finally:
         root.setLevel(before_level)
+
+
+# -- 8: a Slack post survives its worker dying (slack-sdk sends through urllib, which
+# ``responses`` cannot intercept: a loopback Slack Web API that keeps its messages) --------
+
+SLACK_EFFECT = "github:Codertocat/Hello-World#1/requirements-approval/1/notify/0"
+
+
+def pending_post(channel: str, since: float) -> tuple[WorkItemState, MemoryStateStore]:
+    """A work item whose earlier attempt recorded ``post-message`` pending at ``since``."""
+    state = WorkItemState("github:Codertocat/Hello-World#1", "pdlc", "requirements-approval")
+    state.effects[SLACK_EFFECT] = {"op": "post-message", "integration": "slack",
+                                   "status": "pending", "attempts": 1, "at": since,
+                                   "target": {"since": since}}
+    store = MemoryStateStore()
+    store.save(state)
+    return state, store
+
+
+def post_again(state: WorkItemState, store: MemoryStateStore, slack: Any,
+               channel: str) -> dict[str, Any]:
+    """The re-run: the same effect id through the outbox."""
+    effects = HookEffects(state, store, SLACK_EFFECT.rpartition("/")[0])
+    return effects.perform("slack", slack, "post-message", {"channel": channel, "text": "hi"})
+
+
+def test_a_slack_post_carries_its_effect_id_in_message_metadata():
+    with slack_fake.serve() as fake:
+        sdk = SlackSdk("xoxb-x", base_url=fake.url + "/api/")
+        sdk.post_message(channel="C1", text="hi", effect=SLACK_EFFECT)
+    assert fake.posts("C1")[0]["metadata"] == {
+        "event_type": EVENT_TYPE, "event_payload": {"effect": SLACK_EFFECT}}
+
+
+def test_a_pending_slack_post_whose_message_exists_is_not_posted_again():
+    """Given the worker died after Slack kept the direct message (effect left pending)
+    When the same effect is performed again
+    Then the message is found in the conversation's history (from the recorded time, less
+    the clock skew) and nothing is posted; the effect is done with the message's ts."""
+    since = time.time() - 30
+    with slack_fake.serve() as fake:
+        ts = fake.post("U1", "hi", {"event_type": EVENT_TYPE,
+                                    "event_payload": {"effect": SLACK_EFFECT}})
+        state, store = pending_post("U1", since)
+        result = post_again(state, store, SlackSdk("xoxb-x", base_url=fake.url + "/api/"),
+                            "U1")
+    assert fake.calls == ["conversations.open", "conversations.history"]
+    history = dict(fake.seen)["conversations.history"]
+    assert history["channel"] == "D1" and history["include_all_metadata"] in ("1", "true")
+    assert float(history["oldest"]) == pytest.approx(since - CLOCK_SKEW, abs=1e-3)
+    assert result == {"ok": True, "ts": ts, "reused": True} and len(fake.posts("U1")) == 1
+    assert store.load(state.ref).effects[SLACK_EFFECT]["status"] == "done"
+
+
+def test_a_pending_slack_post_whose_message_is_absent_is_posted_once():
+    """Given the worker died before the post reached Slack (another message of the-loop's
+    is there, with another effect id)
+    When the same effect is performed again
+    Then it is posted once, with its own effect id as metadata."""
+    with slack_fake.serve() as fake:
+        fake.post("C1", "other", {"event_type": EVENT_TYPE,
+                                  "event_payload": {"effect": SLACK_EFFECT + "x"}})
+        state, store = pending_post("C1", time.time() - 5)
+        sdk = SlackSdk("xoxb-x", base_url=fake.url + "/api/")
+        post_again(state, store, sdk, "C1")
+        post_again(store.load(state.ref) or state, store, sdk, "C1")  # done: not again
+    assert fake.calls == ["conversations.history", "chat.postMessage"]
+    mine = [m for m in fake.posts("C1")
+            if m["metadata"]["event_payload"]["effect"] == SLACK_EFFECT]
+    assert len(mine) == 1
+    assert store.load(state.ref).effects[SLACK_EFFECT]["status"] == "done"
+
+
+def test_a_pending_webhook_post_is_not_made_again_at_most_once(caplog):
+    """Given a webhook post left pending (the worker died; the webhook cannot be read)
+    When it is performed again
+    Then nothing is sent, the effect is closed as done and unconfirmed, and one warning
+    says so."""
+    state, store = pending_post("C1", time.time())
+    with loopback.serve() as server, caplog.at_level(logging.WARNING, "graph.effects"):
+        result = post_again(state, store, SlackWebhook(server.url + "/services/T/B/x"), "C1")
+    assert server.seen == [] and result == {"unconfirmed": True}
+    record = store.load(state.ref).effects[SLACK_EFFECT]
+    assert (record["status"], record["result"]) == ("done", {"unconfirmed": True})
+    assert [r.getMessage() for r in caplog.records if "at most once" in r.getMessage()]
+
+
+def test_a_webhook_post_slack_refused_is_made_again_on_the_re_run():
+    """Given Slack answered the first post with HTTP 500 (the post was not made)
+    When the effect is performed again
+    Then it is posted: a refusal is not an unknown outcome."""
+    state = WorkItemState("github:Codertocat/Hello-World#1", "pdlc", "requirements-approval")
+    store = MemoryStateStore()
+    with loopback.serve() as server:
+        server.answer(500, "internal_error")
+        server.answer(200, "ok")
+        hook = SlackWebhook(server.url + "/services/T/B/x", max_retries=0)
+        with pytest.raises(RetryLater):
+            post_again(state, store, hook, "C1")
+        assert store.load(state.ref).effects[SLACK_EFFECT]["status"] == "failed"
+        post_again(store.load(state.ref) or state, store, hook, "C1")
+    assert len(server.seen) == 2
+    assert store.load(state.ref).effects[SLACK_EFFECT]["status"] == "done"

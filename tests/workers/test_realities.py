@@ -16,9 +16,12 @@ from graph.context import HEAD_MOVED, HookConfig
 from graph.model import HookContext, HookResult, WorkItem
 from graph.ports import IntegrationError, RateLimited
 from graph.refs import WorkItemRef
-from graph.runtime import with_moved_head
-from graph.state import WorkItemState
+from graph.runtime import Runtime, with_moved_head
+from graph.state import MemoryStateStore, WorkItemState
 from integrations.github_fake import FakeGitHub
+from integrations.slack import SlackSdk
+from tests.graph.test_effects import Files
+from tests.support import slack_fake
 from tests.workers.test_processing import deliver
 from tests.workers.test_routes import (
     COLLABORATORS,
@@ -355,6 +358,71 @@ def test_a_failed_notification_is_said_in_messages_and_one_log_line(caplog):
     assert "channel_not_found" in result.messages[0].text
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "code=channel_not_found" in lines[0]
+
+
+class DyingStore(MemoryStateStore):
+    """A state store whose process dies when ``die()`` is called: later saves never land."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dead = False
+
+    def die(self) -> None:
+        self.dead = True
+
+    def save(self, state: WorkItemState) -> None:
+        if not self.dead:
+            super().save(state)
+
+
+class Died(BaseException):
+    """The worker process ended (nothing after it runs in that process)."""
+
+
+class DiesAfterPosting(SlackSdk):
+    """The real sdk transport; its worker dies the moment Slack has kept the first post."""
+
+    def __init__(self, store: DyingStore, **kw: Any) -> None:
+        super().__init__("xoxb-x", **kw)
+        self.store = store
+
+    def post_message(self, *args: Any, **kw: Any) -> Any:
+        super().post_message(*args, **kw)
+        self.store.die()
+        raise Died
+
+
+def test_a_worker_dying_during_a_slack_post_does_not_post_twice_on_the_re_run():
+    """Given the runtime enrols a work item whose approval gate notifies U1 and U2 by
+    direct message, and the worker dies as soon as Slack has kept the first message
+    When the delivery is run again by a fresh runtime on the state the dead one saved
+    Then each person has exactly one message, the first found by its metadata."""
+    gh = FakeGitHub()
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    store = DyingStore()
+    item = WorkItem(ref=REF1, id=1, repository=REPO, spec_dir="specs/1")
+    with slack_fake.serve() as fake:
+        def config(slack: Any) -> HookConfig:
+            return HookConfig(collaborators=PEOPLE, integrations={"github": gh, "slack": slack},
+                              files=Files(gh))
+        Runtime(GRAPH, store).enrol(item, config(DiesAfterPosting(store,
+                                                                  base_url=fake.url + "/api/")),
+                                    None)
+        assert fake.calls == ["chat.postMessage"] and store.dead
+        saved = store.load(REF1)
+        assert saved is not None
+        assert [e["status"] for e in saved.effects.values() if e["op"] == "post-message"] == [
+            "pending"]
+        store.dead = False  # the re-run: a fresh worker, the state the dead one left
+        result = Runtime(GRAPH, store).enrol(
+            item, config(SlackSdk("xoxb-x", base_url=fake.url + "/api/")), None)
+    assert (result.status, result.node) == ("waiting", "requirements-approval")
+    assert [len(fake.posts(user)) for user in ("U1", "U2")] == [1, 1]
+    assert fake.calls.count("chat.postMessage") == 2  # U1 once (first run), U2 once
+    effects = store.load(REF1).effects  # type: ignore[union-attr]
+    posted = [e for e in effects.values() if e["op"] == "post-message"]
+    assert [e["status"] for e in posted] == ["done", "done"]
+    assert sum(1 for e in posted if e["result"].get("reused")) == 1
 
 
 # -- 9: Jira ---------------------------------------------------------------------------------
