@@ -35,6 +35,15 @@ class FileReader(Protocol):
         ...
 
 
+class RevisionFiles(Protocol):
+    """Optional for a :class:`FileReader`: the same repository's files at another
+    revision (a pull request head a hook just committed to; see :data:`HEAD_MOVED`)."""
+
+    def at(self, revision: str) -> FileReader:
+        """A reader of the same repository at ``revision`` (a commit SHA or branch)."""
+        ...
+
+
 class NoFiles:
     """A :class:`FileReader` for when no revision can be read (every file is absent)."""
 

@@ -23,9 +23,9 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from graph.context import HEAD_MOVED, HookConfig
+from graph.context import HEAD_MOVED, HookConfig, RevisionFiles
 from graph.effects import HookEffects, digest, hook_keys
 from graph.errors import LoopError
 from graph.markers import marker
@@ -199,12 +199,16 @@ def run_chain(
 
 def with_moved_head(config: HookConfig, results: Sequence[HookResult]) -> HookConfig:
     """``config`` with ``head_sha`` set to the last head a passing hook of ``results``
-    moved the pull request branch to (``data[HEAD_MOVED]``), else ``config`` itself."""
+    moved the pull request branch to (``data[HEAD_MOVED]``), and its files read there
+    when the reader can move (:class:`graph.context.RevisionFiles`); else ``config``
+    itself."""
     moved = next((str(r.data[HEAD_MOVED]) for r in reversed(results)
                   if r.status == "pass" and r.data.get(HEAD_MOVED)), None)
     if moved is None or moved == config.head_sha:
         return config
-    return dataclasses.replace(config, head_sha=moved)
+    at = getattr(config.files, "at", None)
+    files = cast(RevisionFiles, config.files).at(moved) if callable(at) else config.files
+    return dataclasses.replace(config, head_sha=moved, files=files)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from the_loop.hooks.set_phase_label import set_phase_label
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.settings import WorkerSettings
 from the_loop.wiring import build_processor
+from workers.files import GitHubFiles
 
 NEW = "Codertocat/Renamed"
 INSTALLATION = 42
@@ -282,9 +283,15 @@ def test_a_check_suite_from_a_fork_reaches_the_work_item_whose_head_it_is(env, m
 
 
 def test_a_commit_the_loop_made_is_the_head_the_rest_of_the_delivery_uses():
-    config = HookConfig(head_sha="old")
+    gh = FakeGitHub()
+    gh.add_file(REPO, "a.md", "old text", ref="old")
+    gh.add_file(REPO, "a.md", "new text", ref="new")
+    config = HookConfig(head_sha="old", files=GitHubFiles(gh, REPO, lambda: "old"))
+    assert config.files.read_text("a.md") == "old text"
     committed = HookResult.passed("record-feedback", **{HEAD_MOVED: "new"})
-    assert with_moved_head(config, (committed,)).head_sha == "new"
+    moved = with_moved_head(config, (committed,))
+    assert moved.head_sha == "new" and moved.files.revision == "new"
+    assert moved.files.read_text("a.md") == "new text"  # not the old reader's cache
     assert with_moved_head(config, (HookResult.passed("x"),)) is config
 
 
