@@ -17,6 +17,9 @@ DEFAULT_ENROLMENT_LABEL = "the-loop"
 #: Prefix of the label that shows a work item's phase (``phase:design``): written by the
 #: ``set-phase-label`` hook, watched by the worker for drift.
 PHASE_PREFIX = "phase:"
+#: A hook's ``data`` key saying it committed to the pull request branch: the new head
+#: commit, which the rest of the delivery evaluates (and puts its check run on).
+HEAD_MOVED = "head_sha_after"
 
 
 class FileReader(Protocol):
@@ -29,6 +32,15 @@ class FileReader(Protocol):
     @property
     def revision(self) -> str:
         """A human-readable name of the revision read (branch, SHA, or ``"working tree"``)."""
+        ...
+
+
+class RevisionFiles(Protocol):
+    """Optional for a :class:`FileReader`: the same repository's files at another
+    revision (a pull request head a hook just committed to; see :data:`HEAD_MOVED`)."""
+
+    def at(self, revision: str) -> FileReader:
+        """A reader of the same repository at ``revision`` (a commit SHA or branch)."""
         ...
 
 

@@ -39,9 +39,16 @@ and:
   - labels, reactions, reviewer requests, ``update-*``: set semantics or idempotent at the
     target already; performed again;
   - any other operation (Slack, Jira...): when the integration implements ``find-effect``
-    (:class:`graph.ports.EffectFinder`: ``find_effect(operation=..., effect=ID) ->
-    {"found": bool, "result": {...}}``), it is asked first; otherwise the operation is
-    performed again (at least once).
+    (:class:`graph.ports.EffectFinder`: ``find_effect(operation=..., effect=ID,
+    params=..., since=T) -> {"found": bool, "result": {...}}``, ``T`` the time the effect
+    was first recorded), it is asked first; such an integration gets every write's effect
+    id as ``effect=ID`` to tag the write with (Slack: message metadata). An operation the
+    integration lists in ``at_most_once`` (it cannot read its writes back: a Slack
+    incoming webhook) is not performed again while its outcome is unknown: the pending
+    record is closed as ``done`` with ``{"unconfirmed": True}`` and a warning is logged;
+    one the target refused with an HTTP answer (``IntegrationError.status`` set) is
+    recorded ``failed`` and performed again. Any other operation is performed again (at
+    least once).
 
 An effect performed *in place* (``perform(..., in_place=True)``: the work item's one status
 comment, edited as the status changes) is reconciled with its target every time, and a
@@ -225,11 +232,26 @@ class HookEffects:
             if (previous and previous.get("op") == op and previous.get("status") == "done"
                     and not in_place):
                 return dict(previous.get("result") or {})
+            finder = "find-effect" in integration.operations
+            at_most_once = not finder and op in frozenset(
+                getattr(integration, "at_most_once", None) or ())
+            if (at_most_once and previous and previous.get("op") == op
+                    and previous.get("status") == "pending"):
+                # The earlier attempt may have landed and the target cannot be read back:
+                # at most once, so it is not made again.
+                previous.update(status="done", result={"unconfirmed": True}, at=time.time())
+                self.store.save(self.state)
+                log.warning("effect %s (%s %s) was left pending by an earlier attempt and "
+                            "%s cannot be read back: not performed again (at most once)",
+                            effect, name, op, name)
+                return {"unconfirmed": True}
             # A comment that names itself (a hook's own marker, e.g. the review request of
             # a node visit) is looked up first even without a record (state rebuilt).
             named = op == "comment" and find_effect(params.get("body")) is not None
             retry = in_place or named or bool(previous and previous.get("op") == op)
             params = self._marked(op, params, effect)
+            if finder:
+                params = {**params, "effect": effect}
             record: dict[str, Any] = {
                 "op": op,
                 "integration": name,
@@ -246,6 +268,11 @@ class HookEffects:
             if result is None:
                 result = _method(integration, name, op)(**params)
         except IntegrationError as exc:
+            if at_most_once and exc.status is not None:
+                with self._lock:  # the target answered: it did not make it, so it may again
+                    if not self._closed:
+                        record.update(status="failed", at=time.time())
+                        self.store.save(self.state)
             if exc.retriable:
                 raise RetryLater.from_error(exc) from exc
             raise
@@ -281,7 +308,8 @@ class HookEffects:
                     "digests": digests[-5:]}
         if op == "create-check-run":
             return {"name": params.get("name"), "head_sha": params.get("head_sha")}
-        return {}
+        # When the first attempt was made: where a read-back of the target starts.
+        return {"since": before.get("since") or time.time()}
 
     def _reconcile(self, integration: Integration, op: str, params: dict[str, Any],
                    record: Mapping[str, Any], effect: str) -> dict[str, Any] | None:
@@ -304,7 +332,9 @@ class HookEffects:
         if op == "create-check-run" and "list-check-runs" in ops:
             return _reuse_check_run(integration, params)
         if "find-effect" in ops:
-            found = cast(EffectFinder, integration).find_effect(operation=op, effect=effect)
+            asked = {k: v for k, v in params.items() if k != "effect"}
+            found = cast(EffectFinder, integration).find_effect(
+                operation=op, effect=effect, params=asked, since=target.get("since"))
             if found.get("found"):
                 return dict(found.get("result") or {})
         return None

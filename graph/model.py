@@ -165,6 +165,8 @@ class WorkItem:
         tags: labels on the item when the event was received.
         risk_tier: the harness config's risk tier for this item, if known.
         spec_dir: repository-relative directory holding the item's artifacts.
+        tickets: issue keys of another ticketing system the item links (Jira's
+            ``ABC-123``, from its title or description), first seen first.
     """
 
     ref: str
@@ -174,6 +176,7 @@ class WorkItem:
     tags: tuple[str, ...] = ()
     risk_tier: int | None = None
     spec_dir: str = "specs"
+    tickets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

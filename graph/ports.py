@@ -428,8 +428,10 @@ class Slack(Protocol):
 
     @write
     def post_message(self, *, channel: str, text: str,
-                     blocks: list[dict[str, Any]] | None = None) -> SlackMessage:
-        """``{"ok": True, "ts": str | None}``."""
+                     blocks: list[dict[str, Any]] | None = None,
+                     effect: str | None = None) -> SlackMessage:
+        """``{"ok": True, "ts": str | None}``; ``effect`` (given by the outbox to a
+        transport implementing ``find-effect``) tags the message so it is known again."""
         ...
 
 
@@ -444,8 +446,10 @@ class Jira(Protocol):
         ...
 
     @write
-    def add_label(self, *, issue: str, label: str) -> JiraLabel:
-        """``{"issue": key, "label": str}``."""
+    def add_label(self, *, issue: str, label: str,
+                  replace_prefix: str | None = None) -> JiraLabel:
+        """``{"issue": key, "label": str}``; with ``replace_prefix``, the issue's other
+        labels starting with it (case-insensitively) are removed in the same edit."""
         ...
 
     @write
@@ -465,11 +469,23 @@ class GitHubCommits(Protocol):
 
 
 class EffectFinder(Protocol):
-    """Optional, for any integration: find an effect the outbox recorded as pending."""
+    """Optional, for any integration: find an effect the outbox recorded as pending.
+
+    An integration listing ``"find-effect"`` in its ``operations`` gets every write's
+    effect id as the keyword ``effect=`` (so it can tag the write at its target), and is
+    asked before a pending write is performed again.
+
+    An integration that cannot read its writes back may instead list operations in an
+    ``at_most_once: frozenset[str]`` attribute: a pending write of those whose outcome is
+    unknown is not performed again (see :mod:`graph.effects`).
+    """
 
     @read
-    def find_effect(self, *, operation: str, effect: str) -> Result:
-        """``{"found": bool, "result": {...}}`` for the effect id ``effect``."""
+    def find_effect(self, *, operation: str, effect: str, params: Mapping[str, Any],
+                    since: float | None = None) -> Result:
+        """``{"found": bool, "result": {...}}`` for the effect id ``effect`` of
+        ``operation`` called with ``params``, first recorded at ``since`` (Unix
+        seconds)."""
         ...
 
 
@@ -638,17 +654,22 @@ class RetryLater(IntegrationError):  # noqa: N818  (a verdict, not an error clas
 
     Attributes:
         retry_after: seconds the system asked to wait, when the failure said so.
+        reset_at: when the system's rate limit resets (seconds since the epoch), when
+            the failure said so.
     """
 
     def __init__(self, message: str, *, integration: str, op: str,
-                 status: int | None = None, retry_after: float | None = None) -> None:
+                 status: int | None = None, retry_after: float | None = None,
+                 reset_at: float | None = None) -> None:
         super().__init__(message, integration=integration, op=op, status=status,
                          retriable=True)
         self.retry_after = retry_after
+        self.reset_at = reset_at
 
     @classmethod
     def from_error(cls, exc: IntegrationError) -> RetryLater:
         """The retry verdict for a retriable integration error (its message is the-loop's
         own: operation, target, status; never a response body)."""
         return cls(str(exc), integration=exc.integration, op=exc.op, status=exc.status,
-                   retry_after=getattr(exc, "retry_after", None))
+                   retry_after=getattr(exc, "retry_after", None),
+                   reset_at=getattr(exc, "reset_at", None))

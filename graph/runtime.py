@@ -21,12 +21,12 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from graph.context import HookConfig
+from graph.context import HEAD_MOVED, HookConfig, RevisionFiles
 from graph.effects import HookEffects, digest, hook_keys
 from graph.errors import LoopError
 from graph.markers import marker
@@ -219,6 +219,7 @@ def run_chain(
             config=outbox.wrap(ctx.config) if outbox is not None else ctx.config)
         result = call_hook(call, hook_ctx, on_timeout=outbox.close if outbox else None)
         results.append(result)
+        ctx = dataclasses.replace(ctx, config=with_moved_head(ctx.config, (result,)))
         if result.status in ("block", "wait"):
             return ChainResult(ctx.node.id, ctx.boundary, result.status, result.status,
                                tuple(results))
@@ -226,6 +227,20 @@ def run_chain(
         (r.outcome for r in results if r.status == "pass" and r.outcome != "pass"), "pass"
     )
     return ChainResult(ctx.node.id, ctx.boundary, "pass", outcome, tuple(results))
+
+
+def with_moved_head(config: HookConfig, results: Sequence[HookResult]) -> HookConfig:
+    """``config`` with ``head_sha`` set to the last head a passing hook of ``results``
+    moved the pull request branch to (``data[HEAD_MOVED]``), and its files read there
+    when the reader can move (:class:`graph.context.RevisionFiles`); else ``config``
+    itself."""
+    moved = next((str(r.data[HEAD_MOVED]) for r in reversed(results)
+                  if r.status == "pass" and r.data.get(HEAD_MOVED)), None)
+    if moved is None or moved == config.head_sha:
+        return config
+    at = getattr(config.files, "at", None)
+    files = cast(RevisionFiles, config.files).at(moved) if callable(at) else config.files
+    return dataclasses.replace(config, head_sha=moved, files=files)
 
 
 @dataclass(frozen=True)
@@ -433,6 +448,7 @@ class Runtime:
             if state.entry_pending:
                 chain = self._run(node, "entry", state, work_item, config, event, repo)
                 result.chains.append(chain)
+                config = with_moved_head(config, chain.results)
                 if chain.status != "pass":
                     return self._park(state, work_item, config, chain, result)
                 state.entry_pending = False
@@ -466,6 +482,9 @@ class Runtime:
                 state.last_event = event.delivery_id  # persisted with what follows
             event = None  # consumed by the first exit chain
             result.chains.append(chain)
+            # A hook committed to the branch (a review record): what follows is evaluated
+            # at the new head, so no check run lands on the commit it replaced.
+            config = with_moved_head(config, chain.results)
             if chain.status != "pass":
                 return self._park(state, work_item, config, chain, result)
             edge = self.graph.edge(node.id, chain.outcome)

@@ -58,6 +58,11 @@ class WorkItemState:
         forced: ``{from, to, reason, bypassed, undeclared, at}`` per forced move.
         status_digest: digest of the status comment last published.
         installation_id: the GitHub App installation the item was last seen through.
+        repository: the repository's current full name (its ref keeps the name it had
+            when the work item began; a rename changes this one), if known.
+        kind: ``issue`` or ``pull_request``, if known.
+        default_branch: the repository's default branch, if known.
+        tickets: the Jira issue keys the work item links (``ABC-123``).
         effects: the outbox of the current node visit: effect id (``<ref>/<node>/<visit>/
             <hook>/<n>``) -> ``{op, integration, status: pending|done, attempts, at,
             result}``; recorded before the side effect is performed and marked done
@@ -103,6 +108,10 @@ class WorkItemState:
     forced: list[dict[str, Any]] = field(default_factory=list)
     status_digest: str | None = None
     installation_id: int | None = None
+    repository: str | None = None
+    kind: str | None = None
+    default_branch: str | None = None
+    tickets: list[str] = field(default_factory=list)
     effects: dict[str, dict[str, Any]] = field(default_factory=dict)
     last_event: str | None = None
     blocked_by_delivery: dict[str, Any] | None = None

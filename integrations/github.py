@@ -39,6 +39,7 @@ from urllib3.util.retry import Retry
 from graph.errors import LoopError
 from graph.ports import IntegrationError, Unavailable
 from integrations.github_ops import (
+    API_HEADERS,
     OPERATIONS,
     REACTIONS,
     GitHubOperations,
@@ -66,6 +67,8 @@ __all__ = [
 ]
 
 USER_AGENT = "the-loop (PyGithub)"
+
+log = logging.getLogger("the_loop.integrations.github")
 
 #: HTTP methods PyGithub may retry (5xx, rate limits). POST and PUT are left out on
 #: purpose: a retried "Create an issue comment" whose first attempt did reach GitHub posts
@@ -228,6 +231,15 @@ class GitHubClients:
                                    integration="github", op=op)
         return token
 
+    def forget(self, installation_id: int | None) -> None:
+        """Drop the cached client (and so the access token) of ``installation_id``: the
+        next request mints a new token, which carries the installation's access as it is
+        now (after ``installation`` or ``installation_repositories`` deliveries)."""
+        with self._lock:
+            api = self._apis.pop(installation_id, None)
+        if api is not None:
+            api.close()
+
     def close(self) -> None:
         """Close the HTTP connections of every cached client."""
         with self._lock:
@@ -298,8 +310,9 @@ class GitHubApi(GitHubOperations):
     """
 
     transport = "api"
-    #: Headers sent with every request besides PyGithub's own.
-    request_headers: Mapping[str, str] = {}
+    #: Headers sent with every request besides PyGithub's own: the media type and the
+    #: REST API version, as every other GitHub call of the project sends them.
+    request_headers: Mapping[str, str] = API_HEADERS
 
     def __init__(
         self,
@@ -329,6 +342,17 @@ class GitHubApi(GitHubOperations):
         """Close the underlying HTTP connection pool."""
         self._gh.close()
 
+    def forget_token(self) -> bool:
+        """Drop the cached installation access token, so the next request mints a new one
+        ("Create an installation access token for an app"). Returns whether there was an
+        installation token to drop (``False`` for a personal token)."""
+        auth = self._gh.requester.auth
+        if not isinstance(auth, Auth.AppInstallationAuth):
+            return False
+        # PyGithub keeps the token in a private attribute and offers no reset.
+        auth._AppInstallationAuth__installation_authorization = None  # type: ignore[attr-defined]
+        return True
+
     def _send(
         self,
         op: str,
@@ -339,20 +363,38 @@ class GitHubApi(GitHubOperations):
         query: Mapping[str, Any] | None = None,
         body: Any = None,
     ) -> Reply:
-        try:
-            headers, data = self._gh.requester.requestJsonAndCheck(
-                method, path, parameters=dict(query) if query else None,
-                headers=dict(self.request_headers) or None, input=body
-            )
-        except GithubException as exc:
-            raise _from_github(op, target, exc) from exc
-        except requests.exceptions.RequestException as exc:
-            raise Unavailable(
-                f"github {op} on {target}: request failed ({type(exc).__name__})",
-                integration=self.name,
-                op=op,
-            ) from exc
-        return Reply({str(k).lower(): str(v) for k, v in (headers or {}).items()}, data)
+        """One request; a 401 answered to an installation token drops the token, mints a
+        new one and sends the request once more (a token GitHub revoked or expired
+        early); an HTML answer (a web page: the base URL is not the API root) is a clear,
+        not retriable error."""
+        for attempt in (1, 2):
+            try:
+                headers, data = self._gh.requester.requestJsonAndCheck(
+                    method, path, parameters=dict(query) if query else None,
+                    headers=dict(self.request_headers) or None, input=body
+                )
+            except GithubException as exc:
+                html = _html_answer(op, target, exc.status, exc.headers)
+                if html is not None:
+                    raise html from None
+                if exc.status == 401 and attempt == 1 and self.forget_token():
+                    log.warning("github %s on %s: HTTP 401 with the installation token; "
+                                "dropped it, minting a new one and trying once more", op,
+                                target)
+                    continue
+                raise _from_github(op, target, exc) from exc
+            except requests.exceptions.RequestException as exc:
+                raise Unavailable(
+                    f"github {op} on {target}: request failed ({type(exc).__name__})",
+                    integration=self.name,
+                    op=op,
+                ) from exc
+            lower = {str(k).lower(): str(v) for k, v in (headers or {}).items()}
+            html = _html_answer(op, target, 200, lower)
+            if html is not None:
+                raise html
+            return Reply(lower, data)
+        raise AssertionError("unreachable")  # pragma: no cover
 
 
 class GitHubAppApi(GitHubApi):
@@ -366,7 +408,6 @@ class GitHubAppApi(GitHubApi):
     #: None of the work item operations: the App's JWT acts on the App's own endpoints
     #: only (an installation's client does the rest).
     operations: frozenset[str] = frozenset()
-    request_headers = {"X-GitHub-Api-Version": "2022-11-28"}
 
     def __repr__(self) -> str:
         return "GitHubAppApi()"
@@ -392,6 +433,20 @@ class GitHubAppApi(GitHubApi):
         an app webhook"; 202: queued by GitHub). Never retried by the transport."""
         self._request("redeliver-hook-delivery", "POST",
                       f"/app/hook/deliveries/{int(delivery_id)}/attempts", target="the App")
+
+
+def _html_answer(op: str, target: str, status: int | None,
+                 headers: Mapping[str, Any] | None) -> IntegrationError | None:
+    """The error for an answer that is a web page rather than the REST API's JSON (a base
+    URL without ``/api/v3`` on GitHub Enterprise Server reaches its web UI), or ``None``."""
+    lower = {str(k).lower(): str(v) for k, v in (headers or {}).items()}
+    if "text/html" not in lower.get("content-type", "").lower():
+        return None
+    return IntegrationError(
+        f"github {op} on {target}: GitHub answered HTTP {status} with an HTML page, not "
+        "the REST API's JSON; set THE_LOOP_GITHUB_API_URL to the API root "
+        "(https://api.github.com, or https://HOST/api/v3 for GitHub Enterprise Server)",
+        integration="github", op=op, status=status)
 
 
 def _from_github(op: str, target: str, exc: GithubException) -> IntegrationError:

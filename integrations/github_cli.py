@@ -37,6 +37,7 @@ from urllib3.util.retry import Retry
 from graph.ports import IntegrationError, Unavailable
 from integrations.cli import CliResult, run_bounded
 from integrations.github import RETRY_METHODS, _from_github
+from integrations.github_ops import API_VERSION as GITHUB_API_VERSION
 from integrations.github_ops import (
     GitHubOperations,
     Reply,
@@ -58,7 +59,7 @@ DEFAULT_BINARY = "gh"
 DEFAULT_TIMEOUT = 30.0
 #: Bytes of output accepted per run (a 1 MB file is ~1.4 MB of base64 JSON).
 DEFAULT_MAX_OUTPUT = 32 * 1024 * 1024
-API_VERSION = "2022-11-28"
+API_VERSION = GITHUB_API_VERSION
 
 #: Variables set for every gh run: no prompts, colours, pagers or update checks.
 _QUIET_ENV = {

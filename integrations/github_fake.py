@@ -309,6 +309,17 @@ class FakeGitHub(Transport):
             if git_dir is not None:
                 r.git_dir = Path(git_dir)
 
+    def rename_repo(self, old: str, new: str) -> Repo:
+        """Rename (or transfer) repository ``old`` to ``new``, keeping its id and
+        everything in it, as GitHub does; the old name is no longer served (GitHub
+        redirects it; the fake answers 404, so a caller that kept it is caught)."""
+        with self.lock:
+            r = self.repos.pop(old.lower())
+            r.full_name = new
+            self.repos[new.lower()] = r
+            self.record(f"rename-repo {old} {new}")
+            return r
+
     def add_git_repo(self, full_name: str, root: Path, files: Mapping[str, str], *,
                      default_branch: str = "main") -> Path:
         """Create repository ``OWNER/NAME`` backed by a new bare git repository

@@ -151,7 +151,8 @@ class HttpFakeGitHub(FakeGitHub):
 
     Seeding and reading are :class:`~integrations.github_fake.FakeGitHub`'s. Besides:
     :attr:`requests`, :attr:`token_requests`, :meth:`clear_records`; faults:
-    :meth:`fail_next`, :meth:`chaos` (counted in :attr:`injected`).
+    :meth:`fail_next`, :meth:`chaos` (counted in :attr:`injected`); installations:
+    :meth:`suspend_installation`, :meth:`expire_tokens`; renames: ``rename_repo``.
     """
 
     #: Files larger than this (bytes) come back from the contents API with
@@ -179,7 +180,31 @@ class HttpFakeGitHub(FakeGitHub):
         self._token_requests: list[int] = []
         #: One-time codes of the manifest flow -> ``{"manifest", "owner"}``.
         self.manifests: dict[str, dict[str, Any]] = {}
+        self._suspended: set[int] = set()
         self.app = _create_app(self)
+
+    # -- installations ----------------------------------------------------------------
+
+    def suspend_installation(self, installation_id: int, suspended: bool = True) -> None:
+        """Suspend (or unsuspend) an installation: its tokens stop working (401 "Bad
+        credentials") and no new one is issued (403 "This installation has been
+        suspended"), as GitHub answers a suspended App installation."""
+        with self.lock:
+            if suspended:
+                self._suspended.add(installation_id)
+            else:
+                self._suspended.discard(installation_id)
+
+    def expire_tokens(self, installation_id: int | None = None) -> int:
+        """Revoke the installation tokens issued so far (of one installation, or all)
+        before their hour is up, as GitHub does when a token is revoked or the App's
+        permissions change; they then get 401. Returns how many were revoked."""
+        with self.lock:
+            dead = [t for t, i in self._issued.items()
+                    if installation_id is None or i == installation_id]
+            for token in dead:
+                del self._issued[token]
+            return len(dead)
 
     # -- faults -----------------------------------------------------------------------
 
@@ -444,6 +469,8 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
         if kind == "token":
             with fake.lock:
                 installation = fake._issued.get(credential)
+            if installation is not None and installation in fake._suspended:
+                return _error(401, "Bad credentials")
             if installation is not None:
                 g.login = fake.bot_login
                 g.installation = installation
@@ -497,6 +524,8 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
         with fake.lock:
             if fake._installations is not None and installation_id not in fake._installations:
                 return _error(404, "Not Found")
+            if installation_id in fake._suspended:
+                return _error(403, "This installation has been suspended")
             token = f"ghs_fake{installation_id}x{fake.next_id()}"
             fake._issued[token] = installation_id
             fake._token_requests.append(installation_id)

@@ -60,6 +60,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("the_loop.integrations.github")
 
 __all__ = [
+    "API_HEADERS",
+    "API_VERSION",
     "CHECK_CONCLUSIONS",
     "CHECK_STATUSES",
     "OPERATIONS",
@@ -73,6 +75,13 @@ __all__ = [
 #: Operation name -> :class:`graph.ports.Operation` (method, read or write): the
 #: operations every GitHub transport implements, declared once on the ports.
 OPERATIONS: Mapping[str, Operation] = PORT_OPERATIONS["github"]
+
+#: The REST API version and media type every request names ("API Versions", "Getting
+#: started with the REST API": ``Accept: application/vnd.github+json``).
+API_VERSION = "2022-11-28"
+ACCEPT = "application/vnd.github+json"
+#: The headers of every REST request, on every transport.
+API_HEADERS: Mapping[str, str] = {"Accept": ACCEPT, "X-GitHub-Api-Version": API_VERSION}
 
 #: Check run statuses an App may set ("Create a check run").
 CHECK_STATUSES = frozenset({"queued", "in_progress", "completed"})
@@ -850,16 +859,38 @@ def http_error(
             " (credentials rejected: check THE_LOOP_GITHUB_APP_ID and the private key, "
             "or GH_TOKEN; for the cli transport run `gh auth status`)"
         )
+    elif status == 403 and lower.get("x-accepted-github-permissions"):
+        # "Resource not accessible by integration": GitHub names what the call needs
+        # ("Permissions required for GitHub Apps": x-accepted-github-permissions).
+        needed = _permissions_named(lower["x-accepted-github-permissions"])
+        message += (
+            f" (resource not accessible by integration: the App needs the {needed} "
+            "permission; add it in the App's settings and have the installation accept "
+            "it)"
+        )
     elif status == 403:
         message += (
             " (forbidden: is the App installed on this repository, and does the "
             "installation or token have the permission this operation needs?)"
         )
+    elif status == 410:
+        message += " (gone: the issue, repository or feature was deleted or disabled)"
     elif status == 409:
         message += " (conflict: the target changed since it was read; re-read and retry)"
     elif status == 422:
         message += " (validation failed)"
     return IntegrationError(message, integration="github", op=op, status=status, codes=codes)
+
+
+def _permissions_named(header: str) -> str:
+    """``x-accepted-github-permissions`` (``issues=write; pull_requests=write``: any one of
+    the ``;``-separated sets suffices) as words: ``issues=write or pull_requests=write``.
+    Only GitHub's permission names and levels are kept (a safe, bounded text)."""
+    sets = [", ".join(p.strip() for p in part.split(",") if re.fullmatch(
+                r"\s*[a-z_]+=[a-z]+\s*", p))
+            for part in header.split(";")]
+    named = " or ".join(s for s in sets if s)[:200]
+    return named or "missing"
 
 
 def _log_failure(exc: IntegrationError) -> None:

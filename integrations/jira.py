@@ -162,7 +162,8 @@ class JiraApi(_JiraBase):
             ) from None
         status = response.status_code
         if status >= 400:
-            raise _http_error(op, key, status, response.headers.get("Retry-After"))
+            raise _http_error(op, key, status, response.headers.get("Retry-After"),
+                              _jira_errors(response))
         if status == 204 or not response.content:
             return None
         try:
@@ -184,9 +185,13 @@ class JiraApi(_JiraBase):
         cid = data.get("id")
         return {"issue": key, "id": str(cid) if cid is not None else None}
 
-    def add_label(self, issue: str, label: str) -> JiraLabel:
+    def add_label(self, issue: str, label: str,
+                  replace_prefix: str | None = None) -> JiraLabel:
         """``add-label``: ``PUT /rest/api/3/issue/{key}`` with
-        ``{"update": {"labels": [{"add": label}]}}`` (adding a present label is a no-op).
+        ``{"update": {"labels": [{"add": label}, {"remove": old}...]}}`` ("Edit issue";
+        adding a present label is a no-op). With ``replace_prefix``, the issue's labels
+        are read first (``GET /rest/api/3/issue/{key}?fields=labels``, "Get issue") and
+        every other one starting with the prefix, case-insensitively, is removed.
 
         Returns:
             ``{"issue": key, "label": label}``
@@ -194,7 +199,15 @@ class JiraApi(_JiraBase):
         op = "add-label"
         key = _issue(op, issue)
         name = _label(op, label)
-        self._request(op, "PUT", key, "", {"update": {"labels": [{"add": name}]}})
+        changes: list[dict[str, str]] = [{"add": name}]
+        if replace_prefix:
+            data = self._request(op, "GET", key, "?fields=labels") or {}
+            present = (data.get("fields") or {}).get("labels") or []
+            prefix = replace_prefix.casefold()
+            changes += [{"remove": str(old)} for old in present
+                        if str(old).casefold().startswith(prefix)
+                        and str(old).casefold() != name.casefold()]
+        self._request(op, "PUT", key, "", {"update": {"labels": changes}})
         return {"issue": key, "label": name}
 
     def transition_issue(self, issue: str, name: str) -> JiraTransition:
@@ -305,8 +318,11 @@ class JiraCli(_JiraBase):
         self._run(op, key, ["issue", "comment", "add", "--no-input", "--", key, text])
         return {"issue": key, "id": None}
 
-    def add_label(self, issue: str, label: str) -> JiraLabel:
-        """``add-label``: ``jira issue edit --no-input --label=LABEL -- KEY``."""
+    def add_label(self, issue: str, label: str,
+                  replace_prefix: str | None = None) -> JiraLabel:
+        """``add-label``: ``jira issue edit --no-input --label=LABEL -- KEY``
+        (``replace_prefix`` is not applied: jira-cli cannot list the issue's labels
+        without printing the whole issue; older labels stay)."""
         op = "add-label"
         key = _issue(op, issue)
         name = _label(op, label)
@@ -324,8 +340,32 @@ class JiraCli(_JiraBase):
         return {"issue": key, "transition": state}
 
 
-def _http_error(op: str, key: str, status: int, retry_after: str | None) -> IntegrationError:
+#: Longest text of Jira's error answer carried in a message.
+MAX_ERROR_TEXT = 300
+
+
+def _jira_errors(response: requests.Response) -> str:
+    """Jira's ``errors`` object ("Status codes": ``{"errorMessages": [...], "errors":
+    {"field": "message"}}``) as one bounded line, or ``""``: the field names and what
+    Jira says of them. ``errorMessages`` are left out (free text that may quote the
+    request)."""
+    try:
+        data = response.json()
+    except ValueError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    errors = data.get("errors")
+    parts = [f"{k}: {v}" for k, v in errors.items()] if isinstance(errors, dict) else []
+    text = "; ".join(" ".join(p.split()) for p in parts)
+    return text[:MAX_ERROR_TEXT]
+
+
+def _http_error(op: str, key: str, status: int, retry_after: str | None,
+                errors: str = "") -> IntegrationError:
     message = f"jira {op} on {key} failed: HTTP {status}"
+    if errors:
+        message += f" (Jira: {errors})"
     if status == 404:
         return NotFound(message + " (no such issue, or not visible to this account)",
                         integration="jira", op=op, status=status)

@@ -110,6 +110,12 @@ class GitHubProvider:
 
     for_installation = __call__
 
+    def forget(self, installation_id: int | None) -> None:
+        """Drop the cached token of ``installation_id`` (the api transport's; the cli
+        transport keeps none)."""
+        if self.clients is not None:
+            self.clients.forget(installation_id)
+
     def close(self) -> None:
         for close in self.closers:
             close()
@@ -255,6 +261,7 @@ def jira_provider(
     binary: str = "jira",
     env: Mapping[str, str] | None = None,
     which: Callable[[str], str | None] = shutil.which,
+    auth: str = "basic",
 ) -> Integration:
     """Build the Jira transport ``api`` (REST v3, base URL + API token) or ``cli`` (a
     jira-cli compatible binary).
@@ -270,7 +277,12 @@ def jira_provider(
                 f"and {ENV_JIRA_TOKEN} (an API token; with {ENV_JIRA_USER}, the account's "
                 "email, for Jira Cloud)"
             )
-        return JiraApi(base_url, token, user=user)
+        if auth != "bearer" and not user:
+            raise ProviderConfigError(
+                f"Jira transport api with {ENV_JIRA_TOKEN} needs {ENV_JIRA_USER} (Jira Cloud's "
+                "Basic auth: the account's e-mail and an API token); a Data Center personal "
+                "access token needs THE_LOOP_JIRA_AUTH=bearer")
+        return JiraApi(base_url, token, user=None if auth == "bearer" else user)
     if chosen == "cli":
         if not which(binary):
             raise ProviderConfigError(

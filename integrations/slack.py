@@ -1,7 +1,23 @@
 """Slack transports: ``sdk`` (a bot token, ``chat.postMessage``) and ``webhook`` (an
 incoming webhook URL). Both are built on slack-sdk and implement one operation::
 
-    post-message(channel, text, blocks=None) -> {"ok": True, "ts": str | None}
+    post-message(channel, text, blocks=None, effect=None) -> {"ok": True, "ts": str | None}
+
+A worker that dies during a post must not post twice on the re-run. The outbox
+(:mod:`graph.effects`) records the post ``pending`` before the call; on the re-run:
+
+* ``sdk``: the message carries the effect id in its message metadata (Slack API, "Message
+  metadata": ``metadata={"event_type": "the_loop_effect", "event_payload": {"effect":
+  ID}}`` on ``chat.postMessage``), and :meth:`SlackSdk.find_effect` reads the channel back
+  with ``conversations.history`` (``include_all_metadata=true``, ``oldest`` = the time the
+  effect was first recorded, less :data:`CLOCK_SKEW`); a direct message's conversation is
+  found with ``conversations.open`` (``users=``). A message found is the post: it is not
+  made again. Scopes: ``chat:write``, and to read back ``im:write`` + ``im:history`` (direct
+  messages) or ``channels:history``/``groups:history`` (channels).
+* ``webhook``: an incoming webhook cannot be read back, so a pending post cannot be
+  reconciled. It is at most once (:attr:`SlackWebhook.at_most_once`): a post whose
+  outcome is unknown (the worker died, or the connection broke before Slack answered) is
+  not made again; one Slack refused with an HTTP answer is (see docs/integrations.md).
 
 Retries are slack-sdk's own retry handlers: connection errors
 (``ConnectionErrorRetryHandler``) and 429 rate limits, honouring ``Retry-After``
@@ -16,11 +32,12 @@ of their own that stops at INFO.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import urllib.error
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from slack_sdk import WebClient
@@ -46,7 +63,17 @@ from graph.ports import (
 )
 from integrations.retry import MAX_RATE_LIMIT_WAIT
 
-__all__ = ["BoundedRateLimitRetryHandler", "SlackSdk", "SlackWebhook", "retry_handlers"]
+__all__ = ["CLOCK_SKEW", "EVENT_TYPE", "BoundedRateLimitRetryHandler", "SlackSdk",
+           "SlackWebhook", "retry_handlers"]
+
+#: The message metadata ``event_type`` of the-loop's posts (Slack API, "Message metadata":
+#: an alphanumeric string with underscores); ``event_payload.effect`` is the effect id.
+EVENT_TYPE = "the_loop_effect"
+#: Seconds before the effect's recorded time that the read-back starts (``oldest``), for
+#: the difference between the worker's clock and Slack's.
+CLOCK_SKEW = 120.0
+#: ``conversations.history`` pages read back at most (200 messages each).
+_HISTORY_PAGES = 5
 
 
 _sdk_log = logging.getLogger("the_loop.integrations.slack.sdk")
@@ -137,6 +164,8 @@ class SlackSdk(_SlackBase):
     """
 
     transport = "sdk"
+    #: ``find-effect``: a pending post is looked for before it is made again.
+    operations: frozenset[str] = frozenset(OPERATIONS["slack"]) | {"find-effect"}
 
     def __init__(
         self,
@@ -159,21 +188,84 @@ class SlackSdk(_SlackBase):
         return "SlackSdk(token=<hidden>)"
 
     def post_message(
-        self, channel: str, text: str, blocks: Sequence[dict[str, Any]] | None = None
+        self, channel: str, text: str, blocks: Sequence[dict[str, Any]] | None = None,
+        effect: str | None = None,
     ) -> SlackMessage:
         """``post-message``: ``chat.postMessage`` to ``channel`` (a channel id, or a user
         id for a direct message from the bot). ``text`` is the notification fallback when
         ``blocks`` are given.
 
+        Args:
+            effect: the outbox's effect id, sent as the message's metadata
+                (``event_type`` :data:`EVENT_TYPE`, ``event_payload: {"effect": ID}``;
+                Slack API, chat.postMessage ``metadata``) so :meth:`find_effect` knows
+                the message again.
+
         Returns:
             ``{"ok": True, "ts": str}`` -- the message timestamp (its id in the channel).
+
+        Raises:
+            IntegrationError: Slack refused it (its error code in ``codes``); retriable
+                for rate limits, 5xx and network failures.
         """
         op = "post-message"
         self._check(channel, text, blocks)
+        metadata = ({"event_type": EVENT_TYPE, "event_payload": {"effect": effect}}
+                    if effect else None)
+        response = self._api(op, channel, lambda: self._client.chat_postMessage(
+            channel=channel, text=text, blocks=list(blocks) if blocks is not None else None,
+            metadata=metadata))
+        ts = response.get("ts")
+        return {"ok": True, "ts": str(ts) if ts else None}
+
+    def find_effect(self, *, operation: str, effect: str, params: Mapping[str, Any],
+                    since: float | None = None) -> dict[str, Any]:
+        """The message an earlier attempt of effect ``effect`` posted, if it is there.
+
+        ``conversations.history`` of ``params["channel"]`` (for a user id, the direct
+        message conversation ``conversations.open`` returns) from ``since`` (Unix seconds,
+        the effect's first recorded time) less :data:`CLOCK_SKEW`, with
+        ``include_all_metadata=true``; up to 5 pages of 200 messages, newest first (Slack
+        API, conversations.history, conversations.open).
+
+        Returns:
+            ``{"found": True, "result": {"ok": True, "ts": str, "reused": True}}``, or
+            ``{"found": False}`` (also for an operation other than ``post-message``).
+
+        Raises:
+            IntegrationError: Slack refused the read (e.g. ``missing_scope``: the app
+                needs ``im:history``/``channels:history`` to read its posts back).
+        """
+        op = "post-message"
+        channel = params.get("channel")
+        if operation != op or not isinstance(channel, str) or not channel.strip():
+            return {"found": False}
+        conversation = channel
+        if channel[:1] in ("U", "W"):  # a user id: the bot's direct message conversation
+            opened = self._api(op, channel, lambda: self._client.conversations_open(
+                users=channel))
+            conversation = str((opened.get("channel") or {}).get("id") or channel)
+        oldest = f"{max(0.0, (since or 0.0) - CLOCK_SKEW):.6f}" if since else None
+        cursor: str | None = None
+        for _page in range(_HISTORY_PAGES):
+            history = self._api(op, channel, functools.partial(
+                self._client.conversations_history, channel=conversation, oldest=oldest,
+                inclusive=True, include_all_metadata=True, limit=200, cursor=cursor))
+            for message in history.get("messages") or ():
+                metadata = message.get("metadata") or {}
+                payload = metadata.get("event_payload") or {}
+                if metadata.get("event_type") == EVENT_TYPE and payload.get("effect") == effect:
+                    return {"found": True,
+                            "result": {"ok": True, "ts": str(message.get("ts")), "reused": True}}
+            cursor = (history.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                break
+        return {"found": False}
+
+    def _api(self, op: str, channel: str, request: Callable[[], Any]) -> Any:
+        """``request()`` (a slack-sdk call) with its failures as :class:`IntegrationError`."""
         try:
-            response = self._client.chat_postMessage(
-                channel=channel, text=text, blocks=list(blocks) if blocks is not None else None
-            )
+            return request()
         except SlackApiError as exc:
             status = getattr(exc.response, "status_code", None)
             code = _code(exc.response.get("error") if exc.response is not None else None)
@@ -183,18 +275,21 @@ class SlackSdk(_SlackBase):
                 f"slack {op} to {channel}: request failed ({type(exc).__name__})",
                 integration=self.name, op=op,
             ) from None
-        ts = response.get("ts")
-        return {"ok": True, "ts": str(ts) if ts else None}
 
 
 class SlackWebhook(_SlackBase):
     """``webhook`` transport: an incoming webhook URL (a secret: not shown by ``repr``).
 
     An incoming webhook posts to the one channel it was created for: ``channel`` is
-    checked but not sent, and the result has no ``ts`` (Slack answers plain ``ok``).
+    checked but not sent, and the result has no ``ts`` (Slack answers plain ``ok``). Its
+    posts cannot be read back (Slack API, "Sending messages using incoming webhooks": the
+    URL only accepts posts), so ``post-message`` is at most once.
     """
 
     transport = "webhook"
+    #: An incoming webhook cannot be read back: a post whose outcome is unknown is not
+    #: made again (the outbox's ``at_most_once``, :mod:`graph.effects`).
+    at_most_once: frozenset[str] = frozenset({"post-message"})
 
     def __init__(
         self,
@@ -218,9 +313,11 @@ class SlackWebhook(_SlackBase):
         return "SlackWebhook(url=<hidden>)"
 
     def post_message(
-        self, channel: str, text: str, blocks: Sequence[dict[str, Any]] | None = None
+        self, channel: str, text: str, blocks: Sequence[dict[str, Any]] | None = None,
+        effect: str | None = None,
     ) -> SlackMessage:
-        """``post-message`` through the webhook (to the webhook's own channel).
+        """``post-message`` through the webhook (to the webhook's own channel); ``effect``
+        is accepted and not sent (nothing could read it back).
 
         Returns:
             ``{"ok": True, "ts": None}``

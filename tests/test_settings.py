@@ -75,7 +75,7 @@ def test_secrets_and_redis_password_not_in_repr(rsa_pem) -> None:
         {"THE_LOOP_WEBHOOK_SECRET": "topsecret,oldsecret",
          "REDIS_URL": "redis://user:hunter2@h:6379/0", "GH_TOKEN": "ghp_hidden",
          "THE_LOOP_SLACK_TOKEN": "xoxb-hidden", "THE_LOOP_JIRA_TOKEN": "jira-hidden",
-         "THE_LOOP_JIRA_URL": "https://jira.example"},
+         "THE_LOOP_JIRA_URL": "https://jira.example", "THE_LOOP_JIRA_USER": "a@b.c"},
         process="command",
     )
     text = repr(s) + str(s) + repr(s.receiver) + repr(s.worker)

@@ -182,12 +182,22 @@ def work_item_ref(event: str, payload: Mapping[str, Any]) -> WorkItemRef | None:
 class CIResult:
     """One CI result for a commit: ``name`` (check run, app slug of a check suite,
     workflow name, or status context) and its ``conclusion`` (GitHub's word; a commit
-    status's ``state``; ``pending`` while not completed)."""
+    status's ``state``; ``pending`` while not completed); ``attempt`` (a workflow run's
+    ``run_attempt``, 0 when the event has none) and ``at`` (``completed_at``, else
+    ``updated_at``/``started_at``, ISO 8601 as GitHub sends it; ``""`` when absent) order
+    results of one name: a rerun's result replaces the first, a late older one does not."""
 
     repository: str
     sha: str
     name: str
     conclusion: str
+    attempt: int = 0
+    at: str = ""
+
+    @property
+    def order(self) -> str:
+        """A text that sorts as the results do by recency: attempt, then time."""
+        return f"{self.attempt:08d}|{self.at}"
 
 
 def _ci_result(event: str, repository: str | None,
@@ -210,7 +220,32 @@ def _ci_result(event: str, repository: str | None,
         return None
     if not (name and sha and conclusion):
         return None
-    return CIResult(repository, str(sha), str(name), str(conclusion))
+    source = _mapping(payload, event) if event in _CHECK_EVENTS else payload
+    attempt = _int(source.get("run_attempt")) or 0
+    at = next((str(source[k]) for k in ("completed_at", "updated_at", "started_at")
+               if isinstance(source.get(k), str)), "")
+    return CIResult(repository, str(sha), str(name), str(conclusion), attempt, at)
+
+
+# --- linked tickets -----------------------------------------------------------------
+
+#: A Jira issue key ("What is an issue key?": the project key, upper-case letters,
+#: digits or ``_`` starting with a letter, a dash, the issue number).
+JIRA_KEY = re.compile(r"(?<![A-Za-z0-9_-])([A-Z][A-Z0-9_]+-[1-9][0-9]{0,8})(?![A-Za-z0-9_-])")
+#: Keys read from one title and body at most.
+MAX_TICKETS = 5
+
+
+def ticket_keys(*texts: str | None) -> tuple[str, ...]:
+    """The Jira issue keys (``ABC-123``) named in ``texts``, first seen first, at most
+    :data:`MAX_TICKETS` (only the keys are kept, never the text around them)."""
+    found: dict[str, None] = {}
+    for text in texts:
+        for match in JIRA_KEY.finditer(text or ""):
+            found.setdefault(match.group(1), None)
+            if len(found) >= MAX_TICKETS:
+                return tuple(found)
+    return tuple(found)
 
 
 # --- people and comments ------------------------------------------------------------
@@ -338,6 +373,7 @@ class GitHubEvent:
         draft: ``pull_request.draft``, or ``None`` when the payload carries no pull
             request (an issue comment's payload does not say).
         pull_number: ``pull_request.number``, or ``None``.
+        tickets: Jira issue keys the issue's or pull request's title and body name.
     """
 
     name: str
@@ -361,6 +397,7 @@ class GitHubEvent:
     turn: Mapping[str, Any] | None = None
     draft: bool | None = None
     pull_number: int | None = None
+    tickets: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, event: str, payload: Mapping[str, Any],
@@ -412,6 +449,7 @@ class GitHubEvent:
             turn=dict(turn) if turn else None,
             draft=pull.get("draft") if isinstance(pull.get("draft"), bool) else None,
             pull_number=_number(pull.get("number")),
+            tickets=ticket_keys(_str(subject.get("title")), _str(subject.get("body"))),
         )
 
     @property

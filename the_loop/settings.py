@@ -305,6 +305,9 @@ class JiraSettings:
         user: the account e-mail (``THE_LOOP_JIRA_USER`` or ``userEnv``).
         token: the API token (``THE_LOOP_JIRA_TOKEN`` or ``tokenEnv``); hidden from repr.
         binary: the Jira CLI (``THE_LOOP_JIRA_CLI_BINARY`` or ``integrations.jira.cli.binary``).
+        auth: ``basic`` (Jira Cloud: the account's e-mail and an API token, "Basic auth for
+            REST APIs") or ``bearer`` (a Data Center personal access token,
+            ``THE_LOOP_JIRA_AUTH=bearer``).
     """
 
     transport: str | None = None
@@ -312,6 +315,7 @@ class JiraSettings:
     user: str | None = None
     token: str | None = field(default=None, repr=False)
     binary: str = "jira"
+    auth: str = "basic"
 
     @property
     def configured(self) -> bool:
@@ -955,12 +959,26 @@ class _Reader:
         transport = self.get("THE_LOOP_JIRA_TRANSPORT")
         if transport is None and (token or url):
             transport = config.transport or "api"
+        user = self.first("THE_LOOP_JIRA_USER", config.api.user_env)
+        auth = (self.get("THE_LOOP_JIRA_AUTH") or "basic").strip().lower()
+        if auth not in ("basic", "bearer"):
+            raise SettingsError(
+                "THE_LOOP_JIRA_AUTH must be basic (Jira Cloud: THE_LOOP_JIRA_USER and an API "
+                "token) or bearer (a Data Center personal access token)")
+        if (transport or "").lower() == "api" and token and url and not user and (
+                auth != "bearer"):
+            raise SettingsError(
+                "THE_LOOP_JIRA_TOKEN is set without THE_LOOP_JIRA_USER: Jira Cloud needs "
+                "Basic auth with the account's e-mail and an API token, so set "
+                "THE_LOOP_JIRA_USER; for a Jira Data Center personal access token set "
+                "THE_LOOP_JIRA_AUTH=bearer")
         return JiraSettings(
             transport=transport.lower() if transport else None,
             base_url=url,
-            user=self.first("THE_LOOP_JIRA_USER", config.api.user_env),
+            user=None if auth == "bearer" else user,
             token=token,
             binary=self.get("THE_LOOP_JIRA_CLI_BINARY") or config.cli.binary or "jira",
+            auth=auth,
         )
 
 
@@ -973,6 +991,17 @@ def _api_url(value: str | None) -> str:
             f"{ENV_API_URL} (integrations.github.api.baseUrl) must be an http(s) URL such "
             f"as {DEFAULT_API_URL} or, for GitHub Enterprise Server, https://HOST/api/v3 "
             f"(got {value!r})"
+        )
+    host = parsed.hostname.lower()
+    github_hosted = host == "api.github.com" or host.endswith(".ghe.com")
+    loopback = host in ("localhost", "127.0.0.1", "::1")
+    if not github_hosted and not loopback and parsed.path.rstrip("/") == "":
+        # A GitHub Enterprise Server's REST API lives under /api/v3 ("REST API endpoints
+        # ... GitHub Enterprise Server"); its root answers with web pages.
+        raise SettingsError(
+            f"{ENV_API_URL} (integrations.github.api.baseUrl) {value!r} has no path: a "
+            "GitHub Enterprise Server's REST API root is https://HOST/api/v3; set "
+            f"{ENV_API_URL}={value.rstrip('/')}/api/v3"
         )
     return value.rstrip("/")
 

@@ -198,7 +198,7 @@ def build_providers(
                     "THE_LOOP_SLACK_WEBHOOK_URL to configure it)")
     if jira is not None and jira.configured:
         providers["jira"] = jira_provider(jira.transport or "api", base_url=jira.base_url,
-                                          user=jira.user, token=jira.token,
+                                          user=jira.user, token=jira.token, auth=jira.auth,
                                           binary=jira.binary, env=settings.child_env(),
                                           which=which)
     elif "jira" in needed:
@@ -341,7 +341,9 @@ def build_processor(
     from the_loop.inbox.dead import Deliveries
     from the_loop.inbox.drain import Inboxes
     from the_loop.inbox.enqueue import DeliveryQueue
-    from workers.drain import DeliveryProcessor, fan_out
+    from the_loop.inbox.keys import Keys
+    from workers.drain import DeliveryProcessor, fan_out, forward
+    from workers.identities import Installations, Repositories
     from workers.notices import Notices
     from workers.repo_context import RepoContext
     from workers.router import ROUTES
@@ -349,13 +351,17 @@ def build_processor(
     from workers.state import RedisStateStore
 
     store = RedisStateStore(connection, settings.prefix)
+    keys = Keys(settings.prefix, settings.queue)
     inboxes = Inboxes(connection, settings, routed=ROUTES)
     queue = DeliveryQueue(connection, queue_name=settings.queue, prefix=settings.prefix)
     agent = Agent(settings, graph, store, Runtime(graph, store),
                   RepoContext(settings, connection, dict(integrations or {}), classifier,
                               mcp=mcp),
                   Notices(store), github, partial(fan_out, queue), turns=turns,
-                  max_turns=max_turns, cost_cap_usd=cost_cap_usd)
+                  max_turns=max_turns, cost_cap_usd=cost_cap_usd,
+                  repositories=Repositories(connection, keys),
+                  installations=Installations(connection, keys),
+                  forward=partial(forward, queue))
     return DeliveryProcessor(settings, connection, agent, inboxes,
                              Deliveries(connection, settings, store, inboxes))
 

@@ -8,6 +8,7 @@ import redis
 
 from the_loop.events import CIResult
 from the_loop.inbox.keys import Keys
+from the_loop.inbox.scripts import Scripts
 
 CI_TTL_SECONDS = 30 * 24 * 3600
 
@@ -28,17 +29,22 @@ class RedisCI:
         self.prefix = prefix
         self.repository = repository
         self.keys = Keys(prefix)
+        self._record = Scripts(connection).ci_record
 
     def key(self, sha: str) -> str:
         """Redis key of ``sha``'s results."""
         return self.keys.ci(self.repository, sha)
 
-    def record(self, result: CIResult) -> None:
-        """Store ``result`` (a later result for the same name replaces the earlier one)."""
-        pipe = self.redis.pipeline()
-        pipe.hset(self.key(result.sha), result.name, result.conclusion)
-        pipe.expire(self.key(result.sha), CI_TTL_SECONDS)
-        pipe.execute()
+    def record(self, result: CIResult) -> bool:
+        """Store ``result`` unless a newer result of the same name is stored (newer:
+        a higher ``run_attempt``, then a later ``completed_at``/``updated_at``; GitHub may
+        deliver a first attempt's result after its rerun's). Returns whether it was
+        stored."""
+        stored = self._record(keys=(self.key(result.sha),
+                                    self.keys.ci_order(self.repository, result.sha)),
+                              args=(result.name, result.conclusion, result.order,
+                                    CI_TTL_SECONDS))
+        return bool(stored)
 
     def remember(self, sha: str, ref: str) -> None:
         """Note that work item ``ref``'s pull request head is ``sha`` (so a commit status,

@@ -25,7 +25,7 @@ from typing import Any
 
 import redis
 
-from graph.model import Graph
+from graph.model import Graph, Status
 from graph.ports import Integration, IntegrationError
 from graph.refs import WorkItemRef
 from graph.runtime import Runtime
@@ -42,11 +42,17 @@ from workers import metrics as worker_metrics
 from workers.notices import Notices
 from workers.repo_context import RepoContext
 from workers.router import IGNORE, Route, route
-from workers.routes import HANDLERS, Agent, Delivery, GitHubFactory, Handled
+from workers.routes import HANDLERS, Agent, Delivery, GitHubFactory, Handled, admit
 
-__all__ = ["DISPATCH_SKIP", "DeliveryProcessor", "GitHubFactory", "Handled", "fan_out"]
+__all__ = ["DISPATCH_SKIP", "DeliveryProcessor", "GitHubFactory", "Handled", "fan_out",
+           "forward", "retry_wait"]
 
 log = logging.getLogger("the_loop.worker")
+
+#: Operations whose failure is the deployment's (no credentials, no installation id): a
+#: fixed deployment makes them succeed, so they are retried and parked as before, never
+#: escalated as a work item's problem.
+DEPLOYMENT_OPS = frozenset({"connect", "authenticate"})
 
 #: Ready refs one step may pop looking for a delivery (locked, held or empty ones are
 #: dropped from the list: their holder, a retry or an operator lists them again).
@@ -283,7 +289,11 @@ class DeliveryProcessor:
                 (log.warning if exc.retriable else log.error)(
                     "delivery=%s event=%s failed (attempt %d): %s", delivery_id, event,
                     attempt, reason)
-                handled = self._failed(delivery_id, event, record, reason, attempt)
+                if exc.retriable or exc.op in DEPLOYMENT_OPS:
+                    handled = self._failed(delivery_id, event, record, reason, attempt,
+                                           wait=retry_wait(exc))
+                else:
+                    handled = self._refused(delivery_id, event, record, reason, attempt)
             except Exception as exc:
                 log.exception("delivery=%s event=%s failed (attempt %d)", delivery_id, event,
                               attempt)
@@ -293,15 +303,41 @@ class DeliveryProcessor:
         worker_metrics.count_handled(event, handled.outcome)
         return handled
 
+    def _refused(self, delivery_id: str, event: str, record: DeliveryRecord, reason: str,
+                 attempt: int) -> Handled:
+        """A failure that cannot succeed on a retry (GitHub's 403 for a missing
+        permission, 404 of a repository the App lost, 410, 422...): never retried, and it
+        never holds the work item's later deliveries. The work item is escalated with the
+        reason (a person must step in); a delivery of no work item (or of one without
+        state yet) is parked without holding anything, for the operator to see."""
+        ref = record.work_item
+        state = self.store.load(ref) if ref else None
+        if state is None:
+            self.deliveries.park(delivery_id, event, None, f"not retriable: {reason}",
+                                 attempt)
+            return Handled(delivery_id, "failed", f"not retriable: {reason}")
+        state.status = Status.ESCALATED
+        state.escalated = {"node": state.current_node, "reason": reason, "at": time.time(),
+                           "delivery": delivery_id}
+        self.store.save(state)
+        self.store.append_event(state.ref, "work-item.escalated", {
+            "node": state.current_node, "reason": reason, "delivery": delivery_id,
+            "event": event}, delivery_id)
+        log.error("delivery=%s event=%s work_item=%s escalated, not retried: %s",
+                  delivery_id, event, state.ref, reason)
+        return Handled(delivery_id, "escalated", f"not retriable: {reason}")
+
     def _failed(
         self, delivery_id: str, event: str, record: DeliveryRecord, reason: str,
-        attempt: int,
+        attempt: int, *, wait: float = 0.0,
     ) -> Handled:
-        """Retry ``delivery_id`` after a backoff, or park it once its attempts are used up
-        (see :mod:`the_loop.inbox.dead`)."""
+        """Retry ``delivery_id`` after a backoff (at least ``wait`` seconds: what GitHub
+        asked for), or park it once its attempts are used up (see
+        :mod:`the_loop.inbox.dead`)."""
         ref = record.work_item
         if attempt < self.settings.delivery_attempts:
-            delay = self.deliveries.schedule_retry(delivery_id, ref, attempt, reason)
+            delay = self.deliveries.schedule_retry(delivery_id, ref, attempt, reason,
+                                                   at_least=wait)
             return Handled(delivery_id, "retrying",
                            f"attempt {attempt} failed ({reason}); retry in {delay:g} s")
         self.deliveries.park(delivery_id, event, ref, reason, attempt)
@@ -343,14 +379,41 @@ class DeliveryProcessor:
         # The work item is the record's (the receiver derived it, or a fan-out set it).
         event = GitHubEvent.parse(record.event, record.payload(),
                                   WorkItemRef.parse_or_none(record.work_item))
-        delivery = Delivery(record, event, replay)
-        return HANDLERS[kind](self.agent, delivery)
+        admitted = admit(self.agent, Delivery(record, event, replay))
+        if isinstance(admitted, Handled):
+            return admitted
+        return HANDLERS[kind](self.agent, admitted)
+
+
+def retry_wait(exc: IntegrationError, now: float | None = None) -> float:
+    """Seconds a retriable failure asks to wait before the next attempt: ``Retry-After``
+    (``retry_after``), else until ``x-ratelimit-reset`` (``reset_at``), else 0 (GitHub's
+    "Rate limits for the REST API": wait at least that long after a secondary limit
+    or a 429)."""
+    waits = [0.0]
+    retry_after = getattr(exc, "retry_after", None)
+    if isinstance(retry_after, int | float):
+        waits.append(float(retry_after))
+    reset_at = getattr(exc, "reset_at", None)
+    if isinstance(reset_at, int | float):
+        waits.append(float(reset_at) - (time.time() if now is None else now))
+    return max(waits)
+
+
+def forward(queue: DeliveryQueue, record: DeliveryRecord, ref: str) -> int:
+    """Queue ``record`` again, as it is (action kept), for work item ``ref`` (its own
+    inbox, in order with its others); returns 1, or 0 when an earlier attempt forwarded
+    it already (the id ``<delivery>-to`` is deduplicated as any delivery id)."""
+    return int(queue.put(replace(record, delivery_id=f"{record.delivery_id}-to",
+                                 received_at=time.time(), work_item=ref, attempts=0,
+                                 last_error=None)))
 
 
 def fan_out(queue: DeliveryQueue, record: DeliveryRecord, refs: list[str]) -> int:
     """Queue ``record`` again through ``queue`` for each work item in ``refs`` (each
-    through its own inbox, so order is kept); returns how many were queued (a fan-out
-    already made by an earlier attempt is not queued twice)."""
+    through its own inbox, so order is kept; its action is kept, so it is routed as the
+    original); returns how many were queued (a fan-out already made by an earlier
+    attempt is not queued twice)."""
     count = 0
     for i, ref in enumerate(sorted(refs)):
         count += queue.put(replace(record, delivery_id=f"{record.delivery_id}-w{i}",

@@ -31,6 +31,11 @@ class GitHubFiles:
             self._ref = self._resolve()
         return self._ref
 
+    def at(self, revision: str) -> GitHubFiles:
+        """The same repository's files at ``revision`` (a commit SHA or branch): after a
+        hook committed to the pull request branch, the rest of the delivery reads there."""
+        return GitHubFiles(self.github, self.repo, lambda: revision)
+
     def read_text(self, path: str) -> str | None:
         if path not in self._cache:
             try:

@@ -38,7 +38,7 @@ __all__ = [
 
 log = logging.getLogger("the_loop.worker")
 
-OUTCOMES = frozenset({"advanced", "ignored", "failed"})
+OUTCOMES = frozenset({"advanced", "ignored", "failed", "escalated"})
 HOOK_STATUSES = frozenset({"pass", "block", "wait", "skip"})
 
 disable_created_metrics()

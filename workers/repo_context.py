@@ -182,7 +182,8 @@ class RepoContext:
 
     def hook_config(self, github: GitHub, event: GitHubEvent, ref: WorkItemRef,
                     repo_config: RepoConfig, *, branch: str | None = None,
-                    work: AgentWork | None = None) -> HookConfig:
+                    work: AgentWork | None = None,
+                    repository: str | None = None) -> HookConfig:
         """The HookConfig for work item ``ref`` on ``event``.
 
         The pull request head comes from the event; an issue comment on a pull request,
@@ -196,11 +197,12 @@ class RepoContext:
             branch: the work item's branch (its agent turns push there): artifacts are
                 read at its tip when the event names no pull request head.
             work: where agent turns are ordered (``HookConfig.work``), or ``None``.
+            repository: the work item repository's current name (default: the event's).
 
         Raises:
             IntegrationError: GitHub failed (other than "not found").
         """
-        repo = str(event.repository)
+        repo = repository or str(event.repository)
         default_branch = event.default_branch or "main"
         head, head_ref = event.head_sha, event.head_ref
         is_pr = event.kind == "pull_request"

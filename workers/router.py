@@ -18,6 +18,7 @@ CI_ONLY = "ci"  # a CI result without a pull request reference: record it for ve
 LABELS = "labels"  # a label removed: phase-label drift is noticed, never fought
 WITHDRAW = "withdraw"  # a comment deleted or a review dismissed: what it said is withdrawn
 TURN = "turn"  # the runner's report that an agent turn ended: the node's exit chain runs
+INSTALLATION = "installation"  # the App's access changed: tokens, suspended, deleted
 IGNORE = "ignore"
 
 # (event, action) -> route; action None matches every action of the event.
@@ -50,13 +51,13 @@ ROUTES: dict[tuple[str, str | None], str] = {
     ("push", None): CONFIG,
     (TURN_EVENT, "completed"): TURN,
     ("status", None): CI_ONLY,
+    ("installation", None): INSTALLATION,
+    ("installation_repositories", None): INSTALLATION,
 }
 
 # Events the App receives and deliberately acknowledges without acting (with the reason).
 ACKNOWLEDGED: dict[str, str] = {
     "ping": "webhook configuration check",
-    "installation": "installation lifecycle; nothing to advance",
-    "installation_repositories": "installation lifecycle; nothing to advance",
     "label": "repository label change; phase labels are managed per work item",
 }
 

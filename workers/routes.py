@@ -31,8 +31,10 @@ Handlers raise whatever processing raises; the drain retries or parks the delive
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from graph.context import PHASE_PREFIX, HookConfig
 from graph.markers import effect_id
@@ -46,6 +48,7 @@ from the_loop.hooks.request_review import render_withdrawn
 from the_loop.inbox.record import DeliveryRecord
 from the_loop.settings import WorkerSettings
 from workers import metrics as worker_metrics
+from workers.identities import DELETED, SUSPENDED, Installations, Repositories
 from workers.notices import (
     ALARM_TEXT,
     DRIFT_TEXT,
@@ -57,8 +60,19 @@ from workers.notices import (
     withdrawn_effect,
 )
 from workers.repo_context import RepoConfig, RepoContext
-from workers.router import CI_ONLY, CONFIG, DRIVE, DRIVE_IF_ENROLLED, LABELS, TURN, WITHDRAW
+from workers.router import (
+    CI_ONLY,
+    CONFIG,
+    DRIVE,
+    DRIVE_IF_ENROLLED,
+    INSTALLATION,
+    LABELS,
+    TURN,
+    WITHDRAW,
+)
 from workers.turns import RunnerWork, TurnContext, TurnRecords
+
+log = logging.getLogger("the_loop.worker")
 
 #: installation id -> the GitHub provider (its typed port, :class:`graph.ports.GitHub`).
 GitHubFactory = Callable[[int | None], GitHub]
@@ -84,11 +98,14 @@ class Delivery:
         event: the body, read once; its ``ref`` is the work item the record names: the
             receiver's (from the payload), or the one a CI result was fanned out to.
         replay: an earlier attempt of this delivery had started.
+        repository: the current full name of the work item's repository (its ref keeps
+            the name the-loop first saw, :mod:`workers.identities`), when known.
     """
 
     record: DeliveryRecord
     event: GitHubEvent
     replay: bool = False
+    repository: str | None = None
 
     @property
     def id(self) -> str:
@@ -103,6 +120,11 @@ class Delivery:
     def ignored(self, reason: str) -> Handled:
         """This delivery, ignored for ``reason``."""
         return Handled(self.id, "ignored", reason)
+
+    def repository_of(self, ref: WorkItemRef) -> str:
+        """The name to call GitHub with for work item ``ref``: the repository's current
+        name, else the ref's."""
+        return self.repository or ref.repository
 
 
 @dataclass(frozen=True)
@@ -122,6 +144,11 @@ class Agent:
         turns: the runner's turn records, when a harness is configured (agent nodes'
             work is then ordered as harness turns); ``None``: adapter ``none``.
         max_turns, cost_cap_usd: ``harness.maxTurns`` and ``harness.costCapUsd``.
+        repositories, installations: what is known of repositories (ids, names) and
+            installations (deleted, suspended), :mod:`workers.identities`; ``None``: not
+            kept (every delivery is taken as it names itself).
+        forward: queue a record again, action kept, for one work item (a delivery that
+            names a renamed repository goes to the work item under its first name).
     """
 
     settings: WorkerSettings
@@ -135,6 +162,9 @@ class Agent:
     turns: TurnRecords | None = None
     max_turns: int = 5
     cost_cap_usd: float | None = None
+    repositories: Repositories | None = None
+    installations: Installations | None = None
+    forward: Callable[[DeliveryRecord, str], int] | None = None
 
     def github_or_none(self, installation_id: int | None) -> GitHub | None:
         """The GitHub provider, or ``None`` without credentials or an installation."""
@@ -163,6 +193,158 @@ class Agent:
 Handler = Callable[[Agent, Delivery], Handled]
 
 
+# -- identity and installations: before any handler -------------------------------------
+
+
+def admit(agent: Agent, delivery: Delivery) -> Delivery | Handled:
+    """What is known of the delivery's installation and repository, before its handler:
+
+    * a delivery for a deleted or suspended installation, or for a repository removed
+      from the App's installation, can never succeed: a logged no-op (never retried,
+      never parked);
+    * the repository's id and current name are noted (:mod:`workers.identities`); a
+      delivery whose ref names the repository by a name other than the one its work
+      items are keyed by (a rename or transfer) is forwarded to that work item's inbox;
+      otherwise the delivery comes back with the repository's current name.
+
+    Installation deliveries themselves pass (their route records them).
+
+    Returns:
+        the delivery to hand to its route, or what happened to it.
+    """
+    event, ref = delivery.event, delivery.ref
+    if event.name in ("installation", "installation_repositories"):
+        return delivery
+    installations, repositories = agent.installations, agent.repositories
+    status = installations.status(event.installation_id) if installations else None
+    if status is not None:
+        log.info("delivery=%s event=%s: installation %s is %s; nothing to do", delivery.id,
+                 event.kind_name, event.installation_id, status)
+        return delivery.ignored(f"installation {event.installation_id} is {status}")
+    if repositories is None:
+        return delivery
+    if event.repository_id is not None and event.repository:
+        if repositories.removed(event.repository_id):
+            log.info("delivery=%s event=%s: repository %s was removed from the App's "
+                     "installation; nothing to do", delivery.id, event.kind_name,
+                     event.repository)
+            return delivery.ignored(f"repository {event.repository} was removed from the "
+                                    "installation")
+        noted = repositories.note(event.repository_id, event.repository,
+                                  event.installation_id)
+        if noted.previous is not None:
+            log.info("repository id %d is now %s (was %s); its work items keep their refs "
+                     "(github:%s#N)", event.repository_id, noted.name, noted.previous,
+                     noted.key)
+        if ref is not None and ref.repository == event.repository and noted.renamed:
+            owner = WorkItemRef(noted.key, ref.number).format()
+            if agent.forward is None:
+                return delivery.ignored("renamed repository: no way to forward")
+            agent.forward(delivery.record, owner)
+            return delivery.ignored(f"repository renamed to {noted.name}: forwarded to "
+                                    f"{owner}")
+        if ref is not None and ref.repository == noted.key:
+            return replace(delivery, repository=noted.name)
+        return delivery
+    if ref is not None:  # the-loop's own deliveries (a turn report) carry no id
+        return replace(delivery, repository=repositories.name_of(ref.repository))
+    return delivery
+
+
+def installation(agent: Agent, delivery: Delivery) -> Handled:
+    """``installation`` and ``installation_repositories`` deliveries ("Webhook events and
+    payloads"): what the-loop knows of the App's access changes, and cached tokens are
+    dropped (a token minted before carries the old access).
+
+    * ``installation.deleted``: its later deliveries are no-ops; its work items are
+      forgotten by the index.
+    * ``installation.suspend``: its later deliveries are no-ops until ``unsuspend``,
+      which re-drives each of its work items (a tick through its own inbox).
+    * ``installation.created`` / ``new_permissions_accepted``: active (tokens renewed).
+    * ``installation_repositories.removed`` / ``added``: deliveries for those
+      repositories are no-ops / handled again.
+
+    The re-drive of one work item after ``unsuspend`` arrives here too (its record names
+    the work item): it advances the work item.
+    """
+    event = delivery.event
+    if delivery.ref is not None:  # a work item re-driven after unsuspend
+        return _advance(agent, replace(delivery, repository=event.repository), enrol=False)
+    installation_id = event.installation_id
+    if installation_id is None:
+        return delivery.ignored("no installation in this delivery")
+    forget = getattr(agent.github, "forget", None)
+    if callable(forget):
+        forget(installation_id)
+    payload = delivery.record.payload()
+    installations, repositories = agent.installations, agent.repositories
+    if installations is None:
+        return delivery.ignored("installations are not tracked")
+    if event.name == "installation_repositories":
+        removed = _repository_ids(payload.get("repositories_removed"))
+        added = _repository_ids(payload.get("repositories_added"))
+        if repositories is not None:
+            repositories.mark_removed(removed)
+            repositories.mark_removed(added, removed=False)
+        log.info("installation %d: %d repositories removed, %d added; cached token dropped",
+                 installation_id, len(removed), len(added))
+        return delivery.ignored(f"installation {installation_id}: {len(removed)} "
+                                f"repositories removed, {len(added)} added")
+    action = event.action
+    if action == "deleted":
+        installations.set_status(installation_id, DELETED)
+        installations.forget(installation_id)
+    elif action == "suspend":
+        installations.set_status(installation_id, SUSPENDED)
+    elif action in ("unsuspend", "created", "new_permissions_accepted"):
+        was = installations.status(installation_id)
+        installations.set_status(installation_id, None)
+        if action == "unsuspend" or was == SUSPENDED:
+            resumed = _resume(agent, delivery, installation_id)
+            log.info("installation %d resumed: %d work items re-driven", installation_id,
+                     resumed)
+            return delivery.ignored(f"installation {installation_id} resumed; re-driving "
+                                    f"{resumed} work item(s)")
+    else:
+        return delivery.ignored(f"installation {action}: nothing to change")
+    log.info("installation %d %s; cached token dropped", installation_id, action)
+    return delivery.ignored(f"installation {installation_id} {action}: recorded")
+
+
+def _repository_ids(items: object) -> list[int]:
+    if not isinstance(items, list):
+        return []
+    return [int(r["id"]) for r in items if isinstance(r, Mapping)
+            and isinstance(r.get("id"), int) and not isinstance(r.get("id"), bool)]
+
+
+def _resume(agent: Agent, delivery: Delivery, installation_id: int) -> int:
+    """Queue one re-drive per work item of the installation, each into its own inbox
+    (an ``installation.unsuspend`` record naming the work item and its repository)."""
+    if agent.installations is None or agent.forward is None:
+        return 0
+    count = 0
+    for key in agent.installations.work_items(installation_id):
+        ref = WorkItemRef.parse_or_none(key)
+        state = agent.store.load(key) if ref is not None else None
+        if ref is None or state is None:
+            continue
+        name = (agent.repositories.name_of(ref.repository) if agent.repositories
+                else ref.repository)
+        body = json.dumps({
+            "action": "unsuspend", "installation": {"id": installation_id},
+            "repository": {"full_name": name,
+                           "default_branch": state.default_branch or "main"},
+            "pull_request" if state.kind == "pull_request" else "issue": {
+                "number": ref.number},
+            "sender": {"login": "the-loop", "type": "Bot"},
+        }).encode()
+        record = replace(delivery.record, delivery_id=f"{delivery.id}-{count}",
+                         body=body, repository=name)
+        count += agent.forward(record, key)
+    return count
+
+
 # -- drive: enrol or advance -----------------------------------------------------------
 
 
@@ -178,8 +360,17 @@ def drive(agent: Agent, delivery: Delivery) -> Handled:
 def drive_if_enrolled(agent: Agent, delivery: Delivery) -> Handled:
     """A completed check run, check suite or workflow run: record its result for
     ``verify-tests``, then advance the work item it names if it is one."""
-    if delivery.event.ci is not None:
-        agent.repos.ci(delivery.event.ci.repository).record(delivery.event.ci)
+    ci = delivery.event.ci
+    if ci is not None:
+        store = agent.repos.ci(ci.repository)
+        store.record(ci)
+        if delivery.ref is None:
+            # An empty pull_requests list: a pull request from a fork (GitHub lists only
+            # pull requests whose head is in the repository). Reach the work items whose
+            # head is that commit, as a commit status does.
+            fanned = agent.fan_out(delivery.record, store.work_items(ci.sha))
+            return delivery.ignored(f"recorded {ci.name}={ci.conclusion} for "
+                                    f"{ci.sha[:12]}; re-driving {fanned} work item(s)")
     return _advance(agent, delivery, enrol=False)
 
 
@@ -217,14 +408,14 @@ def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
     if ref is None:
         return delivery.ignored("no issue or pull request in this delivery")
     if agent.turns is not None and event.kind == "pull_request" and event.repository:
-        owner = agent.turns.owner_of(event.repository, ref.number)
+        owner = agent.turns.owner_of(ref.repository, ref.number)  # the repository key
         if owner is not None and owner != ref.format():
             agent.fan_out(delivery.record, [owner])
             return delivery.ignored(f"the draft pull request of {owner}: forwarded to it")
     installation_id = event.installation_id
     github = agent.github_or_none(installation_id)
-    repo_config = (agent.repos.config(github, str(event.repository),
-                                      event.default_branch or "main")
+    repository = delivery.repository_of(ref)
+    repo_config = (agent.repos.config(github, repository, event.default_branch or "main")
                    if github is not None else RepoConfig())
     label = repo_config.enrolment_label(settings)
     if enrol and not _carries(event, label) and not _own_pull(agent, event, ref):
@@ -233,11 +424,19 @@ def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
         return delivery.ignored("not a work item")
     if github is None:
         github = agent.github_for(installation_id)  # raises, naming the variables to set
-    work, branch = _work(agent, event, ref)
+    work, branch = _work(agent, event, ref, repository)
     config = agent.repos.hook_config(github, event, ref, repo_config, branch=branch,
-                                     work=work)
+                                     work=work, repository=repository)
     item = event.work_item(ref, repo_config.spec_dir(settings),
                            risk_tier=_risk_tier(agent, event, ref, repo_config))
+    # A CI result names a pull request's head; a re-drive names neither kind: the work
+    # item is what it was last seen as (is-docs-only reads a pull request's files).
+    kind: str | None = event.kind or ("pull_request" if event.ci is not None else None)
+    stored = agent.store.load(ref.format()) if kind is None or not event.tickets else None
+    if kind is None:
+        kind = stored.kind if stored is not None and stored.kind else item.kind
+    tickets = event.tickets or (tuple(stored.tickets) if stored is not None else ())
+    item = replace(item, repository=repository, kind=kind or item.kind, tickets=tickets)
     inbound = event.inbound(delivery.id)
     if not (delivery.replay and _logged(agent, item.ref, "delivery.received", delivery.id)):
         agent.store.append_event(item.ref, "delivery.received", {
@@ -307,10 +506,21 @@ def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
     if agent.turns is not None and result.moves and result.status == Status.DONE \
             and item.repository is not None and item.id is not None:
         agent.turns.retire(item.ref, item.repository, item.id)  # its workspace goes
-    installation_id = delivery.event.installation_id
-    if installation_id is not None and state.installation_id != installation_id:
-        state.installation_id = installation_id  # `the-loop graph force` comments as the App
+    event = delivery.event
+    installation_id = event.installation_id
+    kind = item.kind
+    default_branch = event.default_branch or state.default_branch
+    tickets = list(item.tickets)
+    if (installation_id is not None and state.installation_id != installation_id) or (
+            state.repository != item.repository or state.kind != kind
+            or state.default_branch != default_branch or state.tickets != tickets):
+        state.installation_id = installation_id or state.installation_id
+        state.repository = item.repository  # the current name, after a rename
+        state.kind, state.default_branch = kind, default_branch
+        state.tickets = tickets
         agent.store.save(state)
+    if installation_id is not None and agent.installations is not None:
+        agent.installations.add_work_item(installation_id, item.ref)
 
 
 def _live(state: WorkItemState | None, event: InboundEvent, *, act_on_edits: bool) -> bool:
@@ -403,15 +613,15 @@ def _retract(agent: Agent, state: WorkItemState, index: int, item: WorkItem,
     return None
 
 
-def _work(agent: Agent, event: GitHubEvent,
-          ref: WorkItemRef) -> tuple[RunnerWork | None, str | None]:
+def _work(agent: Agent, event: GitHubEvent, ref: WorkItemRef,
+          repository: str) -> tuple[RunnerWork | None, str | None]:
     """Where the work item's agent turns are ordered, and its branch (artifacts are
     read there once a turn has pushed); ``(None, None)`` without a harness."""
     if agent.turns is None:
         return None, None
     branch = agent.turns.workspace(ref.format()).get("branch")
     context = TurnContext(
-        repository=ref.repository, number=ref.number, title=event.title or "",
+        repository=repository, number=ref.number, title=event.title or "",
         default_branch=event.default_branch or "main",
         installation_id=event.installation_id, branch=branch)
     return RunnerWork(agent.turns, context, max_turns=agent.max_turns,
@@ -441,13 +651,17 @@ def turn(agent: Agent, delivery: Delivery) -> Handled:
 
 
 def _carries(event: GitHubEvent, label: str) -> bool:
-    """Whether the issue or pull request carries ``label`` (or it is being added)."""
-    return label in event.labels or (event.action == "labeled" and event.label == label)
+    """Whether the issue or pull request carries ``label`` (or it is being added); label
+    names compare without regard to case, as GitHub's do ("Managing labels": names are
+    unique regardless of case)."""
+    wanted = label.casefold()
+    return any(name.casefold() == wanted for name in event.labels) or (
+        event.action == "labeled" and (event.label or "").casefold() == wanted)
 
 
 def _is_phase_label_change(event: GitHubEvent) -> bool:
-    return event.action in ("labeled", "unlabeled") and (event.label or "").startswith(
-        PHASE_PREFIX)
+    return event.action in ("labeled", "unlabeled") and (
+        event.label or "").casefold().startswith(PHASE_PREFIX)
 
 
 def _logged(agent: Agent, ref: str, type_: str, delivery_id: str) -> bool:
@@ -470,7 +684,7 @@ def labels(agent: Agent, delivery: Delivery) -> Handled:
         return delivery.ignored("no issue or pull request in this delivery")
     label = event.label or ""
     login = event.sender.login or ""
-    if not label.startswith(PHASE_PREFIX):
+    if not label.casefold().startswith(PHASE_PREFIX):
         return delivery.ignored("label change does not move a work item")
     if event.sender.is_bot or login.casefold() in agent.settings.bot_logins:
         return delivery.ignored("the-loop's own phase label change")
@@ -511,7 +725,7 @@ def withdraw(agent: Agent, delivery: Delivery) -> Handled:
     if ref is None:
         return delivery.ignored("no issue or pull request in this delivery")
     if agent.turns is not None and event.kind == "pull_request" and event.repository:
-        owner = agent.turns.owner_of(event.repository, ref.number)
+        owner = agent.turns.owner_of(ref.repository, ref.number)  # the repository key
         if owner is not None and owner != ref.format():
             agent.fan_out(delivery.record, [owner])
             return delivery.ignored(f"the draft pull request of {owner}: forwarded to it")
@@ -569,11 +783,11 @@ def _hook_config(agent: Agent, github: GitHub | None, event: GitHubEvent,
     settings = agent.settings
     if github is None:
         return HookConfig(), event.work_item(ref, settings.spec_dir)
-    repo_config = agent.repos.config(github, str(event.repository),
-                                     event.default_branch or "main")
-    work, branch = _work(agent, event, ref)
+    repository = str(event.repository or ref.repository)
+    repo_config = agent.repos.config(github, repository, event.default_branch or "main")
+    work, branch = _work(agent, event, ref, repository)
     config = agent.repos.hook_config(github, event, ref, repo_config, branch=branch,
-                                     work=work)
+                                     work=work, repository=repository)
     return config, event.work_item(ref, repo_config.spec_dir(settings))
 
 
@@ -597,4 +811,5 @@ HANDLERS: Mapping[str, Handler] = {
     LABELS: labels,
     WITHDRAW: withdraw,
     TURN: turn,
+    INSTALLATION: installation,
 }

@@ -43,8 +43,10 @@ class Flaky:
         self.calls: list[str] = []
 
     def __getattr__(self, method):
-        op = OPERATIONS["github"][method.replace("_", "-")].name
-        return functools.partial(self.call, op)
+        spec = OPERATIONS["github"].get(method.replace("_", "-"))
+        if spec is None:
+            raise AttributeError(method)
+        return functools.partial(self.call, spec.name)
 
     def call(self, op, **params):
         self.calls.append(op)

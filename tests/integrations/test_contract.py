@@ -296,6 +296,18 @@ SLACK_CASES: dict[str, Case] = {
         canned={"sdk": {"ok": True, "channel": "C0123ABC", "ts": "1700000000.000100"},
                 "webhook": "ok"},
     ),
+    # The outbox's read-back of a pending post (graph.ports.EffectFinder): the channel's
+    # history from the effect's recorded time, messages known by their metadata.
+    "find-effect": Case(
+        {"operation": "post-message", "effect": "github:o/r#1/n/1/notify/0",
+         "params": {"channel": "C0123ABC", "text": "x"}, "since": 1700000000.0},
+        {"found": True, "result": {"ok": True, "ts": "1700000000.000100", "reused": True}},
+        canned={"sdk": {"ok": True, "has_more": False, "messages": [
+            {"type": "message", "ts": "1700000001.000200", "text": "other"},
+            {"type": "message", "ts": "1700000000.000100", "text": "x", "metadata": {
+                "event_type": "the_loop_effect",
+                "event_payload": {"effect": "github:o/r#1/n/1/notify/0"}}}]}},
+    ),
 }
 
 TRANSITIONS = {"transitions": [
@@ -343,6 +355,7 @@ CASES: dict[tuple[str, str], Case] = {
 #: Result shapes of the Slack and Jira operations (GitHub's: test_github_api.SHAPES).
 SHAPES: dict[tuple[str, str], dict[str, tuple[type, ...]]] = {
     ("slack", "post-message"): {"ok": (bool,), "ts": (str, type(None))},
+    ("slack", "find-effect"): {"found": (bool,), "result": (dict,)},
     ("jira", "add-comment"): {"issue": (str,), "id": (str, type(None))},
     ("jira", "add-label"): {"issue": (str,), "label": (str,)},
     ("jira", "transition-issue"): {"issue": (str,), "transition": (str,)},
@@ -438,9 +451,19 @@ class SlackSdkHarness(Harness):
     def run(self, op: str, case: Case, tmp: Path) -> tuple[dict[str, Any], list[Any]]:
         with loopback.serve() as server:
             server.answer(200, _canned(self, case))
-            result = SlackSdk("xoxb-contract", base_url=server.url + "/api/").call(
-                op, **case.params)
+            sdk = SlackSdk("xoxb-contract", base_url=server.url + "/api/")
+            if op == "find-effect":  # not a port operation: the outbox calls it directly
+                result = sdk.find_effect(**case.params)
+            else:
+                result = sdk.call(op, **case.params)
         effects = []
+        if op == "find-effect":  # a read: conversations.history, from the recorded time
+            (seen,) = server.seen
+            assert (seen.method, seen.path) == ("POST", "/api/conversations.history")
+            sent = dict(urllib.parse.parse_qsl(seen.body.decode()))
+            assert sent == {"channel": "C0123ABC", "oldest": "1699999880.000000",
+                            "inclusive": "1", "include_all_metadata": "1", "limit": "200"}
+            return result, effects
         for seen in server.seen:
             assert (seen.method, seen.path) == ("POST", "/api/chat.postMessage")
             assert seen.headers["Authorization"] == "Bearer xoxb-contract"

@@ -176,7 +176,7 @@ def test_build_providers_adds_slack_and_jira_only_when_configured(caplog) -> Non
         providers({"THE_LOOP_SLACK_TRANSPORT": "webhook"})
     both = providers({"THE_LOOP_SLACK_TOKEN": "xoxb-1",
                       "THE_LOOP_JIRA_URL": "https://x.atlassian.net",
-                      "THE_LOOP_JIRA_TOKEN": "t"})
+                      "THE_LOOP_JIRA_USER": "a@b.c", "THE_LOOP_JIRA_TOKEN": "t"})
     assert set(both) == {"github", "slack", "jira"}
 
 

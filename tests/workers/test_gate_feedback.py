@@ -204,3 +204,62 @@ def test_repository_config_is_read_at_the_default_branch_head_a_push_announces(e
     p["issue"]["labels"].append({"name": "pdlc"})
     deliver("issues", p)
     assert store.load(f"github:{REPO}#5") is not None  # enrolled by the new label
+
+
+DESIGN = "# D\n\n## Overview\n\nx\n\n## Security design\n\ny\n"
+
+
+def test_an_approval_whose_review_record_moves_the_branch_evaluates_the_new_head(
+        redis_ns, tmp_path):
+    """Given a pull request (git-backed branch) waiting at requirements-approval, its
+      check run on head H0, design.md already on the branch
+    When an approving review of H0 is processed through the real processor and
+      record-feedback commits the review record to the branch (head H1)
+    Then the rest of that delivery reads the artifacts at H1 (design's exit chain sees the
+      review record and passes) and publishes its check runs on H1; the run on H0 is left
+      as it was, and no check anywhere says failure."""
+    gh = FakeGitHub()
+    gh.add_git_repo(REPO, tmp_path / "git", {".the-loop/collaborators.yaml": COLLABORATORS},
+                    default_branch="master")
+    pr = fixture("pull_request", "labeled")
+    pr["label"] = {"name": "the-loop"}
+    branch = pr["pull_request"]["head"]["ref"]
+    gh.add_file(REPO, "specs/2/requirements.md", REQUIREMENTS, ref=branch)
+    gh.add_file(REPO, "specs/2/design.md", DESIGN, ref=branch)
+    old = gh.branch_sha(REPO, branch)
+    assert old is not None
+    gh.add_pull(REPO, 2, head_sha=old, head_ref=branch, base_ref="master")
+    pr["pull_request"]["head"]["sha"] = old
+    settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
+    processor = build_processor(settings, redis_ns.client, load_graph(), lambda _i: gh)
+    queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
+                          prefix=redis_ns.prefix)
+    store = RedisStateStore(redis_ns.client, redis_ns.prefix)
+
+    def deliver(event, payload):
+        delivery = parse_delivery({"X-GitHub-Event": event,
+                                   "X-GitHub-Delivery": f"{redis_ns.token}-{uuid.uuid4()}",
+                                   "Content-Type": "application/json"},
+                                  json.dumps(payload).encode())
+        assert queue.enqueue(delivery)
+        processor.drain(delivery.work_item or SHARED_INBOX)
+
+    deliver("pull_request", pr)
+    assert store.load(REF2).current_node == "requirements-approval"
+    before = {c["id"]: dict(c) for c in gh.check_runs(REPO)}
+    assert [c["head_sha"] for c in before.values()] == [old]
+    review = fixture("pull_request_review", "submitted")
+    review["pull_request"]["head"]["sha"] = review["review"]["commit_id"] = old
+    review["review"]["state"] = "approved"
+    deliver("pull_request_review", review)
+    new = gh.branch_sha(REPO, branch)
+    assert new != old  # record-feedback committed the review record
+    assert "## Review comments" in gh.file(REPO, "specs/2/requirements.md", new)
+    state = store.load(REF2)
+    # design's exit chain read requirements.md at H1 (its review record) and passed.
+    assert state.current_node == "design-approval", state.to_dict()
+    after = gh.check_runs(REPO)
+    published = [c for c in after if c["id"] not in before or c != before[c["id"]]]
+    assert published and {c["head_sha"] for c in published} == {new}
+    assert [c for c in after if c["head_sha"] == old] == list(before.values())
+    assert [c["conclusion"] for c in after if c["conclusion"] == "failure"] == []

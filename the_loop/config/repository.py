@@ -102,10 +102,20 @@ def _default_tiers() -> Mapping[int, str]:
 
 
 @dataclass(frozen=True)
+class JiraTicketing:
+    """``ticketing.jira``: ``transitions`` maps a node id to the Jira status its issue is
+    moved to on entering that node (a transition picked by its target status name)."""
+
+    transitions: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Ticketing:
-    """``ticketing``: ``system`` is the provider holding work items (``github``, ``jira``)."""
+    """``ticketing``: ``system`` is the provider holding work items (``github``, ``jira``);
+    ``jira``: what the-loop does to a work item's Jira issue."""
 
     system: str = "github"
+    jira: JiraTicketing = field(default_factory=JiraTicketing)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,9 @@ a diagram check never passes because nothing checked.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -226,6 +228,21 @@ def known_rules() -> frozenset[str]:
     return frozenset(ids)
 
 
+@contextlib.contextmanager
+def _root_logger_kept() -> Iterator[None]:
+    """Put the root logger's level and handlers back as they were, whatever a library
+    did to them (a library must not change the application's logging)."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        for handler in list(root.handlers):
+            if handler not in handlers:
+                root.removeHandler(handler)
+
+
 def lint_markdown(path: str, text: str, disabled: Sequence[str]) -> list[Message]:
     """PyMarkdown's findings for ``text`` (front matter allowed), as the-loop's messages.
 
@@ -234,14 +251,18 @@ def lint_markdown(path: str, text: str, disabled: Sequence[str]) -> list[Message
     """
     from pymarkdown.api import PyMarkdownApi, PyMarkdownApiException
 
-    api = PyMarkdownApi().enable_extension_by_identifier("front-matter")
-    for rule in disabled:
-        api = api.disable_rule_by_identifier(rule.lower())
-    try:
-        result = api.scan_string(text)
-    except PyMarkdownApiException as exc:
-        return [Message(f"{path}: the Markdown linter could not read it "
-                        f"({type(exc).__name__})", path=path, code="markdown-unreadable")]
+    # inherit_logging: PyMarkdown otherwise sets the root logger to WARNING (and adds a
+    # stdout handler) on its first scan, silencing the worker's own lines.
+    with _root_logger_kept():
+        api = PyMarkdownApi(inherit_logging=True).enable_extension_by_identifier(
+            "front-matter")
+        for rule in disabled:
+            api = api.disable_rule_by_identifier(rule.lower())
+        try:
+            result = api.scan_string(text)
+        except PyMarkdownApiException as exc:
+            return [Message(f"{path}: the Markdown linter could not read it "
+                            f"({type(exc).__name__})", path=path, code="markdown-unreadable")]
     findings = sorted(result.scan_failures, key=lambda f: (f.line_number, f.column_number))
     messages = []
     for f in findings[:MAX_MARKDOWN_FINDINGS]:

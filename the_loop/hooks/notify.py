@@ -8,11 +8,14 @@ handling": notification hook fails -> record and continue).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
-from graph.model import HookContext, HookResult
+from graph.model import HookContext, HookResult, Message
 from graph.ports import IntegrationError
 from graph.registry import hook
+
+log = logging.getLogger("the_loop.hooks.notify")
 
 DEFAULT_EVENT = "phase-approval-pending"
 #: Seconds a notification may take by default (a graph sets its own per call:
@@ -57,15 +60,29 @@ def notify(ctx: HookContext) -> HookResult:
         return HookResult.skipped(name, f"nobody with a Slack id holds the roles for {event}")
     text = TEXTS.get(event, "the-loop: {ref} — {phase}").format(
         ref=ctx.work_item.ref, phase=ctx.node.phase)
-    sent, failed = 0, []
-    for user in sorted(people):
+    if getattr(slack, "transport", None) == "webhook":
+        # An incoming webhook posts to its one channel: one message per notification,
+        # mentioning every person of the roles ("Formatting text": <@USER_ID>).
+        mentions = " ".join(f"<@{user}>" for user in sorted(people))
+        posts = [("the webhook's channel", f"{mentions} {text}")]
+    else:
+        posts = [(user, text) for user in sorted(people)]
+    sent, failed, messages = 0, 0, []
+    for channel, body in posts:
         try:
-            slack.post_message(channel=user, text=text)
+            slack.post_message(channel=channel, text=body)
             sent += 1
-        except IntegrationError as exc:
-            failed.append({"status": exc.status, "retriable": exc.retriable})
-    data = {"event": event, "sent": sent, "failed": len(failed),
-            "notification_failed": bool(failed)}
-    if failed:
-        data["error"] = f"slack answered {failed[0]['status'] or 'nothing'}"
-    return HookResult.passed(name, **data)
+        except IntegrationError as exc:  # transient ones too: a notification never wedges
+            failed += 1
+            codes = ",".join(exc.codes) or "-"
+            log.error("notify %s for %s: slack post-message failed: status=%s code=%s",
+                      event, ctx.work_item.ref, exc.status, codes)
+            messages.append(Message(
+                f"the Slack notification {event} was not delivered (HTTP {exc.status}, "
+                f"Slack error {codes})", code="notification-failed"))
+    data: dict[str, object] = {"event": event, "sent": sent, "failed": failed,
+                               "notification_failed": bool(failed)}
+    if messages:
+        data["error"] = messages[0].text
+    result = HookResult.passed(name, **data)
+    return HookResult(result.status, result.hook, tuple(messages), result.data)

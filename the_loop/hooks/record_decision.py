@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from graph.markers import effect_id, marker
 from graph.model import HookContext, HookResult, Message
 from graph.registry import hook
+from the_loop.hooks.jira_ticket import jira_decision
 from the_loop.hooks.review import blob_sha, fingerprint
 
 OUTCOME_WORDS = {
@@ -56,7 +58,10 @@ def record_decision(ctx: HookContext) -> HookResult:
                 "at": time.time(),
             }
             _announce(ctx, str(decision["actor"]), str(decision["outcome"]))
-            return HookResult.passed("record-decision", decision=decision)
+            refused = jira_decision(ctx, _decision_text(ctx, str(decision["actor"]),
+                                                        str(decision["outcome"])))
+            result = HookResult.passed("record-decision", decision=decision)
+            return replace(result, messages=(refused,)) if refused else result
     return HookResult.blocked(
         "record-decision",
         Message("record-decision found no classification earlier in the chain",
@@ -74,6 +79,11 @@ def _reviewed(ctx: HookContext) -> dict[str, dict[str, Any]]:
         bound[path] = {"blob_sha": blob_sha(text) if text is not None else None,
                        "digest": fingerprint(text)}
     return bound
+
+
+def _decision_text(ctx: HookContext, actor: str, outcome: str) -> str:
+    return (f"the-loop: {actor} {OUTCOME_WORDS.get(outcome, outcome)} at gate "
+            f"{ctx.node.id} (phase {ctx.node.phase}) of {ctx.work_item.ref}.")
 
 
 def _announce(ctx: HookContext, actor: str, outcome: str) -> None:

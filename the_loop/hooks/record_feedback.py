@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from graph.context import HEAD_MOVED
 from graph.markers import MARKER_RE
 from graph.model import DecisionRecord, HookContext, HookResult, Message
 from graph.ports import IntegrationError, RetryLater
@@ -78,12 +79,13 @@ def record_feedback(ctx: HookContext) -> HookResult:
     targets = [into] if isinstance(into, str) else list(into)
     base = ctx.work_item.spec_dir.rstrip("/")
     written = []
+    head: str | None = None
     for name_ in targets:
         path = f"{base}/{name_}" if base else name_
         try:
-            _write(ctx, path, lambda text: append_entry(
+            head = _write(ctx, path, lambda text: append_entry(
                 text, date=date, login=login, outcome=outcome, bullets=bullets,
-                reviewed=fingerprint(text)))
+                reviewed=fingerprint(text))) or head
         except RetryLater:
             raise  # transient: the delivery is retried, the decision is not lost
         except (IntegrationError, OSError, ValueError) as exc:
@@ -91,10 +93,15 @@ def record_feedback(ctx: HookContext) -> HookResult:
                 f"could not record the review in {path} ({type(exc).__name__})",
                 path=path, code="record-failed"))
         written.append(path)
+    if head is not None:  # the branch moved: the rest of the delivery uses its new head
+        return HookResult.passed(name, recorded=written, bullets=len(bullets),
+                                 **{HEAD_MOVED: head})
     return HookResult.passed(name, recorded=written, bullets=len(bullets))
 
 
-def _write(ctx: HookContext, path: str, change) -> None:  # type: ignore[no-untyped-def]
+def _write(ctx: HookContext, path: str, change) -> str | None:  # type: ignore[no-untyped-def]
+    """Write the record; returns the commit made on the pull request branch (``None``
+    locally)."""
     if ctx.repo is not None:
         target = (ctx.repo / path).resolve()
         if ctx.repo.resolve() not in target.parents:
@@ -102,7 +109,7 @@ def _write(ctx: HookContext, path: str, change) -> None:  # type: ignore[no-unty
         current = target.read_text(encoding="utf-8") if target.exists() else ""
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(change(current), encoding="utf-8")
-        return
+        return None
     github = ctx.config.github
     branch = ctx.config.head_ref
     if github is None or ctx.work_item.repository is None or not branch:
@@ -110,10 +117,11 @@ def _write(ctx: HookContext, path: str, change) -> None:  # type: ignore[no-unty
     for _ in range(3):
         got = github.get_file(repo=ctx.work_item.repository, path=path, ref=branch)
         try:
-            github.put_file(repo=ctx.work_item.repository, path=path, branch=branch,
-                            text=change(got["text"]), sha=got["sha"],
-                            message=f"the-loop: record review of {path}")
-            return
+            put = github.put_file(repo=ctx.work_item.repository, path=path, branch=branch,
+                                  text=change(got["text"]), sha=got["sha"],
+                                  message=f"the-loop: record review of {path}")
+            commit = put.get("commit") if isinstance(put, dict) else None
+            return str(commit) if commit else None
         except IntegrationError as exc:
             if exc.status not in (409, 422):  # someone pushed meanwhile: re-read and retry
                 raise

@@ -1,10 +1,13 @@
-"""``set-phase-label``: label the work item ``phase:<phase>``, removing older phase labels."""
+"""``set-phase-label``: label the work item ``phase:<phase>``, removing older phase labels
+(of any case); on GitHub and, when the work item has a Jira issue, on Jira too
+(:mod:`the_loop.hooks.jira_ticket`)."""
 
 from __future__ import annotations
 
 from graph.context import PHASE_PREFIX
 from graph.model import HookContext, HookResult
 from graph.registry import hook
+from the_loop.hooks.jira_ticket import jira_phase
 
 PHASE_COLOR = "5319e7"
 
@@ -35,8 +38,13 @@ def set_phase_label(ctx: HookContext) -> HookResult:
     after = github.add_label(repo=repo, number=number, label=label)
     labels = after.get("labels") or list(ctx.work_item.tags)
     removed = []
+    # GitHub's label names are unique regardless of case ("Managing labels"): a
+    # "Phase:Design" set by a person is a phase label, and "phase:design" is the same
+    # label as "PHASE:DESIGN".
     for old in labels:
-        if old.startswith(PHASE_PREFIX) and old != label:
+        if (old.casefold().startswith(PHASE_PREFIX)
+                and old.casefold() != label.casefold()):
             github.remove_label(repo=repo, number=number, label=old)
             removed.append(old)
-    return HookResult.passed("set-phase-label", label=label, removed=removed)
+    result = HookResult.passed("set-phase-label", label=label, removed=removed)
+    return jira_phase(ctx, result)

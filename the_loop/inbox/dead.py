@@ -100,10 +100,11 @@ class Deliveries:
     # -- while processing -------------------------------------------------------------
 
     def schedule_retry(self, delivery_id: str, ref: str | None, attempt: int,
-                       reason: str) -> float:
-        """Retry ``delivery_id`` after the backoff for ``attempt``; until then its work
-        item's later deliveries wait. Returns the delay in seconds."""
-        delay = self.settings.backoff(attempt)
+                       reason: str, *, at_least: float = 0.0) -> float:
+        """Retry ``delivery_id`` after the backoff for ``attempt``, or after ``at_least``
+        seconds when that is longer (a ``Retry-After`` or rate-limit reset); until then
+        its work item's later deliveries wait. Returns the delay in seconds."""
+        delay = max(self.settings.backoff(attempt), at_least)
         due = time.time() + delay
         with self.redis.pipeline() as pipe:
             pipe.hset(self.keys.delivery(delivery_id), "last_error", reason[:500])

@@ -30,6 +30,17 @@ The worker's own data:
 - ``P:ci:OWNER/REPO:SHA``   hash: check name -> conclusion
 - ``P:sha:OWNER/REPO:SHA``  set of work items whose pull request head is SHA
 - ``P:github:writes:BUCKET`` hash: the write throttle's schedule of an installation
+- ``P:ci-order:OWNER/REPO:SHA`` hash: check name -> the order of the stored result
+  (``run_attempt`` and time; an older result never replaces a newer one)
+
+What the-loop knows of repositories and installations (:mod:`workers.identities`):
+
+- ``P:repository:ID``       hash: ``key`` (the OWNER/REPO its work item refs use, fixed
+  at first sight), ``name`` (its current full name), ``installation``, ``removed``
+- ``P:repository-name:OWNER/REPO`` the repository id a name (current or former) names
+- ``P:repository-key:OWNER/REPO``  the repository id whose work item refs use that name
+- ``P:installation:ID``     hash: ``status`` (``deleted``, ``suspended``; absent: active), ``at``
+- ``P:installation-items:ID`` set of work item refs seen through the installation
 
 The runner's (agent turns, :mod:`workers.turns`):
 
@@ -237,6 +248,33 @@ class Keys:
     def sha(self, repository: str, sha: str) -> str:
         """``P:sha:OWNER/REPO:SHA``: work items whose pull request head is SHA."""
         return self._("sha", repository, sha)
+
+    def ci_order(self, repository: str, sha: str) -> str:
+        """``P:ci-order:OWNER/REPO:SHA``: the order of each stored CI result of a commit."""
+        return self._("ci-order", repository, sha)
+
+    # -- repositories and installations ------------------------------------------------
+
+    def repository(self, repository_id: int) -> str:
+        """``P:repository:ID``: a repository's ref key, current name, installation."""
+        return self._("repository", str(repository_id))
+
+    def repository_name(self, full_name: str) -> str:
+        """``P:repository-name:OWNER/REPO``: the repository id the name names (lower-cased:
+        GitHub's names are case-insensitive)."""
+        return self._("repository-name", full_name.lower())
+
+    def repository_key(self, full_name: str) -> str:
+        """``P:repository-key:OWNER/REPO``: the repository id whose refs use the name."""
+        return self._("repository-key", full_name.lower())
+
+    def installation(self, installation_id: int) -> str:
+        """``P:installation:ID``: an installation's status (hash)."""
+        return self._("installation", str(installation_id))
+
+    def installation_items(self, installation_id: int) -> str:
+        """``P:installation-items:ID``: work item refs seen through the installation."""
+        return self._("installation-items", str(installation_id))
 
     def writes(self, bucket: str) -> str:
         """``P:github:writes:BUCKET``: the write throttle's schedule of one bucket."""

@@ -7,7 +7,11 @@
 - ``backlog.lua``: queue depth and the oldest ready delivery's arrival (``/metrics``);
 - ``delete_if_equal.lua``: delete a key only if it still holds a value;
 - ``reserve_write.lua``: the GitHub write throttle's slot reservation
-  (:class:`integrations.throttle.WriteThrottle`).
+  (:class:`integrations.throttle.WriteThrottle`);
+- ``repository.lua``: note a repository's id and current name, return its ref key
+  (:class:`workers.identities.Repositories`);
+- ``ci_record.lua``: store a CI result unless a newer one is stored
+  (:class:`workers.ci.RedisCI`).
 
 Scripts never spell a key name: they get keys through ``KEYS`` and the per-ref key
 prefixes through ``ARGV`` (:meth:`the_loop.inbox.keys.Keys.per_ref`). Two tables are
@@ -84,3 +88,5 @@ class Scripts:
         self.backlog: Script = connection.register_script(source("backlog"))
         self.delete_if_equal: Script = connection.register_script(source("delete_if_equal"))
         self.reserve_write: Script = connection.register_script(source("reserve_write"))
+        self.repository: Script = connection.register_script(source("repository"))
+        self.ci_record: Script = connection.register_script(source("ci_record"))

@@ -1,0 +1,183 @@
+"""What the-loop knows of repositories and installations, kept in Redis for every worker.
+
+**Repositories** (:class:`Repositories`). GitHub names a repository ``OWNER/REPO``, but
+the name changes on a rename or a transfer while ``repository.id`` stays ("Webhook events
+and payloads", ``repository`` object; the ``repository`` event's ``renamed`` and
+``transferred`` actions). A work item ref keeps the ``github:OWNER/REPO#N`` form; its
+OWNER/REPO is the repository's *key*: the name the repository had when the-loop first
+saw it, fixed for good. Each delivery notes the id and the current name
+(:meth:`Repositories.note`), so a delivery naming the new name is handed to the work item
+under the key (:func:`workers.routes` forwards it), API calls use the current name, and a
+ref written with any name the repository has had resolves (:meth:`Repositories.resolve`).
+
+**Installations** (:class:`Installations`). ``installation`` (``deleted``, ``suspend``,
+``unsuspend``) and ``installation_repositories`` (``removed``) deliveries say that the
+App lost (or got back) access; a delivery for a deleted or suspended installation, or for
+a repository removed from it, can never succeed and ends as a logged no-op.
+
+Key names: :mod:`the_loop.inbox.keys`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import redis
+from cachetools import LRUCache
+
+from graph.refs import WorkItemRef
+from the_loop.inbox.keys import Keys
+from the_loop.inbox.record import text
+from the_loop.inbox.scripts import Scripts
+
+__all__ = ["DELETED", "SUSPENDED", "Installations", "Noted", "Repositories"]
+
+DELETED = "deleted"
+SUSPENDED = "suspended"
+#: Repositories a worker keeps the key of in memory (a key never changes for an id).
+CACHE_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class Noted:
+    """What :meth:`Repositories.note` found.
+
+    Attributes:
+        key: the OWNER/REPO the repository's work item refs use.
+        name: its current full name (the one just noted).
+        previous: the name noted before, when it differed (a rename or transfer was just
+            seen), else ``None``.
+    """
+
+    key: str
+    name: str
+    previous: str | None = None
+
+    @property
+    def renamed(self) -> bool:
+        """Whether the repository's refs use a name other than its current one."""
+        return self.key != self.name
+
+
+class Repositories:
+    """Repository id -> the key of its work item refs and its current name.
+
+    Args:
+        connection: Redis client.
+        keys: the deployment's key names.
+    """
+
+    def __init__(self, connection: redis.Redis, keys: Keys) -> None:
+        self.redis = connection
+        self.keys = keys
+        self._script = Scripts(connection).repository
+        # id -> (key, current name) as last noted by this worker
+        self._known: LRUCache[int, tuple[str, str]] = LRUCache(CACHE_SIZE)
+        self._lock = threading.Lock()
+
+    def note(self, repository_id: int, full_name: str,
+             installation_id: int | None = None) -> Noted:
+        """Note that repository ``repository_id`` is now called ``full_name``.
+
+        One round trip, none when this worker noted the same name before (the key of an
+        id never changes, so a cached key stays right).
+
+        Returns:
+            the repository's key and names (:class:`Noted`).
+
+        Raises:
+            redis.RedisError: Redis failed (the delivery is retried).
+        """
+        with self._lock:
+            known = self._known.get(repository_id)
+        if known is not None and known[1] == full_name:
+            return Noted(known[0], full_name)
+        key, previous = self._script(
+            keys=(self.keys.repository(repository_id), self.keys.repository_name(full_name),
+                  self.keys.repository_key(full_name)),
+            args=(repository_id, full_name,
+                  "" if installation_id is None else installation_id))
+        key = text(key)
+        previous = text(previous) if previous else None
+        with self._lock:
+            self._known[repository_id] = (key, full_name)
+        return Noted(key, full_name, previous if previous and previous != full_name else None)
+
+    def name_of(self, key: str) -> str:
+        """The current full name of the repository whose refs use ``key`` (``key`` itself
+        when nothing else is known)."""
+        repository_id = self.redis.get(self.keys.repository_key(key))
+        if repository_id is None:
+            return key
+        name = self.redis.hget(self.keys.repository(int(text(repository_id))), "name")
+        return text(name) if name else key
+
+    def resolve(self, ref: WorkItemRef) -> WorkItemRef:
+        """The work item ``ref`` names, under its repository's key: a ref written with a
+        repository's former or current name resolves to the one work item (a name
+        the-loop never saw is returned as it is)."""
+        repository_id = self.redis.get(self.keys.repository_name(ref.repository))
+        if repository_id is None:
+            return ref
+        key = self.redis.hget(self.keys.repository(int(text(repository_id))), "key")
+        return WorkItemRef(text(key), ref.number) if key else ref
+
+    def mark_removed(self, repository_ids: Iterable[int], removed: bool = True) -> None:
+        """Note that the installation lost (``removed``) or got back access to these
+        repositories."""
+        with self.redis.pipeline() as pipe:
+            for repository_id in repository_ids:
+                if removed:
+                    pipe.hset(self.keys.repository(repository_id), "removed", str(time.time()))
+                else:
+                    pipe.hdel(self.keys.repository(repository_id), "removed")
+            pipe.execute()
+
+    def removed(self, repository_id: int) -> bool:
+        """Whether the App's installation no longer has access to the repository."""
+        return bool(self.redis.hexists(self.keys.repository(repository_id), "removed"))
+
+
+class Installations:
+    """Installation id -> its status (``deleted``, ``suspended``, or active) and the work
+    items seen through it.
+
+    Args:
+        connection: Redis client.
+        keys: the deployment's key names.
+    """
+
+    def __init__(self, connection: redis.Redis, keys: Keys) -> None:
+        self.redis = connection
+        self.keys = keys
+
+    def status(self, installation_id: int | None) -> str | None:
+        """``deleted``, ``suspended``, or ``None`` (active, or never said otherwise)."""
+        if installation_id is None:
+            return None
+        value = self.redis.hget(self.keys.installation(installation_id), "status")
+        return text(value) if value else None
+
+    def set_status(self, installation_id: int, status: str | None) -> None:
+        """Record ``status`` (``None``: active again)."""
+        key = self.keys.installation(installation_id)
+        if status is None:
+            self.redis.delete(key)
+        else:
+            self.redis.hset(key, mapping={"status": status, "at": str(time.time())})
+
+    def add_work_item(self, installation_id: int, ref: str) -> None:
+        """Note that work item ``ref`` is seen through the installation."""
+        self.redis.sadd(self.keys.installation_items(installation_id), ref)
+
+    def work_items(self, installation_id: int) -> list[str]:
+        """The work items seen through the installation, sorted."""
+        return sorted(text(m) for m in
+                      self.redis.smembers(self.keys.installation_items(installation_id)))
+
+    def forget(self, installation_id: int) -> None:
+        """Drop what is kept of a deleted installation's work items."""
+        self.redis.delete(self.keys.installation_items(installation_id))
