@@ -455,11 +455,11 @@ def build(tasks: Sequence[Task]) -> Plan:
     waves: list[tuple[str, ...]] = []
     while current:
         waves.append(tuple(current))
-        for t in current:
-            wave_of[t] = len(waves)
+        for tid in current:
+            wave_of[tid] = len(waves)
         nxt = []
-        for t in current:
-            for d in dependents[t]:
+        for tid in current:
+            for d in dependents[tid]:
                 waiting[d] -= 1
                 if waiting[d] == 0:
                     nxt.append(d)
