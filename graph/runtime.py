@@ -47,6 +47,7 @@ from graph.model import (
 from graph.ports import IntegrationError, RetryLater
 from graph.state import StateError, StateStore, WorkItemState
 from graph.status import render_status, status_effect
+from graph.waves import PlanRun
 from graph.work import (
     CANCELLED,
     TURN_COMPLETED,
@@ -279,9 +280,11 @@ class Runtime:
         store: where state and the event log live.
     """
 
-    def __init__(self, graph: Graph, store: StateStore) -> None:
+    def __init__(self, graph: Graph, store: StateStore, *,
+                 clock: Callable[[], float] = time.time) -> None:
         self.graph = graph
         self.store = store
+        self.clock = clock  # the monitors' and the joins' clock (controlled in tests)
 
     # -- entry points -----------------------------------------------------------------
 
@@ -384,7 +387,16 @@ class Runtime:
                 self._publish(state, work_item, config, node, ())
                 return result
             ended: TurnEnded | None = None
-            if self._works(node, state, config):
+            if self._works(node, state, config) and node.plan is not None:
+                planned = PlanRun(self).step(state, work_item, config, node, event, result,
+                                             repo)
+                if planned is not None:  # the plan's waves are still running
+                    return planned
+                if state.turn is not None:  # a repair turn of the node's own session
+                    ended = self._turn_ended(state, node, event)
+                    if ended is None:
+                        return self._await_turn(state, work_item, config, node, result)
+            elif self._works(node, state, config):
                 ended = self._turn_ended(state, node, event)
                 if ended is None:  # the agent's turn is still to come: nothing to check yet
                     return self._await_turn(state, work_item, config, node, result)
