@@ -74,9 +74,9 @@ class PlanRun:
                 assert chain is not None
                 return rt._park(state, work_item, config, chain, result)
         plan = plans.Plan.from_stored(run["tasks"])
-        if event is not None and event.kind == TURN_COMPLETED and event.turn:
-            if self._record(state, run, node, event, config):
-                state.last_event = event.delivery_id
+        if event is not None and event.kind == TURN_COMPLETED and event.turn \
+                and self._record(state, run, node, event, config):
+            state.last_event = event.delivery_id
         while run["wave"] <= len(plan.waves):
             wave = plan.waves[run["wave"] - 1]
             status = run["status"]

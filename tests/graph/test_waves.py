@@ -184,7 +184,8 @@ def test_max_parallel_one_runs_tasks_one_at_a_time_on_the_shared_branch():
 
 def test_an_invalid_plan_fails_closed_with_every_finding():
     gh, config, item, rt, work = build()
-    gh.add_file(REPO, "specs/1/tasks.md", TASKS.replace("D, depends_on: [a]", "D, depends_on: [a, e]")
+    gh.add_file(REPO, "specs/1/tasks.md", TASKS
+                .replace("D, depends_on: [a]", "D, depends_on: [a, e]")
                 .replace("{id: f, title: F", "{id: f, title: F, depends_on: [zz]"))
     r = rt.enrol(item, config, None)
     assert r.status == "escalated" and not work.orders
