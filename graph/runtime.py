@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from graph.context import HookConfig
@@ -44,6 +45,7 @@ from graph.model import (
     WorkItem,
     plain,
 )
+from graph.monitors import REMINDER, REMINDER_EVENT, due_reminder, reminder_key
 from graph.ports import IntegrationError, RetryLater
 from graph.state import StateError, StateStore, WorkItemState
 from graph.status import render_status, status_effect
@@ -361,6 +363,9 @@ class Runtime:
         result = AdvanceResult(ref=state.ref, node=state.current_node, status=state.status,
                                state=state)
         if state.status == Status.DONE:
+            return result
+        if event is not None and event.kind == REMINDER:
+            self._remind(state, work_item, config)  # a monitor's sweep: nothing to evaluate
             return result
         if event is not None and event.delivery_id == state.last_event:
             # The same delivery again (a retried job): it was consumed before; only what
@@ -782,6 +787,50 @@ class Runtime:
             return
         state.status_digest = body_digest
         self.store.save(state)
+
+    # -- monitors (graph.monitors) ------------------------------------------------------
+
+    def remind(self, work_item: WorkItem, config: HookConfig) -> int | None:
+        """Send the reminder of a stale gate if one is due (:func:`graph.monitors.
+        due_reminder` at :attr:`clock`'s now).
+
+        Returns:
+            the freshness period reminded, or ``None`` (nothing due, or not a work item).
+        """
+        state = self.load(work_item, config)
+        return None if state is None else self._remind(state, work_item, config)
+
+    def _remind(self, state: WorkItemState, work_item: WorkItem,
+                config: HookConfig) -> int | None:
+        """Run the gate's ``notify`` calls with the reminder event, through the outbox
+        (effect ``<ref>/<node>/<visit>/reminder-<k>/<hook>``: once per period), then
+        record the period in state and the event log."""
+        period = due_reminder(state, self.graph, self.clock())
+        if period is None:
+            return None
+        node = self.graph.node(state.current_node)
+        calls = tuple(dataclasses.replace(c, params=MappingProxyType(
+            {**c.params, "event": REMINDER_EVENT})) for c in node.entry if c.name == "notify")
+        key = reminder_key(node.id, state.visit)
+        state.reminders[key] = period  # before the effects: a crash never sends it twice
+        self.store.save(state)
+        if calls:
+            ctx = self._context(node, "entry", {}, state, work_item, config)
+
+            def scope(position: int, call: HookCall) -> HookEffects:
+                return HookEffects(state, self.store, f"{work_item.ref}/{node.id}/"
+                                                      f"{state.visit}/reminder-{period}/"
+                                                      f"{call.name}-{position}")
+
+            chain = run_chain(calls, ctx, effects=scope)
+            sent = [r.data.get("sent") for r in chain.results]
+        else:
+            sent = []
+        self._log(state, "monitor.reminded", {"node": node.id, "period": period,
+                                              "freshness": node.freshness,
+                                              "sent": sent}, None)
+        self.store.save(state)
+        return period
 
     # -- the escape hatch -------------------------------------------------------------
 
