@@ -291,11 +291,13 @@ class _StateGroup(click.Group):
     """``the-loop state REF`` shows a work item; ``the-loop state migrate REF ...`` is a
     subcommand: arguments that do not start with a subcommand's name go to ``show``."""
 
+    default_command = "show"
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         first = next((a for a in args if not a.startswith("-")), None)
         if args and args[0] not in ("--help", "-h") and (first is None
                                                        or first not in self.commands):
-            args = ["show", *args]
+            args = [self.default_command, *args]
         return super().parse_args(ctx, args)
 
 
