@@ -271,7 +271,34 @@ def _compile_node(raw: Mapping[str, Any], source: str, registry: HookRegistry) -
         approvals=int(raw.get("approvals", 1)),
         command=raw.get("command"),
         stage=raw.get("stage"),
+        plan=_plan_of(raw, where),
+        max_parallel=int(raw.get("maxParallel", 1)),
+        freshness=duration(raw["freshness"]) if raw.get("freshness") else None,
     )
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration(text: str) -> float:
+    """Seconds of a schema-valid duration: ``90s``, ``30m``, ``72h``, ``7d``."""
+    return float(int(text[:-1]) * _UNITS[text[-1]])
+
+
+def _plan_of(raw: Mapping[str, Any], where: str) -> str | None:
+    """A node's ``plan``: one of the artifacts of the graph (checked by name only), on
+    an agent node."""
+    plan = raw.get("plan")
+    if plan is None:
+        if "maxParallel" in raw:
+            raise GraphError(f"{where}: maxParallel needs a plan (the task list it runs)")
+        return None
+    if raw.get("actor", "agent") != "agent":
+        raise GraphError(f"{where}: only an agent node runs a plan")
+    if "/" in plan or plan in (".", ".."):
+        raise GraphError(f"{where}: plan must be an artifact name (e.g. tasks.md), "
+                         f"got {plan!r}")
+    return str(plan)
 
 
 def _compile_chain(

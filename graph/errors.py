@@ -15,7 +15,8 @@ exception class in the packages is in this tree, and drawn here::
     │   ├── RefError (ValueError)                  refs.py: not a work-item ref
     │   ├── StateError (ValueError)                state.py: a stored state is unreadable
     │   ├── GraphMismatch (RuntimeError)           runtime.py
-    │   └── ForceError (ValueError)                runtime.py: `graph force` refused
+    │   ├── ForceError (ValueError)                runtime.py: `graph force`/`state migrate` refused
+    │   └── TaskPlanError (ValueError)             tasks.py: a task list is not a valid plan
     ├── IntegrationError                           ports.py: an external system refused/failed
     │   ├── NotFound                               404, or not visible
     │   ├── RateLimited (retry_after, reset_at)    429 / 403 rate limit; retriable
@@ -38,6 +39,7 @@ exception class in the packages is in this tree, and drawn here::
     ├── workers
     │   ├── NoProcessor (RuntimeError)             jobs.py: a job ran outside a worker
     │   ├── WorkspaceError                         workspace.py: a git step of a checkout
+    │   │   └── MergeConflict                      a task's branch conflicts with its item's
     │   └── WorkerLoopEnded (redis ConnectionError) worker.py
     └── the_loop
         ├── SettingsError (ValueError)             settings.py: a bad variable or key

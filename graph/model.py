@@ -15,6 +15,7 @@ contract").
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -440,6 +441,13 @@ class Node:
         approvals: distinct authorized approvers a gate needs (default 1); a
             changes-requested from any of them wins.
         command, stage: the-loop command and model tier for agent nodes.
+        plan: an artifact (e.g. ``tasks.md``) whose task list the node runs, wave by
+            wave, one harness session per task (:mod:`graph.tasks`); ``None``: the node's
+            work is one session.
+        max_parallel: ``maxParallel``: most task sessions of a plan at once; 1 runs the
+            tasks one after another as commits on the work item's own branch.
+        freshness: seconds a gate may wait before it is ``stale`` and its people are
+            reminded (``freshness: 72h``); ``None``: no monitor.
     """
 
     id: str
@@ -454,6 +462,9 @@ class Node:
     approvals: int = 1
     command: str | None = None
     stage: str | None = None
+    plan: str | None = None
+    max_parallel: int = 1
+    freshness: float | None = None
 
     @property
     def is_gate(self) -> bool:
@@ -554,6 +565,19 @@ class Graph:
         """The canonical, JSON-serialisable form (sorted keys, declared order kept)."""
         return canonical_form(self.name, self.start, self.nodes.values(), self.edges)
 
+    def node_digests(self) -> dict[str, str]:
+        """Node id -> SHA-256 hex (first 16 digits) of the node's boundaries: its
+        canonical form (fields, entry and exit chains) and its outgoing edges. A work
+        item whose node keeps its digest under a new graph can go on unchanged."""
+        form = canonical_form(self.name, self.start, self.nodes.values(), ())
+        out = {}
+        for entry in form["nodes"]:
+            edges = [{"to": e.target, "on": e.on} for e in self.outgoing(entry["id"])]
+            body = json.dumps({"node": entry, "edges": edges}, sort_keys=True,
+                              separators=(",", ":"))
+            out[entry["id"]] = hashlib.sha256(body.encode()).hexdigest()[:16]
+        return out
+
 
 def canonical_form(name: str, start: str, nodes: Iterable[Node],
                    edges: Iterable[Edge]) -> dict[str, Any]:
@@ -583,6 +607,10 @@ def canonical_form(name: str, start: str, nodes: Iterable[Node],
                 **({"approvals": n.approvals} if n.approvals != 1 else {}),
                 "entry": chain(n.entry),
                 "exit": chain(n.exit),
+                # Optional fields enter the form only when set: a graph that does not
+                # use them keeps its digest.
+                **({"plan": n.plan, "maxParallel": n.max_parallel} if n.plan else {}),
+                **({"freshness": n.freshness} if n.freshness is not None else {}),
             }
             for n in nodes
         ],

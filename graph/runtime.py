@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, cast
 
 from graph.context import HEAD_MOVED, HookConfig, RevisionFiles
@@ -46,9 +47,11 @@ from graph.model import (
     WorkItem,
     plain,
 )
+from graph.monitors import REMINDER, REMINDER_EVENT, due_reminder, reminder_key
 from graph.ports import IntegrationError, RetryLater
 from graph.state import StateError, StateStore, WorkItemState
 from graph.status import render_status, status_effect
+from graph.waves import PlanRun
 from graph.work import (
     CANCELLED,
     TURN_COMPLETED,
@@ -341,9 +344,11 @@ class Runtime:
         store: where state and the event log live.
     """
 
-    def __init__(self, graph: Graph, store: StateStore) -> None:
+    def __init__(self, graph: Graph, store: StateStore, *,
+                 clock: Callable[[], float] = time.time) -> None:
         self.graph = graph
         self.store = store
+        self.clock = clock  # the monitors' and the joins' clock (controlled in tests)
 
     # -- entry points -----------------------------------------------------------------
 
@@ -380,7 +385,8 @@ class Runtime:
         approves two gates.
 
         Raises:
-            GraphMismatch: the current node no longer exists in the graph.
+            (A work item whose node the deployed graph changed or removed is not
+            evaluated: it is escalated, naming the nodes, until it is migrated.)
         """
         state = self.load(work_item, config, repo=repo)
         if state is None:
@@ -415,15 +421,22 @@ class Runtime:
         event: InboundEvent | None,
         repo: Path | None,
     ) -> AdvanceResult:
-        self._check_graph(state)
+        held = self._check_graph(state)
         if state.risk_tier != work_item.risk_tier:
             self._log(state, "work-item.risk-tier",
                       {"from": state.risk_tier, "to": work_item.risk_tier}, event)
             state.risk_tier = work_item.risk_tier  # saved with what follows
-        self._retry_forced(state, work_item, config)
         result = AdvanceResult(ref=state.ref, node=state.current_node, status=state.status,
                                state=state)
+        if held:  # the graph changed under it: escalated until it is migrated
+            if state.current_node in self.graph.nodes:
+                self._publish(state, work_item, config, self.graph.node(state.current_node), ())
+            return result
+        self._retry_forced(state, work_item, config)
         if state.status == Status.DONE:
+            return result
+        if event is not None and event.kind == REMINDER:
+            self._remind(state, work_item, config)  # a monitor's sweep: nothing to evaluate
             return result
         if event is not None and event.delivery_id == state.last_event:
             # The same delivery again (a retried job): it was consumed before; only what
@@ -462,7 +475,16 @@ class Runtime:
                 self._publish(state, work_item, config, node, ())
                 return result
             ended: TurnEnded | None = None
-            if self._works(node, state, config):
+            if self._works(node, state, config) and node.plan is not None:
+                planned = PlanRun(self).step(state, work_item, config, node, event, result,
+                                             repo)
+                if planned is not None:  # the plan's waves are still running
+                    return planned
+                if state.turn is not None:  # a repair turn of the node's own session
+                    ended = self._turn_ended(state, node, event)
+                    if ended is None:
+                        return self._await_turn(state, work_item, config, node, result)
+            elif self._works(node, state, config):
                 ended = self._turn_ended(state, node, event)
                 if ended is None:  # the agent's turn is still to come: nothing to check yet
                     return self._await_turn(state, work_item, config, node, result)
@@ -1091,6 +1113,50 @@ class Runtime:
                 return gate_id, changed
         return None
 
+    # -- monitors (graph.monitors) ------------------------------------------------------
+
+    def remind(self, work_item: WorkItem, config: HookConfig) -> int | None:
+        """Send the reminder of a stale gate if one is due (:func:`graph.monitors.
+        due_reminder` at :attr:`clock`'s now).
+
+        Returns:
+            the freshness period reminded, or ``None`` (nothing due, or not a work item).
+        """
+        state = self.load(work_item, config)
+        return None if state is None else self._remind(state, work_item, config)
+
+    def _remind(self, state: WorkItemState, work_item: WorkItem,
+                config: HookConfig) -> int | None:
+        """Run the gate's ``notify`` calls with the reminder event, through the outbox
+        (effect ``<ref>/<node>/<visit>/reminder-<k>/<hook>``: once per period), then
+        record the period in state and the event log."""
+        period = due_reminder(state, self.graph, self.clock())
+        if period is None:
+            return None
+        node = self.graph.node(state.current_node)
+        calls = tuple(dataclasses.replace(c, params=MappingProxyType(
+            {**c.params, "event": REMINDER_EVENT})) for c in node.entry if c.name == "notify")
+        key = reminder_key(node.id, state.visit)
+        state.reminders[key] = period  # before the effects: a crash never sends it twice
+        self.store.save(state)
+        if calls:
+            ctx = self._context(node, "entry", {}, state, work_item, config)
+
+            def scope(position: int, call: HookCall) -> HookEffects:
+                return HookEffects(state, self.store, f"{work_item.ref}/{node.id}/"
+                                                      f"{state.visit}/reminder-{period}/"
+                                                      f"{call.name}-{position}")
+
+            chain = run_chain(calls, ctx, effects=scope)
+            sent = [r.data.get("sent") for r in chain.results]
+        else:
+            sent = []
+        self._log(state, "monitor.reminded", {"node": node.id, "period": period,
+                                              "freshness": node.freshness,
+                                              "sent": sent}, None)
+        self.store.save(state)
+        return period
+
     # -- the escape hatch -------------------------------------------------------------
 
     def force(
@@ -1304,21 +1370,132 @@ class Runtime:
         return Session(id=str(state.session["id"]), runner=str(state.session.get("runner")),
                        cwd=state.session.get("cwd"))
 
-    def _check_graph(self, state: WorkItemState) -> None:
-        if state.graph_digest == self.graph.digest:
-            return
-        if state.current_node not in self.graph.nodes:
-            raise GraphMismatch(
-                f"work item {state.ref} is at node {state.current_node!r}, which the current "
-                f"graph ({self.graph.source}) does not have; valid ids: "
-                f"{', '.join(self.graph.nodes)}. Move it with `the-loop graph force`."
-            )
-        log.warning("graph changed under work item %s; continuing at node %s",
-                    state.ref, state.current_node)
-        self._log(state, "graph.changed",
-                  {"from": state.graph_digest, "to": self.graph.digest}, None)
+    def drift(self, state: WorkItemState) -> list[str]:
+        """Nodes of the graph ``state`` was walked with that no longer match the deployed
+        graph (boundaries changed, or gone), sorted, the current node first when it is
+        one of them; ``[]`` when the item can go on: same digest, or its current node
+        exists with the same boundaries (an item pinned before node digests were kept
+        goes on as long as its node exists)."""
+        if state.graph_digest == self.graph.digest and not state.drift:
+            return []
+        now = self.graph.node_digests()
+        current = state.current_node
+        if current not in self.graph.nodes:
+            changed = {current}
+        elif not state.node_digests:
+            return []
+        else:
+            changed = {n for n, d in state.node_digests.items() if now.get(n) != d}
+            if state.node_digests.get(current) == now.get(current):
+                return []
+        return sorted(changed, key=lambda n: (n != current, n))
+
+    def _check_graph(self, state: WorkItemState) -> bool:
+        """Pin the deployed graph, or hold the item: True when it must not be evaluated
+        (its node changed or is gone; escalated, recorded, until ``the-loop state
+        migrate``)."""
+        if state.graph_digest == self.graph.digest and not state.drift:
+            if not state.node_digests:
+                state.node_digests = self.graph.node_digests()
+                self.store.save(state)
+            return False
+        changed = self.drift(state)
+        if not changed:
+            log.info("graph changed under work item %s; node %s unchanged, going on",
+                     state.ref, state.current_node)
+            self._log(state, "graph.changed",
+                      {"from": state.graph_digest, "to": self.graph.digest,
+                       "node": state.current_node, "migrated": "unchanged-node"}, None)
+            state.graph_digest = self.graph.digest
+            state.node_digests = self.graph.node_digests()
+            state.drift = None
+            self.store.save(state)
+            return False
+        record = {"from": state.graph_digest, "to": self.graph.digest, "nodes": changed}
+        if state.drift is None or state.drift.get("to") != self.graph.digest:
+            reason = (f"the deployed graph ({self.graph.source}) changed node(s) "
+                      f"{', '.join(changed)} under this work item at {state.current_node}; "
+                      f"move it with `the-loop state migrate {state.ref} --to-current`")
+            log.warning("work item %s: %s", state.ref, reason)
+            state.drift = {**record, "at": self.clock()}
+            state.status = Status.ESCALATED
+            state.escalated = {"node": state.current_node, "reason": reason,
+                               "at": self.clock()}
+            self.store.save(state)
+            self._log(state, "graph.drift", record, None)
+        return True
+
+    def migrate(self, work_item: WorkItem, config: HookConfig, *, reason: str,
+                node: str | None = None, dry_run: bool = False, repo: Path | None = None,
+                operator: str | None = None) -> dict[str, Any]:
+        """Move a work item to the deployed graph explicitly (``the-loop state migrate
+        REF --to-current``), recorded like a forced move: state (``migrations``), the
+        event log (an entry and a checkpoint) and a marked comment. When its node's
+        boundaries changed (or ``node`` names another), the node is entered again under
+        the new graph and its entry chain runs; otherwise only the pin moves.
+
+        Returns:
+            ``{from, to, node, target, changed, reentered, dry_run}``.
+
+        Raises:
+            ForceError: empty ``reason``; no state; the node is gone and ``node`` names
+                none of the graph's ids.
+        """
+        if not reason or not reason.strip():
+            raise ForceError("--reason is required: an unexplained migration is refused")
+        state = self.load(work_item, config, repo=repo)
+        if state is None:
+            raise ForceError(f"{work_item.ref} is not a work item (no state)")
+        target = node or state.current_node
+        if target not in self.graph.nodes:
+            raise ForceError(f"node {target!r} is not in the deployed graph; pass "
+                             f"--node with one of: {', '.join(self.graph.nodes)}")
+        changed = self.drift(state) if state.node_digests or \
+            state.current_node not in self.graph.nodes else []
+        reenter = target != state.current_node or state.current_node in changed
+        record: dict[str, Any] = {
+                  "from": state.graph_digest, "to": self.graph.digest,
+                  "node": state.current_node, "target": target, "changed": changed,
+                  "reentered": reenter, "reason": reason.strip(), "operator": operator,
+                  "at": self.clock()}
+        if dry_run:
+            return {**record, "dry_run": True}
+        state.migrations.append(record)
         state.graph_digest = self.graph.digest
+        state.node_digests = self.graph.node_digests()
+        state.drift = None
+        if reenter:
+            self._enter(state, target, via="migrated", forced=True)
+        elif state.escalated and state.status == Status.ESCALATED:
+            state.escalated = None
+            state.status = Status.ACTIVE
         self.store.save(state)
+        self._log(state, "work-item.migrated", record, None)
+        self._log(state, "checkpoint", {"node": target, "boundary": "migrated",
+                                        "from": record["node"], "reason": record["reason"]},
+                  None)
+        github = config.integrations.get("github")
+        if github is not None and work_item.repository is not None and work_item.id is not None:
+            effect = f"{state.ref}/migrated/{len(state.migrations)}"
+            body = (f"**the-loop** · an operator moved this work item to the deployed graph "
+                    f"(`{record['from'][:12]}` → `{record['to'][:12]}`) at `{target}`"
+                    + (f"; changed nodes: {', '.join(f'`{n}`' for n in changed)}"
+                       if changed else "") + f".\n\n{marker(effect)}")
+            try:
+                HookEffects(state, self.store, effect).github(github, effect=effect).comment(
+                    repo=work_item.repository, number=work_item.id, body=body)
+            except Exception as exc:  # noqa: BLE001  (recorded; never undoes the migration)
+                self._log(state, "notification.failed",
+                          {"channel": "github-migrated", "error": type(exc).__name__}, None)
+        if reenter:
+            entry = self._run(self.graph.node(target), "entry", state, work_item, config,
+                              None, repo)
+            if entry.status == "pass":
+                state.entry_pending = False
+            else:
+                state.status = Status.BLOCKED
+            self.store.save(state)
+        return {**record, "dry_run": False}
 
     def _log(
         self, state: WorkItemState, type_: str, data: Mapping[str, Any], event: InboundEvent | None

@@ -85,6 +85,19 @@ class WorkItemState:
             shown while the work item is at that node visit; the newest few are kept.
         risk_tier: the work item's risk tier (1-4) when last evaluated, or ``None``
             (kept for the events that carry no labels).
+        plan: the task plan the current node runs (:mod:`graph.tasks`), ``None`` when
+            it runs none: ``{node, visit, artifact, digest, tasks, waves, wave, status,
+            turns, sessions, out, heads, next_input, joins}``; ``joins`` holds one durable
+            record per finished wave (``{wave, passed, failed, blocked, at}``), written
+            before the next wave's first turn is ordered.
+        reminders: ``<node>/<visit>`` -> freshness periods a stale gate was reminded of.
+        node_digests: node id -> digest of the node (its fields, chains and outgoing
+            edges) in the graph the item was walked with.
+        drift: ``{from, to, nodes, at}`` while the deployed graph changed the current
+            node's boundaries (or removed it): the item waits for ``the-loop state
+            migrate``.
+        migrations: ``{from, to, node, target, changed, reason, operator, at}`` per
+            explicit migration to a new graph.
         created_at, updated_at: Unix seconds.
     """
 
@@ -121,6 +134,11 @@ class WorkItemState:
     votes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     notes: list[dict[str, Any]] = field(default_factory=list)
     risk_tier: int | None = None
+    plan: dict[str, Any] | None = None
+    reminders: dict[str, int] = field(default_factory=dict)
+    node_digests: dict[str, str] = field(default_factory=dict)
+    drift: dict[str, Any] | None = None
+    migrations: list[dict[str, Any]] = field(default_factory=list)
     created_at: float = field(default_factory=now)
     updated_at: float = field(default_factory=now)
     version: int = STATE_VERSION

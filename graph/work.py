@@ -18,6 +18,7 @@ own wording, paths, hook names) and references (who, which comment, its digest).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -55,6 +56,11 @@ class TurnOrder:
             ``block`` (hook and messages of the last block) and/or ``feedback`` (a gate's
             decision reference); empty on a first turn.
         seeded_with: artifacts of earlier nodes a fresh session should read first.
+        task: the task of a plan this turn works on (:mod:`graph.tasks`), or ``None``
+            for the node's own work: ``{id, title, acceptance, paths, tier, wave,
+            shared}``; ``shared`` true: the task commits on the work item's branch
+            (``maxParallel: 1``), else on its own branch ``<work item branch>--<id>``,
+            merged back when the turn completes.
     """
 
     id: str
@@ -71,6 +77,12 @@ class TurnOrder:
     checks: tuple[Mapping[str, Any], ...] = ()
     feedback: Mapping[str, Any] = field(default_factory=dict)
     seeded_with: tuple[str, ...] = ()
+    task: Mapping[str, Any] | None = None
+
+    @property
+    def task_id(self) -> str | None:
+        """The id of :attr:`task`, or ``None``."""
+        return str(self.task["id"]) if self.task else None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (what state and the runner's job carry)."""
@@ -79,6 +91,7 @@ class TurnOrder:
         data["checks"] = [dict(c) for c in self.checks]
         data["feedback"] = dict(self.feedback)
         data["seeded_with"] = list(self.seeded_with)
+        data["task"] = json.loads(json.dumps(self.task)) if self.task else None
         return data
 
     @classmethod
@@ -97,6 +110,7 @@ class TurnOrder:
             checks=tuple(dict(c) for c in data.get("checks") or ()),
             feedback=dict(data.get("feedback") or {}),
             seeded_with=tuple(str(a) for a in data.get("seeded_with") or ()),
+            task=dict(data["task"]) if data.get("task") else None,
         )
 
 
@@ -115,6 +129,8 @@ class TurnEnded:
         cost_usd, input_tokens, output_tokens: what the harness reported for the turn.
         seconds: wall-clock seconds the turn took.
         detail: the-loop's own words about an unsuccessful turn (never agent output).
+        merged: a task's turn: whether its work reached the work item's branch (``False``:
+            the merge conflicted, ``detail`` names the paths); ``None`` otherwise.
     """
 
     id: str
@@ -128,6 +144,7 @@ class TurnEnded:
     output_tokens: int = 0
     seconds: float = 0.0
     detail: str = ""
+    merged: bool | None = None
 
     @property
     def ok(self) -> bool:
@@ -157,6 +174,7 @@ class TurnEnded:
             output_tokens=int(data.get("output_tokens") or 0),
             seconds=float(data.get("seconds") or 0.0),
             detail=str(data.get("detail") or "")[:500],
+            merged=None if data.get("merged") is None else bool(data["merged"]),
         )
 
 

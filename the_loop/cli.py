@@ -303,7 +303,27 @@ def graph_export(file: str | None, fmt: str, ref: str | None, repo: Path | None)
 # -- state ---------------------------------------------------------------------------
 
 
-@main.command("state")
+class _StateGroup(click.Group):
+    """``the-loop state REF`` shows a work item; ``the-loop state migrate REF ...`` is a
+    subcommand: arguments that do not start with a subcommand's name go to ``show``."""
+
+    default_command = "show"
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        first = next((a for a in args if not a.startswith("-")), None)
+        if args and args[0] not in ("--help", "-h") and (first is None
+                                                       or first not in self.commands):
+            args = [self.default_command, *args]
+        return super().parse_args(ctx, args)
+
+
+@main.group("state", cls=_StateGroup)
+def state_group() -> None:
+    """Show a work item's state (`the-loop state REF`), or move it to the deployed graph
+    (`the-loop state migrate REF --to-current`)."""
+
+
+@state_group.command("show", hidden=True)
 @click.argument("ref")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--events", "with_events", is_flag=True, help="Include the event log.")
@@ -313,12 +333,14 @@ def state_cmd(ref: str, as_json: bool, with_events: bool) -> None:
 
     from graph.refs import RefError, WorkItemRef
     from graph.state import StateError
+    from the_loop.plans import state_extras
 
     try:
         ref = WorkItemRef.parse(ref).format()
     except RefError as exc:
         raise click.BadParameter(str(exc), param_hint="REF") from None
-    store = open_operator().store
+    operator = open_operator()
+    store = operator.store
     try:
         state = store.load(ref)
         events = [e.to_dict() for e in store.events(ref)] if with_events else None
@@ -333,8 +355,9 @@ def state_cmd(ref: str, as_json: bool, with_events: bool) -> None:
             emit("state", False, "unknown", ref=ref)
             sys.exit(1)
         raise click.ClickException(f"{ref} is not a work item")
+    extras, lines = state_extras(state, operator.runtime())
     if as_json:
-        fields: dict[str, Any] = {"ref": ref, "state": state.to_dict()}
+        fields: dict[str, Any] = {"ref": ref, "state": state.to_dict(), **extras}
         if events is not None:
             fields["events"] = events
         emit("state", True, state.status, **fields)
@@ -342,6 +365,8 @@ def state_cmd(ref: str, as_json: bool, with_events: bool) -> None:
     click.echo(f"{ref}: {state.status} at {state.current_node}")
     if state.parked_reason:
         click.echo(f"  reason: {state.parked_reason}")
+    for line in lines:
+        click.echo(f"  {line}")
     for step in state.history:
         click.echo(f"  entered {step['node']} via {step['via']}"
                    + (" (forced)" if step.get("forced") else ""))
@@ -492,7 +517,7 @@ def upgrade_cmd(files: tuple[str, ...], dry_run: bool, kind: str | None) -> None
 
 
 # Commands that drive the graph live in their own module; importing registers them.
-from the_loop import deliveries, drivers, sessions  # noqa: E402,F401
+from the_loop import deliveries, drivers, plans, sessions  # noqa: E402,F401
 from the_loop.sandbox import cli as _sandbox_cli  # noqa: E402,F401
 
 if __name__ == "__main__":

@@ -275,6 +275,12 @@ def check_cmd(ref: str, repo: Path, graph_path: str | None, recompute: bool,
     elif state is None:
         raise click.ClickException(f"{ref} has no state in {local.repo}/.the-loop/state; "
                                    "run `the-loop run` first, or use --recompute")
+    elif runtime.drift(state):
+        changed = runtime.drift(state)
+        fields.update(node=state.current_node, drift=changed)
+        problems.append(f"the graph changed under {ref}: node(s) {', '.join(changed)} no "
+                        f"longer match the graph it was walked with; move it with "
+                        f"`the-loop state migrate {ref} --to-current`")
     else:
         node = runtime.graph.node(state.current_node)
         chain = runtime._run(node, "exit", state, item, offline, None, local.repo,

@@ -104,10 +104,12 @@ def _time(value: Any) -> float | None:
 #: written into the inbox by the-loop itself, never accepted from a webhook (GitHub's
 #: event names have no ``-`` or ``.``; the receiver refuses it all the same).
 TURN_EVENT: Final = "the-loop.turn"
+#: The worker's monitor sweep: a waiting gate's reminder is due (action ``stale``).
+MONITOR_EVENT: Final = "the-loop.monitor"
 #: Event names only the-loop itself may queue.
-INTERNAL_EVENTS: Final = frozenset({TURN_EVENT})
+INTERNAL_EVENTS: Final = frozenset({TURN_EVENT, MONITOR_EVENT})
 
-_ISSUE_EVENTS = frozenset({"issues", "issue_comment", TURN_EVENT})
+_ISSUE_EVENTS = frozenset({"issues", "issue_comment", TURN_EVENT, MONITOR_EVENT})
 _PULL_REQUEST_EVENTS = frozenset(
     {"pull_request", "pull_request_review", "pull_request_review_comment"}
 )

@@ -96,7 +96,8 @@ class TurnLine:
     def text(self) -> str:
         """``turn 1 of 5 at requirements: completed, $0.01`` (the detail of a turn that
         did not complete in brackets)."""
-        line = (f"turn {self.order.number} of {self.order.max_turns} at {self.order.node}: "
+        where = self.order.node + (f", task {self.order.task_id}" if self.order.task else "")
+        line = (f"turn {self.order.number} of {self.order.max_turns} at {where}: "
                 f"{self.ended.status}, ${self.ended.cost_usd:.2f}")
         return f"{line} ({self.ended.detail})" if self.ended.detail else line
 
@@ -294,7 +295,8 @@ class LocalDriver:
         if not paths:
             return None
         name, email = BOT_AUTHOR
-        message = (f"the-loop: {order.node}, turn {order.number}\n\n"
+        what = f"task {order.task_id}" if order.task else order.node
+        message = (f"the-loop: {what}, turn {order.number}\n\n"
                    f"Work item: {order.ref}")
         try:
             self._git("add", "-A", "--", *paths)

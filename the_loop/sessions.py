@@ -72,7 +72,7 @@ class Session:
         from graph.state import StateError
 
         try:
-            return self.operator.store.load(ref)
+            return self.operator.store.load(ref.partition("/task/")[0])  # a task's: its item's
         except StateError:
             return None
 
@@ -97,12 +97,14 @@ def _redis(action: str, as_json: bool) -> Iterator[None]:
 
 
 def _normal(ref: str) -> str:
-    """``ref`` as the records spell it (a ``github:`` ref normalised)."""
+    """``ref`` as the records spell it (a ``github:`` ref normalised; a task of a plan
+    is ``REF/task/ID``)."""
     from graph.refs import PREFIX, RefError, WorkItemRef
 
     if ref.startswith(PREFIX):
+        base, sep, task = ref.partition("/task/")
         try:
-            return WorkItemRef.parse(ref).format()
+            return WorkItemRef.parse(base).format() + (f"{sep}{task}" if sep else "")
         except RefError as exc:
             raise click.BadParameter(str(exc), param_hint="REF") from None
     return ref

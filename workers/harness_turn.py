@@ -76,6 +76,8 @@ def environment(setup: TurnSetup, order: TurnOrder, session_id: str, resume: str
     env["THE_LOOP_RESULT_FILE"] = str(result_path)
     env["THE_LOOP_SPEC_DIR"] = str(Path(order.artifacts[0]).parent) if order.artifacts \
         else ""
+    if order.task_id is not None:
+        env["THE_LOOP_TASK"] = order.task_id
     for name in setup.harness_settings.env:
         if environ.get(name):
             env[name] = environ[name]
@@ -127,7 +129,8 @@ def request(setup: TurnSetup, order: TurnOrder, context: TurnContext, *, cwd: Pa
         limits of ``harness:`` and ``runner.logBytes``.
     """
     logs = log_dir(setup, order.ref, create=create_dirs)
-    stem = f"{order.node}-{order.visit}-{order.number}-{attempt}"
+    task = f"-{order.task_id}" if order.task_id is not None else ""
+    stem = f"{order.node}{task}-{order.visit}-{order.number}-{attempt}"
     result_path = logs / f"{stem}.result.json"
     settings = setup.harness_settings
     text = prompts.render(order, context, branch, resumed=resume is not None,

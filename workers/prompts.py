@@ -96,7 +96,23 @@ def _sections(checks: Sequence[Mapping[str, Any]]) -> list[str]:
     return names
 
 
+def _task(order: TurnOrder) -> list[str]:
+    """The task of a plan the turn works on (the task list's own fields)."""
+    task = order.task
+    if not task:
+        return []
+    lines = [f"Your task is `{task['id']}` of the task list (wave {task.get('wave')}): "
+             f"{task.get('title')}", "It passes when:"]
+    lines += [f"- {a}" for a in task.get("acceptance") or ()]
+    if task.get("paths"):
+        lines.append("It is expected to touch: " + ", ".join(f"`{p}`" for p in task["paths"]))
+    lines.append("Other tasks run beside yours: change only what your task needs.")
+    return lines
+
+
 def _artifacts(order: TurnOrder) -> list[str]:
+    if order.task:
+        return _task(order)
     if not order.artifacts:
         return ["This node has no artifact of its own: change the code as the work needs."]
     sections = _sections(order.checks)

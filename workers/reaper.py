@@ -8,7 +8,10 @@ tokens carry the worker's name, and its heartbeat extends the locks it holds.
 from __future__ import annotations
 
 from the_loop.inbox import reaper
+from the_loop.inbox.enqueue import DeliveryQueue
 from workers.drain import DeliveryProcessor
+from workers.monitors import MonitorSweep
+from workers.state import RedisStateStore
 
 __all__ = ["Reaper"]
 
@@ -24,6 +27,20 @@ class Reaper(reaper.Reaper):
     def __init__(self, processor: DeliveryProcessor, worker_name: str) -> None:
         super().__init__(processor.deliveries, worker_name, heartbeat=processor.heartbeat)
         self.processor = processor
+        agent = processor.agent
+        self.monitors = MonitorSweep(agent.store, agent.graph, DeliveryQueue(
+            processor.redis, queue_name=processor.settings.queue,
+            prefix=processor.settings.prefix)) if isinstance(agent.store, RedisStateStore) \
+            else None
+
+    def reap(self) -> dict[str, int]:
+        """The protocol's round; the worker that wins it also sweeps the monitors of
+        waiting gates (at most every :data:`workers.monitors.SWEEP_INTERVAL` seconds)."""
+        counts = super().reap()
+        # A non-empty count means this worker won the round.
+        if counts and self.monitors is not None and self.monitors.due():
+            counts["reminders"] = len(self.monitors.sweep())
+        return counts
 
     def register(self) -> None:
         """Announce this worker; the processor's lock tokens name it from now on."""

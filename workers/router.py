@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from the_loop.events import INTERNAL_EVENTS, TURN_EVENT
+from the_loop.events import INTERNAL_EVENTS, MONITOR_EVENT, TURN_EVENT
 
 DRIVE = "drive"  # advance the work item (enrolling it if it carries the label)
 DRIVE_IF_ENROLLED = "drive-if-enrolled"  # advance only a work item that already has state
@@ -50,6 +50,7 @@ ROUTES: dict[tuple[str, str | None], str] = {
     ("workflow_run", "completed"): DRIVE_IF_ENROLLED,
     ("push", None): CONFIG,
     (TURN_EVENT, "completed"): TURN,
+    (MONITOR_EVENT, "stale"): DRIVE_IF_ENROLLED,  # a stale gate's reminder is due
     ("status", None): CI_ONLY,
     ("installation", None): INSTALLATION,
     ("installation_repositories", None): INSTALLATION,

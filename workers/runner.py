@@ -58,8 +58,9 @@ from workers.turns import (
     RUNNING,
     TurnContext,
     TurnRecords,
+    record_key,
 )
-from workers.workspace import Checkout, Workspaces
+from workers.workspace import Checkout, MergeConflict, Workspaces, branch_name
 
 if TYPE_CHECKING:
     from graph.ports import GitHub
@@ -182,8 +183,10 @@ class TurnRunner:
     def _turn(self, ref: str, order: TurnOrder, context: TurnContext, interrupted: bool,
               attempt: int, beat: _Heartbeat) -> tuple[TurnEnded, str | None]:
         workspaces = self.workspaces(context.installation_id)
+        own_branch = order.task is not None and not order.task.get("shared")
         checkout = workspaces.prepare(context.repository, context.number, context.title,
-                                      context.default_branch, branch=context.branch)
+                                      context.default_branch, branch=context.branch,
+                                      task=order.task_id if own_branch else None)
         resume = order.resume
         if interrupted and resume is None and self.harness.name == "claude-code":
             resume = order.session_id  # the first turn was pinned to the-loop's id
@@ -199,20 +202,36 @@ class TurnRunner:
                                     attempt, beat)
         if beat.lost:  # another attempt took the turn over: its work is the one pushed
             raise TurnAbandoned(order.id)
+        what = f"task {order.task_id}" if order.task_id else order.node
         head = workspaces.commit_and_push(
-            checkout, f"the-loop: {order.node}, turn {order.number} for "
+            checkout, f"the-loop: {what}, turn {order.number} for "
                       f"#{context.number}\n\nWork item: {order.ref}")
+        status = outcome.status if outcome.status != "resume-failed" else "failed"
+        merged: bool | None = True if order.task is not None else None
+        detail = outcome.detail
+        branch = checkout.branch
+        if own_branch:
+            # The task's branch joins the work item's once its turn completed.
+            branch = context.branch or branch_name(context.number, context.title)
+            merged = False
+            if status == "completed":
+                try:
+                    head = workspaces.merge_into(
+                        checkout, branch, f"the-loop: merge task {order.task_id} for "
+                                          f"#{context.number}\n\nWork item: {order.ref}")
+                    merged = True
+                except MergeConflict as conflict:
+                    detail = f"conflict in {', '.join(conflict.paths) or 'the merge'}"
         # Nothing written yet (a first turn that failed early): no branch to show, and
         # GitHub refuses a pull request without commits.
-        pushed = head != checkout.base_sha
-        pull = self._draft_pull(context, checkout.branch) if pushed else None
+        pushed = head != checkout.base_sha and merged is not False
+        pull = self._draft_pull(context, branch) if pushed else None
         return TurnEnded(
-            id=order.id, status=outcome.status if outcome.status != "resume-failed"
-            else "failed", session_id=session_id,
+            id=order.id, status=status, session_id=session_id,
             harness_session=outcome.harness_session, head_sha=head, pull=pull,
             cost_usd=outcome.cost_usd, input_tokens=outcome.input_tokens,
-            output_tokens=outcome.output_tokens, detail=outcome.detail), (
-                checkout.branch if pushed else context.branch)
+            output_tokens=outcome.output_tokens, detail=detail, merged=merged), (
+                branch if pushed else context.branch)
 
     def _harness(self, workspaces: Workspaces, order: TurnOrder, context: TurnContext,
                  checkout: Checkout,
@@ -223,9 +242,10 @@ class TurnRunner:
             session_id=session_id, resume=resume, attempt=attempt,
             override=lambda path: workspaces.read_default(checkout, path),
             on_start=beat.started)
-        self.records.update(order.ref, log=str(request.log_path), session_id=session_id)
+        self.records.update(record_key(order), log=str(request.log_path),
+                            session_id=session_id)
         outcome = harness_turn.run(self.harness, request)
-        self._keep_tail(order.ref, request.log_path)
+        self._keep_tail(record_key(order), request.log_path)
         return outcome
 
     @property

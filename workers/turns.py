@@ -100,6 +100,12 @@ class TurnContext:
                    int(inst) if inst is not None else None, data.get("branch"))
 
 
+def record_key(order: TurnOrder) -> str:
+    """The turn record (and turn lock) a turn is kept under: the work item's ref for the
+    node's own turns, ``<ref>/task/<id>`` for a task of a plan (its tasks run at once)."""
+    return order.ref if order.task_id is None else f"{order.ref}/task/{order.task_id}"
+
+
 def job_id(order_id: str) -> str:
     """The RQ job id of turn ``order_id`` (RQ ids are free text; a digest keeps them
     short and free of ``:``)."""
@@ -158,11 +164,12 @@ class TurnRecords:
 
     def _enqueue(self, order: TurnOrder, context: TurnContext, *, attempt: int,
                  status: str = QUEUED) -> None:
+        record = record_key(order)
         job = self.queue.create_job(
-            TURN_FUNC, args=(order.ref, order.id), job_id=f"{job_id(order.id)}-{attempt}",
+            TURN_FUNC, args=(record, order.id), job_id=f"{job_id(order.id)}-{attempt}",
             timeout=self.job_timeout, result_ttl=0, failure_ttl=SEVEN_DAYS,
-            description=f"the-loop turn {order.number} of {order.ref} at {order.node}")
-        key = self.keys.turn(order.ref)
+            description=f"the-loop turn {order.number} of {record} at {order.node}")
+        key = self.keys.turn(record)
         with self.redis.pipeline() as pipe:
             # RQ opens the MULTI itself: its job goes first, the records join it.
             self.queue.enqueue_job(job, pipeline=pipe)
@@ -175,7 +182,7 @@ class TurnRecords:
                 "attempt": attempt, "session_id": order.session_id,
                 "order": json.dumps(order.to_dict()),
                 "context": json.dumps(context.to_dict()), "queued_at": time.time()})
-            pipe.sadd(self.keys.turns, order.ref)
+            pipe.sadd(self.keys.turns, record)
             pipe.execute()
 
     def requeue(self, ref: str, *, reason: str) -> bool:
@@ -227,9 +234,9 @@ class TurnRecords:
         order = TurnOrder.from_dict(json.loads(record["order"]))
         attempt = int(record.get("attempt") or 1)
         job = self.queue.create_job(
-            TURN_FUNC, args=(order.ref, order.id), job_id=f"{job_id(order.id)}-{attempt}",
+            TURN_FUNC, args=(ref, order.id), job_id=f"{job_id(order.id)}-{attempt}",
             timeout=self.job_timeout, result_ttl=0, failure_ttl=SEVEN_DAYS,
-            description=f"the-loop turn {order.number} of {order.ref} at {order.node}")
+            description=f"the-loop turn {order.number} of {ref} at {order.node}")
         with self.redis.pipeline() as pipe:
             self.queue.enqueue_job(job, pipeline=pipe)
             pipe.execute()

@@ -65,6 +65,7 @@ __all__ = [
     "PROTECTED_PATHS",
     "STATE_DIR",
     "Checkout",
+    "MergeConflict",
     "WorkspaceError",
     "Workspaces",
     "branch_name",
@@ -114,6 +115,24 @@ class WorkspaceError(LoopError):
         self.repo = repo
         self.branch = branch
         self.step = step
+
+
+class MergeConflict(WorkspaceError):
+    """A task's branch does not merge cleanly into the work item's branch.
+
+    Attributes:
+        paths: the conflicting paths (repository-relative, sorted).
+    """
+
+    def __init__(self, message: str, *, repo: str, branch: str, paths: Sequence[str]) -> None:
+        super().__init__(message, repo=repo, branch=branch, step="merge")
+        self.paths = tuple(paths)
+
+
+#: Times a task's merge is tried again when the work item's branch moved meanwhile.
+MERGE_ATTEMPTS = 5
+#: The local branch a task's merge is prepared on (never pushed under this name).
+MERGE_BRANCH = "the-loop-merge"
 
 
 @dataclass(frozen=True)
@@ -232,7 +251,7 @@ class Workspaces:
     # -- the three operations ---------------------------------------------------------
 
     def prepare(self, repo: str, number: int, title: str, default_branch: str, *,
-                branch: str | None = None) -> Checkout:
+                branch: str | None = None, task: str | None = None) -> Checkout:
         """Clone (or fetch into) the work item's checkout and check its branch out.
 
         The branch (:func:`branch_name` of ``number`` and ``title``) comes from the
@@ -245,6 +264,10 @@ class Workspaces:
             repo: ``OWNER/NAME``; number: the issue number; title: the issue's title
                 (only for the branch name); default_branch: e.g. ``main``; branch: the
                 work item's branch when it has one already (kept when the title changes).
+            task: a task of the work item's plan: its own checkout
+                (``ROOT/<owner>__<name>__<N>--<task>``) on its own branch
+                ``<work item branch>--<task>``, created from the work item's branch on
+                the remote (or the default branch when that does not exist yet).
 
         Returns:
             the :class:`Checkout`.
@@ -259,6 +282,13 @@ class Workspaces:
         elif not branch.startswith(f"{BRANCH_PREFIX}{number}-") or ".." in branch:
             raise WorkspaceError(f"workspace {repo}: {branch!r} is not a branch of work "
                                  f"item #{number}", repo=repo, branch=branch, step="prepare")
+        parent: str | None = None
+        if task is not None:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}", task):
+                raise WorkspaceError(f"workspace {repo}: bad task id {task!r}", repo=repo,
+                                     branch=branch, step="prepare")
+            parent, branch = branch, f"{branch}--{task}"
+            path = path.with_name(f"{path.name}--{task}")
         if not default_branch or default_branch.startswith("-") or ".." in default_branch:
             raise WorkspaceError(f"workspace {repo}: bad default branch {default_branch!r}",
                                  repo=repo, branch=branch, step="prepare")
@@ -285,7 +315,8 @@ class Workspaces:
             remote = self._rev(path, f"refs/remotes/origin/{branch}")
             local = self._rev(path, f"refs/heads/{branch}")
             if local is None:
-                start = remote or base_sha
+                start = remote or (self._rev(path, f"refs/remotes/origin/{parent}")
+                                   if parent else None) or base_sha
                 self._git(repo, branch, "checkout", path, "checkout", "--quiet", "--force",
                           "-B", branch, start)
             else:
@@ -363,6 +394,70 @@ class Workspaces:
                       f"refs/remotes/origin/{branch}", head)
             return head
 
+    def merge_into(self, checkout: Checkout, target: str, message: str) -> str:
+        """Merge a task's pushed branch (``checkout.branch``) into the work item's branch
+        ``target`` on the remote: fetch, merge (``--no-ff``, as the bot) onto the remote
+        ``target`` (or the default branch when it does not exist yet), push. A push
+        refused because ``target`` moved on (another task merged meanwhile) is tried
+        again on the new tip, up to :data:`MERGE_ATTEMPTS` times.
+
+        Returns:
+            ``target``'s head after the merge (40 hex digits).
+
+        Raises:
+            MergeConflict: the branches conflict (the merge is aborted; nothing pushed).
+            WorkspaceError: a git step failed, or the push kept being refused.
+        """
+        path, repo = checkout.path, checkout.repo
+        url = self.git_url(repo)
+        name, email = self.author
+        who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+               "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+        with self._locked(path):
+            try:
+                for _ in range(MERGE_ATTEMPTS):
+                    self._write_config(path, url, target)
+                    self._run(repo, target, "fetch", ["fetch", "--quiet", "--prune", "origin",
+                                                      "+refs/heads/*:refs/remotes/origin/*"],
+                              cwd=path, network=True)
+                    start = (self._rev(path, f"refs/remotes/origin/{target}")
+                             or self._rev(path,
+                                          f"refs/remotes/origin/{checkout.default_branch}"))
+                    assert start is not None
+                    self._git(repo, target, "merge", path, "checkout", "--quiet", "--force",
+                              "-B", MERGE_BRANCH, start)
+                    merged = self._run(repo, target, "merge",
+                                       ["merge", "--no-ff", "--no-edit", "--no-verify",
+                                        "-m", message, f"refs/heads/{checkout.branch}"],
+                                       cwd=path, check=False, extra_env=who)
+                    if merged.returncode != 0:
+                        listed = self._run(repo, target, "merge",
+                                           ["diff", "--name-only", "--diff-filter=U"],
+                                           cwd=path, check=False)
+                        paths = sorted(p for p in listed.stdout.decode().splitlines() if p)
+                        self._run(repo, target, "merge", ["merge", "--abort"], cwd=path,
+                                  check=False)
+                        raise MergeConflict(
+                            f"workspace {repo}: {checkout.branch} conflicts with {target} in "
+                            f"{', '.join(paths) or 'the merge'}", repo=repo, branch=target,
+                            paths=paths)
+                    head = self._rev(path, "HEAD")
+                    assert head is not None
+                    pushed = self._run(repo, target, "push",
+                                       ["push", "--quiet", "--no-verify", "origin",
+                                        f"{head}:refs/heads/{target}"],
+                                       cwd=path, network=True, check=False)
+                    if pushed.returncode == 0:
+                        self._git(repo, target, "push", path, "update-ref",
+                                  f"refs/remotes/origin/{target}", head)
+                        return head
+                raise WorkspaceError(f"workspace {repo}: {target} kept moving; the merge of "
+                                     f"{checkout.branch} was refused {MERGE_ATTEMPTS} times",
+                                     repo=repo, branch=target, step="push")
+            finally:
+                self._run(repo, target, "merge", ["checkout", "--quiet", "--force",
+                                                  checkout.branch], cwd=path, check=False)
+
     def remove(self, repo: str, number: int) -> None:
         """Delete the work item's checkout (the work item is done); no-op when absent.
 
@@ -380,6 +475,11 @@ class Workspaces:
                                      f"({exc.strerror})", repo=repo, step="remove") from None
         with contextlib.suppress(FileNotFoundError):
             path.with_name(path.name + ".lock").unlink()
+        for extra in sorted(self.root.glob(f"{path.name}--*")):  # its tasks' checkouts
+            if extra.is_dir():
+                shutil.rmtree(extra, ignore_errors=True)
+            else:
+                extra.unlink(missing_ok=True)
 
     # -- internals ----------------------------------------------------------------------
 

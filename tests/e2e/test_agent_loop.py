@@ -84,11 +84,14 @@ class Loop:
                          for f in sorted(self.logs.iterdir()))
 
 
-def build_stack(redis_ns, tmp_path: Path, harness: dict, *, runner: dict | None = None):
+def build_stack(redis_ns, tmp_path: Path, harness: dict, *, runner: dict | None = None,
+                files: dict | None = None, env: dict | None = None,
+                runner_argv: tuple[str, ...] = ()):
     fake = HttpFakeGitHub()
     fake.add_git_repo(REPO, tmp_path / "git", {
         ".the-loop/collaborators.yaml": COLLABORATORS,
         "README.md": "# Hello World\n",
+        **(files or {}),
     }, default_branch="master")
     api_url, stop_fake = serve(fake)
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -118,13 +121,14 @@ def build_stack(redis_ns, tmp_path: Path, harness: dict, *, runner: dict | None 
         "THE_LOOP_GITHUB_READ_INTERVAL": "0",
         "THE_LOOP_WEB_WORKERS": "1",
         "ANTHROPIC_API_KEY": "sk-ant-test-key",
+        **(env or {}),
     }
     logs = tmp_path / "logs"
     logs.mkdir()
     web = start([str(BIN / "the-loop"), "serve", "--port", str(port), "--host", "127.0.0.1"],
                 env, logs / "web.out")
     worker = start([str(BIN / "the-loop"), "worker"], env, logs / "worker.out")
-    runner = start([str(BIN / "the-loop"), "runner"], env, logs / "runner.out")
+    runner = start([str(BIN / "the-loop"), "runner", *runner_argv], env, logs / "runner.out")
     url = f"http://127.0.0.1:{port}"
 
     def ready():

@@ -13,7 +13,7 @@ from graph.context import HookConfig
 from graph.markers import find_effect
 from graph.model import HookResult, InboundEvent, Message, WorkItem
 from graph.registry import HookRegistry
-from graph.runtime import ForceError, GraphMismatch, Runtime
+from graph.runtime import ForceError, Runtime
 from graph.state import MemoryStateStore
 from integrations.github_fake import FakeGitHub
 from the_loop.config.repository import Collaborators
@@ -408,8 +408,10 @@ def test_graph_change_continues_when_the_node_exists_and_refuses_when_not():
     state = rt.store.load(REF)
     state.graph_digest, state.current_node = "old", "removed-node"
     rt.store.save(state)
-    with pytest.raises(GraphMismatch, match="valid ids: .*the-loop graph force"):
-        rt.advance(item, config, None)
+    r = rt.advance(item, config, None)  # held, escalated, never evaluated
+    state = rt.store.load(REF)
+    assert r.status == "escalated" and state.drift["nodes"] == ["removed-node"]
+    assert "the-loop state migrate" in state.escalated["reason"]
 
 
 def test_an_artifact_that_passed_a_gate_must_keep_its_review_record(tmp_path):

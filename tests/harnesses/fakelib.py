@@ -25,7 +25,11 @@ environment a turn gets.
   ``spawn_child`` (a grandchild sleeping with stdout held), ``cost_usd``,
   ``hang_after_result``, ``no_result``, ``exit_code``, ``flood_lines`` (print that many
   lines first), ``new_session_on_resume`` (claude: a resumed run reports a new id),
-  ``result_subtype`` (claude), ``bad_result`` (agent: an invalid result file).
+  ``result_subtype`` (claude), ``bad_result`` (agent: an invalid result file),
+  ``fail_tasks`` (task ids whose turns fail: exit 1, no result), ``sleep_tasks`` (task id
+  -> seconds to sleep first).
+- A task of a plan (``THE_LOOP_TASK`` set) writes ``tasks/<id>.md`` instead of
+  ``IMPLEMENTED.md``.
 """
 
 from __future__ import annotations
@@ -119,6 +123,11 @@ def before_result(knob: dict[str, Any], emit: Any) -> None:
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     if knob.get("sleep"):
         time.sleep(float(knob["sleep"]))
+    task = os.environ.get("THE_LOOP_TASK")
+    if task and (knob.get("sleep_tasks") or {}).get(task):
+        time.sleep(float(knob["sleep_tasks"][task]))
+    if task and task in (knob.get("fail_tasks") or ()):
+        fail(f"fake harness: task {task} fails (knob fail_tasks)")
 
 
 def after_result(knob: dict[str, Any]) -> None:

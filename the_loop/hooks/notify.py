@@ -23,6 +23,8 @@ DEFAULT_EVENT = "phase-approval-pending"
 DEFAULT_TIMEOUT = 30.0
 TEXTS = {
     "phase-approval-pending": "the-loop: {ref} is waiting for your decision at phase {phase}.",
+    "phase-approval-stale": "the-loop: reminder: {ref} is still waiting for your decision "
+                            "at phase {phase}.",
     "phase-approved": "the-loop: {ref} passed phase {phase}.",
     "changes-requested": "the-loop: changes were requested on {ref} at phase {phase}.",
     "work-item-blocked": "the-loop: {ref} is blocked at phase {phase}.",
@@ -37,7 +39,7 @@ def roles_for(ctx: HookContext, event: str) -> tuple[str, ...]:
     events = notifications.get("events") if isinstance(notifications, Mapping) else None
     if isinstance(events, Mapping) and event in events:
         return tuple(str(r) for r in events[event] or ())
-    return (ctx.node.role,) if event == DEFAULT_EVENT else ()
+    return (ctx.node.role,) if event in (DEFAULT_EVENT, "phase-approval-stale") else ()
 
 
 @hook("notify", requires={"slack": {"post-message"}}, boundaries={"entry"}, params={"event"},

@@ -13,6 +13,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from graph import tasks as task_plan
 from graph.model import HookContext, HookResult, Message
 from graph.registry import hook
 
@@ -48,7 +49,7 @@ def _sections_for(name: str, sections: Any) -> Sequence[str]:
 
 
 @hook("validate-artifacts", boundaries={"exit"},
-      params={"sections", "locked", "artifacts", "reviewed"}, validating=True)
+      params={"sections", "locked", "artifacts", "reviewed", "tasks"}, validating=True)
 def validate_artifacts(ctx: HookContext) -> HookResult:
     """Check each artifact of the node (``produces``, or ``with.artifacts``) in the work
     item's spec directory at the revision ``ctx.config.files`` reads.
@@ -57,7 +58,10 @@ def validate_artifacts(ctx: HookContext) -> HookResult:
     artifact name -> list; ``locked`` — the front matter must say ``locked: true``;
     ``reviewed`` — artifacts that have passed a gate and so must carry their
     ``## Review comments`` record (checked where the record can be written: a local
-    checkout or a pull request; an issue's decisions live in state and on the issue).
+    checkout or a pull request; an issue's decisions live in state and on the issue);
+    ``tasks`` — the artifact (e.g. ``tasks.md``) whose machine-readable task list must be
+    a valid plan (:mod:`graph.tasks`: every finding of the list, each with code
+    ``plan-<kind>``: ``plan-cycle``, ``plan-missing-dependency``...).
 
     Returns ``pass`` when all hold, else one ``block`` listing every finding with its path.
     """
@@ -81,6 +85,10 @@ def validate_artifacts(ctx: HookContext) -> HookResult:
             if section.casefold() not in present:
                 findings.append(Message(
                     f"{path} has no '{section}' section", path=path, code="section-missing"))
+        if name == ctx.params.get("tasks"):
+            _, problems = task_plan.check(text)
+            findings += [Message(f"{path}: {p.message}", path=path, code=f"plan-{p.code}")
+                         for p in problems]
         if ctx.params.get("locked"):
             meta = front_matter(text) or {}
             if meta.get("locked") is not True:

@@ -33,6 +33,8 @@ ACTIONS = frozenset({
     "created", "submitted", "dismissed",
     # checks, workflow runs
     "completed", "requested", "rerequested", "requested_action", "in_progress",
+    # the-loop's own monitor deliveries
+    "stale",
     # installations
     "suspend", "unsuspend", "new_permissions_accepted", "added", "removed",
 })

@@ -66,13 +66,15 @@ def render(path: str, headings: list[str], filler: str = FILLER,
 
 
 def do_work(prompt: str, state: dict[str, Any] | None, cwd: Path, *, filler: str = FILLER,
-            texts: dict[str, str] | None = None) -> dict[str, Any]:
+            texts: dict[str, str] | None = None, task: str | None = None) -> dict[str, Any]:
     """The agent's work for one turn in checkout ``cwd``; returns the session's new state
     (a JSON-able dict: ``artifacts`` path -> headings, ``written`` path -> headings,
     ``turns``).
 
     ``state`` ``None``: a first turn (writes artifacts without their last section);
-    otherwise a resumed turn (adds the sections the feedback names).
+    otherwise a resumed turn (adds the sections the feedback names). A node without
+    artifacts gets ``IMPLEMENTED.md``, or ``tasks/<task>.md`` for task ``task`` of a plan
+    (``THE_LOOP_TASK``).
     """
     artifacts, feedback = parse_prompt(prompt)
     if state is None:
@@ -81,8 +83,9 @@ def do_work(prompt: str, state: dict[str, Any] | None, cwd: Path, *, filler: str
         for path, headings in artifacts.items():
             state["written"][path] = headings[:-1]
         if not artifacts:
-            state["written"]["IMPLEMENTED.md"] = ["## Changes"]
-            state["artifacts"]["IMPLEMENTED.md"] = ["## Changes"]
+            name = f"tasks/{task}.md" if task else "IMPLEMENTED.md"
+            state["written"][name] = ["## Changes"]
+            state["artifacts"][name] = ["## Changes"]
     else:
         for path, headings in artifacts.items():
             state["artifacts"].setdefault(path, headings)

@@ -1,0 +1,105 @@
+"""Monitors of waiting gates: is a work item that waits for people still fresh?
+
+A gate node may declare ``freshness`` (``72h``): how long it may wait before it should
+have moved. Each waiting work item at such a gate is an observation whose signal is the
+time it entered the gate, and gets one status (the rules of a monitor map's observation
+contract):
+
+- ``healthy``: the signal is at most ``freshness`` seconds old;
+- ``stale``: older;
+- ``skew``: the signal is dated more than :data:`SKEW_TOLERANCE` seconds after *now* (a
+  clock is wrong: reported, never treated as fresh);
+- ``unknown``: there is no signal.
+
+A stale gate is reminded once per freshness period (period *k* = whole periods waited),
+never more: :func:`due_reminder` says which period is due; the runtime sends it through
+the gate's ``notify`` hooks and records it (``WorkItemState.reminders``). Pure code: the
+caller passes *now*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from graph.model import Graph, Status
+from graph.state import WorkItemState
+
+HEALTHY, STALE, SKEW, UNKNOWN = "healthy", "stale", "skew", "unknown"
+#: Seconds a signal may lie in the future before it is ``skew``.
+SKEW_TOLERANCE = 5.0
+#: ``InboundEvent.kind`` of a reminder being due (the worker's monitor sweep sends it).
+REMINDER = "the-loop.monitor.stale"
+#: The ``notify`` event of a reminder.
+REMINDER_EVENT = "phase-approval-stale"
+
+
+def status_of(last_signal: float | None, now: float, freshness: float, *,
+              tolerance: float = SKEW_TOLERANCE) -> str:
+    """One observation's status (see the module docstring); seconds throughout."""
+    if last_signal is None:
+        return UNKNOWN
+    if last_signal - now > tolerance:
+        return SKEW
+    return HEALTHY if now - last_signal <= freshness else STALE
+
+
+@dataclass(frozen=True)
+class Monitor:
+    """A waiting work item's monitor.
+
+    Attributes:
+        ref, node: the work item and the gate it waits at.
+        status: ``healthy``, ``stale``, ``skew`` or ``unknown``.
+        freshness: the gate's ``freshness``, seconds.
+        last_signal: when the work item entered the gate (Unix seconds), or ``None``.
+        age: seconds since then (negative under skew), or ``None``.
+        period: whole freshness periods waited (0 while healthy).
+        reminded: periods already reminded in this visit.
+    """
+
+    ref: str
+    node: str
+    status: str
+    freshness: float
+    last_signal: float | None
+    age: float | None
+    period: int
+    reminded: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return asdict(self)
+
+
+def reminder_key(node: str, visit: int) -> str:
+    """``WorkItemState.reminders`` key of a gate visit."""
+    return f"{node}/{visit}"
+
+
+def monitor(state: WorkItemState, graph: Graph, now: float) -> Monitor | None:
+    """The monitor of ``state``: ``None`` unless it waits (or is escalated) at a gate of
+    ``graph`` that declares ``freshness``."""
+    node = graph.nodes.get(state.current_node)
+    if node is None or not node.is_gate or node.freshness is None:
+        return None
+    if state.status not in (Status.WAITING, Status.ESCALATED):
+        return None
+    entered = next((h.get("at") for h in reversed(state.history)
+                    if h.get("node") == state.current_node), None)
+    signal = float(entered) if isinstance(entered, int | float) else None
+    status = status_of(signal, now, node.freshness)
+    age = None if signal is None else now - signal
+    period = int(age // node.freshness) if status == STALE and age is not None else 0
+    return Monitor(state.ref, node.id, status, node.freshness, signal, age, period,
+                   int(state.reminders.get(reminder_key(node.id, state.visit), 0)))
+
+
+def due_reminder(state: WorkItemState, graph: Graph, now: float) -> int | None:
+    """The freshness period whose reminder is due now, or ``None`` (not stale, or this
+    period was reminded already). One reminder per period: periods skipped while nobody
+    looked are not sent afterwards, only the current one."""
+    seen = monitor(state, graph, now)
+    if seen is None or seen.status != STALE or seen.period <= seen.reminded:
+        return None
+    return seen.period
