@@ -40,6 +40,7 @@ exception class in the packages is in this tree, and drawn here::
     │   ├── NoProcessor (RuntimeError)             jobs.py: a job ran outside a worker
     │   ├── WorkspaceError                         workspace.py: a git step of a checkout
     │   │   └── MergeConflict                      a task's branch conflicts with its item's
+    │   ├── TurnAbandoned                          runner.py: another attempt took the turn
     │   └── WorkerLoopEnded (redis ConnectionError) worker.py
     └── the_loop
         ├── SettingsError (ValueError)             settings.py: a bad variable or key

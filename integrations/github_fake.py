@@ -756,6 +756,11 @@ class FakeGitHub(Transport):
                 r.files[(branch, clean)] = text
                 commit = hashlib.sha1(f"{branch}:{clean}:{self.next_id()}".encode(),
                                       usedforsecurity=False).hexdigest()
+                # The new commit can be read at its sha, as on GitHub: a snapshot of the
+                # branch's files.
+                for (ref, name), content in list(r.files.items()):
+                    if ref == branch:
+                        r.files[(commit, name)] = content
             self.record(f"{r.full_name}:put-file:{branch}:{clean}")
         return {"path": clean, "sha": blob_sha(text), "commit": commit}
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import ctypes
 import json
 import logging
 import os
@@ -68,6 +69,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("the_loop.runner")
 
+#: prctl(2) options (linux/prctl.h).
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 #: Seconds a turn without a slot waits before it is queued again.
 SLOT_WAIT = 5.0
 #: Seconds a turn whose work item's lock is held waits before it is queued again.
@@ -245,6 +248,7 @@ class TurnRunner:
         self.records.update(record_key(order), log=str(request.log_path),
                             session_id=session_id)
         outcome = harness_turn.run(self.harness, request)
+        stop_orphans()  # before git runs with a token in its environment
         self._keep_tail(record_key(order), request.log_path)
         return outcome
 
@@ -454,13 +458,69 @@ class TurnWorker(SimpleWorker):
             super().execute_job(job, queue)
 
 
+def harden_process() -> None:
+    """Keep the harness (same uid) out of this process: not dumpable, so its
+    ``/proc/PID/environ`` (the-loop's secrets) and memory are unreadable to it, and a
+    child subreaper, so a process the harness leaves behind (double fork, ``setsid``) is
+    reparented here and stopped after the turn (:func:`stop_orphans`), before git runs
+    with a token. Linux ``prctl(2)``; elsewhere nothing is done."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        log.warning("prctl is not available: the harness is not kept out of the runner")
+
+
+def stop_orphans() -> list[int]:
+    """SIGKILL every live descendant of this process (between turns a runner has none of
+    its own: what is there was left by a harness). Returns their pids."""
+    me = os.getpid()
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir() if Path("/proc/self").exists() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: list[int] = []
+    todo = list(children.get(me, []))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    for pid in found:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    pending = set(found)
+    for _ in range(20):  # reap them (they are our children now): no zombies left
+        for pid in list(pending):
+            with contextlib.suppress(ChildProcessError, OSError):
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    pending.discard(pid)
+                    continue
+            if not Path(f"/proc/{pid}").exists():
+                pending.discard(pid)
+        if not pending:
+            break
+        time.sleep(0.05)
+    if found:
+        log.warning("stopped %d process(es) a harness left behind", len(found))
+    return found
+
+
 def work(runner: TurnRunner, *, burst: bool = False, name: str | None = None,
          logging_level: str = "INFO") -> bool:
-    """Work the turns queue in this process with a :class:`TurnReaper` beside it.
+    """Work the turns queue in this process with a :class:`TurnReaper` beside it (the
+    process hardened first: :func:`harden_process`).
 
     Returns:
         whether any job was performed.
     """
+    harden_process()
     queue = runner.records.queue
     worker = TurnWorker([queue], connection=runner.records.redis, name=name, runner=runner)
     reaper = TurnReaper(runner.records, runner.host)

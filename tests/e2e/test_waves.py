@@ -23,6 +23,7 @@ from tests.e2e.test_agent_loop import (
     REPO,
     branch_of,
     build_stack,
+    item_home,
     turns,
     untrusted_enrol,
 )
@@ -68,7 +69,7 @@ def task_calls(loop, task: str) -> list[dict]:
 
 
 def knobs(loop, value: dict) -> None:
-    path = loop.home / ".fake-harness" / "knobs.json"
+    path = item_home(loop.home) / ".fake-harness" / "knobs.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(value))
 

@@ -42,7 +42,8 @@ def test_an_unchanged_node_goes_on_and_a_changed_one_is_held_until_migrated():
     changed = [e.data for e in rt.store.events(REF) if e.type == "graph.changed"]
     assert changed[-1]["migrated"] == "unchanged-node" and changed[-1]["node"] == "design"
 
-    moved = graph(other_text.replace("      - lint-artifacts\n", "", 1))  # design's exit
+    moved = graph(other_text.replace("      - {hook: lint-artifacts, with: {diagrams: true}}\n", "",
+                                     1))  # design's exit
     rt3 = Runtime(moved, rt.store)
     before = len([e for e in rt.store.events(REF) if e.type == "chain.completed"])
     r = rt3.advance(item, config, None)
