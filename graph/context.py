@@ -121,6 +121,9 @@ class HookConfig:
         work: where agent turns are ordered (:class:`graph.work.AgentWork`, the runner);
             ``None`` when no harness is configured: an agent node then waits for its
             artifacts to be pushed by someone, as a person would.
+        page_url: the work item's page on the-loop's dashboard (``THE_LOOP_PUBLIC_URL``
+            set), which the status comment and the ``the-loop`` check run link to;
+            ``None``: no link.
     """
 
     harness: Mapping[str, Any] = field(default_factory=dict)
@@ -137,6 +140,7 @@ class HookConfig:
     classifier: Callable[[str, Sequence[str]], str | None] | None = None
     human_only: Callable[[int | None], bool] = field(default=lambda tier: True)
     work: AgentWork | None = field(default=None, repr=False, compare=False)
+    page_url: str | None = None
 
     @property
     def github(self) -> GitHub | None:

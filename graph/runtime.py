@@ -736,7 +736,8 @@ class Runtime:
         working = state.parked_reason if state.status == Status.WORKING else None
         body = render_status(work_item, node.id, node.phase, state.status, messages,
                              hook=hook, escalation=escalation,
-                             mentions=mentions if escalation else (), working=working)
+                             mentions=mentions if escalation else (), working=working,
+                             page_url=config.page_url)
         body_digest = digest(body)
         if body_digest == state.status_digest:
             return

@@ -31,6 +31,7 @@ def render_status(
     escalation: str | None = None,
     mentions: Sequence[str] = (),
     working: str | None = None,
+    page_url: str | None = None,
 ) -> str:
     """The status comment body: phase, status, and what the work must do next.
 
@@ -44,8 +45,12 @@ def render_status(
         mentions: GitHub logins to @mention (from the repository's collaborators file).
         working: while an agent turn is out, its one line
             (:func:`graph.work.working_line`: ``agent working: turn 2 of 5, 3 min, $0.41``).
+        page_url: the work item's dashboard page (``HookConfig.page_url``), linked under
+            the first line; ``None``: no link.
     """
     lines = [f"**the-loop** · phase `{phase}` (node `{node}`) · **{Status(status).value}**", ""]
+    if page_url:
+        lines += [f"[Graph, timeline, decisions and sessions]({page_url})", ""]
     if working:
         lines += [f"{working[:1].upper()}{working[1:]}.", ""]
     if escalation:
