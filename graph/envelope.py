@@ -126,9 +126,9 @@ def _scalar(value: Any) -> bool:
 def metadata(data: Mapping[str, Any]) -> dict[str, Any]:
     """``data`` reduced to metadata (the privacy normalization).
 
-    Scalars (numbers, booleans, ``None``, short strings) under ordinary names are kept;
-    values under a :data:`SENSITIVE` name, longer strings, and anything else are
-    replaced by ``<name>_sha256`` (``None`` stays ``None``). Lists of scalars are kept;
+    Scalars (numbers, booleans, ``None``, short strings) are kept, but a string or an
+    object under a :data:`SENSITIVE` name, a longer string, and anything else are
+    replaced by ``<name>_sha256``. Lists of scalars are kept;
     lists of objects are normalized item by item; keys ending in ``_sha256`` and ``at``
     times (Unix seconds -> RFC 3339) pass. Keys come out sorted.
 
@@ -143,8 +143,8 @@ def metadata(data: Mapping[str, Any]) -> dict[str, Any]:
         value = data[key]
         if key.endswith("_sha256"):
             out[key] = value if value is None or isinstance(value, str) else digest(value)
-        elif key in SENSITIVE:
-            out[f"{key}_sha256"] = None if value is None else digest(value)
+        elif key in SENSITIVE and not (value is None or isinstance(value, bool | int | float)):
+            out[f"{key}_sha256"] = digest(value)
         elif key == "at" and isinstance(value, int | float) and not isinstance(value, bool):
             out[key] = timestamp(value)
         elif _scalar(value):

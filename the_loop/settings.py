@@ -923,13 +923,13 @@ class _Reader:
         client_id = self.get(ENV_CLIENT_ID)
         client_secret = self.get(ENV_CLIENT_SECRET)
         members = self.names(ENV_UI_MEMBERS)
-        for entry in members:
+        for index, entry in enumerate(members, start=1):
             org, _, team = entry.partition("/")
             if not _GITHUB_NAME.fullmatch(org) or (team and not _GITHUB_NAME.fullmatch(team)):
                 raise SettingsError(
                     f"{ENV_UI_MEMBERS} lists ORG or ORG/TEAM (a team's slug), comma-"
-                    f"separated, e.g. {ENV_UI_MEMBERS}=octo-org,octo-org/reviewers; "
-                    f"{entry[:40]!r} is neither")
+                    f"separated, e.g. {ENV_UI_MEMBERS}=octo-org,octo-org/reviewers; entry "
+                    f"{index} is neither")
         if client_secret and not client_id:
             raise SettingsError(f"{ENV_CLIENT_SECRET} is set but {ENV_CLIENT_ID} is not: set "
                                 "it to the App's client id (App settings > General)")

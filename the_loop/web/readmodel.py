@@ -335,7 +335,8 @@ class ReadModel:
         nodes, runner, turns: [{node, number, status, ordered_at, ended_at, seconds,
         cost_usd, head_sha}], turn_count, cost_usd, seconds}``. Turns come from the event
         log (``turn.ordered``, ``turn.completed``); the outstanding one's status from the
-        runner's record (``queued``, ``running``...)."""
+        runner's record (``queued``, ``running``...); one ordered but never reported
+        whose node was left is ``abandoned``."""
         sessions: dict[str, dict[str, Any]] = {}
 
         def session(sid: str) -> dict[str, Any]:
@@ -369,10 +370,13 @@ class ReadModel:
                          "seconds": data.get("seconds"), "cost_usd": data.get("cost_usd"),
                          "head_sha": data.get("head_sha")})
         live = state.turn
-        if live:
+        live_key = (str(live.get("node")), int(live.get("number") or 0)) if live else None
+        for key, turn in open_turns.items():
+            if turn is not None and key != live_key:
+                turn["status"] = "abandoned"  # its node was left before it reported
+        if live and live_key in open_turns:
             record = self.turns.get(state.ref) or {}
-            key = (str(live.get("node")), int(live.get("number") or 0))
-            outstanding = open_turns.get(key)
+            outstanding = open_turns[live_key]
             if outstanding is not None and record.get("id") == live.get("id"):
                 outstanding["status"] = record.get("status") or "ordered"
         out = []

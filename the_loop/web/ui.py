@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ log = logging.getLogger("the_loop.web")
 ui = Blueprint("ui", __name__, url_prefix=links.UI_PREFIX, template_folder="templates",
                static_folder="static", static_url_path="/static")
 
+_SHA = re.compile(r"[0-9a-f]{40}")
 #: Seconds between a page's looks for a change.
 REFRESH_SECONDS = 5
 #: Work items the board shows at most.
@@ -150,6 +152,8 @@ def attributes(data: dict[str, Any]) -> list[tuple[str, str, str | None]]:
         if key.endswith("_sha256"):
             out.append((key.removesuffix("_sha256"), f"{str(value)[:8]}…",
                         f"SHA-256 digest {value}"))
+        elif isinstance(value, str) and _SHA.fullmatch(value):
+            out.append((key, value[:12], f"commit {value}"))
         elif isinstance(value, list):
             out.append((key, ", ".join(" ".join(str(v) for v in x.values())
                                        if isinstance(x, dict) else str(x) for x in value), None))
