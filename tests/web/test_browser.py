@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sys
 import time
 import uuid
@@ -134,8 +133,13 @@ def shoot(driver: webdriver.Chrome, name: str, *, docs: bool = False) -> Path:
     driver.set_window_size(original["width"], original["height"])
     assert path.stat().st_size > 5000 and width > 0
     if docs and os.environ.get("THE_LOOP_UPDATE_DOCS_SCREENSHOTS"):
+        # The README's copy: the top of the page at a laptop's size (no long timeline).
         DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, DOCS_IMAGES / f"dashboard-{name}.png")
+        driver.set_window_size(DESKTOP[0], min(height + 140, 1500))
+        driver.execute_script("window.scrollTo(0, 0)")
+        time.sleep(0.2)
+        driver.save_screenshot(str(DOCS_IMAGES / f"dashboard-{name}.png"))
+        driver.set_window_size(original["width"], original["height"])
     return path
 
 

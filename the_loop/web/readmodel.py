@@ -24,6 +24,7 @@ from typing import Any
 import redis
 
 from graph.envelope import LIMITS, build, metadata, timestamp
+from graph.errors import LoopError
 from graph.model import Graph, Status
 from graph.refs import WorkItemRef
 from graph.state import LogEvent, StateError, WorkItemState
@@ -50,7 +51,7 @@ RETRY_COMMAND = "the-loop deliveries retry {id}"
 DISCARD_COMMAND = "the-loop deliveries discard {id}"
 
 
-class QueryError(ValueError):
+class QueryError(LoopError, ValueError):
     """A query parameter is invalid; the message names it and what is accepted (never
     the value sent)."""
 
