@@ -185,3 +185,16 @@ def test_no_page_holds_comment_text_an_operator_reason_or_a_credential(site):
         for needle in (COMMENT_TEXT, "budget is 41923", FORCE_REASON, "incident 77311", TOKEN,
                        OTHER_TOKEN, site.env["THE_LOOP_WEBHOOK_SECRET"]):
             assert needle not in html, (path, needle)
+
+
+def test_a_long_timeline_shows_the_newest_events_and_points_to_the_rest(site, monkeypatch):
+    import the_loop.web.ui as ui
+
+    monkeypatch.setattr(ui, "TIMELINE_LIMIT", 5)
+    sign_in(site)
+    html = page(site, work_item_path(AT_GATE))
+    events = len(site.seeded.store.events(AT_GATE))
+    assert re.findall(r'<li class="event" data-seq="(\d+)"', html) == [
+        str(n) for n in range(events, events - 5, -1)]
+    assert f"{events - 5} earlier events:" in html
+    assert 'href="/api/v1/work-items/github:acme/widgets%231/events"' in html

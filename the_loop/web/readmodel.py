@@ -211,10 +211,12 @@ class ReadModel:
                 "graph": links.api_path(text, "graph"), "events": links.api_path(text, "events"),
                 "github": links.github_item(self.web_url, ref.repository, ref.number)}
 
-    def matching(self, query: Query) -> list[WorkItemState]:
-        """The states ``query``'s filters select, newest first (created, then ref)."""
+    def matching(self, query: Query,
+                 states: Sequence[WorkItemState] | None = None) -> list[WorkItemState]:
+        """The states ``query``'s filters select (of ``states``, default every work
+        item's), newest first (created, then ref)."""
         chosen = []
-        for state in self.states():
+        for state in self.states() if states is None else states:
             ref = WorkItemRef.parse(state.ref)
             if query.repository and ref.repository.casefold() != query.repository.casefold():
                 continue

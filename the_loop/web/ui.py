@@ -57,6 +57,8 @@ ui = Blueprint("ui", __name__, url_prefix=links.UI_PREFIX, template_folder="temp
 _SHA = re.compile(r"[0-9a-f]{40}")
 #: Seconds between a page's looks for a change.
 REFRESH_SECONDS = 5
+#: Events a work item's timeline shows at most (the newest; the API pages the rest).
+TIMELINE_LIMIT = 300
 #: Work items the board shows at most.
 BOARD_LIMIT = 500
 #: The vendored files ``/ui/vendor/NAME`` serves: name -> path under the Mermaid
@@ -176,7 +178,8 @@ def board() -> Response:
     except QueryError as exc:
         return page("message.html", "Board", status=400, message=str(exc))
     everything = model.states()
-    chosen = model.matching(Query(repository=query.repository, status=query.status))
+    chosen = model.matching(Query(repository=query.repository, status=query.status),
+                            everything)
     columns: dict[str, list[dict[str, Any]]] = {p: [] for p in model.phases()}
     for state in chosen[:BOARD_LIMIT]:
         item = model.summary(state)
@@ -203,12 +206,14 @@ def work_item(ref: str) -> Response:
                       visited=tuple(str(h.get("node")) for h in state.history),
                       forced=tuple(str(m.get("to")) for m in state.forced),
                       status=str(state.status))
+    log = model.events_of(state.ref)
     events = [{"seq": e.seq, "type": e.type, "at": timestamp(e.at), "caused_by": e.caused_by,
                "attrs": attributes(metadata(e.data))}
-              for e in reversed(model.events_of(state.ref))]
+              for e in reversed(log[-TIMELINE_LIMIT:])]
     path = " → ".join(str(h.get("node")) for h in state.history)
     return page("work_item.html", f"{parsed}", item=detail, mermaid_text=to_mermaid(
-        graph, overlay), path=path, events=events, mermaid=True, active="board")
+        graph, overlay), path=path, events=events, earlier=max(0, len(log) - TIMELINE_LIMIT),
+        mermaid=True, active="board")
 
 
 @ui.get("/deliveries/failed")
