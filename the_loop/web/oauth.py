@@ -19,11 +19,13 @@ logged or put in the session.
 from __future__ import annotations
 
 import urllib.parse
-
-import requests
+from typing import TYPE_CHECKING
 
 from graph.errors import LoopError
 from the_loop.settings import DashboardSettings
+
+if TYPE_CHECKING:
+    import requests
 
 TIMEOUT = 10.0
 _ACCEPT = "application/vnd.github+json"
@@ -45,8 +47,11 @@ class GitHubOAuth:
 
     def __init__(self, settings: DashboardSettings,
                  session: requests.Session | None = None) -> None:
+        import requests  # only where "Sign in with GitHub" is configured: not on the hot path
+
         self.settings = settings
         self.http = session or requests.Session()
+        self._errors = requests.RequestException
 
     @property
     def redirect_uri(self) -> str:
@@ -74,7 +79,7 @@ class GitHubOAuth:
                       "client_secret": self.settings.github_client_secret,
                       "code": code, "redirect_uri": self.redirect_uri},
                 headers={"Accept": "application/json"}, timeout=TIMEOUT)
-        except requests.RequestException as exc:
+        except self._errors as exc:
             raise OAuthError(f"GitHub could not be reached ({type(exc).__name__})") from None
         try:
             data = answer.json()
@@ -94,7 +99,7 @@ class GitHubOAuth:
             return self.http.get(f"{self.settings.github_api_url}{path}", timeout=TIMEOUT,
                                  headers={"Authorization": f"token {token}",
                                           "Accept": _ACCEPT})
-        except requests.RequestException as exc:
+        except self._errors as exc:
             raise OAuthError(f"GitHub could not be reached ({type(exc).__name__})") from None
 
     def login(self, token: str) -> str:
