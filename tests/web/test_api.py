@@ -332,3 +332,19 @@ def test_no_answer_holds_comment_text_an_operator_reason_a_token_or_a_secret(sit
         decoded = urllib.parse.unquote(text)
         for needle in secrets_and_text(site):
             assert needle not in text and needle not in decoded, (route, needle)
+
+
+def test_the_cli_exports_the_same_envelope_bytes_as_the_api(site, redis_ns, monkeypatch):
+    from click.testing import CliRunner
+
+    from the_loop.cli import main
+
+    for name in ("REDIS_URL", "THE_LOOP_REDIS_PREFIX", "THE_LOOP_QUEUE"):
+        monkeypatch.setenv(name, site.env[name])
+    monkeypatch.setenv("THE_LOOP_GITHUB_TRANSPORT", "none")
+    out = CliRunner().invoke(main, ["graph", "export", "--format", "envelope", "--work-item",
+                                    AT_GATE])
+    assert out.exit_code == 0, out.output
+    assert out.output.encode() == site.get(api_path(AT_GATE, "graph")).data
+    refused = CliRunner().invoke(main, ["graph", "export", "--format", "envelope"])
+    assert refused.exit_code == 2 and "--format envelope needs --work-item REF" in refused.output
