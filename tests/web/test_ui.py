@@ -65,6 +65,9 @@ def test_a_wrong_token_a_foreign_next_and_a_cross_site_post_are_refused(site):
     forged = site.client.post("/ui/login", base_url=BASE, data={"token": TOKEN},
                               headers={"Origin": "https://evil.example"})
     assert forged.status_code == 403 and "Set-Cookie" not in forged.headers
+    behind_tls_proxy = site.client.post("/ui/login", base_url="http://loop.test",
+                                        data={"token": TOKEN}, headers={"Origin": BASE})
+    assert behind_tls_proxy.status_code == 303
     for target in ("https://evil.example/", "//evil.example/ui/", "/elsewhere"):
         assert sign_in(site, next_path=target).headers["Location"] == "/ui/"
 

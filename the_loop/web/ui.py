@@ -251,7 +251,10 @@ def _same_origin() -> bool:
     sign-out another site made the browser send is refused."""
     origin = request.headers.get("Origin")
     if origin:
-        return origin.rstrip("/") == request.host_url.rstrip("/")
+        # The host, not the scheme: behind a proxy that ends TLS the request is http.
+        public = web().settings.dashboard.public_url
+        return (urllib.parse.urlsplit(origin).netloc == request.host
+                or (public is not None and origin.rstrip("/") == public))
     return request.headers.get("Sec-Fetch-Site", "same-origin") in ("same-origin", "none")
 
 
