@@ -23,6 +23,17 @@ ARG NODE_IMAGE=node:22-bookworm-slim
 ARG CLAUDE_CODE_VERSION=2.1.332
 ARG CODEX_VERSION=0.171.0
 
+# The dashboard draws graphs with Mermaid's browser build, from the npm package pinned in
+# tools/mermaid (the same pin as `make venv`), installed without scripts; only that one
+# file goes on, into the virtual environment, where the receiver serves it from
+# (<venv>/mermaid, as `make venv` lays it out). Nothing is fetched at run time.
+FROM ${NODE_IMAGE} AS dashboard
+ENV NPM_CONFIG_UPDATE_NOTIFIER=false
+WORKDIR /mermaid
+COPY tools/mermaid/package.json tools/mermaid/package-lock.json tools/mermaid/.npmrc ./
+RUN npm ci --no-audit --no-fund --ignore-scripts --loglevel=error \
+ && test -s node_modules/mermaid/dist/mermaid.min.js
+
 FROM ${PYTHON_IMAGE} AS builder
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -34,6 +45,8 @@ COPY . .
 # either; the final stage gets only the finished virtual environment.
 RUN /opt/the-loop/bin/pip install --no-cache-dir . \
  && /opt/the-loop/bin/the-loop --version
+COPY --from=dashboard /mermaid/node_modules/mermaid/dist/mermaid.min.js \
+     /opt/the-loop/mermaid/node_modules/mermaid/dist/mermaid.min.js
 
 # The harness CLIs from npm, into their own prefix (/opt/harness), with no install scripts
 # run (--ignore-scripts). Each package ships its native binary as an optional dependency

@@ -5,10 +5,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 MERMAID := $(VENV)/mermaid
 OPENAPI := $(VENV)/github-openapi
+AXE     := $(VENV)/axe
 
 .PHONY: run test lint venv clean bench
 
-venv: $(STAMP) $(MERMAID)/.installed $(OPENAPI)/.installed
+venv: $(STAMP) $(MERMAID)/.installed $(OPENAPI)/.installed $(AXE)/.installed
 
 # Reinstall whenever pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -32,6 +33,14 @@ $(OPENAPI)/.installed: tools/github-openapi/package.json tools/github-openapi/pa
 	mkdir -p $(OPENAPI)
 	cp tools/github-openapi/package.json tools/github-openapi/package-lock.json tools/github-openapi/.npmrc $(OPENAPI)/
 	cd $(OPENAPI) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+
+# axe-core for the dashboard's accessibility check in Chromium (tests/web/test_browser.py);
+# the dashboard itself draws its graphs with the Mermaid installed above (mermaid.min.js).
+$(AXE)/.installed: tools/axe/package.json tools/axe/package-lock.json
+	@command -v npm >/dev/null || { echo "npm not found: install Node.js >= 20 with npm (Debian: apt-get install nodejs npm)"; exit 1; }
+	mkdir -p $(AXE)
+	cp tools/axe/package.json tools/axe/package-lock.json tools/axe/.npmrc $(AXE)/
+	cd $(AXE) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $@
 
 run: venv
@@ -48,4 +57,4 @@ bench: venv
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache test-output

@@ -167,6 +167,9 @@ class HookConfig:
             then waits without requesting review.
         mcp: the harness's MCP tool calls (``mcp-call``), or ``None`` when none is
             configured.
+        page_url: the work item's page on the-loop's dashboard (``THE_LOOP_PUBLIC_URL``
+            set), which the status comment and the ``the-loop`` check run link to;
+            ``None``: no link.
     """
 
     harness: Mapping[str, Any] = field(default_factory=dict)
@@ -186,6 +189,7 @@ class HookConfig:
     work: AgentWork | None = field(default=None, repr=False, compare=False)
     draft: bool = False
     mcp: McpTools | None = field(default=None, repr=False, compare=False)
+    page_url: str | None = None
 
     @property
     def github(self) -> GitHub | None:

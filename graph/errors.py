@@ -16,7 +16,9 @@ exception class in the packages is in this tree, and drawn here::
     │   ├── StateError (ValueError)                state.py: a stored state is unreadable
     │   ├── GraphMismatch (RuntimeError)           runtime.py
     │   ├── ForceError (ValueError)                runtime.py: `graph force`/`state migrate` refused
-    │   └── TaskPlanError (ValueError)             tasks.py: a task list is not a valid plan
+    │   ├── TaskPlanError (ValueError)             tasks.py: a task list is not a valid plan
+    │   └── EnvelopeError (ValueError)             envelope.py: an envelope that does not hold
+    │       └── EnvelopeLimitError                 past the the-loop.graph/v1 limits
     ├── IntegrationError                           ports.py: an external system refused/failed
     │   ├── NotFound                               404, or not visible
     │   ├── RateLimited (retry_after, reset_at)    429 / 403 rate limit; retriable
@@ -53,6 +55,8 @@ exception class in the packages is in this tree, and drawn here::
         ├── ParserError (RuntimeError)             hooks/lint_artifacts.py: Mermaid parser failed
         ├── ManifestError (ValueError)             manifest.py
         ├── AppCreateError                         app_create.py: the manifest flow failed
+        ├── QueryError (ValueError)                web/readmodel.py: a bad query parameter
+        ├── OAuthError (RuntimeError)              web/oauth.py: Sign in with GitHub failed
         └── RedeliverError (RuntimeError)          redeliver.py
 
 ``graph/`` is the innermost package, so the root lives here and every other package may

@@ -394,14 +394,16 @@ class GitHubChecks(Protocol):
     @write
     def create_check_run(self, *, repo: str, head_sha: str, name: str, status: str,
                          conclusion: str | None = None, title: str | None = None,
-                         summary: str | None = None) -> Created:
-        """``{"id": int}``."""
+                         summary: str | None = None,
+                         details_url: str | None = None) -> Created:
+        """``{"id": int}``; ``details_url`` is the run's "Details" link."""
         ...
 
     @write
     def update_check_run(self, *, repo: str, check_run_id: int, status: str | None = None,
                          conclusion: str | None = None, title: str | None = None,
-                         summary: str | None = None) -> Created:
+                         summary: str | None = None,
+                         details_url: str | None = None) -> Created:
         """``{"id": int}``."""
         ...
 

@@ -977,7 +977,7 @@ class Runtime:
         body = render_status(work_item, node.id, node.phase, state.status, messages,
                              hook=hook, escalation=escalation,
                              mentions=mentions if escalation else (), working=working,
-                             notes=notes, reserved=reserved)
+                             notes=notes, reserved=reserved, page_url=config.page_url)
         body_digest = digest(body)
         if body_digest == state.status_digest:
             return

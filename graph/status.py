@@ -33,6 +33,7 @@ def render_status(
     working: str | None = None,
     notes: Sequence[str] = (),
     reserved: str | None = None,
+    page_url: str | None = None,
 ) -> str:
     """The status comment body: phase, status, and what the work must do next.
 
@@ -50,8 +51,12 @@ def render_status(
             a gate re-opened, a deciding comment deleted), in order.
         reserved: at a gate reserved for a person by the work item's risk tier, why
             (``HookConfig.human_reason``), in the-loop's words.
+        page_url: the work item's dashboard page (``HookConfig.page_url``), linked under
+            the first line; ``None``: no link.
     """
     lines = [f"**the-loop** · phase `{phase}` (node `{node}`) · **{Status(status).value}**", ""]
+    if page_url:
+        lines += [f"[Graph, timeline, decisions and sessions]({page_url})", ""]
     if working:
         lines += [f"{working[:1].upper()}{working[1:]}.", ""]
     for note in notes:

@@ -890,9 +890,11 @@ class FakeGitHub(Transport):
 
     def create_check_run(self, repo: str, head_sha: str, name: str, status: str,
                          conclusion: str | None = None, title: str | None = None,
-                         summary: str | None = None) -> Created:
+                         summary: str | None = None,
+                         details_url: str | None = None) -> Created:
         run: dict[str, Any] = {"id": 0, "name": name, "head_sha": head_sha, "status": "queued",
-                               "conclusion": None, "output": {"title": None, "summary": None}}
+                               "conclusion": None, "output": {"title": None, "summary": None},
+                               "details_url": details_url}
         self._check_fields("create-check-run", run, status, conclusion, title, summary)
         with self.lock:
             r = self.repo(repo)
@@ -903,7 +905,8 @@ class FakeGitHub(Transport):
 
     def update_check_run(self, repo: str, check_run_id: int, status: str | None = None,
                          conclusion: str | None = None, title: str | None = None,
-                         summary: str | None = None) -> Created:
+                         summary: str | None = None,
+                         details_url: str | None = None) -> Created:
         with self.lock:
             r = self.repo(repo)
             run = r.check_runs.get(check_run_id)
@@ -911,6 +914,8 @@ class FakeGitHub(Transport):
                 raise _not_found("update-check-run", "check run")
             updated = {**run, "output": dict(run["output"])}
             self._check_fields("update-check-run", updated, status, conclusion, title, summary)
+            if details_url is not None:
+                updated["details_url"] = details_url
             run.update(updated)
             self.record(f"{r.full_name}:update-check-run:{check_run_id}")
         return {"id": check_run_id}

@@ -22,6 +22,15 @@ installation tokens may create or update check runs (others get 403 "You must
 authenticate via a GitHub App."). Repositories must be created with ``add_repo`` (or by
 seeding them) before they are served; any other is 404.
 
+OAuth ("Sign in with GitHub", the web application flow of "Generating a user access
+token for a GitHub App"): register a client with :meth:`HttpFakeGitHub.add_oauth_app` and
+say who is signed in at the fake with :meth:`HttpFakeGitHub.sign_in_as`; then
+``GET /login/oauth/authorize`` approves at once (no page: it redirects to
+``redirect_uri`` with ``code`` and ``state``, or ``error=access_denied`` when nobody is
+signed in), ``POST /login/oauth/access_token`` exchanges the code once for a ``ghu_...``
+user token, which ``GET /user`` and the membership endpoints accept
+(:meth:`HttpFakeGitHub.add_member` seeds organizations and teams).
+
 Git: a repository backed by a bare git repository (``add_git_repo`` / ``add_repo(...,
 git_dir=)``) is also served over git's smart HTTP protocol at ``/{owner}/{name}.git/...``
 through ``git http-backend`` (clone, fetch, push), with HTTP Basic auth whose password
@@ -86,6 +95,11 @@ ENDPOINTS = (
     "POST   /repos/{owner}/{repo}/check-runs",
     "PATCH  /repos/{owner}/{repo}/check-runs/{check_run_id}",
     "GET    /repos/{owner}/{repo}/commits/{ref}/check-runs",
+    "GET    /user",
+    "GET    /user/memberships/orgs/{org}",
+    "GET    /orgs/{org}/teams/{team_slug}/memberships/{username}",
+    "GET    /login/oauth/authorize (web host only)",
+    "POST   /login/oauth/access_token (web host only)",
     "GET    /{owner}/{repo}.git/info/refs?service=git-upload-pack|git-receive-pack",
     "POST   /{owner}/{repo}.git/git-upload-pack",
     "POST   /{owner}/{repo}.git/git-receive-pack",
@@ -181,6 +195,11 @@ class HttpFakeGitHub(FakeGitHub):
         #: One-time codes of the manifest flow -> ``{"manifest", "owner"}``.
         self.manifests: dict[str, dict[str, Any]] = {}
         self._suspended: set[int] = set()
+        self._oauth_apps: dict[str, str] = {}  # client id -> client secret
+        self._signed_in: str | None = None  # who approves at the authorize page
+        self._codes: dict[str, tuple[str, str, str]] = {}  # code -> (client, redirect, login)
+        self._user_tokens: dict[str, str] = {}  # user access token -> login
+        self._members: dict[tuple[str, str | None], dict[str, str]] = {}  # -> login: state
         self.app = _create_app(self)
 
     # -- installations ----------------------------------------------------------------
@@ -205,6 +224,33 @@ class HttpFakeGitHub(FakeGitHub):
             for token in dead:
                 del self._issued[token]
             return len(dead)
+
+    # -- OAuth and memberships ----------------------------------------------------------
+
+    def add_oauth_app(self, client_id: str, client_secret: str) -> None:
+        """Register an OAuth client (a GitHub App's client id and secret)."""
+        with self.lock:
+            self._oauth_apps[client_id] = client_secret
+
+    def sign_in_as(self, login: str | None) -> None:
+        """Who is signed in at the fake's web front: the authorize page approves for
+        ``login`` (``None``: it answers ``error=access_denied``)."""
+        with self.lock:
+            self._signed_in = login
+
+    def add_member(self, org: str, login: str, team: str | None = None, *,
+                   state: str = "active") -> None:
+        """Make ``login`` a member of ``org`` (or of its team ``team``, a slug) with
+        membership ``state`` (``active`` or ``pending``)."""
+        with self.lock:
+            self._members.setdefault((org.casefold(), team.casefold() if team else None),
+                                     {})[login.casefold()] = state
+
+    def membership(self, org: str, login: str, team: str | None = None) -> str | None:
+        """The membership state of ``login`` in ``org`` (or its team), or ``None``."""
+        with self.lock:
+            return self._members.get((org.casefold(), team.casefold() if team else None),
+                                     {}).get(login.casefold())
 
     # -- faults -----------------------------------------------------------------------
 
@@ -464,14 +510,18 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
         g.login = None
         g.installation = None
         if ("/access_tokens" in request.path or _GIT_PATH.match(request.path)
-                or _MANIFEST_PATH.search(request.path)):
-            return None  # checked by the route (the manifest flow needs no token)
+                or _MANIFEST_PATH.search(request.path)
+                or request.path.startswith("/login/oauth/")):
+            return None  # checked by the route (the manifest flow and OAuth need no token)
         if kind == "token":
             with fake.lock:
                 installation = fake._issued.get(credential)
+                user = fake._user_tokens.get(credential)
             if installation is not None and installation in fake._suspended:
                 return _error(401, "Bad credentials")
-            if installation is not None:
+            if user is not None:
+                g.login = user
+            elif installation is not None:
                 g.login = fake.bot_login
                 g.installation = installation
             elif credential.startswith("ghs_") or (
@@ -1123,6 +1173,7 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
             "status": c["status"],
             "conclusion": c["conclusion"],
             "output": c["output"],
+            "details_url": c.get("details_url"),
             "url": f"{api_base()}/repos/{r.full_name}/check-runs/{c['id']}",
             "html_url": f"{web_base()}/{r.full_name}/runs/{c['id']}",
             "app": {"id": fake.app_id or 1, "slug": "the-loop"},
@@ -1136,6 +1187,7 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
             "conclusion": body.get("conclusion"),
             "title": output.get("title"),
             "summary": output.get("summary"),
+            "details_url": body.get("details_url"),
         }
 
     def needs_app() -> Response | None:
@@ -1199,6 +1251,88 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
                 lambda c: check_run_json(r, c),
                 lambda chunk: {"total_count": len(items), "check_runs": chunk},
             )
+
+    # -- users, memberships and OAuth ---------------------------------------------------
+
+    @bp.get("/user")
+    def get_user() -> Response:
+        """"Get the authenticated user"."""
+        if g.login is None:
+            return _error(401, "Requires authentication")
+        return jsonify(user_json(g.login))
+
+    @bp.get("/user/memberships/orgs/<org>")
+    def get_own_membership(org: str) -> Response:
+        """"Get an organization membership for the authenticated user": 404 when not a
+        member."""
+        if g.login is None:
+            return _error(401, "Requires authentication")
+        state = fake.membership(org, g.login)
+        if state is None:
+            return _error(404, "Not Found")
+        return jsonify({"url": f"{api_base()}/orgs/{org}/memberships/{g.login}",
+                        "state": state, "role": "member",
+                        "organization": {"login": org, "url": f"{api_base()}/orgs/{org}"},
+                        "user": user_json(g.login)})
+
+    @bp.get("/orgs/<org>/teams/<team>/memberships/<username>")
+    def get_team_membership(org: str, team: str, username: str) -> Response:
+        """"Get team membership for a user": 404 when not a member."""
+        if g.login is None:
+            return _error(401, "Requires authentication")
+        state = fake.membership(org, username, team)
+        if state is None:
+            return _error(404, "Not Found")
+        return jsonify({"url": f"{api_base()}/teams/{team}/memberships/{username}",
+                        "role": "member", "state": state})
+
+    @app.get("/login/oauth/authorize")
+    def oauth_authorize() -> Response:
+        """GitHub's authorize page, approving at once for whoever :meth:`sign_in_as`
+        named: a redirect to ``redirect_uri`` with ``code`` and ``state``."""
+        client = request.args.get("client_id", "")
+        redirect_uri = request.args.get("redirect_uri", "")
+        with fake.lock:
+            known = client in fake._oauth_apps
+            login = fake._signed_in
+        if not known or not redirect_uri.startswith(("http://", "https://")):
+            return Response("Not Found", 404, mimetype="text/plain")
+        query: dict[str, str] = {"state": request.args.get("state", "")}
+        if login is None:
+            query["error"] = "access_denied"
+        else:
+            code = f"code{fake.next_id()}x{random.getrandbits(64):x}"
+            with fake.lock:
+                fake._codes[code] = (client, redirect_uri, login)
+            query["code"] = code
+        separator = "&" if "?" in redirect_uri else "?"
+        return Response(status=302, headers={
+            "Location": f"{redirect_uri}{separator}{urllib.parse.urlencode(query)}"})
+
+    @app.post("/login/oauth/access_token")
+    def oauth_access_token() -> Response:
+        """Exchange a code for a user access token, once; errors come with status 200
+        and an ``error`` field, as GitHub sends them."""
+        sent = request.get_json(silent=True) if request.is_json else request.form
+        form = sent if sent is not None and hasattr(sent, "get") else {}
+        client, secret = form.get("client_id", ""), form.get("client_secret", "")
+        code, redirect_uri = form.get("code", ""), form.get("redirect_uri")
+        with fake.lock:
+            if not client or fake._oauth_apps.get(client) != secret:
+                result = {"error": "incorrect_client_credentials"}
+            elif code not in fake._codes or fake._codes[code][0] != client:
+                result = {"error": "bad_verification_code"}
+            elif redirect_uri and fake._codes[code][1] != redirect_uri:
+                result = {"error": "redirect_uri_mismatch"}
+            else:
+                _, _, login = fake._codes.pop(code)
+                token = f"ghu_fake{fake.next_id()}x{random.getrandbits(64):x}"
+                fake._user_tokens[token] = login
+                result = {"access_token": token, "token_type": "bearer", "scope": ""}
+        if "json" in request.headers.get("Accept", ""):
+            return jsonify(result)
+        return Response(urllib.parse.urlencode(result), 200,
+                        mimetype="application/x-www-form-urlencoded")
 
     # -- git smart HTTP ---------------------------------------------------------------
 

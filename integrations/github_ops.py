@@ -728,6 +728,7 @@ class GitHubOperations(Transport):
         conclusion: str | None = None,
         title: str | None = None,
         summary: str | None = None,
+        details_url: str | None = None,
     ) -> Created:
         """``create-check-run``: ``POST /repos/{owner}/{repo}/check-runs`` ("Create a check
         run"). Needs a GitHub App with ``checks: write`` (a personal token gets 403).
@@ -738,6 +739,8 @@ class GitHubOperations(Transport):
                 ``failure``, ``neutral``, ``cancelled``, ``skipped``, ``timed_out``,
                 ``action_required``.
             title, summary: the check run's output (``summary`` defaults to ``title``).
+            details_url: the run's "Details" link (``details_url``: an http(s) URL of
+                the integrator's site), or ``None``.
 
         Returns:
             ``{"id": int}``
@@ -747,6 +750,7 @@ class GitHubOperations(Transport):
             "name": _text(op, "name", name),
             "head_sha": _text(op, "head_sha", head_sha),
             **_check_fields(op, status, conclusion, title, summary, required_status=True),
+            **_details(op, details_url),
         }
         path = f"{_repo_path(op, repo)}/check-runs"
         data = self._request(op, "POST", path, target=f"{repo}@{head_sha}", body=body).data
@@ -760,6 +764,7 @@ class GitHubOperations(Transport):
         conclusion: str | None = None,
         title: str | None = None,
         summary: str | None = None,
+        details_url: str | None = None,
     ) -> Created:
         """``update-check-run``: ``PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}``
         ("Update a check run"); only the fields given change (see
@@ -770,7 +775,8 @@ class GitHubOperations(Transport):
         """
         op = "update-check-run"
         cid = _number(op, "check_run_id", check_run_id)
-        body = _check_fields(op, status, conclusion, title, summary, required_status=False)
+        body = {**_check_fields(op, status, conclusion, title, summary, required_status=False),
+                **_details(op, details_url)}
         if not body:
             raise _bad(op, "nothing to update: give status, conclusion or title")
         path = f"{_repo_path(op, repo)}/check-runs/{cid}"
@@ -1033,6 +1039,15 @@ def _number(op: str, name: str, value: Any) -> int:
             return int(value)
         raise _bad(op, f"{name} must be a positive integer, got {value!r}")
     return value
+
+
+def _details(op: str, url: str | None) -> dict[str, str]:
+    """``{"details_url": url}`` for an http(s) URL, ``{}`` for ``None``."""
+    if url is None:
+        return {}
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+        raise _bad(op, "details_url must be an http(s) URL")
+    return {"details_url": url}
 
 
 def _text(op: str, name: str, value: Any) -> str:

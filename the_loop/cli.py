@@ -263,19 +263,24 @@ def graph_validate(file: str | None, as_json: bool) -> None:
 
 @graph_group.command("export")
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["json", "mermaid"]), default="json",
-              show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["json", "mermaid", "envelope"]),
+              default="json", show_default=True,
+              help="envelope: the work item's the-loop.graph/v1 envelope (needs --work-item), "
+                   "as GET /api/v1/work-items/{ref}/graph answers it.")
 @click.option("--work-item", "ref", help="Overlay this work item's visited path and node.")
 @click.option("--repo", type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="With --work-item: a local checkout's state (default: the service's).")
 def graph_export(file: str | None, fmt: str, ref: str | None, repo: Path | None) -> None:
-    """Print FILE's graph (default: the shipped one) as canonical JSON or Mermaid: the
-    same input gives the same bytes."""
+    """Print FILE's graph (default: the shipped one) as canonical JSON or Mermaid, or a work
+    item's ``the-loop.graph/v1`` envelope: the same input gives the same bytes."""
     from graph.compile import GraphError
+    from graph.envelope import EnvelopeError, build, encode
     from graph.export import Overlay, to_json, to_mermaid
     from graph.state import StateError
     from the_loop.graphs import load_graph
 
+    if fmt == "envelope" and not ref:
+        raise click.UsageError("--format envelope needs --work-item REF")
     try:
         graph = load_graph(file)
     except GraphError as exc:
@@ -286,14 +291,20 @@ def graph_export(file: str | None, fmt: str, ref: str | None, repo: Path | None)
             if repo is not None:
                 from the_loop.local import open_local
 
-                state = open_local(repo, ref, file,
-                                   read_settings().worker).runtime.store.load(ref)
+                store = open_local(repo, ref, file, read_settings().worker).runtime.store
             else:
-                state = open_operator().store.load(ref)
+                store = open_operator().store
+            state = store.load(ref)
         except (StateError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
         if state is None:
             raise click.ClickException(f"{ref} is not a work item")
+        if fmt == "envelope":
+            try:
+                click.echo(encode(build(graph, state, store.events(ref))).decode(), nl=False)
+            except EnvelopeError as exc:
+                raise click.ClickException(str(exc)) from None
+            return
         overlay = Overlay(ref, state.current_node, tuple(h["node"] for h in state.history),
                           tuple(h["node"] for h in state.history if h.get("forced")),
                           state.status)

@@ -15,7 +15,11 @@ secrets, tokens, the App's private key, a Redis password) are kept out of ``repr
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
+import re
+import sys
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +39,7 @@ __all__ = [
     "DEFAULT_API_URL",
     "DEFAULT_MAX_BODY_BYTES",
     "ClassifierSettings",
+    "DashboardSettings",
     "GitHubSettings",
     "HarnessSettings",
     "JiraSettings",
@@ -80,6 +85,20 @@ ENV_HARNESS = "THE_LOOP_HARNESS"
 ENV_HARNESS_BINARY = "THE_LOOP_HARNESS_BINARY"
 ENV_RUNNER_CONCURRENCY = "THE_LOOP_RUNNER_CONCURRENCY"
 ENV_WORKSPACE_DIR = "THE_LOOP_WORKSPACE_DIR"
+ENV_API_TOKENS = "THE_LOOP_API_TOKENS"
+ENV_PUBLIC_URL = "THE_LOOP_PUBLIC_URL"
+ENV_CLIENT_ID = "THE_LOOP_GITHUB_CLIENT_ID"
+ENV_CLIENT_SECRET = "THE_LOOP_GITHUB_CLIENT_SECRET"
+ENV_UI_MEMBERS = "THE_LOOP_UI_GITHUB_MEMBERS"
+ENV_SESSION_SECRET = "THE_LOOP_UI_SESSION_SECRET"
+ENV_SESSION_TTL = "THE_LOOP_UI_SESSION_TTL"
+#: Where Mermaid's npm packages are (``tools/mermaid``, installed by ``make venv``); the
+#: lint-artifacts hook's parser and the dashboard's drawing share them.
+ENV_MERMAID_DIR = "THE_LOOP_MERMAID_PARSER"
+#: Shortest API token accepted: 128 bits of a random hex or base64 string.
+MIN_TOKEN_CHARS = 24
+_DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
+_GITHUB_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98})")
 
 #: The harness adapters (``integrations.harness.ADAPTERS`` plus ``none``).
 HARNESS_ADAPTERS = ("claude-code", "codex", "command", "none")
@@ -197,6 +216,9 @@ class WorkerSettings:
             (HMAC-SHA256; :class:`the_loop.stores.FileStateStore`), or ``None``: an
             unkeyed SHA-256 digest, which catches corruption but not a forger. A secret:
             hidden from repr.
+        public_url: ``THE_LOOP_PUBLIC_URL`` (:class:`DashboardSettings`), so the status
+            comment and the check run link to the work item's dashboard page; ``None``:
+            no link.
     """
 
     redis_url: str = field(default=DEFAULT_REDIS_URL, repr=False)
@@ -216,6 +238,7 @@ class WorkerSettings:
     reap_interval: float = 5.0
     dispatch_budget: float = 10.0
     state_key: str | None = field(default=None, repr=False)
+    public_url: str | None = None
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
@@ -395,6 +418,62 @@ class WebSettings:
 
 
 @dataclass(frozen=True)
+class DashboardSettings:
+    """The read API (``/api/v1/``) and the dashboard (``/ui/``) the receiver serves.
+
+    Attributes:
+        token_digests: SHA-256 hex digests of the bearer tokens ``THE_LOOP_API_TOKENS``
+            lists (comma-separated; each a token of at least 24 characters, or
+            ``sha256:HEX``, its digest, so the deployment need not hold the token
+            itself). Only digests are kept; a request's token is hashed and compared in
+            constant time.
+        public_url: ``THE_LOOP_PUBLIC_URL``, where people reach the receiver (e.g.
+            ``https://loop.example.com``, no trailing slash), or ``None``. The status
+            comment and the ``the-loop`` check run link to a work item's page under it,
+            and "Sign in with GitHub" sends GitHub back to it.
+        github_client_id: ``THE_LOOP_GITHUB_CLIENT_ID``, the GitHub App's client id
+            (App settings > General), or ``None``: no "Sign in with GitHub".
+        github_client_secret: ``THE_LOOP_GITHUB_CLIENT_SECRET`` (hidden from repr).
+        github_members: ``THE_LOOP_UI_GITHUB_MEMBERS``: who may sign in with GitHub,
+            each ``ORG`` (a member of the organization) or ``ORG/TEAM`` (a member of the
+            team, by its slug). Required with a client id: never every GitHub user.
+        github_api_url: the REST API root (``THE_LOOP_GITHUB_API_URL``, as the worker's).
+        github_web_url: GitHub's web root derived from it (``https://github.com``; for
+            Enterprise Server ``https://HOST``): where OAuth's authorize page, issues
+            and comments are.
+        session_secret: the key signing the dashboard's session cookie:
+            ``THE_LOOP_UI_SESSION_SECRET`` (at least 32 characters), else derived from
+            the first webhook secret (HMAC-SHA256); ``None`` without either. Hidden.
+        session_ttl: seconds a dashboard session lasts, ``THE_LOOP_UI_SESSION_TTL``
+            (default 28800, 8 hours); membership is checked again at the next sign-in.
+        mermaid_dir: the directory holding Mermaid's npm packages (``mermaid/dist``
+            under ``node_modules``): ``THE_LOOP_MERMAID_PARSER``, else ``<venv>/mermaid``.
+    """
+
+    token_digests: tuple[str, ...] = field(default=(), repr=False)
+    public_url: str | None = None
+    github_client_id: str | None = None
+    github_client_secret: str | None = field(default=None, repr=False)
+    github_members: tuple[str, ...] = ()
+    github_api_url: str = DEFAULT_API_URL
+    github_web_url: str = "https://github.com"
+    session_secret: bytes | None = field(default=None, repr=False)
+    session_ttl: int = 8 * 3600
+    mermaid_dir: str = field(default_factory=lambda: str(Path(sys.prefix) / "mermaid"))
+
+    @property
+    def oauth(self) -> bool:
+        """Whether "Sign in with GitHub" is configured."""
+        return self.github_client_id is not None
+
+    def __repr__(self) -> str:
+        return (f"DashboardSettings(tokens=<{len(self.token_digests)} hidden>, "
+                f"public_url={self.public_url!r}, oauth={self.oauth}, "
+                f"github_members={self.github_members!r}, "
+                f"github_web_url={self.github_web_url!r}, session_ttl={self.session_ttl})")
+
+
+@dataclass(frozen=True)
 class HarnessSettings:
     """The coding-agent CLI that does the work of agent nodes (``cli-config.yaml``
     ``harness:``).
@@ -488,6 +567,7 @@ class Settings:
         classifier: the optional gate-feedback classifier.
         metrics, logging, web: as their classes say.
         harness, runner: the agent harness and the runner that runs its turns.
+        dashboard: the read API and the dashboard the receiver serves.
         deployment: the loaded ``cli-config.yaml`` (every default without one).
         environ: the environment the settings were read from, handed to the child
             processes the integrations run (gh, jira-cli, a classifier command); hidden
@@ -506,6 +586,7 @@ class Settings:
     web: WebSettings = field(default_factory=WebSettings)
     harness: HarnessSettings = field(default_factory=HarnessSettings)
     runner: RunnerSettings = field(default_factory=RunnerSettings)
+    dashboard: DashboardSettings = field(default_factory=DashboardSettings)
     deployment: CliConfig = field(default_factory=CliConfig)
     environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -535,6 +616,7 @@ class Settings:
         queue = read.token("THE_LOOP_QUEUE", deployment.queue.name or "the-loop")
         prefix = read.token("THE_LOOP_REDIS_PREFIX", deployment.state.prefix or "the-loop")
         secrets = read.secrets(required=process == "receiver")
+        dashboard = read.dashboard(deployment, secrets)
         receiver = ReceiverSettings(
             secrets=secrets, redis_url=redis_url, queue_name=queue, redis_prefix=prefix,
             max_body_bytes=read.positive_int(
@@ -559,6 +641,7 @@ class Settings:
             reap_interval=read.seconds("THE_LOOP_REAP_INTERVAL", 5.0),
             dispatch_budget=read.seconds("THE_LOOP_DISPATCH_BUDGET", 10.0),
             state_key=read.get("THE_LOOP_STATE_KEY") or None,
+            public_url=dashboard.public_url,
         )
         integrations = process in ("worker", "command")
         return cls(
@@ -580,6 +663,7 @@ class Settings:
             web=read.web(),
             harness=read.harness(deployment, config_path(env) or "cli-config.yaml"),
             runner=read.runner(deployment, queue),
+            dashboard=dashboard,
             deployment=deployment,
             environ=dict(env),
         )
@@ -818,6 +902,100 @@ class _Reader:
             )
         return LogSettings(fmt, level)
 
+    # -- the read API and the dashboard
+
+    def dashboard(self, deployment: CliConfig,
+                  secrets: tuple[bytes, ...]) -> DashboardSettings:
+        """``THE_LOOP_API_TOKENS``, ``THE_LOOP_PUBLIC_URL``, "Sign in with GitHub" and the
+        session cookie's key and lifetime.
+
+        Raises:
+            SettingsError: a token too short or a malformed digest (never echoed), a
+                public URL that is not http(s), a client id without its secret or
+                without ``THE_LOOP_UI_GITHUB_MEMBERS`` or a public URL, a malformed
+                member entry, a short session secret or a bad lifetime.
+        """
+        digests = []
+        for index, token in enumerate(self.names(ENV_API_TOKENS), start=1):
+            match = _DIGEST.fullmatch(token)
+            if match:
+                digests.append(match.group(1))
+            elif token.startswith("sha256:"):
+                raise SettingsError(
+                    f"{ENV_API_TOKENS}: entry {index} starts with sha256: but is not 64 "
+                    "lower-case hex digits: give sha256:$(printf %s TOKEN | sha256sum)")
+            elif len(token) < MIN_TOKEN_CHARS:
+                raise SettingsError(
+                    f"{ENV_API_TOKENS}: entry {index} is shorter than {MIN_TOKEN_CHARS} "
+                    "characters: use a random token, e.g. `openssl rand -hex 32`")
+            else:
+                digests.append(hashlib.sha256(token.encode("utf-8")).hexdigest())
+        public_url = self.public_url()
+        base_url = deployment.integrations.github.api.base_url
+        api_url = _api_url(self.get(ENV_API_URL) or (
+            None if base_url.rstrip("/") == DEFAULT_API_URL else base_url))
+        client_id = self.get(ENV_CLIENT_ID)
+        client_secret = self.get(ENV_CLIENT_SECRET)
+        members = self.names(ENV_UI_MEMBERS)
+        for index, entry in enumerate(members, start=1):
+            org, _, team = entry.partition("/")
+            if not _GITHUB_NAME.fullmatch(org) or (team and not _GITHUB_NAME.fullmatch(team)):
+                raise SettingsError(
+                    f"{ENV_UI_MEMBERS} lists ORG or ORG/TEAM (a team's slug), comma-"
+                    f"separated, e.g. {ENV_UI_MEMBERS}=octo-org,octo-org/reviewers; entry "
+                    f"{index} is neither")
+        if client_secret and not client_id:
+            raise SettingsError(f"{ENV_CLIENT_SECRET} is set but {ENV_CLIENT_ID} is not: set "
+                                "it to the App's client id (App settings > General)")
+        if client_id:
+            if not client_secret:
+                raise SettingsError(
+                    f"{ENV_CLIENT_ID} is set but {ENV_CLIENT_SECRET} is not: generate a "
+                    "client secret on the App's settings page (General > Client secrets)")
+            if not members:
+                raise SettingsError(
+                    f"{ENV_CLIENT_ID} turns on \"Sign in with GitHub\", which needs "
+                    f"{ENV_UI_MEMBERS}: the organizations or teams whose members may sign "
+                    f"in, e.g. {ENV_UI_MEMBERS}=octo-org/reviewers")
+            if public_url is None:
+                raise SettingsError(
+                    f"{ENV_CLIENT_ID} needs {ENV_PUBLIC_URL}: GitHub sends people back to "
+                    f"{ENV_PUBLIC_URL}/ui/auth/github/callback, the App's callback URL")
+        session = self.get(ENV_SESSION_SECRET)
+        if session is not None and len(session) < 32:
+            raise SettingsError(f"{ENV_SESSION_SECRET} must be at least 32 characters, e.g. "
+                                "the output of `openssl rand -hex 32`")
+        key = session.encode("utf-8") if session else (
+            hmac.new(secrets[0], b"the-loop dashboard session", hashlib.sha256).digest()
+            if secrets else None)
+        return DashboardSettings(
+            token_digests=tuple(dict.fromkeys(digests)),
+            public_url=public_url,
+            github_client_id=client_id,
+            github_client_secret=client_secret,
+            github_members=members,
+            github_api_url=api_url,
+            github_web_url=_web_url(api_url),
+            session_secret=key,
+            session_ttl=self.seconds_int(ENV_SESSION_TTL, DashboardSettings.session_ttl),
+            mermaid_dir=self.get(ENV_MERMAID_DIR) or str(Path(sys.prefix) / "mermaid"),
+        )
+
+    def public_url(self) -> str | None:
+        raw = self.get(ENV_PUBLIC_URL)
+        if raw is None:
+            return None
+        try:
+            parts = urlsplit(raw)
+        except ValueError:
+            parts = None
+        if (parts is None or parts.scheme not in ("http", "https") or not parts.hostname
+                or parts.query or parts.fragment or parts.username or parts.password):
+            raise SettingsError(
+                f"{ENV_PUBLIC_URL} must be the http(s) URL people reach the receiver at, "
+                f"without query or credentials, e.g. {ENV_PUBLIC_URL}=https://loop.example.com")
+        return raw.rstrip("/")
+
     # -- the agent harness and its runner
 
     def harness(self, deployment: CliConfig, source: str) -> HarnessSettings:
@@ -1004,6 +1182,18 @@ def _api_url(value: str | None) -> str:
             f"{ENV_API_URL}={value.rstrip('/')}/api/v3"
         )
     return value.rstrip("/")
+
+
+def _web_url(api_url: str) -> str:
+    """GitHub's web root for a REST API root, as GitHub lays hosts out:
+    ``https://api.github.com`` -> ``https://github.com``, Enterprise Server
+    ``https://HOST/api/v3`` -> ``https://HOST`` ("About GitHub Enterprise Server" docs);
+    any other root (a loopback fake) serves both."""
+    parts = urlsplit(api_url)
+    host = parts.netloc.removeprefix("api.") if parts.netloc == "api.github.com" \
+        else parts.netloc
+    path = parts.path.rstrip("/").removesuffix("/api/v3")
+    return urlunsplit((parts.scheme, host, path, "", "")).rstrip("/")
 
 
 def _int_setting(name: str, value: str | None, *, minimum: int, what: str) -> int | None:

@@ -220,7 +220,9 @@ def redis_client(settings: Settings, **options: Any) -> redis.Redis:
 
 
 def build_receiver(settings: Settings, *, connection: redis.Redis | None = None) -> Flask:
-    """The webhook receiver's Flask app.
+    """The webhook receiver's Flask app, with the read API (``/api/v1/``) and the
+    dashboard (``/ui/``) beside ``POST /webhook`` (:mod:`the_loop.web`), on the same
+    Redis client; the graph they draw is loaded on their first use.
 
     Args:
         settings: read with ``process="receiver"`` (the webhook secret is required).
@@ -229,11 +231,19 @@ def build_receiver(settings: Settings, *, connection: redis.Redis | None = None)
     Raises:
         SettingsError: no webhook secret in ``settings``.
     """
-    from webhook.app import create_app
+    from the_loop.web.app import register
+    from webhook.app import EXTENSION_KEY, create_app
+
+    def graph() -> Graph:
+        from the_loop.graphs import load_graph  # the hooks: only when a page needs them
+
+        return load_graph(settings.worker.graph_path)
 
     settings.require_secrets()
-    return create_app(settings.receiver, redis=connection,
-                      multiproc_dir=settings.metrics.multiproc_dir)
+    app = create_app(settings.receiver, redis=connection,
+                     multiproc_dir=settings.metrics.multiproc_dir)
+    register(app, settings, app.extensions[EXTENSION_KEY].redis, graph)
+    return app
 
 
 # ----------------------------------------------------------------------------- worker

@@ -40,6 +40,7 @@ from the_loop.events import GitHubEvent
 from the_loop.inbox.keys import Keys
 from the_loop.inbox.record import text
 from the_loop.settings import WorkerSettings
+from the_loop.web.links import page_url
 from workers.ci import RedisCI
 from workers.files import GitHubFiles
 
@@ -246,6 +247,7 @@ class RepoContext:
             work=work,
             draft=draft,
             mcp=self.mcp,
+            page_url=page_url(self.settings.public_url, ref.format()),
         )
 
     def permissions(self, github: GitHub, repo: str) -> Callable[[str], str | None]:

@@ -32,7 +32,12 @@ BUILTIN_REDIS_URL = f"redis://{REDIS}:6379/0"
 SECRET_VARS = {
     "THE_LOOP_WEBHOOK_SECRET", "THE_LOOP_GITHUB_APP_ID", "THE_LOOP_GITHUB_PRIVATE_KEY",
     "THE_LOOP_SLACK_TOKEN", "THE_LOOP_SLACK_WEBHOOK_URL", "THE_LOOP_JIRA_TOKEN",
+    "THE_LOOP_API_TOKENS", "THE_LOOP_GITHUB_CLIENT_SECRET", "THE_LOOP_UI_SESSION_SECRET",
 }
+#: The web's optional credentials (the read API and the dashboard).
+WEB_OPTIONAL = (("THE_LOOP_API_TOKENS", "apiTokens"),
+                ("THE_LOOP_GITHUB_CLIENT_SECRET", "githubClientSecret"),
+                ("THE_LOOP_UI_SESSION_SECRET", "uiSessionSecret"))
 CLI_SCHEMA_HAS_HARNESS = "harness" in schema(CLI_CONFIG)["properties"]
 # kubeVersion in Chart.yaml is >=1.25; check the oldest supported and the newest schemas.
 OLDEST_KUBE = "1.25.0"
@@ -190,7 +195,11 @@ def test_secrets_are_referenced_never_inlined(scenario):
     web = env_of(containers(rendered.get("Deployment", WEB))[0])
     worker = env_of(containers(rendered.get("Deployment", WORKER))[0])
     # Each process gets only the credentials it uses.
-    assert SECRET_VARS & set(web) == {"THE_LOOP_WEBHOOK_SECRET"}
+    keys = values.get("secret", {}).get("keys", {})
+    optional = {var for var, key in WEB_OPTIONAL if keys.get(key) != ""}
+    assert SECRET_VARS & set(web) == {"THE_LOOP_WEBHOOK_SECRET"} | optional
+    for var in optional:
+        assert web[var]["valueFrom"]["secretKeyRef"]["optional"] is True
     assert "THE_LOOP_WEBHOOK_SECRET" not in worker
     ref = web["THE_LOOP_WEBHOOK_SECRET"]["valueFrom"]["secretKeyRef"]
     assert ref == {"name": secret_name, "key": "webhook-secret", "optional": False}

@@ -95,9 +95,9 @@ def test_hadolint_passes():
 def test_multi_stage_on_slim_python_311():
     args = arg_defaults()
     assert re.fullmatch(r"python:3\.11(\.\d+)?-slim(-\w+)?", args["PYTHON_IMAGE"])
-    assert [stage_name(s) for s in stages()] == ["builder", "harness", "mermaid", "runner",
-                                                 "app"]
-    builder, final = stages()[0], stages()[-1]  # the last stage: `docker build .` builds it
+    assert [stage_name(s) for s in stages()] == ["dashboard", "builder", "harness", "mermaid",
+                                                 "runner", "app"]
+    builder, final = stage("builder"), stages()[-1]  # `docker build .` builds the last one
     assert builder[0] == ("FROM", "${PYTHON_IMAGE} AS builder")
     assert final[0] == ("FROM", "${PYTHON_IMAGE} AS app")
     builder_runs = " ".join(a for k, a in builder if k == "RUN")

@@ -27,7 +27,7 @@ def test_run_time_data_files_are_package_data():
     patterns = PYPROJECT["tool"]["setuptools"]["package-data"]["*"]
     suffixes = {p.removeprefix("*") for p in patterns if p.startswith("*.")}
     data = [p for p in REPO_ROOT.glob("[!.]*/**/*.*")
-            if p.suffix in {".lua", ".json", ".yaml", ".mjs", ".md"}
+            if p.suffix in {".lua", ".json", ".yaml", ".mjs", ".md", ".html", ".css", ".js"}
             and p.parts[len(REPO_ROOT.parts)] in {"graph", "the_loop", "webhook", "workers",
                                                   "integrations"}]
     assert data, "the packages ship Lua scripts, schemas and the default graph"

@@ -26,7 +26,9 @@ CHECK_STATES: dict[Status, tuple[str, str | None]] = {
 
 def publish_check(ctx: HookContext, status: Status, summary: str = "") -> int | None:
     """Create or update the ``the-loop`` check run for ``ctx.work_item``'s pull request
-    head (``ctx.config.head_sha``) to say ``status`` at ``ctx.node``'s phase.
+    head (``ctx.config.head_sha``) to say ``status`` at ``ctx.node``'s phase; its
+    "Details" link is the work item's dashboard page (``ctx.config.page_url``) when
+    ``THE_LOOP_PUBLIC_URL`` is set.
 
     Returns:
         the check run's id, or ``None`` where there is no pull request head or no GitHub
@@ -43,7 +45,8 @@ def publish_check(ctx: HookContext, status: Status, summary: str = "") -> int | 
     run = github.create_check_run(
         repo=item.repository, head_sha=sha, name=CHECK_NAME, status=state,
         conclusion=conclusion, title=f"phase {phase}: {status}",
-        summary=summary or f"the-loop: {item.ref} is {status} at phase {phase}.")
+        summary=summary or f"the-loop: {item.ref} is {status} at phase {phase}.",
+        details_url=ctx.config.page_url)
     return int(run["id"])
 
 

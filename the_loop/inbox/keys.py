@@ -229,6 +229,17 @@ class Keys:
         """``P:state:REF``: the work item's state (JSON)."""
         return self._("state", ref)
 
+    @property
+    def state_match(self) -> str:
+        """``P:state:*``: the SCAN pattern of every work item's state (the prefix holds no
+        glob character: the settings refuse one)."""
+        return self._("state", "*")
+
+    @property
+    def state_prefix(self) -> str:
+        """``P:state:``: a state key less its ref."""
+        return self._("state", "")
+
     def state_corrupt(self, at: int, ref: str) -> str:
         """``P:state-corrupt:AT:REF``: a state set aside as unreadable at Unix time AT."""
         return self._("state-corrupt", str(at), ref)

@@ -385,10 +385,11 @@ class SandboxGitHub(HttpFakeGitHub):
 
     def create_check_run(self, repo: str, head_sha: str, name: str, status: str,
                          conclusion: str | None = None, title: str | None = None,
-                         summary: str | None = None) -> Any:
+                         summary: str | None = None,
+                         details_url: str | None = None) -> Any:
         with self.lock:
             created = super().create_check_run(repo, head_sha, name, status, conclusion,
-                                               title, summary)
+                                               title, summary, details_url)
             r = self.repo(repo)
             run = r.check_runs[created["id"]]
             self._check_run_event(r, run, "created")
@@ -398,12 +399,13 @@ class SandboxGitHub(HttpFakeGitHub):
 
     def update_check_run(self, repo: str, check_run_id: int, status: str | None = None,
                          conclusion: str | None = None, title: str | None = None,
-                         summary: str | None = None) -> Any:
+                         summary: str | None = None,
+                         details_url: str | None = None) -> Any:
         with self.lock:
             r = self.repo(repo)
             was = (r.check_runs.get(check_run_id) or {}).get("status")
             updated = super().update_check_run(repo, check_run_id, status, conclusion,
-                                               title, summary)
+                                               title, summary, details_url)
             run = r.check_runs[check_run_id]
             if run["status"] == "completed" and was != "completed":
                 self._check_run_event(r, run, "completed")
