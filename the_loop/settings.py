@@ -464,7 +464,7 @@ class DashboardSettings:
     @property
     def oauth(self) -> bool:
         """Whether "Sign in with GitHub" is configured."""
-        return self.github_client_id is not None
+        return self.github_client_id is not None and bool(self.github_members)
 
     def __repr__(self) -> str:
         return (f"DashboardSettings(tokens=<{len(self.token_digests)} hidden>, "
@@ -947,19 +947,21 @@ class _Reader:
         if client_secret and not client_id:
             raise SettingsError(f"{ENV_CLIENT_SECRET} is set but {ENV_CLIENT_ID} is not: set "
                                 "it to the App's client id (App settings > General)")
-        if client_id:
-            if not client_secret:
+        if client_id and not client_secret:
+            raise SettingsError(
+                f"{ENV_CLIENT_ID} is set but {ENV_CLIENT_SECRET} is not: generate a "
+                "client secret on the App's settings page (General > Client secrets)")
+        # "Sign in with GitHub" is on when members are named: the App's client id alone
+        # (`the-loop app create` writes it) turns nothing on.
+        if members:
+            if not client_id:
                 raise SettingsError(
-                    f"{ENV_CLIENT_ID} is set but {ENV_CLIENT_SECRET} is not: generate a "
-                    "client secret on the App's settings page (General > Client secrets)")
-            if not members:
-                raise SettingsError(
-                    f"{ENV_CLIENT_ID} turns on \"Sign in with GitHub\", which needs "
-                    f"{ENV_UI_MEMBERS}: the organizations or teams whose members may sign "
-                    f"in, e.g. {ENV_UI_MEMBERS}=octo-org/reviewers")
+                    f"{ENV_UI_MEMBERS} turns on \"Sign in with GitHub\", which needs "
+                    f"{ENV_CLIENT_ID} and {ENV_CLIENT_SECRET}: the App's client id and a "
+                    "client secret (App settings > General)")
             if public_url is None:
                 raise SettingsError(
-                    f"{ENV_CLIENT_ID} needs {ENV_PUBLIC_URL}: GitHub sends people back to "
+                    f"{ENV_UI_MEMBERS} needs {ENV_PUBLIC_URL}: GitHub sends people back to "
                     f"{ENV_PUBLIC_URL}/ui/auth/github/callback, the App's callback URL")
         session = self.get(ENV_SESSION_SECRET)
         if session is not None and len(session) < 32:

@@ -143,10 +143,18 @@ def test_the_fake_exchanges_a_code_once_and_answers_memberships_as_github_does(f
                         timeout=10).json()["state"] == "active"
 
 
+def test_the_apps_client_id_alone_turns_no_sign_in_on():
+    # `the-loop app create` writes the App's client id and secret into .env.
+    settings = Settings.from_env({"THE_LOOP_WEBHOOK_SECRET": "s",
+                                  "THE_LOOP_GITHUB_CLIENT_ID": CLIENT_ID,
+                                  "THE_LOOP_GITHUB_CLIENT_SECRET": "x"}, process="receiver")
+    assert settings.dashboard.oauth is False
+
+
 @pytest.mark.parametrize(("env", "named"), [
     ({"THE_LOOP_GITHUB_CLIENT_ID": CLIENT_ID}, "THE_LOOP_GITHUB_CLIENT_SECRET is not"),
-    ({"THE_LOOP_GITHUB_CLIENT_ID": CLIENT_ID, "THE_LOOP_GITHUB_CLIENT_SECRET": "x",
-      "THE_LOOP_PUBLIC_URL": PUBLIC}, "needs THE_LOOP_UI_GITHUB_MEMBERS"),
+    ({"THE_LOOP_UI_GITHUB_MEMBERS": "acme", "THE_LOOP_PUBLIC_URL": PUBLIC},
+     "needs THE_LOOP_GITHUB_CLIENT_ID and THE_LOOP_GITHUB_CLIENT_SECRET"),
     ({"THE_LOOP_GITHUB_CLIENT_ID": CLIENT_ID, "THE_LOOP_GITHUB_CLIENT_SECRET": "x",
       "THE_LOOP_UI_GITHUB_MEMBERS": "acme"}, "needs THE_LOOP_PUBLIC_URL"),
     ({"THE_LOOP_UI_GITHUB_MEMBERS": "acme/re views"}, "THE_LOOP_UI_GITHUB_MEMBERS lists ORG"),
