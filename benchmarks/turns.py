@@ -152,7 +152,6 @@ class Stack:
             THE_LOOP_GITHUB_WRITE_INTERVAL="0", THE_LOOP_GITHUB_READ_INTERVAL="0",
             THE_LOOP_LOG_LEVEL="WARNING", THE_LOOP_WORKER_METRICS_PORT="0",
             THE_LOOP_GITHUB_WRITES_PER_MINUTE=str(writes_per_minute),
-            # per hour > per minute: equal ones fail in WriteThrottle (division by zero)
             THE_LOOP_GITHUB_WRITES_PER_HOUR=str(max(writes_per_minute + 1, writes_per_hour)))
 
     def knobs(self, **values: Any) -> None:

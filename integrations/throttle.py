@@ -74,7 +74,9 @@ class WriteThrottle:
         self._sleep = sleep
         self._limits = (
             _limit(60_000, per_minute, burst),
-            _limit(3_600_000, per_hour, per_minute),
+            # The hour's burst is a minute's worth, short of the whole hour: with equal
+            # caps, the minute's budget is the hour's and the rest is spread over it.
+            _limit(3_600_000, per_hour, min(per_minute, per_hour - 1)),
         )
         self._script = Scripts(connection).reserve_write
 

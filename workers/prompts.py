@@ -10,8 +10,10 @@ wrote them: paths, section names, hook names) or a reference to a reviewer's dec
 (who, which comment; the agent reads the text itself). A fresh session that replaces one
 that could not be resumed gets both, seeded with the artifacts already written.
 
-Templates use :class:`string.Template` placeholders: ``$work_item``, ``$repository``,
-``$number``, ``$node``, ``$branch``, ``$turn``, ``$max_turns``.
+Templates use :class:`string.Template` placeholders: ``$subject`` (``issue #N of
+OWNER/REPO``, or ``the local work item REF`` in ``the-loop run --repo DIR``), ``$about``
+and ``$read_hint`` (what to read, and how), ``$work_item``, ``$repository``, ``$number``,
+``$node``, ``$branch``, ``$turn``, ``$max_turns``.
 """
 
 from __future__ import annotations
@@ -56,7 +58,14 @@ def render(order: TurnOrder, context: TurnContext, branch: str, *, resumed: bool
     Returns:
         the text written to the harness's stdin.
     """
-    values = {"work_item": order.ref, "repository": context.repository,
+    local = context.number < 1  # `the-loop run --repo DIR`: no issue, nothing pushed
+    values = {"subject": (f"the local work item {order.ref}" if local
+                          else f"issue #{context.number} of {context.repository}"),
+              "about": "the code" if local else "the issue, its comments and the code",
+              "read_hint": "" if local else (
+                  f" (for example `gh issue view {context.number} --repo "
+                  f"{context.repository} --comments`)"),
+              "work_item": order.ref, "repository": context.repository,
               "number": str(context.number), "node": order.node, "branch": branch,
               "turn": str(order.number), "max_turns": str(order.max_turns)}
     feedback = _feedback(order.feedback, context)
@@ -64,7 +73,7 @@ def render(order: TurnOrder, context: TurnContext, branch: str, *, resumed: bool
         return "\n".join([
             f"the-loop checked the work of node `{order.node}` on branch `{branch}`; "
             "it is not complete yet.", "", *feedback, "",
-            *_artifacts(order), "", *_closing(order, branch)]) + "\n"
+            *_artifacts(order), "", *_closing(order, branch, local)]) + "\n"
     template = _template(order.command, override)
     parts = [f"You are the agent of node `{order.node}` of the-loop, turn {order.number} "
              f"of {order.max_turns}.", "", Template(template).safe_substitute(values).strip(),
@@ -75,7 +84,7 @@ def render(order: TurnOrder, context: TurnContext, branch: str, *, resumed: bool
                   "the checkout first (those that exist):", *written, ""]
     if feedback:
         parts += [*feedback, ""]
-    parts += [*_artifacts(order), "", *_closing(order, branch)]
+    parts += [*_artifacts(order), "", *_closing(order, branch, local)]
     return "\n".join(parts) + "\n"
 
 
@@ -123,15 +132,17 @@ def _artifacts(order: TurnOrder) -> list[str]:
     return lines
 
 
-def _closing(order: TurnOrder, branch: str) -> list[str]:
+def _closing(order: TurnOrder, branch: str, local: bool = False) -> list[str]:
     checks = []
     for check in order.checks:
         params = check.get("with") or {}
         shown = "; ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}"
                           for k, v in sorted(params.items()))
         checks.append(f"- {check.get('hook')}" + (f" ({shown})" if shown else ""))
-    return [f"When you are done, stop. the-loop commits what you changed, pushes it to "
-            f"`{branch}` and runs these checks on it:", *checks]
+    landing = (f"commits what you changed on `{branch}` (nothing is pushed)" if local
+               else f"commits what you changed, pushes it to `{branch}`")
+    return [f"When you are done, stop. the-loop {landing} and runs these checks on it:",
+            *checks]
 
 
 def _feedback(feedback: Mapping[str, Any], context: TurnContext) -> list[str]:
@@ -150,8 +161,10 @@ def _feedback(feedback: Mapping[str, Any], context: TurnContext) -> list[str]:
         who = f"@{review['actor']}" if review.get("actor") else "a reviewer"
         source = (f"comment {review['comment_id']}" if review.get("comment_id")
                   else "their review")
+        where = (f" on #{context.number} of {context.repository}" if context.number >= 1
+                 else "")
         lines += [f"{who} decided `{review.get('kind')}` at the gate `{review.get('gate')}` "
-                  f"({source} on #{context.number} of {context.repository}). Read it with "
+                  f"({source}{where}). Read it with "
                   "your own tools (its text is not repeated here) and revise the "
                   "artifacts accordingly."]
     return lines

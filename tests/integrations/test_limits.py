@@ -215,6 +215,17 @@ def test_throttle_buckets_are_per_installation(rs, rsa_pem) -> None:  # noqa: F8
     assert throttle.calls == [("installation:7", "comment")]
 
 
+def test_equal_minute_and_hour_caps_start_and_hold_the_hour(redis_ns) -> None:
+    # Any pair the settings accept starts (a per-minute cap equal to the per-hour one
+    # once divided by zero).
+    throttle = WriteThrottle(redis_ns.client, redis_ns.prefix, per_minute=20, per_hour=20,
+                             burst=5)
+    waits = [throttle.reserve("installation:1") for _ in range(21)]
+    assert waits[:5] == [0.0] * 5
+    assert waits[5] == pytest.approx(60 / 15, abs=0.1)  # paced: 15 slots after the burst
+    assert waits[-1] is None  # past max_wait: refused, the delivery retried later
+
+
 def test_throttle_spaces_writes_after_a_burst(redis_ns) -> None:
     throttle = WriteThrottle(redis_ns.client, redis_ns.prefix, per_minute=80, per_hour=500,
                              burst=10)

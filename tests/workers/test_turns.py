@@ -196,3 +196,12 @@ def test_a_done_work_items_workspace_removal_is_queued_once(records, tmp_path):
     [job] = queue.jobs
     assert job.func_name == "workers.runner.remove_workspace"
     assert job.args == (REF, "o/r", 7)
+
+
+def test_a_local_turn_names_no_issue_and_promises_no_push():
+    local = TurnContext("local", 0, "", "main")
+    text = prompts.render(order(ref="local:demo", id="local:demo/requirements/1/turn/1"),
+                          local, "main", resumed=False)
+    assert "Write the requirements for the local work item local:demo" in text
+    assert "gh issue view" not in text and "#0" not in text
+    assert "commits what you changed on `main` (nothing is pushed)" in text
