@@ -27,7 +27,7 @@ import pytest
 import redis
 import requests
 from selenium import webdriver
-from selenium.common.exceptions import WebDriverException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
@@ -277,19 +277,36 @@ def test_sign_in_with_github_in_the_browser(stack, browser):
     assert browser.execute_script("return document.cookie").find("the_loop_session") == -1
 
 
+def settled(read):
+    """``read()``, or ``None`` while the page's refresh is replacing the element it reads
+    (the poll swaps the main part in place: an element found a moment ago goes stale)."""
+    def attempt():
+        try:
+            return read()
+        except StaleElementReferenceException:
+            return None
+    return attempt
+
+
 def test_a_page_follows_the_state_without_a_reload(stack, browser):
     # Last in the module: it moves #1 on from its gate, which the tests above look at.
     sign_in_with_token(browser, stack, work_item_path(AT_GATE))
     graph_drawn(browser)
     browser.execute_script("window.__same_page = 'yes';")
     stack.seeded.approve_design()
-    wait_until(lambda: "At node tasks" in browser.find_element(By.CSS_SELECTOR, "p.sub").text,
-               timeout=20, what="the page to show the work item's new node")
+    wait_until(settled(lambda: "At node tasks" in browser.find_element(
+        By.CSS_SELECTOR, "p.sub").text), timeout=20,
+        what="the page to show the work item's new node")
     assert browser.execute_script("return window.__same_page") == "yes"  # no reload
-    assert int(browser.find_element(By.ID, "content").get_attribute("data-refreshes")) >= 1
-    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "svg g.node.current"),
-               timeout=20, what="the graph drawn again")
-    current = browser.find_element(By.CSS_SELECTOR, "svg g.node.current")
-    assert "n_tasks" in current.get_attribute("id")
-    assert "Updated" in browser.find_element(By.ID, "updated").text
+    refreshes = wait_until(settled(lambda: browser.find_element(By.ID, "content")
+                                   .get_attribute("data-refreshes")), timeout=20,
+                           what="the refresh count")
+    assert int(refreshes) >= 1
+    current = wait_until(settled(lambda: [n.get_attribute("id") for n in
+                                          browser.find_elements(By.CSS_SELECTOR,
+                                                                "svg g.node.current")]),
+                         timeout=20, what="the graph drawn again")
+    assert any("n_tasks" in node_id for node_id in current)
+    assert "Updated" in wait_until(settled(lambda: browser.find_element(By.ID, "updated")
+                                           .text), timeout=20, what="the updated line")
     shoot(browser, "work-item-refreshed")
