@@ -137,7 +137,7 @@ def build_stack(redis_ns, tmp_path: Path, harness: dict, *, runner: dict | None 
         except requests.RequestException:
             return False
 
-    wait_until(ready, what="receiver /readyz")
+    wait_until(ready, timeout=60, what="receiver /readyz")
     loop = Loop(fake, url, env, RedisStateStore(redis_ns.client, redis_ns.prefix), home,
                 logs, {"web": web, "worker": worker, "runner": runner})
     return loop, stop_fake
@@ -175,7 +175,7 @@ def test_the_loop_runs_block_repair_gate_and_the_next_node(stack):
     assert r.status_code == 202
     try:
         wait_until(lambda: (s := loop.state()) and s.current_node == "requirements-approval"
-                   and s.status == "waiting", timeout=60, what="requirements repaired")
+                   and s.status == "waiting", timeout=120, what="requirements repaired")
     except AssertionError:
         print(loop.logs_text())
         raise
@@ -212,12 +212,12 @@ def test_the_loop_runs_block_repair_gate_and_the_next_node(stack):
 
     r, _ = post(loop.url, "issue_comment", comment_payload("Codertocat", "/approve"))
     assert r.status_code == 202
-    wait_until(lambda: len(turns(loop.home)) >= 3, timeout=30, what="the design turn")
+    wait_until(lambda: len(turns(loop.home)) >= 3, timeout=60, what="the design turn")
     design = turns(loop.home)[2]
     assert json.loads(design["env"]["THE_LOOP_ARTIFACTS"]) == ["specs/1/design.md"]
     assert design["env"]["THE_LOOP_NODE"] == "design"
     assert "/approve" not in design["stdin"]
-    wait_until(lambda: loop.state().current_node == "design-approval", timeout=60,
+    wait_until(lambda: loop.state().current_node == "design-approval", timeout=120,
                what="design repaired and at its gate")
 
 
@@ -227,7 +227,7 @@ def test_a_runner_killed_mid_turn_resumes_the_turn_exactly_once(stack):
     knobs.parent.mkdir(parents=True, exist_ok=True)
     knobs.write_text(json.dumps({"sleep": 3}))
     post(loop.url, "issues", untrusted_enrol())
-    wait_until(lambda: turns(loop.home), timeout=30, what="the first turn started")
+    wait_until(lambda: turns(loop.home), timeout=60, what="the first turn started")
     runner = loop.procs["runner"]
     os.killpg(runner.pid, signal.SIGKILL)
     runner.wait(timeout=10)
@@ -235,7 +235,7 @@ def test_a_runner_killed_mid_turn_resumes_the_turn_exactly_once(stack):
     loop.procs["runner"] = start([str(BIN / "the-loop"), "runner"], loop.env,
                                  loop.logs / "runner-2.out")
     wait_until(lambda: (s := loop.state()) and s.current_node == "requirements-approval",
-               timeout=90, what="the work item past requirements after the restart")
+               timeout=150, what="the work item past requirements after the restart")
     first_turn = [c for c in turns(loop.home)
                   if c["env"]["THE_LOOP_TURN"] == "1" and c["env"]["THE_LOOP_NODE"] ==
                   "requirements"]
@@ -252,7 +252,7 @@ def test_a_turn_past_its_timeout_is_killed_with_its_children(redis_ns, tmp_path)
         knobs.parent.mkdir(parents=True, exist_ok=True)
         knobs.write_text(json.dumps({"sleep": 120, "spawn_child": True}))
         post(loop.url, "issues", untrusted_enrol())
-        wait_until(lambda: (s := loop.state()) and s.status == "escalated", timeout=60,
+        wait_until(lambda: (s := loop.state()) and s.status == "escalated", timeout=120,
                    what="the timed-out turn escalated (maxTurns 1)")
         record = {k.decode(): v.decode() for k, v in loop.store.redis.hgetall(
             f"{loop.env['THE_LOOP_REDIS_PREFIX']}:turn:{REF}").items()}
@@ -273,7 +273,7 @@ def test_the_cost_cap_escalates_instead_of_spending_more(redis_ns, tmp_path):
         knobs.parent.mkdir(parents=True, exist_ok=True)
         knobs.write_text(json.dumps({"cost_usd": 0.08}))
         post(loop.url, "issues", untrusted_enrol())
-        wait_until(lambda: (s := loop.state()) and s.status == "escalated", timeout=60,
+        wait_until(lambda: (s := loop.state()) and s.status == "escalated", timeout=120,
                    what="the cost cap reached")
         time.sleep(1)
         assert len(turns(loop.home)) == 1
@@ -291,7 +291,7 @@ def test_a_review_of_the_draft_pull_request_decides_the_work_items_gate(stack):
     loop = stack
     post(loop.url, "issues", untrusted_enrol())
     wait_until(lambda: (s := loop.state()) and s.current_node == "requirements-approval"
-               and s.status == "waiting", timeout=60, what="requirements at its gate")
+               and s.status == "waiting", timeout=120, what="requirements at its gate")
     branch = branch_of(loop)
     pull = loop.fake.find_pull_request(REPO, branch)
     review = load_payload("pull_request_review", "submitted")
@@ -303,7 +303,7 @@ def test_a_review_of_the_draft_pull_request_decides_the_work_items_gate(stack):
     r, _ = post(loop.url, "pull_request_review", review)
     assert r.status_code == 202
     wait_until(lambda: loop.state().current_node in ("design", "design-approval"),
-               timeout=30, what="the issue past its gate")
+               timeout=60, what="the issue past its gate")
     assert [d["actor"] for d in loop.state().decisions] == ["Codertocat"]
     assert loop.store.load(f"github:{REPO}#{pull['number']}") is None  # no second item
     recorded = loop.fake.file(REPO, "specs/1/requirements.md", branch)
