@@ -31,7 +31,7 @@ from integrations.harness.base import (
     limit_detail,
     number,
 )
-from integrations.harness.process import launch, probe_env, probe_version
+from integrations.harness.process import BinaryHarness, launch
 
 __all__ = ["ClaudeCode"]
 
@@ -69,16 +69,13 @@ class _Stream:
         return False
 
 
-class ClaudeCode:
+class ClaudeCode(BinaryHarness):
     """Claude Code in print mode. ``settings``: :class:`the_loop.settings.HarnessSettings`
     (``binary``, default ``claude``)."""
 
     name = "claude-code"
 
-    def __init__(self, settings: Any, mode: str = "process") -> None:
-        self.mode = mode  # runner.mode: process or tmux
-        self.path: str | None = getattr(settings, "path", None)  # PATH of the probe
-        self.binary: str = getattr(settings, "binary", None) or "claude"
+    default_binary = "claude"
 
     def command(self, request: TurnRequest) -> list[str]:
         """``claude -p --output-format stream-json --verbose ...``: ``--session-id`` on a
@@ -95,10 +92,6 @@ class ClaudeCode:
         if request.max_agent_turns:
             argv += ["--max-turns", str(request.max_agent_turns)]
         return argv
-
-    def probe(self) -> str:
-        """``claude --version`` (e.g. ``2.0.14 (Claude Code)``). Raises HarnessMissing."""
-        return probe_version(self.binary, probe_env(self.path))
 
     def run(self, request: TurnRequest) -> TurnOutcome:
         """One turn; the outcome's ``harness_session`` is the latest reported id."""

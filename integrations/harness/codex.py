@@ -27,7 +27,7 @@ from integrations.harness.base import (
     limit_detail,
     number,
 )
-from integrations.harness.process import launch, probe_env, probe_version
+from integrations.harness.process import BinaryHarness, launch
 
 __all__ = ["Codex"]
 
@@ -66,16 +66,13 @@ class _Events:
         return False
 
 
-class Codex:
+class Codex(BinaryHarness):
     """Codex CLI's ``exec``. ``settings``: :class:`the_loop.settings.HarnessSettings`
     (``binary``, default ``codex``)."""
 
     name = "codex"
 
-    def __init__(self, settings: Any, mode: str = "process") -> None:
-        self.mode = mode  # runner.mode: process or tmux
-        self.path: str | None = getattr(settings, "path", None)  # PATH of the probe
-        self.binary: str = getattr(settings, "binary", None) or "codex"
+    default_binary = "codex"
 
     def command(self, request: TurnRequest) -> list[str]:
         """``codex exec --json --cd DIR --sandbox workspace-write --skip-git-repo-check
@@ -87,10 +84,6 @@ class Codex:
         if request.resume:
             argv += ["resume", request.resume]
         return [*argv, "-"]
-
-    def probe(self) -> str:
-        """``codex --version`` (e.g. ``codex-cli 0.46.0``). Raises HarnessMissing."""
-        return probe_version(self.binary, probe_env(self.path))
 
     def run(self, request: TurnRequest) -> TurnOutcome:
         """One turn; ``harness_session`` is the thread id to resume next."""

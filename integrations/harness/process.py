@@ -361,3 +361,20 @@ def launch(mode: str, argv: Sequence[str], request: TurnRequest,
 
         return run_in_tmux(argv, name=session_name(request.session_id), **common)  # type: ignore[arg-type]
     return run_process(argv, **common)  # type: ignore[arg-type]
+
+
+class BinaryHarness:
+    """What the adapters that drive one CLI binary share: the binary from the settings
+    (``harness.binary``, else :attr:`default_binary` on PATH), the runner's mode, and the
+    ``--version`` probe. ``settings``: :class:`the_loop.settings.HarnessSettings`."""
+
+    default_binary = ""
+
+    def __init__(self, settings: object, mode: str = "process") -> None:
+        self.mode = mode  # runner.mode: process or tmux
+        self.path: str | None = getattr(settings, "path", None)  # PATH of the probe
+        self.binary: str = getattr(settings, "binary", None) or self.default_binary
+
+    def probe(self) -> str:
+        """``BINARY --version``, its first line. Raises HarnessMissing."""
+        return probe_version(self.binary, probe_env(self.path))
