@@ -59,8 +59,10 @@ WORK_GRAPH_SCHEMA = "the-loop.work-graph/v1"
 PENDING, RUNNING, PASSED, FAILED, BLOCKED = "pending", "running", "passed", "failed", "blocked"
 
 _FIELDS = {"id", "title", "depends_on", "acceptance", "paths", "tier"}
-_FENCE = re.compile(r"^(?P<fence>```|~~~)[ \t]*(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$",
-                    re.MULTILINE | re.DOTALL)
+# Linear on artifact text: a fence never closed runs to the end (CommonMark), and the
+# info string's leading blanks are taken once (possessive).
+_FENCE = re.compile(r"^(?P<fence>```|~~~)[ \t]*+(?P<info>[^\n]*)\n(?P<body>.*?)"
+                    r"(?:^(?P=fence)[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,17 @@ def comment(body, actor="alice", **kw):
     ("<!--\n/approve\n-->", None),
     ("/approve\n/request-changes", None),
     ("/APPROVE", None),
+    ("Text\n\n    /approve\n", None),  # an indented code block
+    ("\t/approve", None),
+    ("> quoted\n/approve", None),  # a lazy continuation line of the quote
+    ("- /approve", None),
+    ("- ```\n```\n/approve\n```", None),  # the list item's fence closed; a new one opens
+    ("<b>/approve</b>", None),
+    ("/approve\n---", None),  # a heading
+    ("x\r\n/approve\r\n", "approved"),
+    ("x\r/approve", "approved"),
+    ("x\n/approve  \ny", "approved"),
+    ("/approve" + " " * 70_000, None),  # longer than GitHub allows
 ])
 def test_commands_are_parsed_predictably(body, expected):
     assert cf.parse_command(body) == expected
@@ -61,7 +72,7 @@ def test_unauthorized_comment_not_read(monkeypatch):
       the result, and the gate stays waiting."""
     touched = []
     monkeypatch.setattr(cf, "parse_command", lambda body: touched.append("parse"))
-    monkeypatch.setattr(cf, "strip_non_commands", lambda body: touched.append("strip"))
+    monkeypatch.setattr(cf, "commands", lambda body: touched.append("scan") or set())
     result = classify(comment("/approve", actor="mallory"),
                       classifier=lambda text, allowed: touched.append("model"))
     assert result.status == "wait" and result.data["ignored"] == "unauthorized"

@@ -10,7 +10,6 @@ granted only by an explicit human signal. Anything else keeps the gate waiting.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from graph.markers import is_own
 from graph.model import HookContext, HookResult, Message
 from graph.registry import hook
+from the_loop.hooks.commands import commands
 
 OUTCOMES = ("approved", "approved-with-comments", "changes-requested")
 APPROVALS = frozenset({"approved", "approved-with-comments"})
@@ -27,21 +27,7 @@ HANDED_OFF = frozenset({"changes-requested", "approved-with-comments"})
 #: decision" is not repeated there).
 SHOWN_WAITS = frozenset({"stale-approval", "reserved-for-human", "edited-by-other",
                          "awaiting-approvals"})
-COMMANDS = {
-    "/approve": "approved",
-    "/approve-with-comments": "approved-with-comments",
-    "/request-changes": "changes-requested",
-}
 REVIEW_STATES = {"APPROVED": "approved", "CHANGES_REQUESTED": "changes-requested"}
-# A command counts only at the start of its own line, alone on it (a trailing HTML
-# comment is tolerated; it has been removed before this runs).
-COMMAND_RE = re.compile(r"^[ \t]*(/approve-with-comments|/approve|/request-changes)[ \t]*$",
-                        re.MULTILINE)
-FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)",
-                      re.MULTILINE | re.DOTALL)
-HTML_COMMENT_RE = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
-INLINE_CODE_RE = re.compile(r"(`+)(?:(?!\1).)+?\1")
-QUOTE_RE = re.compile(r"^[ \t]*>.*$", re.MULTILINE)
 FEEDBACK_KINDS = frozenset({
     "issue_comment.created", "issue_comment.edited",
     "pull_request_review.submitted", "pull_request_review.edited",
@@ -50,24 +36,16 @@ FEEDBACK_KINDS = frozenset({
 PERMISSION_ORDER = ("none", "read", "triage", "write", "maintain", "admin")
 
 
-def strip_non_commands(body: str) -> str:
-    """``body`` without what can never carry a command: fenced code, HTML comments,
-    quoted (``>``) lines and inline code."""
-    text = body.replace("\r\n", "\n")
-    text = FENCE_RE.sub("", text)
-    text = HTML_COMMENT_RE.sub("", text)
-    text = QUOTE_RE.sub("", text)
-    return INLINE_CODE_RE.sub("", text)
-
-
 def parse_command(body: str) -> str | None:
     """The outcome of the line command in ``body``, or ``None``.
 
-    A command counts only at the start of its own line and alone on it (a trailing HTML
-    comment is tolerated); quoted lines, fenced and inline code and HTML comments are
-    ignored. Two different commands in one body are ambiguous and give ``None``.
+    A command counts only alone on its own line of a top-level paragraph, as GitHub
+    renders the body (a trailing HTML comment is tolerated); quotes, code (fenced,
+    indented, inline), lists and HTML are ignored (:func:`the_loop.hooks.commands.commands`,
+    linear time, bodies up to GitHub's 65,536 characters). Two different commands in one
+    body are ambiguous and give ``None``.
     """
-    found = {COMMANDS[m.group(1)] for m in COMMAND_RE.finditer(strip_non_commands(body))}
+    found = commands(body)
     return found.pop() if len(found) == 1 else None
 
 
@@ -83,9 +61,9 @@ def _gates(ctx: HookContext) -> Mapping[str, Any]:
 
 
 def carries_command(body: str | None) -> bool:
-    """Whether ``body`` has a line command (alone on its line, after quotes, code and
-    HTML comments are removed); two different ones still count as carrying one."""
-    return bool(body) and COMMAND_RE.search(strip_non_commands(body or "")) is not None
+    """Whether ``body`` has a line command (as :func:`parse_command` reads one); two
+    different ones still count as carrying one."""
+    return bool(commands(body))
 
 
 def _stale(ctx: HookContext, actor: str | None, reviewed: str | None) -> str | None:

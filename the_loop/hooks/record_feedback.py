@@ -19,12 +19,14 @@ from the_loop.hooks.review import append_entry, approved_in, fingerprint, withou
 MAX_BULLETS = 20
 MAX_BULLET_CHARS = 300
 _COMMAND = re.compile(r"^\s*/(approve-with-comments|approve|request-changes)\b")
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+# A comment never closed runs to the end: each "<!--" is scanned to the end at most once.
+_HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 
 
 def follow_ups(body: str | None) -> list[str]:
     """The reviewer's remarks as bullet texts: non-empty lines that are not commands,
-    quotes (``>``) or code fences, with HTML comments removed, each one line, bounded."""
+    quotes (``>``) or code fences, with HTML comments removed (one never closed hides
+    the rest), each one line, bounded."""
     if not body:
         return []
     text = MARKER_RE.sub("", _HTML_COMMENT.sub("", body))

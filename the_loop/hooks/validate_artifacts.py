@@ -17,14 +17,23 @@ from graph import tasks as task_plan
 from graph.model import HookContext, HookResult, Message
 from graph.registry import hook
 
-HEADING_RE = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-FENCE_RE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.MULTILINE | re.DOTALL)
+# Linear on artifact text from a pull request: a heading's closing ``#``s are stripped
+# after the match, not by a lazy group (quadratic on a long run of spaces); a fence never
+# closed runs to the end (CommonMark), so no opening is scanned to the end twice.
+HEADING_RE = re.compile(r"^#{1,6}[ \t]+(.+)$", re.MULTILINE)
+FENCE_RE = re.compile(r"^(```|~~~).*?(?:^\1[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
 
 
 def headings(markdown: str) -> set[str]:
-    """ATX headings of ``markdown`` (outside fenced code), case-folded."""
+    """ATX headings of ``markdown`` (outside fenced code; a fence never closed runs to
+    the end), case-folded, closing ``#``s and spaces stripped."""
     text = FENCE_RE.sub("", markdown)
-    return {m.group(1).strip().casefold() for m in HEADING_RE.finditer(text)}
+    return {_heading_text(m.group(1)) for m in HEADING_RE.finditer(text)}
+
+
+def _heading_text(raw: str) -> str:
+    # The shortest non-empty prefix followed only by spaces, tabs and "#"s.
+    return (raw.rstrip(" \t#") or raw[:1]).strip().casefold()
 
 
 def front_matter(markdown: str) -> Mapping[str, Any] | None:
