@@ -27,6 +27,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, cast
 
+from graph import hook_threads
 from graph.context import HEAD_MOVED, HookConfig, RevisionFiles
 from graph.effects import HookEffects, digest, hook_keys
 from graph.errors import LoopError
@@ -107,9 +108,11 @@ def call_hook(call: HookCall, ctx: HookContext, *,
     ``timeout`` for this call, else ``HookDef.timeout``).
 
     A hook that raises, or returns something other than a HookResult, is a ``block`` with
-    ``retriable=False``; one that runs past its timeout is a retriable ``block`` (its
-    thread is abandoned: Python cannot stop it, and it can no longer affect the verdict;
-    ``on_timeout`` is called, e.g. to stop its effects). A transient failure
+    ``retriable=False``; one that runs past its timeout is a retriable ``block``: its
+    thread is stopped (:func:`graph.hook_threads.stop`: pure-Python code, CPU-bound or
+    not, ends at its next bytecode; what cannot be stopped is watched and, if it keeps
+    burning CPU, ends the worker), it can no longer affect the verdict, and
+    ``on_timeout`` is called, e.g. to stop its effects. A transient failure
     (:class:`graph.effects.RetryLater`, or a retriable
     :class:`~graph.ports.IntegrationError`: 5xx, rate limit, network) is not a verdict:
     it propagates as ``RetryLater`` so the caller retries the delivery later.
@@ -135,6 +138,7 @@ def call_hook(call: HookCall, ctx: HookContext, *,
     worker.join(call.limit)
     fails_open = call.definition.fails_open
     if not box:
+        hook_threads.stop(worker)
         if on_timeout is not None:
             on_timeout()
         log.warning("hook %s ran past its timeout at node %s", call.name, ctx.node.id)

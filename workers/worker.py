@@ -12,6 +12,10 @@ waits for jobs; when its loop gives up (a Redis error while finishing a job) or 
 down at start-up, :func:`run_worker` starts a fresh RQ worker after an exponential
 backoff (redis-py's ``Retry`` with ``ExponentialBackoff``, capped at 30 s), until Redis
 answers again or the process is told to stop.
+
+A worker whose interpreter cannot run for the worker TTL (a hook frozen in C code
+holding the interpreter lock) or that runs a hook it could not stop exits with every
+thread's traceback (:mod:`workers.watchdog`): its work is taken back and counted.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from workers import jobs
 from workers import metrics as worker_metrics
 from workers.drain import DeliveryProcessor
 from workers.reaper import Reaper
+from workers.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from the_loop.settings import Settings
@@ -93,12 +98,17 @@ def run_worker(
     """
     queue = Queue(processor.settings.queue, connection=processor.redis)
     server = worker_metrics.start_server(settings.metrics.worker_port, settings.web.host)
+    # A frozen interpreter or an unstoppable hook ends the process once other workers
+    # take its work back (the worker TTL); see workers.watchdog.
+    watchdog = Watchdog(processor.settings.worker_ttl)
+    watchdog.start()
     try:
         return work_with_reconnect(processor, queue, burst=burst, name=name,
                                    logging_level=settings.logging.level)
     except StopRequested:
         return False
     finally:
+        watchdog.stop()
         if server is not None:
             server.shutdown()
 
