@@ -277,8 +277,9 @@ class DeliveryProcessor:
         bind_log_context(delivery_id, record.work_item)
         if attempt > self.settings.delivery_attempts:
             # Its earlier attempts never finished (the worker died each time).
-            reason = (f"processing did not finish in {attempt - 1} attempts "
-                      "(the worker stopped each time)")
+            reason = (f"processing did not finish in {attempt - 1} attempts (the worker "
+                      "stopped each time: killed, or frozen and ended by its watchdog; "
+                      "see the workers' logs)")
             handled = self._failed(delivery_id, event, record, reason, attempt - 1)
         else:
             try:

@@ -51,9 +51,11 @@ def wait_until(predicate, timeout=20.0, what="condition"):
 
 
 @contextlib.contextmanager
-def running_stack(redis_ns, tmp_path, *, collaborators=COLLABORATORS, extra_env=None):
-    """The receiver (gunicorn) and a worker as real processes against a loopback fake
-    GitHub seeded with Codertocat/Hello-World; yields ``(fake, url, env, store, logs)``."""
+def running_stack(redis_ns, tmp_path, *, collaborators=COLLABORATORS, extra_env=None,
+                  worker=True):
+    """The receiver (gunicorn) and a worker (unless ``worker`` is false: the test starts
+    its own) as real processes against a loopback fake GitHub seeded with
+    Codertocat/Hello-World; yields ``(fake, url, env, store, logs)``."""
     fake = HttpFakeGitHub()
     fake.add_repo(REPO, default_branch="master")
     fake.add_file(REPO, ".the-loop/collaborators.yaml", collaborators)
@@ -83,7 +85,9 @@ def running_stack(redis_ns, tmp_path, *, collaborators=COLLABORATORS, extra_env=
     logs.mkdir(exist_ok=True)
     web = start([str(BIN / "the-loop"), "serve", "--port", str(port), "--host",
                  "127.0.0.1"], env, logs / "web.out")
-    worker = start([str(BIN / "the-loop"), "worker"], env, logs / "worker.out")
+    procs = [web]
+    if worker:
+        procs.append(start([str(BIN / "the-loop"), "worker"], env, logs / "worker.out"))
     url = f"http://127.0.0.1:{port}"
 
     def ready():
@@ -96,7 +100,7 @@ def running_stack(redis_ns, tmp_path, *, collaborators=COLLABORATORS, extra_env=
         wait_until(ready, what="receiver /readyz")
         yield fake, url, env, RedisStateStore(redis_ns.client, redis_ns.prefix), logs
     finally:
-        for proc in (web, worker):
+        for proc in procs:
             stop(proc)
         stop_fake()
         if os.environ.get("THE_LOOP_E2E_SHOW_LOGS"):
