@@ -16,6 +16,7 @@ import time
 
 import _common as c
 import ingest
+import parsing
 import turns
 import worker
 
@@ -25,6 +26,7 @@ TARGETS = {
     "worker_rate": 400.0,       # routine deliveries/s per worker process
     "web_rss_mib": 80.0,
     "worker_rss_mib": 120.0,
+    "parse_ms": parsing.TARGET_MS,  # one 65,536-character hostile comment body
 }
 
 
@@ -52,7 +54,22 @@ def turn_rows(trn: dict) -> list[tuple[str, str, str, bool | None]]:
     return rows
 
 
-def table(ing: dict, wrk: dict, trn: dict | None = None) -> list[str]:
+def parse_rows(prs: dict) -> list[tuple[str, str, str, bool | None]]:
+    """Rows of the parsing benchmark: the slowest hostile body (CPU, and wall)."""
+    rows = prs.get("commands") or []
+    if not rows:
+        return []
+    cpu = max(rows, key=lambda r: r["parse_cpu_ms"]["median"])
+    wall = max(rows, key=lambda r: r["parse_wall_ms"]["median"])
+    ok = cpu["parse_cpu_ms"]["median"] <= TARGETS["parse_ms"] and all(
+        r["correct"] for r in rows)
+    return [(f"command parse, worst of {len(rows)} bodies",
+             f"{cpu['parse_cpu_ms']['median']:.1f} ms CPU ({cpu['case']}), wall "
+             f"{wall['parse_wall_ms']['median']:.1f}", "<= 50 ms", ok)]
+
+
+def table(ing: dict, wrk: dict, trn: dict | None = None,
+          prs: dict | None = None) -> list[str]:
     t = ing["throughput"]
     f = ing["fixed_rate"]["receiver"]
     rate = ing["settings"]["rate"]
@@ -85,7 +102,7 @@ def table(ing: dict, wrk: dict, trn: dict | None = None) -> list[str]:
     out = [f"{'figure':<34}{'measured':<42}{'target':<14}"]
     out += [f"{a:<34}{b:<42}{c_:<14}{_mark(ok)}" for a, b, c_, ok in rows]
     out += [f"{a:<34}{b:<42}{c_:<14}{'' if ok is None else _mark(ok)}"
-            for a, b, c_, ok in turn_rows(trn or {})]
+            for a, b, c_, ok in turn_rows(trn or {}) + parse_rows(prs or {})]
     return out
 
 
@@ -114,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     wrk = worker.main(wrk_args)
     print("turns benchmark ...", file=sys.stderr)
     trn = turns.main(trn_args)
+    print("parsing benchmark ...", file=sys.stderr)
+    prs = parsing.main(["--rounds", "3" if args.quick else "7"])
     code = c.code_version()
     result = {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
@@ -124,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         "ingest": ing,
         "worker": wrk,
         "turns": {k: v for k, v in trn.items() if k not in ("machine", "code")},
+        "parsing": {k: v for k, v in prs.items() if k not in ("machine", "code")},
     }
     c.RESULTS.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w") as f:
@@ -139,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("\n".join(turns.summary_lines(trn)))
     print()
-    print("\n".join(table(ing, wrk, trn)))
+    print("\n".join(parsing.summary_lines(prs)))
+    print()
+    print("\n".join(table(ing, wrk, trn, prs)))
     print(f"\nwritten: {args.out}")
     return 0
 

@@ -60,6 +60,8 @@ def comment(body, actor="alice", **kw):
     ("x\r/approve", "approved"),
     ("x\n/approve  \ny", "approved"),
     ("/approve" + " " * 70_000, None),  # longer than GitHub allows
+    ("> " * 40 + "deep\n/approve", None),  # deeper than MAX_QUOTE_DEPTH: still quoted
+    (">" * 40 + " deep\n\n/approve", "approved"),
 ])
 def test_commands_are_parsed_predictably(body, expected):
     assert cf.parse_command(body) == expected

@@ -7,7 +7,8 @@ while it runs, raw HTML omitted), and a command counts only where a reader sees 
 plain text: alone on its own line of a top-level paragraph. Everything else is not a
 command: fenced and indented code blocks, block quotes (lazy continuation lines
 included), list items, tables, headings, inline code, HTML blocks (comments included).
-A trailing inline HTML comment on the command's line is tolerated.
+A trailing inline HTML comment on the command's line is tolerated. Quotes nested deeper
+than :data:`MAX_QUOTE_DEPTH` are read as that deep (still quoted: the same answer).
 
 The rendered HTML is cmark's own output (text is escaped, so every ``<`` starts one of
 its tags): one pass of a regex without backtracking finds candidate lines, and the
@@ -37,6 +38,11 @@ COMMANDS = {
 # gives back what it took.
 _OMITTED = "<!-- raw HTML omitted -->"
 _COMMAND = re.compile(r"/approve-with-comments|/approve|/request-changes")
+# Block quotes nested deeper than this are as deep: cmark's output (and time) grows with
+# the nesting, and whether a line is quoted at all is all that counts here. Each "[ \t]*>"
+# is deterministic, so the run is taken in one pass.
+MAX_QUOTE_DEPTH = 32
+_DEEP_QUOTE = re.compile(rf"^(?:[ \t]*>){{{MAX_QUOTE_DEPTH + 1},}}+", re.MULTILINE)
 _LINE_END = re.compile(rf"(?:{re.escape(_OMITTED)}|[ \t])*+(?:</p>|<br />|\n)")
 
 
@@ -61,7 +67,7 @@ def commands(body: str | None) -> set[str]:
         return set()
     if "/approve" not in body and "/request-changes" not in body:
         return set()  # most bodies: no rendering at all
-    html = rendered(body)
+    html = rendered(_DEEP_QUOTE.sub(">" * MAX_QUOTE_DEPTH, body))
     found: set[str] = set()
     depth, last, closes_at = 0, 0, 0
     for match in _COMMAND.finditer(html):
