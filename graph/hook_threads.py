@@ -20,6 +20,8 @@ import logging
 import threading
 import time
 
+from graph.errors import LoopError
+
 log = logging.getLogger(__name__)
 
 #: CPU seconds an abandoned hook thread may still burn before it is a runaway (a hook
@@ -27,9 +29,9 @@ log = logging.getLogger(__name__)
 RUNAWAY_CPU_SECONDS = 2.0
 
 
-class HookStopped(BaseException):  # noqa: N818  (not an error of the hook's: a stop)
-    """Raised inside a hook's thread that ran past its time limit (a ``BaseException``,
-    so the hook's own ``except Exception`` does not swallow it)."""
+class HookStopped(LoopError):  # noqa: N818  (not an error of the hook's: a stop)
+    """Raised inside a hook's thread that ran past its time limit. A hook that catches
+    it (an ``except Exception`` around a loop) and goes on is a runaway."""
 
 
 _abandoned: dict[threading.Thread, tuple[int, float]] = {}
