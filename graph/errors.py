@@ -17,7 +17,6 @@ exception class in the packages is in this tree, and drawn here::
     │   ├── GraphMismatch (RuntimeError)           runtime.py
     │   ├── ForceError (ValueError)                runtime.py: `graph force`/`state migrate` refused
     │   ├── TaskPlanError (ValueError)             tasks.py: a task list is not a valid plan
-    │   ├── HookStopped                            hook_threads.py: raised in a hook past its limit
     │   └── EnvelopeError (ValueError)             envelope.py: an envelope that does not hold
     │       └── EnvelopeLimitError                 past the the-loop.graph/v1 limits
     ├── IntegrationError                           ports.py: an external system refused/failed

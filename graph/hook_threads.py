@@ -1,7 +1,7 @@
 """Stopping a hook that runs past its time limit, and telling one that cannot be stopped.
 
 Each hook runs in a thread of its own (:func:`graph.runtime.call_hook`). One past its
-limit is stopped by raising :class:`HookStopped` in its thread (CPython's
+limit is stopped by raising :data:`STOP` (``SystemExit``) in its thread (CPython's
 ``PyThreadState_SetAsyncExc``): pure-Python code, a CPU-bound loop included, gets it at
 its next bytecode and ends. Code that does not return to the interpreter (a C extension
 holding the interpreter lock, a blocking call) or a hook that swallows the exception
@@ -16,23 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import logging
 import threading
 import time
-
-from graph.errors import LoopError
-
-log = logging.getLogger(__name__)
 
 #: CPU seconds an abandoned hook thread may still burn before it is a runaway (a hook
 #: blocked in I/O burns none and is left to finish).
 RUNAWAY_CPU_SECONDS = 2.0
 
-
-class HookStopped(LoopError):  # noqa: N818  (not an error of the hook's: a stop)
-    """Raised inside a hook's thread that ran past its time limit. A hook that catches
-    it (an ``except Exception`` around a loop) and goes on is a runaway."""
-
+#: What a stopped hook's thread gets: ``SystemExit`` is no ``Exception``, so neither the
+#: hook's nor a library's ``except Exception`` swallows it, and a thread ends quietly on it.
+STOP = SystemExit
 
 _abandoned: dict[threading.Thread, tuple[int, float]] = {}
 _guard = threading.Lock()
@@ -45,7 +38,7 @@ def _cpu_clock(thread: threading.Thread) -> int | None:
 
 
 def stop(thread: threading.Thread) -> bool:
-    """Raise :class:`HookStopped` in ``thread`` (at its next bytecode) and watch it until
+    """Raise :data:`STOP` in ``thread`` (at its next bytecode) and watch it until
     it ends (:func:`runaways`).
 
     Args:
@@ -57,7 +50,7 @@ def stop(thread: threading.Thread) -> bool:
     if thread.ident is None or not thread.is_alive():
         return False
     done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
-                                                      ctypes.py_object(HookStopped))
+                                                      ctypes.py_object(STOP))
     clock = _cpu_clock(thread)
     if clock is not None:
         with _guard:

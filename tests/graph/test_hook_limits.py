@@ -64,7 +64,7 @@ def test_a_hook_that_swallows_the_stop_is_named_a_runaway():
             try:
                 while not release.is_set():
                     pass
-            except hook_threads.HookStopped:
+            except SystemExit:
                 continue
         return HookResult.passed("stubborn")
 
