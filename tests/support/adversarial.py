@@ -74,8 +74,7 @@ def corpus() -> list[Case]:
     never closed), and one with two different commands (ambiguous)."""
     cases = []
     for name, unit in RUNS.items():
-        # A run that leaves a construct open (a fence, a quote, an HTML block) hides
-        # the tail; closed with a blank line and a fence of its own the tail is visible.
+        # The blank line before the tail closes every run but an open fence or HTML block.
         cases.append(Case(name, _fill(unit, VISIBLE), _visible_after(name)))
     cases += [
         Case("unclosed-fence", "```\n" + _fill("/approve\n", "")[4:], None),
@@ -93,7 +92,7 @@ def _visible_after(name: str) -> str | None:
     or an HTML comment still open hides it; every other run is closed by the blank line
     (indented code, by the unindented command)."""
     if name in ("fence-lines", "tilde-fence-lines"):
-        # 16,383 fences: an odd number of fence lines leaves the last one open.
+        # An odd number of fence lines (both runs here) leaves the last one open.
         count = (SIZE - len(VISIBLE)) // len(RUNS[name])
         return None if count % 2 else "approved"
     if name in ("backticks", "tildes"):
