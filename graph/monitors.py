@@ -85,9 +85,7 @@ def monitor(state: WorkItemState, graph: Graph, now: float) -> Monitor | None:
         return None
     if state.status not in (Status.WAITING, Status.ESCALATED):
         return None
-    entered = next((h.get("at") for h in reversed(state.history)
-                    if h.get("node") == state.current_node), None)
-    signal = float(entered) if isinstance(entered, int | float) else None
+    signal = float(state.visit_started) if state.visit_started else None
     status = status_of(signal, now, node.freshness)
     age = None if signal is None else now - signal
     period = int(age // node.freshness) if status == STALE and age is not None else 0

@@ -28,11 +28,11 @@ def store(request, tmp_path):
 
 def test_state_round_trips(store):
     state = WorkItemState.new("github:o/r#1", "digest", "requirements")
-    state.decisions.append({"outcome": "approved", "actor": "alice"})
+    state.record_decision({"node": "gate", "outcome": "approved", "actor": "alice"})
     store.save(state)
     loaded = store.load("github:o/r#1")
     assert loaded.to_dict() == state.to_dict()
-    assert loaded.history[0]["via"] == "enrolled" and loaded.visit == 1
+    assert loaded.standing["gate"]["decision"]["actor"] == "alice" and loaded.visit == 1
     assert store.load("github:o/r#2") is None
 
 
