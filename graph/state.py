@@ -22,7 +22,7 @@ from graph.model import Status
 
 STATE_VERSION = 1
 #: Decisions whose sources the state keeps for "one reply decides once".
-DECIDED_KEPT = 32
+DECIDED_KEPT = 16
 #: The per-step lists a record of an older format kept (now in the event log).
 LEGACY_LISTS = ("history", "decisions", "forced", "migrations")
 
