@@ -228,7 +228,7 @@ def build(graph: Graph, state: WorkItemState, events: Sequence[LogEvent], *,
         EnvelopeLimitError: more nodes, edges, events or bytes than ``limits`` allow.
     """
     ref = state.ref
-    past = Past.of(events)
+    past = Past.of(events, state.legacy)
     item = node_id("work-item", ref)
     nodes: dict[str, dict[str, Any]] = {}
     edges: list[dict[str, Any]] = []

@@ -6,6 +6,13 @@ it in Redis (``workers.state``), the local CLI in JSON files
 :class:`MemoryStateStore` serves tests and dry runs. The event log's envelope is ``{seq,
 id, type, data, caused_by}``; comment bodies are never stored, only metadata and SHA-256
 digests.
+
+The state record holds where a work item is, not its past, so its size (and the cost of
+every delivery that reads and writes it) does not grow with the item's history: the
+nodes entered, the decisions, the forced moves and the migrations are entries of the
+event log, which :class:`Past` reads back when they are asked for. What the delivery
+path needs of them is kept small: when the current visit began, each gate's standing
+decision, the sources of the newest decisions, counters.
 """
 
 from __future__ import annotations
@@ -359,9 +366,14 @@ class Past:
     migrations: list[dict[str, Any]]
 
     @classmethod
-    def of(cls, events: Iterable[LogEvent]) -> Past:
+    def of(cls, events: Iterable[LogEvent],
+           legacy: Mapping[str, list[dict[str, Any]]] | None = None) -> Past:
         """The past the entries ``events`` (a whole log, oldest first) record; a record
-        of an older format's lists (``history.imported``) come first."""
+        of an older format's lists (``history.imported``, or ``legacy``: the
+        ``WorkItemState.legacy`` of a record not moved into the log yet) come first."""
+        if legacy:
+            imported = LogEvent(0, "", "history.imported", legacy)
+            events = [imported, *events]
         history: list[dict[str, Any]] = []
         decisions: dict[int, dict[str, Any]] = {}
         forced: list[dict[str, Any]] = []
@@ -391,10 +403,11 @@ class Past:
         return cls(history, [decisions[i] for i in sorted(decisions)], forced, migrations)
 
     @classmethod
-    def read(cls, store: StateStore, ref: str) -> Past:
+    def read(cls, store: StateStore, ref: str,
+             legacy: Mapping[str, list[dict[str, Any]]] | None = None) -> Past:
         """``ref``'s past from ``store``'s event log (reads the whole log: for commands
-        and pages, never the delivery path)."""
-        return cls.of(store.events(ref))
+        and pages, never the delivery path); ``legacy`` as for :meth:`of`."""
+        return cls.of(store.events(ref), legacy)
 
 
 @dataclass(frozen=True)

@@ -307,7 +307,7 @@ def graph_export(file: str | None, fmt: str, ref: str | None, repo: Path | None)
             return
         from graph.state import Past
 
-        history = Past.read(store, ref).history
+        history = Past.read(store, ref, state.legacy).history
         overlay = Overlay(ref, state.current_node, tuple(h["node"] for h in history),
                           tuple(h["node"] for h in history if h.get("forced")),
                           state.status)
@@ -371,7 +371,7 @@ def state_cmd(ref: str, as_json: bool, with_events: bool) -> None:
             sys.exit(1)
         raise click.ClickException(f"{ref} is not a work item")
     extras, lines = state_extras(state, operator.runtime())
-    past = Past.of(log)
+    past = Past.of(log, state.legacy)
     if as_json:
         # The state record holds where the item is; how it got there is the event log's.
         fields: dict[str, Any] = {"ref": ref, "state": state.to_dict(), **extras,

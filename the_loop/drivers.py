@@ -292,7 +292,7 @@ def check_cmd(ref: str, repo: Path, graph_path: str | None, recompute: bool,
         elif chain.status == "block":
             problems.append(f"node {node.id} is blocked: "
                             + "; ".join(m.text for m in chain.messages))
-        past = Past.read(runtime.store, ref)
+        past = Past.read(runtime.store, ref, state.legacy)
         for forced in past.forced:
             for gate in forced.get("bypassed", []):
                 if not any(d.get("node") == gate for d in past.decisions):

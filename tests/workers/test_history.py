@@ -265,6 +265,8 @@ def test_a_record_of_the_older_format_moves_its_past_into_the_log_once(redis_ns)
     old["decisions"] = [{"node": "requirements-approval", "outcome": "changes-requested",
                          "actor": "alice", "sources": ["issue_comment:9"], "signature": "s"}]
     redis_ns.client.set(store.state_key(REF), json.dumps(old))
+    unmoved = store.load(REF)  # read as it is (the state command, the API): shown all the same
+    assert Past.read(store, REF, unmoved.legacy).decisions == old["decisions"]
     runtime = Runtime(graph, store)
     loaded = runtime.load(parse_ref(REF), HookConfig())
     assert loaded.visit_started == 2.0 and loaded.decided_sources() == {"issue_comment:9"}

@@ -252,7 +252,7 @@ class ReadModel:
         """``GET /api/v1/work-items/{ref}``: where the work item is and how it got there
         (see the route's docstring for the fields)."""
         events = self.events_of(state.ref)
-        past = Past.of(events)
+        past = Past.of(events, state.legacy)
         ref = WorkItemRef.parse(state.ref)
         graph = self.graph
         node = graph.nodes.get(state.current_node)

@@ -204,7 +204,7 @@ def work_item(ref: str) -> Response:
     detail = model.detail(state)
     graph = model.graph
     log = model.events_of(state.ref)
-    past = Past.of(log)
+    past = Past.of(log, state.legacy)
     overlay = Overlay(ref=state.ref, current=state.current_node,
                       visited=tuple(str(h.get("node")) for h in past.history),
                       forced=tuple(str(m.get("to")) for m in past.forced),
