@@ -47,7 +47,13 @@ from graph.model import (
     WorkItem,
     plain,
 )
-from graph.monitors import REMINDER, REMINDER_EVENT, due_reminder, reminder_key
+from graph.monitors import (
+    REMINDER,
+    REMINDER_EVENT,
+    due_reminder,
+    forget_reminders,
+    reminder_key,
+)
 from graph.ports import IntegrationError, RetryLater
 from graph.state import StateError, StateStore, WorkItemState
 from graph.status import render_status, status_effect
@@ -656,6 +662,7 @@ class Runtime:
         artifacts (:meth:`_producers`), whatever path the work item took there, or starts
         a fresh one seeded with the artifacts. The step is logged (``node.entered``)
         unless ``log_entry`` is false (a scratch state)."""
+        forget_reminders(state, node_id)
         entered = state.enter(node_id, via=via, forced=forced)
         if log_entry:
             self._log(state, "node.entered", entered, None)

@@ -7,8 +7,18 @@ from __future__ import annotations
 import dataclasses
 
 from graph.model import InboundEvent
-from graph.monitors import HEALTHY, REMINDER, SKEW, STALE, UNKNOWN, monitor, status_of
+from graph.monitors import (
+    HEALTHY,
+    REMINDER,
+    SKEW,
+    STALE,
+    UNKNOWN,
+    forget_reminders,
+    monitor,
+    status_of,
+)
 from graph.runtime import Runtime
+from graph.state import WorkItemState
 from integrations.slack import _SlackBase
 from tests.graph.test_runtime import REF, REPO, REQUIREMENTS, setup
 from the_loop.config.repository import Collaborators
@@ -106,3 +116,11 @@ def test_no_signal_is_unknown_and_a_node_without_freshness_has_no_monitor():
     assert monitor(state, rt.graph, 1e12).status == UNKNOWN
     state.current_node = "design"
     assert monitor(state, rt.graph, 1e12) is None
+
+
+def test_entering_a_gate_again_forgets_the_reminders_of_its_earlier_visits():
+    state = WorkItemState(REF, "digest", "requirements-approval")
+    state.reminders = {"requirements-approval/1": 2, "requirements-approval/2": 1,
+                       "design-approval/1": 1, "requirements-approval-x/1": 1}
+    forget_reminders(state, "requirements-approval")
+    assert state.reminders == {"design-approval/1": 1, "requirements-approval-x/1": 1}
