@@ -15,8 +15,10 @@ reads are passed straight through) gets a stable effect id
 ``<ref>/<node>/<visit>/<hook>/<n>`` (``n`` is the call's ordinal among the side effects of
 that hook run; ``<hook>`` is the hook's name, or ``<name>@<boundary><position>`` when the
 node calls the same hook more than once). The proxy records the effect as ``pending`` in
-the work item's state and **saves the state before performing it**, then marks it ``done``
-with a summary of the result (never a body, a file's text or a secret) and saves again.
+the work item's state and **saves that record before performing it**, then marks it ``done``
+with a summary of the result (never a body, a file's text or a secret) and saves it again:
+each a small write of the one record (:meth:`graph.state.StateStore.save_effect`), never a
+rewrite of the whole state.
 
 Run the same hook again for the same node visit (a retried job, a worker killed mid-job)
 and:
@@ -240,7 +242,7 @@ class HookEffects:
                 # The earlier attempt may have landed and the target cannot be read back:
                 # at most once, so it is not made again.
                 previous.update(status="done", result={"unconfirmed": True}, at=time.time())
-                self.store.save(self.state)
+                self.store.save_effect(self.state, effect)
                 log.warning("effect %s (%s %s) was left pending by an earlier attempt and "
                             "%s cannot be read back: not performed again (at most once)",
                             effect, name, op, name)
@@ -262,7 +264,7 @@ class HookEffects:
             }
             self.state.effects[effect] = record
             # Persist BEFORE the side effect: a crash from here on leaves it pending.
-            self.store.save(self.state)
+            self.store.save_effect(self.state, effect)
         try:
             result = self._reconcile(integration, op, params, record, effect) if retry else None
             if result is None:
@@ -272,7 +274,7 @@ class HookEffects:
                 with self._lock:  # the target answered: it did not make it, so it may again
                     if not self._closed:
                         record.update(status="failed", at=time.time())
-                        self.store.save(self.state)
+                        self.store.save_effect(self.state, effect)
             if exc.retriable:
                 raise RetryLater.from_error(exc) from exc
             raise
@@ -280,7 +282,7 @@ class HookEffects:
             if self._closed:  # abandoned meanwhile: the runtime owns the state now
                 return result
             record.update(status="done", result=summary(result), at=time.time())
-            self.store.save(self.state)
+            self.store.save_effect(self.state, effect)
         return result
 
     # -- what identifies an effect at its target -----------------------------------------

@@ -41,7 +41,7 @@ from typing import Any
 
 from graph.errors import LoopError
 from graph.model import Graph
-from graph.state import LogEvent, WorkItemState
+from graph.state import LogEvent, Past, WorkItemState
 from graph.work import spend_of
 
 __all__ = ["LIMITS", "SCHEMA", "SENSITIVE", "EnvelopeError", "EnvelopeLimitError", "Limits",
@@ -175,10 +175,10 @@ def _edge(source: str, target: str, kind: str, **attributes: Any) -> dict[str, A
     return {"source": source, "target": target, "kind": kind, "attributes": attributes}
 
 
-def _taken(state: WorkItemState) -> dict[tuple[str, str, str], int]:
+def _taken(past: Past) -> dict[tuple[str, str, str], int]:
     """(from, to, outcome) -> times the work item moved along that edge (history)."""
     taken: dict[tuple[str, str, str], int] = {}
-    for before, after in zip(state.history, state.history[1:], strict=False):
+    for before, after in zip(past.history, past.history[1:], strict=False):
         via = str(after.get("via"))
         if after.get("forced") or via in ("enrolled", "forced"):
             continue
@@ -228,6 +228,7 @@ def build(graph: Graph, state: WorkItemState, events: Sequence[LogEvent], *,
         EnvelopeLimitError: more nodes, edges, events or bytes than ``limits`` allow.
     """
     ref = state.ref
+    past = Past.of(events, state.legacy)
     item = node_id("work-item", ref)
     nodes: dict[str, dict[str, Any]] = {}
     edges: list[dict[str, Any]] = []
@@ -238,13 +239,13 @@ def build(graph: Graph, state: WorkItemState, events: Sequence[LogEvent], *,
         "parked": state.parked_reason is not None, "escalated": state.escalated is not None,
         "held_by_delivery": state.blocked_by_delivery is not None,
         "created_at": timestamp(state.created_at), "updated_at": timestamp(state.updated_at),
-        "decisions": len(state.decisions), "forced_moves": len(state.forced),
+        "decisions": len(past.decisions), "forced_moves": len(past.forced),
         **{f"spend_{k}": v for k, v in spend_of(state.spend).items()},
     })
 
     referenced = {state.current_node, *state.visits, *state.outcomes, *state.sessions}
-    referenced |= {str(d.get("node")) for d in state.decisions if d.get("node")}
-    for move in state.forced:
+    referenced |= {str(d.get("node")) for d in past.decisions if d.get("node")}
+    for move in past.forced:
         referenced |= {str(move.get("from")), str(move.get("to"))}
     terminal = {n for n in graph.nodes if graph.is_terminal(n)}
     for nid in [*graph.nodes, *sorted(referenced - set(graph.nodes))]:
@@ -266,7 +267,7 @@ def build(graph: Graph, state: WorkItemState, events: Sequence[LogEvent], *,
             })
         nodes[node_id("node", nid)] = _node("node", nid, attributes)
 
-    taken = _taken(state)
+    taken = _taken(past)
     for edge in graph.edges:
         edges.append(_edge(node_id("node", edge.source), node_id("node", edge.target),
                            "routes_to", on=edge.on,
@@ -275,7 +276,7 @@ def build(graph: Graph, state: WorkItemState, events: Sequence[LogEvent], *,
         edges.append(_edge(item, node_id("node", nid), "visited", visits=visits))
     edges.append(_edge(item, node_id("node", state.current_node), "at",
                        status=str(state.status)))
-    for index, move in enumerate(state.forced, start=1):
+    for index, move in enumerate(past.forced, start=1):
         attributes = metadata({k: v for k, v in move.items() if k not in ("from", "to")})
         edges.append(_edge(node_id("node", str(move.get("from"))),
                            node_id("node", str(move.get("to"))), "forced", index=index,
@@ -287,7 +288,7 @@ def build(graph: Graph, state: WorkItemState, events: Sequence[LogEvent], *,
         if isinstance(session, Mapping) and session.get("id"):
             edges.append(_edge(node_id("node", nid), node_id("session", str(session["id"])),
                                "bound_to"))
-    for index, decision in enumerate(state.decisions, start=1):
+    for index, decision in enumerate(past.decisions, start=1):
         key = str(index)
         nodes[node_id("decision", key)] = _node("decision", key, metadata(decision))
         if decision.get("node"):

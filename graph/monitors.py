@@ -77,6 +77,14 @@ def reminder_key(node: str, visit: int) -> str:
     return f"{node}/{visit}"
 
 
+def forget_reminders(state: WorkItemState, node: str) -> None:
+    """Drop the reminders of ``node``'s earlier visits (it is entered again: only the
+    current visit's are ever looked up), so the state keeps no record per past visit."""
+    earlier = reminder_key(node, 0).rpartition("/")[0] + "/"
+    for key in [k for k in state.reminders if k.startswith(earlier)]:
+        del state.reminders[key]
+
+
 def monitor(state: WorkItemState, graph: Graph, now: float) -> Monitor | None:
     """The monitor of ``state``: ``None`` unless it waits (or is escalated) at a gate of
     ``graph`` that declares ``freshness``."""
@@ -85,9 +93,7 @@ def monitor(state: WorkItemState, graph: Graph, now: float) -> Monitor | None:
         return None
     if state.status not in (Status.WAITING, Status.ESCALATED):
         return None
-    entered = next((h.get("at") for h in reversed(state.history)
-                    if h.get("node") == state.current_node), None)
-    signal = float(entered) if isinstance(entered, int | float) else None
+    signal = float(state.visit_started) if state.visit_started else None
     status = status_of(signal, now, node.freshness)
     age = None if signal is None else now - signal
     period = int(age // node.freshness) if status == STALE and age is not None else 0

@@ -48,7 +48,13 @@ from graph.model import (
     WorkItem,
     plain,
 )
-from graph.monitors import REMINDER, REMINDER_EVENT, due_reminder, reminder_key
+from graph.monitors import (
+    REMINDER,
+    REMINDER_EVENT,
+    due_reminder,
+    forget_reminders,
+    reminder_key,
+)
 from graph.ports import IntegrationError, RetryLater
 from graph.state import StateError, StateStore, WorkItemState
 from graph.status import render_status, status_effect
@@ -404,7 +410,7 @@ class Runtime:
         by re-running the validators over the artifacts (:meth:`derive`), the bad copy is
         kept aside, and a warning is logged and recorded."""
         try:
-            return self.store.load(work_item.ref)
+            state = self.store.load(work_item.ref)
         except StateError as exc:
             log.warning("state of %s is unreadable (%s); reconstructing from artifacts",
                         work_item.ref, exc)
@@ -413,7 +419,20 @@ class Runtime:
             self.store.save(state)
             self._log(state, "state.reconstructed",
                       {"node": state.current_node, "kept_aside": aside}, None)
+            self._log(state, "node.entered", {
+                "node": state.current_node, "via": "reconstructed",
+                "at": state.visit_started, "forced": False,
+                "visit": state.visit}, None)
             return state
+        if state is not None and state.legacy:
+            # A record of an older format: its per-step lists move into the event log
+            # (logged before the record without them is saved: a crash logs them twice,
+            # never loses them).
+            self._log(state, "history.imported", state.legacy, None)
+            state.legacy = {}
+            state.effects_reset = True  # its effects were inside the record
+            self.store.save(state)
+        return state
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -640,13 +659,17 @@ class Runtime:
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
     def _enter(self, state: WorkItemState, node_id: str, *, via: str,
-               forced: bool = False) -> None:
+               forced: bool = False, log_entry: bool = True) -> None:
         """Move the pointer and bind the node's harness session: an agent node keeps its
         own session across visits (so changes-requested returns to the same one); a gate
         with ``session: inherit`` reuses the session of the node that produces its
         artifacts (:meth:`_producers`), whatever path the work item took there, or starts
-        a fresh one seeded with the artifacts."""
-        state.enter(node_id, via=via, forced=forced)
+        a fresh one seeded with the artifacts. The step is logged (``node.entered``)
+        unless ``log_entry`` is false (a scratch state)."""
+        forget_reminders(state, node_id)
+        entered = state.enter(node_id, via=via, forced=forced)
+        if log_entry:
+            self._log(state, "node.entered", entered, None)
         node = self.graph.node(node_id)
         session: dict[str, Any] | None = None
         if node.session == "inherit":
@@ -748,7 +771,7 @@ class Runtime:
         for r in chain.results:
             decision = r.data.get("decision")
             if isinstance(decision, Mapping):
-                state.decisions.append(dict(decision))
+                self._log(state, "decision.recorded", state.record_decision(decision), event)
             vote = r.data.get("vote")
             if isinstance(vote, Mapping) and vote.get("source"):
                 votes = state.votes.setdefault(chain.node, [])
@@ -1050,10 +1073,12 @@ class Runtime:
     def _reopen(self, state: WorkItemState, gate: str, *, via: str, code: str, text: str,
                 data: Mapping[str, Any], event: InboundEvent | None) -> None:
         source = state.current_node
-        for decision in reversed(state.decisions):
-            if decision.get("node") == gate:
-                decision.setdefault("invalidated", {"via": via, "at": time.time()})
-                break
+        standing = state.standing.get(gate)
+        if standing is not None and "invalidated" not in standing["decision"]:
+            voided = {"via": via, "at": time.time()}
+            standing["decision"]["invalidated"] = voided
+            self._log(state, "decision.invalidated",
+                      {"index": standing["index"], "node": gate, **voided}, event)
         self._enter(state, gate, via=via)
         state.note(code, text)
         self.store.save(state)
@@ -1082,10 +1107,13 @@ class Runtime:
         return True
 
     def later_gate_passed(self, state: WorkItemState, index: int) -> bool:
-        """Whether a decision recorded after ``state.decisions[index]`` passed another
-        gate (one of its forward outcomes, not invalidated since)."""
-        gate = state.decisions[index].get("node")
-        for later in state.decisions[index + 1:]:
+        """Whether another gate's standing decision, recorded after the decision
+        ``index``, passed it (one of its forward outcomes, not invalidated since)."""
+        decided = state.decision(index)
+        gate = decided.get("node") if decided is not None else None
+        for later_index, later in state.standing_decisions():
+            if later_index <= index:
+                continue
             node = self.graph.nodes.get(str(later.get("node")))
             if (node is not None and node.id != gate and not later.get("invalidated")
                     and later.get("outcome") in node.forward_outcomes):
@@ -1104,8 +1132,8 @@ class Runtime:
             record = decision_record(gate)
             if record is None or record.fingerprint is None:
                 continue
-            latest = next((d for d in reversed(state.decisions) if d.get("node") == gate_id),
-                          None)
+            standing = state.standing.get(gate_id)
+            latest = standing["decision"] if standing is not None else None
             if (latest is None or latest.get("invalidated")
                     or latest.get("outcome") not in gate.forward_outcomes):
                 continue
@@ -1198,13 +1226,14 @@ class Runtime:
                   "bypassed": bypassed, "undeclared": undeclared, "operator": operator,
                   "at": time.time()}
         warnings = self._force_warnings(record)
-        state.forced.append(record)
+        state.forced_count += 1
+        state.last_forced = record
         self._enter(state, target, via="forced", forced=True)
         self.store.save(state)
         self._log(state, "work-item.forced", record, None)
         self._log(state, "checkpoint", {"node": target, "boundary": "forced",
                                         "from": source, "reason": reason.strip()}, None)
-        self._comment_forced(state, work_item, config, len(state.forced))
+        self._comment_forced(state, work_item, config, state.forced_count)
         node = self.graph.node(target)
         entry = self._run(node, "entry", state, work_item, config, None, repo)
         if entry.status == "pass":
@@ -1243,14 +1272,15 @@ class Runtime:
     def _retry_forced(self, state: WorkItemState, work_item: WorkItem,
                       config: HookConfig) -> None:
         """Post again the forced-move comments of this node visit still pending (a failed
-        or unanswered post; the outbox finds one that landed by its marker)."""
-        for n in range(1, len(state.forced) + 1):
-            pending = state.effects.get(f"{state.ref}/forced/{n}")
-            if pending and pending.get("status") == "pending":
-                self._comment_forced(state, work_item, config, n)
+        or unanswered post; the outbox finds one that landed by its marker). Entering a
+        node replaces the outbox, so only the newest forced move's can be pending."""
+        n = state.forced_count
+        pending = state.effects.get(f"{state.ref}/forced/{n}") if n else None
+        if pending and pending.get("status") == "pending" and state.last_forced:
+            self._comment_forced(state, work_item, config, n)
 
     def _force_warnings(self, record: Mapping[str, Any]) -> list[str]:
-        """What a forced move (a ``state.forced`` record) waives, in the-loop's words."""
+        """What a forced move (a ``work-item.forced`` record) waives, in the-loop's words."""
         warnings = []
         if record.get("undeclared"):
             warnings.append(f"no edge leads from {record['from']} to {record['to']}: this move "
@@ -1271,7 +1301,7 @@ class Runtime:
         github = config.integrations.get("github")
         if github is None or work_item.repository is None or work_item.id is None:
             return
-        record = state.forced[n - 1]
+        record = state.last_forced or {}
         effect = f"{state.ref}/forced/{n}"
         lines = [f"**the-loop** · an operator forced this work item from `{record['from']}` "
                  f"to `{record['to']}`.", ""]
@@ -1346,11 +1376,11 @@ class Runtime:
         """A fresh state at the first node whose verdict is not met (see :meth:`derive`)."""
         verdicts = self.derive(work_item, config, repo=repo)
         state = WorkItemState(work_item.ref, self.graph.digest, self.graph.start)
-        self._enter(state, self.graph.start, via="reconstructed")
+        self._enter(state, self.graph.start, via="reconstructed", log_entry=False)
         for previous, verdict in zip(verdicts, verdicts[1:], strict=False):
             if previous.verdict == "unmet":
                 break
-            self._enter(state, verdict.node, via="reconstructed")
+            self._enter(state, verdict.node, via="reconstructed", log_entry=False)
         last = verdicts[-1] if verdicts else None
         if last and last.verdict == "met" and self.graph.is_terminal(last.node):
             state.status, state.entry_pending = Status.DONE, False
@@ -1433,7 +1463,7 @@ class Runtime:
                 node: str | None = None, dry_run: bool = False, repo: Path | None = None,
                 operator: str | None = None) -> dict[str, Any]:
         """Move a work item to the deployed graph explicitly (``the-loop state migrate
-        REF --to-current``), recorded like a forced move: state (``migrations``), the
+        REF --to-current``), recorded like a forced move: state (``migration_count``), the
         event log (an entry and a checkpoint) and a marked comment. When its node's
         boundaries changed (or ``node`` names another), the node is entered again under
         the new graph and its entry chain runs; otherwise only the pin moves.
@@ -1464,7 +1494,7 @@ class Runtime:
                   "at": self.clock()}
         if dry_run:
             return {**record, "dry_run": True}
-        state.migrations.append(record)
+        state.migration_count += 1
         state.graph_digest = self.graph.digest
         state.node_digests = self.graph.node_digests()
         state.drift = None
@@ -1480,7 +1510,7 @@ class Runtime:
                   None)
         github = config.integrations.get("github")
         if github is not None and work_item.repository is not None and work_item.id is not None:
-            effect = f"{state.ref}/migrated/{len(state.migrations)}"
+            effect = f"{state.ref}/migrated/{state.migration_count}"
             body = (f"**the-loop** · an operator moved this work item to the deployed graph "
                     f"(`{record['from'][:12]}` → `{record['to'][:12]}`) at `{target}`"
                     + (f"; changed nodes: {', '.join(f'`{n}`' for n in changed)}"

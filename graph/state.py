@@ -6,6 +6,13 @@ it in Redis (``workers.state``), the local CLI in JSON files
 :class:`MemoryStateStore` serves tests and dry runs. The event log's envelope is ``{seq,
 id, type, data, caused_by}``; comment bodies are never stored, only metadata and SHA-256
 digests.
+
+The state record holds where a work item is, not its past, so its size (and the cost of
+every delivery that reads and writes it) does not grow with the item's history: the
+nodes entered, the decisions, the forced moves and the migrations are entries of the
+event log, which :class:`Past` reads back when they are asked for. What the delivery
+path needs of them is kept small: when the current visit began, each gate's standing
+decision, the sources of the newest decisions, counters.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
@@ -21,6 +28,10 @@ from graph.errors import LoopError
 from graph.model import Status
 
 STATE_VERSION = 1
+#: Decisions whose sources the state keeps for "one reply decides once".
+DECIDED_KEPT = 16
+#: The per-step lists a record of an older format kept (now in the event log).
+LEGACY_LISTS = ("history", "decisions", "forced", "migrations")
 
 
 def now() -> float:
@@ -44,10 +55,17 @@ class WorkItemState:
         attempts: node id -> consecutive blocks in the current visit.
         outcomes: node id -> last exit outcome.
         results: node id -> {"entry"|"exit": [HookResult dicts]} of the last run.
-        decisions: recorded gate decisions (who, what, when, digests; never text).
+        standing: gate id -> its latest recorded decision, ``{index, decision}``
+            (``decision`` is the hook's record as it was handed on: who, what, when,
+            digests, never text; ``invalidated`` added when a re-opened gate voided it);
+            every decision is in the event log (``decision.recorded``, :class:`Past`).
+        decision_count: decisions recorded so far (the next one's ``index``).
+        decided: the decision sources (``<comment kind>:<id>``) of the newest
+            :data:`DECIDED_KEPT` decisions, so one reply never decides twice.
         session: the harness session bound to the current node, if any.
         parked_reason: why the item is waiting or blocked, in the-loop's words.
-        history: ``{node, via, at, forced}`` per node entered, oldest first.
+        visit_started: when the current node visit began (Unix seconds); the nodes
+            entered before are in the event log (``node.entered``, :class:`Past`).
         sessions: node id -> the harness session bound to it (``session: inherit`` gates
             reuse their producing node's).
         next_input: node id -> what the node's work gets next: ``block`` (the hook and
@@ -55,7 +73,9 @@ class WorkItemState:
             approved-with-comments reference: who, comment id, digest; never the text).
         last_block: node id -> fingerprint of the last block (a repeat escalates).
         escalated: ``{node, reason, at}`` while a human has been asked to step in.
-        forced: ``{from, to, reason, bypassed, undeclared, at}`` per forced move.
+        forced_count: forced moves so far; ``last_forced`` is the newest record
+            (``{from, to, reason, bypassed, undeclared, operator, at}``); every one is in
+            the event log (``work-item.forced``).
         status_digest: digest of the status comment last published.
         installation_id: the GitHub App installation the item was last seen through.
         repository: the repository's current full name (its ref keeps the name it had
@@ -96,8 +116,8 @@ class WorkItemState:
         drift: ``{from, to, nodes, at}`` while the deployed graph changed the current
             node's boundaries (or removed it): the item waits for ``the-loop state
             migrate``.
-        migrations: ``{from, to, node, target, changed, reason, operator, at}`` per
-            explicit migration to a new graph.
+        migration_count: explicit migrations to a new graph so far (each is in the
+            event log, ``work-item.migrated``).
         created_at, updated_at: Unix seconds.
     """
 
@@ -110,15 +130,18 @@ class WorkItemState:
     attempts: dict[str, int] = field(default_factory=dict)
     outcomes: dict[str, str] = field(default_factory=dict)
     results: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
-    decisions: list[dict[str, Any]] = field(default_factory=list)
+    standing: dict[str, dict[str, Any]] = field(default_factory=dict)
+    decision_count: int = 0
+    decided: list[str] = field(default_factory=list)
     session: dict[str, Any] | None = None
     parked_reason: str | None = None
-    history: list[dict[str, Any]] = field(default_factory=list)
+    visit_started: float = 0.0
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
     next_input: dict[str, dict[str, Any]] = field(default_factory=dict)
     last_block: dict[str, str] = field(default_factory=dict)
     escalated: dict[str, Any] | None = None
-    forced: list[dict[str, Any]] = field(default_factory=list)
+    forced_count: int = 0
+    last_forced: dict[str, Any] | None = None
     status_digest: str | None = None
     installation_id: int | None = None
     repository: str | None = None
@@ -138,7 +161,7 @@ class WorkItemState:
     reminders: dict[str, int] = field(default_factory=dict)
     node_digests: dict[str, str] = field(default_factory=dict)
     drift: dict[str, Any] | None = None
-    migrations: list[dict[str, Any]] = field(default_factory=list)
+    migration_count: int = 0
     created_at: float = field(default_factory=now)
     updated_at: float = field(default_factory=now)
     version: int = STATE_VERSION
@@ -150,8 +173,21 @@ class WorkItemState:
         state.enter(start, via="enrolled")
         return state
 
-    def enter(self, node_id: str, *, via: str, forced: bool = False) -> None:
-        """Move the pointer to ``node_id``; its entry chain becomes due."""
+    def __post_init__(self) -> None:
+        # The outbox of the visit was replaced (a node entered): the store writes the
+        # effects anew with the record instead of one effect at a time.
+        self.effects_reset = False
+        # What a record of an older format kept per past step (history, decisions,
+        # forced moves, migrations), for the runtime to move into the event log.
+        self.legacy: dict[str, list[dict[str, Any]]] = {}
+
+    def enter(self, node_id: str, *, via: str, forced: bool = False) -> dict[str, Any]:
+        """Move the pointer to ``node_id``; its entry chain becomes due.
+
+        Returns:
+            the step's ``node.entered`` record, ``{node, via, at, forced, visit}``, for
+            the event log (the state keeps only when the visit began).
+        """
         self.current_node = node_id
         self.entry_pending = True
         self.status = Status.ACTIVE
@@ -165,7 +201,10 @@ class WorkItemState:
         self.votes.pop(node_id, None)  # a new visit is decided afresh
         # Effects key on the node visit: those of the visit just left are never replayed.
         self.effects = {}
-        self.history.append({"node": node_id, "via": via, "at": now(), "forced": forced})
+        self.effects_reset = True
+        self.visit_started = now()
+        return {"node": node_id, "via": via, "at": self.visit_started, "forced": forced,
+                "visit": self.visits[node_id]}
 
     @property
     def visit(self) -> int:
@@ -174,16 +213,35 @@ class WorkItemState:
 
     @property
     def visit_started_at(self) -> float:
-        """When the current node visit began (Unix seconds; its history entry)."""
-        for entry in reversed(self.history):
-            if entry.get("node") == self.current_node:
-                return float(entry.get("at") or 0.0)
-        return self.created_at
+        """When the current node visit began (Unix seconds)."""
+        return self.visit_started or self.created_at
 
     def decided_sources(self) -> frozenset[str]:
-        """Every decision source (``<comment kind>:<id>``) a recorded decision used."""
-        return frozenset(str(s) for d in self.decisions for s in d.get("sources") or ()
-                         if s)
+        """The decision sources (``<comment kind>:<id>``) the newest
+        :data:`DECIDED_KEPT` decisions used (older replies were made before the current
+        visit began, which rules them out on its own)."""
+        return frozenset(self.decided)
+
+    def record_decision(self, decision: Mapping[str, Any]) -> dict[str, Any]:
+        """Record a gate decision (the hook's dict, kept as it is) as its gate's standing
+        one. Returns its ``decision.recorded`` entry for the event log: ``{index,
+        decision}`` (``index`` counts from 0)."""
+        entry = {"index": self.decision_count, "decision": dict(decision)}
+        self.decision_count += 1
+        self.standing[str(decision.get("node"))] = entry
+        self.decided.extend(str(s) for s in decision.get("sources") or () if s)
+        del self.decided[:-DECIDED_KEPT]
+        return entry
+
+    def standing_decisions(self) -> list[tuple[int, dict[str, Any]]]:
+        """``(index, decision)`` of every gate's standing decision, oldest first."""
+        return sorted(((int(e["index"]), e["decision"]) for e in self.standing.values()),
+                      key=lambda pair: pair[0])
+
+    def decision(self, index: int) -> dict[str, Any] | None:
+        """The standing decision recorded as ``index``, or ``None`` (superseded since by
+        a later decision of its gate, or never recorded)."""
+        return next((d for i, d in self.standing_decisions() if i == index), None)
 
     def note(self, code: str, text: str, *, keep: int = 5) -> None:
         """Add a note for the status comment of the current node visit (the-loop's own
@@ -197,6 +255,10 @@ class WorkItemState:
         return [str(n["text"]) for n in self.notes
                 if n.get("node") == self.current_node and n.get("visit") == self.visit]
 
+    def record(self) -> dict[str, Any]:
+        """The fields as stored (every declared field; ``effects`` included)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (``schemaVersion`` is the state format version).
 
@@ -204,12 +266,16 @@ class WorkItemState:
         magnitude cheaper than ``dataclasses.asdict`` on a long-lived work item, which
         matters because the state is saved around every side effect.
         """
-        return json.loads(json.dumps({f.name: getattr(self, f.name) for f in fields(self)}))
+        return json.loads(json.dumps(self.record()))
 
-    def to_json(self, *, indent: int | None = None) -> str:
-        """The stored form: JSON text of :meth:`to_dict`'s shape (keys sorted)."""
-        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)},
-                          indent=indent, sort_keys=True)
+    def to_json(self, *, indent: int | None = None, effects: bool = True) -> str:
+        """The stored form: JSON text of :meth:`to_dict`'s shape (keys sorted); with
+        ``effects=False`` the outbox is left out (``{}``: a store that keeps each effect
+        on its own, :meth:`StateStore.save_effect`)."""
+        record = self.record()
+        if not effects:
+            record["effects"] = {}
+        return json.dumps(record, indent=indent, sort_keys=True)
 
     @classmethod
     def from_json(cls, raw: str | bytes, source: str) -> WorkItemState:
@@ -246,6 +312,7 @@ class WorkItemState:
             state = cls(**known)
         except TypeError as exc:
             raise StateError(f"state is missing required fields ({exc})") from None
+        _upgrade(state, data)
         if not isinstance(state.current_node, str) or not isinstance(state.ref, str):
             raise StateError("state fields 'ref' and 'current_node' must be strings")
         try:
@@ -254,6 +321,93 @@ class WorkItemState:
             raise StateError(f"state field 'status' is {state.status!r}; expected one of "
                              f"{', '.join(s.value for s in Status)}") from None
         return state
+
+
+def _upgrade(state: WorkItemState, data: Mapping[str, Any]) -> None:
+    """Derive the summaries from a record of an older format, which kept every past
+    step in lists (:data:`LEGACY_LISTS`); the lists themselves are kept in
+    ``state.legacy`` for the runtime to move into the event log (``history.imported``)."""
+    legacy = {k: [dict(e) for e in data[k] if isinstance(e, Mapping)]
+              for k in LEGACY_LISTS if isinstance(data.get(k), list) and data[k]}
+    if not legacy or "decision_count" in data:
+        return
+    state.legacy = legacy
+    entered = [h for h in legacy.get("history", ()) if h.get("node") == state.current_node]
+    if entered:
+        state.visit_started = float(entered[-1].get("at") or 0.0)
+    for decision in legacy.get("decisions", ()):
+        state.record_decision(decision)
+    forced = legacy.get("forced", [])
+    state.forced_count, state.last_forced = len(forced), (forced[-1] if forced else None)
+    state.migration_count = len(legacy.get("migrations", ()))
+
+
+@dataclass(frozen=True)
+class Past:
+    """What a work item went through, read from its event log when asked for (the
+    ``state`` command, the API, ``check --recompute``); the state record keeps only where
+    the item is.
+
+    Attributes:
+        history: ``{node, via, at, forced}`` per node entered, oldest first
+            (``node.entered``).
+        decisions: the recorded gate decisions, oldest first, each the hook's dict as it
+            was recorded (``decision.recorded``) with ``invalidated: {via, at}`` added
+            when a re-opened gate voided it (``decision.invalidated``).
+        forced: ``{from, to, reason, bypassed, undeclared, operator, at}`` per forced
+            move (``work-item.forced``).
+        migrations: ``{from, to, node, target, changed, reason, operator, at}`` per
+            explicit migration (``work-item.migrated``).
+    """
+
+    history: list[dict[str, Any]]
+    decisions: list[dict[str, Any]]
+    forced: list[dict[str, Any]]
+    migrations: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, events: Iterable[LogEvent],
+           legacy: Mapping[str, list[dict[str, Any]]] | None = None) -> Past:
+        """The past the entries ``events`` (a whole log, oldest first) record; a record
+        of an older format's lists (``history.imported``, or ``legacy``: the
+        ``WorkItemState.legacy`` of a record not moved into the log yet) come first."""
+        if legacy:
+            imported = LogEvent(0, "", "history.imported", legacy)
+            events = [imported, *events]
+        history: list[dict[str, Any]] = []
+        decisions: dict[int, dict[str, Any]] = {}
+        forced: list[dict[str, Any]] = []
+        migrations: list[dict[str, Any]] = []
+        for event in events:
+            data = event.data
+            if event.type == "node.entered":
+                history.append({k: data.get(k) for k in ("node", "via", "at", "forced")})
+            elif event.type == "decision.recorded" and isinstance(data.get("decision"),
+                                                                   Mapping):
+                decisions[int(data.get("index", len(decisions)))] = dict(data["decision"])
+            elif event.type == "decision.invalidated":
+                voided = decisions.get(int(data.get("index", -1)))
+                if voided is not None:
+                    voided.setdefault("invalidated", {"via": data.get("via"),
+                                                      "at": data.get("at")})
+            elif event.type == "work-item.forced":
+                forced.append(dict(data))
+            elif event.type == "work-item.migrated":
+                migrations.append(dict(data))
+            elif event.type == "history.imported":
+                history[:0] = [dict(h) for h in data.get("history") or ()]
+                for index, decision in enumerate(data.get("decisions") or ()):
+                    decisions.setdefault(index, dict(decision))
+                forced[:0] = [dict(f) for f in data.get("forced") or ()]
+                migrations[:0] = [dict(m) for m in data.get("migrations") or ()]
+        return cls(history, [decisions[i] for i in sorted(decisions)], forced, migrations)
+
+    @classmethod
+    def read(cls, store: StateStore, ref: str,
+             legacy: Mapping[str, list[dict[str, Any]]] | None = None) -> Past:
+        """``ref``'s past from ``store``'s event log (reads the whole log: for commands
+        and pages, never the delivery path); ``legacy`` as for :meth:`of`."""
+        return cls.of(store.events(ref), legacy)
 
 
 @dataclass(frozen=True)
@@ -275,6 +429,10 @@ class LogEvent:
     data: Mapping[str, Any]
     caused_by: str | None = None
     at: float = 0.0
+
+    def record(self) -> dict[str, Any]:
+        """The fields as stored (every declared field; ``effects`` included)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def to_dict(self) -> dict[str, Any]:
         """The envelope ``{seq, id, type, data, caused_by, at}``."""
@@ -300,7 +458,14 @@ class StateStore(Protocol):
         ...
 
     def save(self, state: WorkItemState) -> None:
-        """Persist ``state`` (durably, before the caller performs side effects)."""
+        """Persist ``state`` (durably, before the caller performs side effects). Its
+        effects are written with it only when the visit's outbox was replaced
+        (``state.effects_reset``); otherwise :meth:`save_effect` keeps them."""
+        ...
+
+    def save_effect(self, state: WorkItemState, effect: str) -> None:
+        """Persist one record of ``state.effects`` (``effect`` its id) on its own: a small
+        write, not the whole record (the outbox writes around every side effect)."""
         ...
 
     def append_event(
@@ -311,6 +476,15 @@ class StateStore(Protocol):
 
     def events(self, ref: str) -> list[LogEvent]:
         """All entries of ``ref``'s event log, oldest first."""
+        ...
+
+    def caused_by(self, ref: str, delivery: str) -> list[LogEvent]:
+        """The entries of ``ref``'s log that ``delivery`` caused, oldest first, from an
+        index (what a retried delivery checks; never a read of the whole log)."""
+        ...
+
+    def logged(self, ref: str, type: str) -> bool:
+        """Whether ``ref``'s log ever had an entry of ``type``, from an index."""
         ...
 
     def quarantine(self, ref: str) -> str | None:
@@ -337,6 +511,10 @@ class MemoryStateStore:
     def save(self, state: WorkItemState) -> None:
         state.updated_at = now()
         self._states[state.ref] = state.to_json()
+        state.effects_reset = False
+
+    def save_effect(self, state: WorkItemState, effect: str) -> None:
+        self.save(state)
 
     def quarantine(self, ref: str) -> str | None:
         raw = self._states.pop(ref, None)
@@ -355,3 +533,9 @@ class MemoryStateStore:
 
     def events(self, ref: str) -> list[LogEvent]:
         return list(self._logs.get(ref, []))
+
+    def caused_by(self, ref: str, delivery: str) -> list[LogEvent]:
+        return [e for e in self._logs.get(ref, []) if e.caused_by == delivery]
+
+    def logged(self, ref: str, type: str) -> bool:
+        return any(e.type == type for e in self._logs.get(ref, []))

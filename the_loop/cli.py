@@ -305,8 +305,11 @@ def graph_export(file: str | None, fmt: str, ref: str | None, repo: Path | None)
             except EnvelopeError as exc:
                 raise click.ClickException(str(exc)) from None
             return
-        overlay = Overlay(ref, state.current_node, tuple(h["node"] for h in state.history),
-                          tuple(h["node"] for h in state.history if h.get("forced")),
+        from graph.state import Past
+
+        history = Past.read(store, ref, state.legacy).history
+        overlay = Overlay(ref, state.current_node, tuple(h["node"] for h in history),
+                          tuple(h["node"] for h in history if h.get("forced")),
                           state.status)
     click.echo(to_json(graph, overlay) if fmt == "json" else to_mermaid(graph, overlay), nl=False)
 
@@ -343,7 +346,7 @@ def state_cmd(ref: str, as_json: bool, with_events: bool) -> None:
     import redis
 
     from graph.refs import RefError, WorkItemRef
-    from graph.state import StateError
+    from graph.state import Past, StateError
     from the_loop.plans import state_extras
 
     try:
@@ -354,7 +357,8 @@ def state_cmd(ref: str, as_json: bool, with_events: bool) -> None:
     store = operator.store
     try:
         state = store.load(ref)
-        events = [e.to_dict() for e in store.events(ref)] if with_events else None
+        log = store.events(ref)
+        events = [e.to_dict() for e in log] if with_events else None
     except redis.RedisError as exc:
         raise click.ClickException(
             f"Redis at REDIS_URL is unreachable ({type(exc).__name__})"
@@ -367,8 +371,12 @@ def state_cmd(ref: str, as_json: bool, with_events: bool) -> None:
             sys.exit(1)
         raise click.ClickException(f"{ref} is not a work item")
     extras, lines = state_extras(state, operator.runtime())
+    past = Past.of(log, state.legacy)
     if as_json:
-        fields: dict[str, Any] = {"ref": ref, "state": state.to_dict(), **extras}
+        # The state record holds where the item is; how it got there is the event log's.
+        fields: dict[str, Any] = {"ref": ref, "state": state.to_dict(), **extras,
+                                  "history": past.history, "decisions": past.decisions,
+                                  "forced": past.forced, "migrations": past.migrations}
         if events is not None:
             fields["events"] = events
         emit("state", True, state.status, **fields)
@@ -378,11 +386,50 @@ def state_cmd(ref: str, as_json: bool, with_events: bool) -> None:
         click.echo(f"  reason: {state.parked_reason}")
     for line in lines:
         click.echo(f"  {line}")
-    for step in state.history:
+    for step in past.history:
         click.echo(f"  entered {step['node']} via {step['via']}"
                    + (" (forced)" if step.get("forced") else ""))
     for e in events or []:
         click.echo(f"  #{e['seq']} {e['type']} {json.dumps(e['data'], sort_keys=True)}")
+
+
+@state_group.command("export")
+@click.argument("ref")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the JSON here (mode 0600) instead of standard output.")
+def state_export(ref: str, output: Path | None) -> None:
+    """Write work item REF's state and its whole event log as one JSON object
+    (`{"ref", "state", "events"}`), e.g. to keep it before THE_LOOP_RETENTION lets the
+    log of a done work item expire."""
+    import redis
+
+    from graph.refs import RefError, WorkItemRef
+    from graph.state import StateError
+
+    try:
+        ref = WorkItemRef.parse(ref).format()
+    except RefError as exc:
+        raise click.BadParameter(str(exc), param_hint="REF") from None
+    store = open_operator().store
+    try:
+        state = store.load(ref)
+        events = [e.to_dict() for e in store.events(ref)]
+    except redis.RedisError as exc:
+        raise click.ClickException(
+            f"Redis at REDIS_URL is unreachable ({type(exc).__name__})") from None
+    except StateError as exc:
+        raise click.ClickException(str(exc)) from None
+    if state is None:
+        raise click.ClickException(f"{ref} is not a work item")
+    text = json.dumps({"ref": ref, "state": state.to_dict(), "events": events},
+                      sort_keys=True, indent=2) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:  # who decided what: the owner's only
+        fh.write(text)
+    click.echo(f"exported {ref}: {len(events)} events to {output}", err=True)
 
 
 # -- app -----------------------------------------------------------------------------

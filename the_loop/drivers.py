@@ -21,7 +21,7 @@ from graph.context import HookConfig
 from graph.model import InboundEvent, Status
 from graph.refs import RefError
 from graph.runtime import AdvanceResult, ForceError, GraphMismatch, NodeVerdict
-from graph.state import StateError
+from graph.state import Past, StateError
 from the_loop.cli import emit, graph_group, main, open_operator, read_settings
 from the_loop.config.loader import ConfigFileError
 from the_loop.local import Local, open_local
@@ -292,9 +292,10 @@ def check_cmd(ref: str, repo: Path, graph_path: str | None, recompute: bool,
         elif chain.status == "block":
             problems.append(f"node {node.id} is blocked: "
                             + "; ".join(m.text for m in chain.messages))
-        for forced in state.forced:
+        past = Past.read(runtime.store, ref, state.legacy)
+        for forced in past.forced:
             for gate in forced.get("bypassed", []):
-                if not any(d.get("node") == gate for d in state.decisions):
+                if not any(d.get("node") == gate for d in past.decisions):
                     problems.append(f"gate {gate} was bypassed by a forced move and is unmet")
     ok = not problems
     if as_json:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from graph.compile import duration
 from graph.context import DEFAULT_ENROLMENT_LABEL
 from graph.errors import LoopError
 from the_loop.config.deployment import CONFIG_ENV, Classification, CliConfig, load_cli_config
@@ -174,6 +175,10 @@ class ReceiverSettings:
         )
 
 
+#: How long a done work item's event log is kept (``THE_LOOP_RETENTION``): 90 days.
+DEFAULT_RETENTION = 90 * 86400.0
+
+
 @dataclass(frozen=True)
 class WorkerSettings:
     """What the RQ worker (and the commands working on its state) need.
@@ -219,6 +224,9 @@ class WorkerSettings:
         public_url: ``THE_LOOP_PUBLIC_URL`` (:class:`DashboardSettings`), so the status
             comment and the check run link to the work item's dashboard page; ``None``:
             no link.
+        retention: seconds a done work item's event log is kept before it expires,
+            ``THE_LOOP_RETENTION`` (a duration: ``90d``, ``72h``, ``30m``, ``3600s`` or
+            whole seconds; default 90 days). ``the-loop state export`` saves one first.
     """
 
     redis_url: str = field(default=DEFAULT_REDIS_URL, repr=False)
@@ -239,6 +247,7 @@ class WorkerSettings:
     dispatch_budget: float = 10.0
     state_key: str | None = field(default=None, repr=False)
     public_url: str | None = None
+    retention: float = DEFAULT_RETENTION
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
@@ -642,6 +651,7 @@ class Settings:
             dispatch_budget=read.seconds("THE_LOOP_DISPATCH_BUDGET", 10.0),
             state_key=read.get("THE_LOOP_STATE_KEY") or None,
             public_url=dashboard.public_url,
+            retention=read.duration("THE_LOOP_RETENTION", DEFAULT_RETENTION, "90d"),
         )
         integrations = process in ("worker", "command")
         return cls(
@@ -800,6 +810,21 @@ class _Reader:
     def seconds_int(self, name: str, default: int) -> int:
         """``name`` as a positive whole number of seconds, ``default`` when unset."""
         return self._positive(name, default, int, "a whole number of seconds", str(default))
+
+    def duration(self, name: str, default: float, example: str) -> float:
+        """``name`` as a positive duration in seconds: ``<n>s``, ``<n>m``, ``<n>h``,
+        ``<n>d`` (the graph's duration form, :func:`graph.compile.duration`) or a whole
+        number of seconds; ``default`` when unset."""
+        raw = self.get(name)
+        if raw is None:
+            return default
+        text = raw.strip()
+        if re.fullmatch(r"[0-9]+", text):
+            text += "s"
+        if not re.fullmatch(r"[0-9]+[smhd]", text) or duration(text) <= 0:
+            raise SettingsError(f"{name} must be a positive duration (a number and s, m, "
+                                f"h or d), e.g. {name}={example}")
+        return duration(text)
 
     def seconds(self, name: str, default: float) -> float:
         """``name`` as a positive, finite number of seconds, ``default`` when unset."""

@@ -74,7 +74,9 @@ def seal_of(data: Mapping[str, Any], key: bytes | None) -> str:
 
 
 class FileStateStore:
-    """JSON-file state for local CLI use: ``<dir>/<slug>.json`` and ``<slug>.events.jsonl``.
+    """JSON-file state for local CLI use: ``<dir>/<slug>.json``, ``<slug>.events.jsonl``
+    and ``<slug>.events.seq`` (the log's last sequence number, so an append writes one
+    line and never reads the log).
 
     Writes are atomic (temporary file + rename) so a crash never leaves half a file. The
     directory is made (and kept) mode 0700, every file 0600. Each state record carries a
@@ -108,6 +110,10 @@ class FileStateStore:
     def log_path(self, ref: str) -> Path:
         """Path of ``ref``'s JSONL event log."""
         return self.directory / f"{ref_slug(ref)}.events.jsonl"
+
+    def seq_path(self, ref: str) -> Path:
+        """Path of the file holding the sequence number of ``ref``'s last log entry."""
+        return self.directory / f"{ref_slug(ref)}.events.seq"
 
     def load(self, ref: str) -> WorkItemState | None:
         """``ref``'s state, its seal verified.
@@ -150,6 +156,11 @@ class FileStateStore:
             fh.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
             fh.write("\n")
         os.replace(tmp, path)
+        state.effects_reset = False
+
+    def save_effect(self, state: WorkItemState, effect: str) -> None:
+        """The local store keeps the outbox in the state file: saved whole."""
+        self.save(state)
 
     def quarantine(self, ref: str) -> str | None:
         path = self.state_path(ref)
@@ -164,7 +175,7 @@ class FileStateStore:
         self, ref: str, type: str, data: Mapping[str, Any], caused_by: str | None = None
     ) -> LogEvent:
         self._ensure_directory()
-        seq = len(self.events(ref)) + 1
+        seq = self._last_seq(ref) + 1
         event = LogEvent(seq, new_event_id(), type, dict(data), caused_by, now())
         path = self.log_path(ref)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
@@ -172,7 +183,27 @@ class FileStateStore:
             if os.fstat(fd).st_mode & 0o777 != FILE_MODE:
                 os.fchmod(fd, FILE_MODE)  # written earlier by an older the-loop
             fh.write(json.dumps(event.to_dict(), sort_keys=True) + "\n")
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".seq-", suffix=".seq")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(str(seq))
+        os.replace(tmp, self.seq_path(ref))
         return event
+
+    def _last_seq(self, ref: str) -> int:
+        """The sequence number of ``ref``'s last log entry, from its counter file; a log
+        written before the counter existed is counted once."""
+        try:
+            return int(self.seq_path(ref).read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            return len(self.events(ref))
+
+    def caused_by(self, ref: str, delivery: str) -> list[LogEvent]:
+        """The entries ``delivery`` caused (the local log is read: no delivery path here)."""
+        return [e for e in self.events(ref) if e.caused_by == delivery]
+
+    def logged(self, ref: str, type: str) -> bool:
+        """Whether the local log holds an entry of ``type`` (read, as :meth:`caused_by`)."""
+        return any(e.type == type for e in self.events(ref))
 
     def events(self, ref: str) -> list[LogEvent]:
         try:

@@ -360,7 +360,7 @@ def build_processor(
     from workers.routes import Agent
     from workers.state import RedisStateStore
 
-    store = RedisStateStore(connection, settings.prefix)
+    store = RedisStateStore(connection, settings.prefix, retention=settings.retention)
     keys = Keys(settings.prefix, settings.queue)
     inboxes = Inboxes(connection, settings, routed=ROUTES)
     queue = DeliveryQueue(connection, queue_name=settings.queue, prefix=settings.prefix)
@@ -543,5 +543,6 @@ def build_operator(
                      "set it to auto, api or cli")
     except NoGitHubClient as exc:
         error = str(exc)
-    return Operator(settings, conn, RedisStateStore(conn, settings.worker.prefix),
+    return Operator(settings, conn, RedisStateStore(conn, settings.worker.prefix,
+                                                    retention=settings.worker.retention),
                     github, error)

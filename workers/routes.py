@@ -480,16 +480,16 @@ def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
     installation id ``the-loop graph force`` needs.
 
     A retried delivery advances on a tick (its event was consumed), so what its first
-    attempt decided is read back: its alarms from the event log, its decision from the
-    state."""
+    attempt decided is read back: its alarms from the entries it caused (the store's
+    index, never the whole log), its decision from the standing ones in the state."""
     state = result.state if result.state is not None else agent.store.load(item.ref)
     if state is None:
         return
-    alarms = [alarm_effect(item.ref, len(state.decisions), chain.node)
+    alarms = [alarm_effect(item.ref, state.decision_count, chain.node)
               for chain in result.chains for r in chain.results
               if r.data.get("alarm") == "edited-by-other"]
-    logged = ({str(e.data.get("notice")) for e in agent.store.events(item.ref)
-               if e.type == "alarm" and e.caused_by == delivery.id}
+    logged = ({str(e.data.get("notice")) for e in agent.store.caused_by(item.ref, delivery.id)
+               if e.type == "alarm"}
               if delivery.replay else set())
     for effect in alarms:
         if effect not in logged:
@@ -501,7 +501,7 @@ def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
     # The decision comment itself is record-decision's (through the outbox).
     if any(agent.graph.node(move.source).is_gate for move in result.moves) or (
             delivery.replay and any(d.get("delivery") == delivery.id
-                                    for d in state.decisions)):
+                                    for _, d in state.standing_decisions())):
         reactions.react("completed", state)
     if agent.turns is not None and result.moves and result.status == Status.DONE \
             and item.repository is not None and item.id is not None:
@@ -571,8 +571,7 @@ def _gate_event(agent: Agent, state: WorkItemState | None, item: WorkItem,
             and (inbound.review_state or "").upper() == "CHANGES_REQUESTED"
             and inbound.actor):
         actor = inbound.actor.casefold()
-        for index in range(len(state.decisions) - 1, -1, -1):
-            decision = state.decisions[index]
+        for index, decision in reversed(state.standing_decisions()):
             if (not decision.get("invalidated") and actor in
                     {str(a).casefold() for a in decision.get("approvers")
                      or [decision.get("actor")]}):
@@ -590,7 +589,9 @@ def _retract(agent: Agent, state: WorkItemState, index: int, item: WorkItem,
     re-opens: the work item returns there, loudly (status comment, event log, check
     run). Afterwards the retraction is recorded (``approval.retracted``), shown in the
     status comment and announced in a comment; the work item stays where it is."""
-    decision = state.decisions[index]
+    decision = state.decision(index)
+    if decision is None:
+        return None
     gate = str(decision.get("node"))
     gate_node = agent.graph.nodes.get(gate)
     if gate_node is None or decision.get("outcome") not in gate_node.forward_outcomes:
@@ -666,9 +667,9 @@ def _is_phase_label_change(event: GitHubEvent) -> bool:
 
 def _logged(agent: Agent, ref: str, type_: str, delivery_id: str) -> bool:
     """Whether ``ref``'s log has a ``type_`` event caused by ``delivery_id`` (an earlier
-    attempt logged it before it failed or its worker died)."""
-    return any(e.type == type_ and e.caused_by == delivery_id
-               for e in reversed(agent.store.events(ref)))
+    attempt logged it before it failed or its worker died): the store's index of the
+    entries a delivery caused, never a read of the whole log."""
+    return any(e.type == type_ for e in agent.store.caused_by(ref, delivery_id))
 
 
 # -- labels, withdrawals, configuration -------------------------------------------------
@@ -692,15 +693,13 @@ def labels(agent: Agent, delivery: Delivery) -> Handled:
     state = agent.store.load(key)
     if state is None:
         return delivery.ignored("not a work item")
-    events = agent.store.events(key)
-    if not (delivery.replay and any(e.type == "labels.drift" and e.caused_by == delivery.id
-                                    for e in events)):
+    if not (delivery.replay and _logged(agent, key, "labels.drift", delivery.id)):
         agent.store.append_event(key, "labels.drift", {
             "action": event.action, "label": label, "actor": login,
             "node": state.current_node,
         }, delivery.id)
     github = agent.github_or_none(event.installation_id)
-    if github is not None and not any(e.type == "labels.drift-noted" for e in events):
+    if github is not None and not agent.store.logged(key, "labels.drift-noted"):
         agent.notices.comment(github, event.work_item(ref), drift_effect(key),
                               DRIFT_TEXT.format(node=state.current_node, ref=key), state)
         agent.store.append_event(key, "labels.drift-noted", {"node": state.current_node},
@@ -735,14 +734,15 @@ def withdraw(agent: Agent, delivery: Delivery) -> Handled:
         return delivery.ignored("not a work item")
     inbound = event.inbound(delivery.id)
     source, source_id = inbound.source, inbound.comment_id
-    decided = [i for i, d in enumerate(state.decisions) if source is not None and (
+    standing = dict(state.standing_decisions())
+    decided = [i for i, d in standing.items() if source is not None and (
         source in (d.get("sources") or ()) or (not d.get("sources")
                                                and d.get("comment_id") == source_id))]
     votes = state.votes.get(state.current_node) or []
     kept = [v for v in votes if v.get("source") != source]
     if not decided and len(kept) == len(votes):
         return delivery.ignored("it decided nothing: ignored")
-    if decided and all(state.decisions[i].get("invalidated") for i in decided) and (
+    if decided and all(standing[i].get("invalidated") for i in decided) and (
             len(kept) == len(votes)):
         return delivery.ignored("its decision was withdrawn before: ignored")
     dismissed = event.name == "pull_request_review"
@@ -758,16 +758,16 @@ def withdraw(agent: Agent, delivery: Delivery) -> Handled:
     if delivery.replay and _logged(agent, key, what, delivery.id):
         return delivery.ignored(f"{what}: recorded before")
     agent.store.append_event(key, what, {
-        "id": source_id, "decided": [state.decisions[i].get("node") for i in decided],
+        "id": source_id, "decided": [standing[i].get("node") for i in decided],
     }, delivery.id)
     github = agent.github_or_none(event.installation_id)
     config, item = _hook_config(agent, github, event, ref)
     index = decided[-1]
-    gate = state.decisions[index].get("node")
+    gate = standing[index].get("node")
     if dismissed:
         _retract(agent, state, index, item, config, github, inbound,
                  why="review-dismissed",
-                 words=f"the review by @{state.decisions[index].get('actor')} that approved")
+                 words=f"the review by @{standing[index].get('actor')} that approved")
         return delivery.ignored(f"{what}: gate {gate} handled")
     agent.runtime.note(item, config, "comment-deleted", event=inbound,
                        data={"gate": gate, "id": source_id},

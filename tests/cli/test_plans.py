@@ -8,6 +8,7 @@ import json
 
 from tests.cli.test_drivers import REF, checkout, cli, state_file  # noqa: F401
 from the_loop.graphs import default_graph_path
+from the_loop.stores import FileStateStore
 
 TASKS = ("# Tasks\n\n## Tasks\n\n```yaml\ntasks:\n"
          "  - {id: c, title: C, depends_on: [a, b], acceptance: [c works]}\n"
@@ -64,7 +65,11 @@ def test_check_reports_a_changed_node_and_migrate_moves_it(checkout, tmp_path): 
                str(changed), "--reason", "record-feedback retired")
     assert done.exit_code == 0 and "re-entered" in done.output
     state = json.loads(state_file(checkout).read_text())
-    assert state["migrations"][-1]["reason"] == "record-feedback retired"
+    assert state["migration_count"] == 1
+    log = FileStateStore(checkout / ".the-loop/state").log_path(REF).read_text()
+    [migrated] = [e for e in map(json.loads, log.splitlines())
+                  if e["type"] == "work-item.migrated"]
+    assert migrated["data"]["reason"] == "record-feedback retired"
     out = cli("check", "--work-item", REF, "--repo", str(checkout), "--graph", str(changed),
               "--json")
     assert "drift" not in json.loads(out.output)

@@ -23,6 +23,7 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from graph.state import Past
 from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.conftest import REPO_ROOT, load_payload
 from tests.e2e.test_end_to_end import (
@@ -304,7 +305,7 @@ def test_a_review_of_the_draft_pull_request_decides_the_work_items_gate(stack):
     assert r.status_code == 202
     wait_until(lambda: loop.state().current_node in ("design", "design-approval"),
                timeout=60, what="the issue past its gate")
-    assert [d["actor"] for d in loop.state().decisions] == ["Codertocat"]
+    assert [d["actor"] for d in Past.read(loop.store, REF).decisions] == ["Codertocat"]
     assert loop.store.load(f"github:{REPO}#{pull['number']}") is None  # no second item
     recorded = loop.fake.file(REPO, "specs/1/requirements.md", branch)
     assert "## Review comments" in recorded

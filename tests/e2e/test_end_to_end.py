@@ -19,6 +19,7 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from graph.state import Past
 from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.conftest import FIXTURES_DIR, load_payload, sign_body
 from tests.support.processes import start, stop
@@ -164,9 +165,9 @@ def test_work_item_moves_through_the_first_phases_on_real_deliveries(stack):
     assert r.status_code == 202
     wait_until(lambda: [e for e in store.events(REF) if e.type == "delivery.received"
                         and e.data["actor"] == "mallory"], what="mallory's comment handled")
-    wait_until(lambda: store.load(REF).history[-1]["node"] == "requirements-approval"
+    wait_until(lambda: Past.read(store, REF).history[-1]["node"] == "requirements-approval"
                and store.load(REF).status == "waiting", what="gate still waiting")
-    assert store.load(REF).decisions == []
+    assert Past.read(store, REF).decisions == []
 
     r, approve_id = post(url, "issue_comment", comment_payload("Codertocat", "LGTM\n/approve"))
     assert r.status_code == 202
@@ -177,8 +178,8 @@ def test_work_item_moves_through_the_first_phases_on_real_deliveries(stack):
     wait_until(lambda: store.load(REF).status == "blocked", what="design blocked")
 
     state = store.load(REF)
-    assert [d["actor"] for d in state.decisions] == ["Codertocat"]
-    assert state.decisions[0]["delivery"] == approve_id
+    assert [d["actor"] for d in Past.read(store, REF).decisions] == ["Codertocat"]
+    assert Past.read(store, REF).decisions[0]["delivery"] == approve_id
     assert "specs/1/design.md" in state.parked_reason
     assert fake.labels(REPO, 1)[-1] == "phase:design"
     assert not any(lbl.startswith("phase:") and lbl != "phase:design"
@@ -244,4 +245,4 @@ def test_a_pull_request_gate_records_the_review_in_the_artifact(stack):
     wait_until(lambda: store.load(ref2).current_node == "design", what="move to design")
     recorded = fake.file(REPO, "specs/2/requirements.md", ref=head["ref"])
     assert "## Review comments" in recorded and "@Codertocat — approved" in recorded
-    assert [d["actor"] for d in store.load(ref2).decisions] == ["Codertocat"]
+    assert [d["actor"] for d in Past.read(store, ref2).decisions] == ["Codertocat"]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from graph.markers import find_effect
+from graph.state import Past
 from tests.conftest import load_payload
 from tests.e2e.test_end_to_end import (
     COLLABORATORS,
@@ -89,7 +90,7 @@ def test_the_same_comment_under_two_delivery_ids_decides_once(stack):
     send(url, ns, "issue_comment", edited)
     state = store.load(REF1)
     assert state.current_node == "design-approval" and state.status == "waiting"
-    assert [(d["node"], d["sources"]) for d in state.decisions] == [
+    assert [(d["node"], d["sources"]) for d in Past.read(store, REF1).decisions] == [
         ("requirements-approval", ["issue_comment:4242"])]
     assert [m for m in marks(fake, 1) if m.endswith("/decision")] == [
         f"{REF1}/requirements-approval/1/decision"]
@@ -153,7 +154,7 @@ def test_an_approval_then_a_push_changing_the_artifact_asks_again(stack):
     send(url, ns, "pull_request_review", review(pr))
     state = store.load(REF2)
     assert state.current_node == "design"
-    assert state.decisions[0]["artifacts"]["specs/2/requirements.md"]["blob_sha"]
+    assert Past.read(store, REF2).decisions[0]["artifacts"]["specs/2/requirements.md"]["blob_sha"]
     new_head = "b" * 40
     fake.add_file(REPO, "specs/2/requirements.md", REQUIREMENTS.replace("y\n", "z\n"),
                   ref=new_head)
@@ -183,12 +184,13 @@ def test_two_approvers_are_required(redis_ns, tmp_path):
         send(url, redis_ns, "issue_comment", approve(cid=1))
         send(url, redis_ns, "issue_comment", approve(cid=2))
         state = store.load(REF1)
-        assert state.current_node == "requirements-approval" and state.decisions == []
+        assert state.current_node == "requirements-approval"
+        assert Past.read(store, REF1).decisions == []
         assert "1 of 2 approvals so far" in status_body(fake, 1)
         send(url, redis_ns, "issue_comment", approve("octocat", cid=3))
         state = store.load(REF1)
         assert state.current_node == "design"
-        assert sorted(state.decisions[0]["approvers"]) == ["Codertocat", "octocat"]
+        assert sorted(Past.read(store, REF1).decisions[0]["approvers"]) == ["Codertocat", "octocat"]
 
 
 def test_a_draft_pull_request_waits_is_asked_when_ready_and_withdrawn_as_draft(stack):

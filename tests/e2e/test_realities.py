@@ -20,6 +20,7 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from graph.state import Past
 from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.e2e.test_end_to_end import comment_payload, enrol_payload, free_port, post, wait_until
 from tests.support.processes import running, start
@@ -131,7 +132,8 @@ def test_a_renamed_repository_reaches_the_same_work_item(stack):
     wait_until(lambda: (s := stack.store.load(REF)).current_node == "design"
                and s.repository == NEW, what="moved to design, under the new name")
     state = stack.store.load(REF)
-    assert state.repository == NEW and [d["actor"] for d in state.decisions] == ["Codertocat"]
+    assert state.repository == NEW
+    assert [d["actor"] for d in Past.read(stack.store, REF).decisions] == ["Codertocat"]
     assert stack.store.load(f"github:{NEW}#1") is None
     assert stack.fake.labels(NEW, 1)[-1] == "phase:design"
     after = stack.fake.actions[stack.fake.actions.index(f"rename-repo {REPO} {NEW}"):]

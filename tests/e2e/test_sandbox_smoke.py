@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from graph.state import Past
 from integrations.harness.process import group_members
 from tests.conftest import REPO_ROOT
 from tests.e2e.test_end_to_end import free_port, wait_until
@@ -106,7 +107,7 @@ def test_make_run_in_sandbox_mode_walks_a_work_item_to_design(redis_ns, tmp_path
         assert out.startswith(f"commented on {REF}")
         wait_until(lambda: store.load(REF).current_node in ("design", "design-approval"),
                    timeout=30, what="the work item at design")
-        assert [d["actor"] for d in store.load(REF).decisions] == [USER]
+        assert [d["actor"] for d in Past.read(store, REF).decisions] == [USER]
         wait_until(lambda: any(lbl.startswith("phase:design") for lbl in show()["labels"]),
                    timeout=15, what="phase:design on the issue")
         # The-loop's own label writes came back as deliveries and were ignored: no drift.

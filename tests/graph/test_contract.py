@@ -14,7 +14,7 @@ from graph.markers import find_effect
 from graph.model import HookResult, InboundEvent, Message, WorkItem
 from graph.registry import HookRegistry
 from graph.runtime import ForceError, Runtime
-from graph.state import MemoryStateStore
+from graph.state import MemoryStateStore, Past
 from integrations.github_fake import FakeGitHub
 from the_loop.config.repository import Collaborators
 from the_loop.graphs import load_graph
@@ -215,7 +215,7 @@ def test_partial_review_leaves_the_gate_waiting():
                           actor_type="User", body="half way", review_state="COMMENTED")
     r = rt.advance(item, config, review)
     assert (r.status, r.node) == ("waiting", "requirements-approval")
-    assert rt.store.load(REF).decisions == []
+    assert Past.read(rt.store, REF).decisions == []
 
 
 def test_approve_with_comments_advances_and_carries_the_follow_ups(tmp_path):
@@ -356,9 +356,10 @@ def test_force_past_a_gate_warns_records_everywhere_and_forges_nothing():
                for w in result.warnings)
     assert any("outside the graph's model" in w for w in result.warnings)
     state = rt.store.load(REF)
-    assert state.current_node == "design" and state.history[-1]["forced"] is True
-    assert state.forced[-1]["bypassed"] == ["requirements-approval"]
-    assert "requirements-approval" not in state.outcomes and state.decisions == []
+    assert state.current_node == "design" and Past.read(rt.store, REF).history[-1]["forced"] is True
+    assert Past.read(rt.store, REF).forced[-1]["bypassed"] == ["requirements-approval"]
+    assert "requirements-approval" not in state.outcomes
+    assert Past.read(rt.store, REF).decisions == []
     types = [e.type for e in rt.store.events(REF)]
     assert "work-item.forced" in types
     assert any(e.type == "checkpoint" and e.data.get("boundary") == "forced"

@@ -17,7 +17,7 @@ from graph.model import HookResult, InboundEvent, WorkItem
 from graph.ports import OPERATIONS, IntegrationError, RetryLater
 from graph.registry import HookRegistry
 from graph.runtime import Runtime
-from graph.state import MemoryStateStore, WorkItemState
+from graph.state import MemoryStateStore, Past, WorkItemState
 from graph.status import status_effect
 from integrations.github_fake import FakeGitHub
 from the_loop.config.repository import Collaborators
@@ -262,7 +262,7 @@ def test_the_same_delivery_again_is_a_tick_one_approve_never_approves_two_gates(
     assert (first.node, first.status) == ("design-approval", "waiting")
     again = runtime.advance(item, config, event)
     assert (again.node, again.status) == ("design-approval", "waiting")
-    assert [d["node"] for d in runtime.store.load(REF).decisions] == ["requirements-approval"]
+    assert [d["node"] for d in Past.read(runtime.store, REF).decisions] == ["requirements-approval"]
 
 
 def test_a_crash_after_the_decision_replays_only_what_was_left():
@@ -278,7 +278,7 @@ def test_a_crash_after_the_decision_replays_only_what_was_left():
     assert state.current_node == "design" and state.entry_pending
     runtime.advance(item, config, approve())
     state = runtime.store.load(REF)
-    assert [d["node"] for d in state.decisions] == ["requirements-approval"]
+    assert [d["node"] for d in Past.read(runtime.store, REF).decisions] == ["requirements-approval"]
     assert state.current_node == "design" and not state.entry_pending
     assert gh.labels(REPO, 1) == ["phase:design"]
 

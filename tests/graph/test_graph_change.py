@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from graph.compile import compile_graph
 from graph.runtime import Runtime
+from graph.state import Past
 from tests.graph.test_runtime import REF, REPO, REQUIREMENTS, setup
 from the_loop.graphs import default_graph_path
 from the_loop.hooks import REGISTRY
@@ -63,9 +64,9 @@ def test_an_unchanged_node_goes_on_and_a_changed_one_is_held_until_migrated():
     state = rt.store.load(REF)
     assert done["target"] == "design" and state.graph_digest == moved.digest
     assert state.drift is None and state.escalated is None
-    assert state.migrations[-1]["reason"] == "lint moved to CI"
-    assert state.history[-1] == {**state.history[-1], "node": "design", "via": "migrated",
-                                 "forced": True}
+    assert Past.read(rt.store, REF).migrations[-1]["reason"] == "lint moved to CI"
+    last = Past.read(rt.store, REF).history[-1]
+    assert last == {**last, "node": "design", "via": "migrated", "forced": True}
     types = [e.type for e in rt.store.events(REF)]
     assert "work-item.migrated" in types
     assert any(e.type == "checkpoint" and e.data.get("boundary") == "migrated"

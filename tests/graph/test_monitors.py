@@ -7,8 +7,18 @@ from __future__ import annotations
 import dataclasses
 
 from graph.model import InboundEvent
-from graph.monitors import HEALTHY, REMINDER, SKEW, STALE, UNKNOWN, monitor, status_of
+from graph.monitors import (
+    HEALTHY,
+    REMINDER,
+    SKEW,
+    STALE,
+    UNKNOWN,
+    forget_reminders,
+    monitor,
+    status_of,
+)
 from graph.runtime import Runtime
+from graph.state import WorkItemState
 from integrations.slack import _SlackBase
 from tests.graph.test_runtime import REF, REPO, REQUIREMENTS, setup
 from the_loop.config.repository import Collaborators
@@ -64,7 +74,7 @@ def waiting_at_the_gate(clock):
 def test_a_stale_gate_is_reminded_exactly_once_per_period():
     clock = Clock(0.0)
     config, item, rt, slack = waiting_at_the_gate(clock)
-    entered = rt.store.load(REF).history[-1]["at"]
+    entered = rt.store.load(REF).visit_started
     clock.now = entered
     pending = len(slack.sent)  # the entry chain's own notification
     assert monitor(rt.store.load(REF), rt.graph, clock.now).status == HEALTHY
@@ -93,7 +103,7 @@ def test_a_stale_gate_is_reminded_exactly_once_per_period():
 def test_a_signal_from_the_future_is_skew_and_never_reminded():
     clock = Clock(0.0)
     config, item, rt, slack = waiting_at_the_gate(clock)
-    clock.now = rt.store.load(REF).history[-1]["at"] - 60
+    clock.now = rt.store.load(REF).visit_started - 60
     assert monitor(rt.store.load(REF), rt.graph, clock.now).status == SKEW
     assert rt.remind(item, config) is None
 
@@ -102,7 +112,15 @@ def test_no_signal_is_unknown_and_a_node_without_freshness_has_no_monitor():
     clock = Clock(0.0)
     config, item, rt, slack = waiting_at_the_gate(clock)
     state = rt.store.load(REF)
-    state.history[-1].pop("at")
+    state.visit_started = 0.0
     assert monitor(state, rt.graph, 1e12).status == UNKNOWN
     state.current_node = "design"
     assert monitor(state, rt.graph, 1e12) is None
+
+
+def test_entering_a_gate_again_forgets_the_reminders_of_its_earlier_visits():
+    state = WorkItemState(REF, "digest", "requirements-approval")
+    state.reminders = {"requirements-approval/1": 2, "requirements-approval/2": 1,
+                       "design-approval/1": 1, "requirements-approval-x/1": 1}
+    forget_reminders(state, "requirements-approval")
+    assert state.reminders == {"design-approval/1": 1, "requirements-approval-x/1": 1}

@@ -8,7 +8,7 @@ from graph.markers import find_effect
 from graph.model import HookContext, HookResult, InboundEvent, Message, WorkItem
 from graph.registry import HookRegistry
 from graph.runtime import Runtime, run_chain
-from graph.state import MemoryStateStore
+from graph.state import MemoryStateStore, Past
 from integrations.github_fake import FakeGitHub
 from the_loop.config.repository import Collaborators
 from the_loop.graphs import load_graph
@@ -177,9 +177,8 @@ def test_gate_waits_for_an_authorized_approval_and_ignores_others():
     assert [(m.source, m.target, m.on) for m in r.moves] == [
         ("requirements-approval", "design", "approved")]
     assert (r.status, r.node) == ("blocked", "design")
-    state = rt.store.load(REF)
-    assert state.decisions[-1]["actor"] == "alice"
-    assert state.decisions[-1]["delivery"] == "d-ok"
+    assert Past.read(rt.store, REF).decisions[-1]["actor"] == "alice"
+    assert Past.read(rt.store, REF).decisions[-1]["delivery"] == "d-ok"
     assert gh.labels(REPO, 1) == ["phase:design"]
 
 
@@ -289,5 +288,5 @@ def test_event_log_keeps_digests_not_bodies(tmp_path):
     events = rt.store.events(REF)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert {"seq", "id", "type", "data", "caused_by"} <= set(events[0].to_dict())
-    decision = rt.store.load(REF).decisions[-1]
+    decision = Past.read(rt.store, REF).decisions[-1]
     assert len(decision["body_sha256"]) == 64

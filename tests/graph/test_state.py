@@ -28,11 +28,11 @@ def store(request, tmp_path):
 
 def test_state_round_trips(store):
     state = WorkItemState.new("github:o/r#1", "digest", "requirements")
-    state.decisions.append({"outcome": "approved", "actor": "alice"})
+    state.record_decision({"node": "gate", "outcome": "approved", "actor": "alice"})
     store.save(state)
     loaded = store.load("github:o/r#1")
     assert loaded.to_dict() == state.to_dict()
-    assert loaded.history[0]["via"] == "enrolled" and loaded.visit == 1
+    assert loaded.standing["gate"]["decision"]["actor"] == "alice" and loaded.visit == 1
     assert store.load("github:o/r#2") is None
 
 
@@ -129,3 +129,61 @@ def test_a_record_failing_its_seal_is_treated_like_one_that_fails_to_parse(tmp_p
     path.write_text(json.dumps(doc))
     with pytest.raises(StateError, match="has no seal"):
         store.load(item.ref)
+
+
+def test_the_file_store_appends_in_constant_time_without_reading_the_log(tmp_path,
+                                                                        monkeypatch):
+    import builtins
+    import os
+    from pathlib import Path
+
+    store = FileStateStore(tmp_path)
+    ref = "github:o/r#1"
+    store.append_event(ref, "first", {"n": 0})
+    log = store.log_path(ref)
+    reads: list[str] = []
+    real_os_open, real_open = os.open, builtins.open
+    real_read_text, real_read_bytes, real_path_open = Path.read_text, Path.read_bytes, Path.open
+
+    def os_open(path, flags, *args, **kwargs):
+        if Path(path) == log and not flags & (os.O_WRONLY | os.O_RDWR):
+            reads.append("os.open")
+        return real_os_open(path, flags, *args, **kwargs)
+
+    def any_open(path, mode="r", *args, **kwargs):
+        if isinstance(path, (str, Path)) and Path(path) == log and set(mode) & {"r", "+"}:
+            reads.append("open")
+        return real_open(path, mode, *args, **kwargs)
+
+    def watched(real, name):
+        def read(self, *args, **kwargs):
+            if self == log:
+                reads.append(name)
+            return real(self, *args, **kwargs)
+        return read
+
+    def no_events(self, ref):
+        raise AssertionError("append read the whole event log")
+
+    monkeypatch.setattr(os, "open", os_open)
+    monkeypatch.setattr(builtins, "open", any_open)
+    monkeypatch.setattr(Path, "read_text", watched(real_read_text, "read_text"))
+    monkeypatch.setattr(Path, "read_bytes", watched(real_read_bytes, "read_bytes"))
+    monkeypatch.setattr(Path, "open", watched(real_path_open, "Path.open"))
+    monkeypatch.setattr(FileStateStore, "events", no_events)
+    seqs = [store.append_event(ref, "next", {"n": n}).seq for n in range(1, 201)]
+    monkeypatch.undo()
+    assert reads == []
+    assert seqs == list(range(2, 202))
+    assert [e.seq for e in store.events(ref)] == list(range(1, 202))
+    assert [e.data["n"] for e in store.events(ref)] == list(range(201))
+
+
+def test_a_file_log_written_before_the_counter_goes_on_numbering(tmp_path):
+    store = FileStateStore(tmp_path)
+    ref = "github:o/r#1"
+    for n in range(3):
+        store.append_event(ref, "old", {"n": n})
+    store.seq_path(ref).unlink()  # as an older the-loop left it
+    assert store.append_event(ref, "new", {}).seq == 4
+    assert [e.seq for e in store.events(ref)] == [1, 2, 3, 4]

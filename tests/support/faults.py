@@ -251,7 +251,7 @@ def summary(state: Any) -> dict[str, Any]:
     if state is None:
         return {"state": None}
     return {"node": state.current_node, "status": state.status,
-            "decisions": [d.get("delivery") for d in state.decisions],
+            "decisions": [d.get("delivery") for _, d in state.standing_decisions()],
             "visits": dict(state.visits)}
 
 

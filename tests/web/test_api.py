@@ -209,7 +209,7 @@ def test_a_forced_move_and_the_delivery_holding_the_item_are_shown_without_free_
 def test_events_are_the_log_in_order_metadata_only_and_paged(site):
     doc = body(site.get(api_path(FORCED, "events")))
     types = [e["type"] for e in doc["events"]]
-    assert types[:2] == ["delivery.received", "work-item.enrolled"]
+    assert types[:3] == ["delivery.received", "node.entered", "work-item.enrolled"]
     assert "work-item.forced" in types and types[-1] == "delivery.parked"
     assert [e["seq"] for e in doc["events"]] == list(range(1, len(types) + 1))
     forced = next(e for e in doc["events"] if e["type"] == "work-item.forced")
@@ -275,9 +275,9 @@ def test_past_a_limit_the_envelope_is_a_clear_422(site, monkeypatch):
     response = site.get(api_path(AT_GATE, "graph"))
     assert response.status_code == 422
     error = json.loads(response.data)["error"]
-    assert error.startswith(f"the graph of {AT_GATE} has 29 events, over the limit of 10 ")
+    assert error.startswith(f"the graph of {AT_GATE} has 34 events, over the limit of 10 ")
     assert "?since=SEQ" in error
-    assert site.get(api_path(AT_GATE, "graph") + "?since=20").status_code == 200
+    assert site.get(api_path(AT_GATE, "graph") + "?since=25").status_code == 200
     monkeypatch.setattr(readmodel, "LIMITS", Limits(nodes=5))
     error = json.loads(site.get(api_path(AT_GATE, "graph")).data)["error"]
     assert "nodes, over the limit of 5" in error

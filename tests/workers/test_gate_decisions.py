@@ -15,6 +15,7 @@ import pytest
 
 from graph.markers import find_effect
 from graph.ports import Transport
+from graph.state import Past
 from integrations.github_fake import FakeGitHub
 from tests.conftest import load_payload
 from the_loop.graphs import load_graph
@@ -152,7 +153,7 @@ def test_the_same_comment_under_two_delivery_ids_decides_one_gate_once(make):
     deliver("issue_comment", comment("/approve", cid=501))  # GitHub's second subscription
     state = store.load(REF1)
     assert state.current_node == "design-approval" and state.status == "waiting"
-    assert [(d["node"], d["sources"]) for d in state.decisions] == [
+    assert [(d["node"], d["sources"]) for d in Past.read(store, REF1).decisions] == [
         ("requirements-approval", ["issue_comment:501"])]
     assert [m for m in marks(gh) if m.endswith("/decision")] == [
         f"{REF1}/requirements-approval/1/decision"]
@@ -167,7 +168,7 @@ def test_a_comment_created_before_the_visit_began_never_decides_it(make):
     before = gh.actions
     deliver("issue_comment", early)
     assert store.load(REF1).current_node == "design-approval"
-    assert len(store.load(REF1).decisions) == 1 and writes_after(gh, before) == []
+    assert len(Past.read(store, REF1).decisions) == 1 and writes_after(gh, before) == []
 
 
 # -- 2. edits and deletions ---------------------------------------------------------------
@@ -181,7 +182,8 @@ def test_editing_an_old_approve_while_the_next_gate_waits_decides_nothing(make):
         edited = comment("/approve\nthanks", cid=501, action="edited")
         deliver("issue_comment", edited)
         state = store.load(REF1)
-        assert state.current_node == "design-approval" and len(state.decisions) == 1
+        assert state.current_node == "design-approval"
+        assert len(Past.read(store, REF1).decisions) == 1
         assert writes_after(gh, before) == []
 
 
@@ -198,12 +200,14 @@ def test_a_typo_fixed_by_its_author_counts_only_with_act_on_edits(make):
     gh, slack, store, deliver = make(harness="version: 1\ngates: {actOnEdits: true}\n")
     enrol(deliver)
     deliver("issue_comment", comment("/aprove", cid=601))
+    # Made during this visit (one made before it began, a second earlier, never counts).
+    fixed = comment("/approve", cid=601, action="edited")
     deliver("issue_comment", fixed)
     state = store.load(REF1)
     assert state.current_node == "design"
-    assert [d["sources"] for d in state.decisions] == [["issue_comment:601"]]
+    assert [d["sources"] for d in Past.read(store, REF1).decisions] == [["issue_comment:601"]]
     deliver("issue_comment", fixed)  # the same edit again: once only
-    assert len(store.load(REF1).decisions) == 1
+    assert len(Past.read(store, REF1).decisions) == 1
 
 
 def test_a_deleted_comment_that_decided_nothing_is_ignored_silently(make):
@@ -256,7 +260,7 @@ def test_a_dismissed_approval_reopens_its_gate_loudly(make):
     state = store.load(REF2)
     assert state.current_node == "requirements-approval" and state.status == "waiting"
     assert state.visits["requirements-approval"] == 2
-    assert state.decisions[0]["invalidated"]["via"] == "reopened"
+    assert Past.read(store, REF2).decisions[0]["invalidated"]["via"] == "reopened"
     reopened = [e for e in store.events(REF2) if e.type == "gate.reopened"]
     assert reopened and reopened[-1].data["code"] == "review-dismissed"
     assert "that approved gate `requirements-approval`" in status_body(gh, 2)
@@ -316,12 +320,12 @@ def test_two_approvers_are_needed_and_changes_requested_wins(make, tmp_path):
     deliver("issue_comment", comment("/approve", cid=1001))
     deliver("issue_comment", comment("/approve", cid=1002))  # the same person again
     state = store.load(REF1)
-    assert state.current_node == "requirements-approval" and state.decisions == []
+    assert state.current_node == "requirements-approval" and Past.read(store, REF1).decisions == []
     assert "1 of 2 approvals so far (@Codertocat)" in status_body(gh)
     deliver("issue_comment", comment("/approve", login="octocat", cid=1003))
     state = store.load(REF1)
     assert state.current_node == "design"
-    [decision] = state.decisions
+    [decision] = Past.read(store, REF1).decisions
     assert sorted(decision["approvers"]) == ["Codertocat", "octocat"]
     assert sorted(decision["sources"]) == ["issue_comment:1002", "issue_comment:1003"]
 
@@ -330,11 +334,12 @@ def test_two_approvers_are_needed_and_changes_requested_wins(make, tmp_path):
     deliver("issue_comment", comment("/approve", cid=1101))
     deliver("issue_comment", comment("/request-changes", login="octocat", cid=1102))
     state = store.load(REF1)
-    assert state.decisions[-1]["outcome"] == "changes-requested"
-    assert state.decisions[-1]["sources"] == ["issue_comment:1102"]
+    assert Past.read(store, REF1).decisions[-1]["outcome"] == "changes-requested"
+    assert Past.read(store, REF1).decisions[-1]["sources"] == ["issue_comment:1102"]
     # back to requirements, which waits for the rejected artifact to be repaired (it does
     # not pass again unchanged); the gate is not asked again meanwhile
-    assert [h["node"] for h in state.history][-2:] == ["requirements-approval", "requirements"]
+    assert [h["node"] for h in Past.read(store, REF1).history][-2:] == [
+        "requirements-approval", "requirements"]
     assert state.current_node == "requirements" and state.status == "waiting"
     assert state.visits["requirements-approval"] == 1
 
@@ -355,7 +360,7 @@ def test_an_approved_artifact_changed_by_a_push_returns_the_item_to_its_gate(mak
     deliver("pull_request_review", review(pr))
     state = store.load(REF2)
     assert state.current_node == "design"
-    [decision] = state.decisions
+    [decision] = Past.read(store, REF2).decisions
     bound = decision["artifacts"]["specs/2/requirements.md"]
     assert decision["head_sha"] == pr["pull_request"]["head"]["sha"]
     # Read after the review record was committed (the rest of the delivery reads the new
@@ -402,7 +407,7 @@ def test_a_draft_waits_without_asking_then_ready_and_back_to_draft(make):
     assert "the pull request is a draft" in status_body(gh, 2)
     # A decision while it is a draft counts for nothing.
     deliver("pull_request_review", review(pr))
-    assert store.load(REF2).decisions == []
+    assert Past.read(store, REF2).decisions == []
 
     gh.repo(REPO).pulls[2]["draft"] = False
     pull_request(gh, deliver, store, action="ready_for_review")

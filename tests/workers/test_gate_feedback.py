@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from graph.markers import find_effect
+from graph.state import Past
 from integrations.github_fake import FakeGitHub
 from tests.conftest import load_payload
 from the_loop.graphs import load_graph
@@ -102,7 +103,7 @@ def test_an_approval_edited_by_someone_else_never_counts_and_raises_an_alarm(env
     edited["sender"]["login"] = "mallory"
     deliver("issue_comment", edited)
     state = store.load(REF1)
-    assert state.current_node == "requirements-approval" and state.decisions == []
+    assert state.current_node == "requirements-approval" and Past.read(store, REF1).decisions == []
     assert "alarm" in [e.type for e in store.events(REF1)]
     assert any("/alarm/" in e for e in effects(gh))
     # The author's own edit decides nothing by default (a new comment does): no reaction.
@@ -143,7 +144,7 @@ def test_a_review_of_an_older_commit_is_stale_and_the_item_says_why(env):
     review["review"]["commit_id"] = "0" * 40
     deliver("pull_request_review", review)
     state = store.load(REF2)
-    assert state.current_node == "requirements-approval" and state.decisions == []
+    assert state.current_node == "requirements-approval" and Past.read(store, REF2).decisions == []
     status = [c for c in gh.comments(REPO, 2) if (find_effect(c["body"]) or "")
               .endswith("/status")]
     assert "no longer counts" in status[-1]["body"]

@@ -24,12 +24,12 @@ def test_a_stale_gate_gets_one_reminder_delivery_per_period(redis_ns):
     state.enter("requirements-approval", via="pass")
     state.status = Status.WAITING
     state.installation_id = 7
-    entered = state.history[-1]["at"]
+    entered = state.visit_started
     store.save(state)
     fresh = WorkItemState("github:Codertocat/Hello-World#2", graph.digest, graph.start)
     fresh.enter("design-approval", via="pass")
     fresh.status = Status.WAITING
-    fresh.history[-1]["at"] = entered + 72 * HOUR  # entered its gate later: still fresh
+    fresh.visit_started = entered + 72 * HOUR  # entered its gate later: still fresh
     store.save(fresh)
     clock = [entered + HOUR]
     inbox = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,

@@ -11,6 +11,7 @@ import uuid
 import pytest
 from rq import Queue
 
+from graph.state import Past
 from integrations.github_fake import FakeGitHub
 from tests.conftest import fixture_files, load_fixture, load_payload
 from the_loop.graphs import load_graph
@@ -92,7 +93,7 @@ def test_enrolment_by_label_then_authorized_approve_advances(env):
     work(ns, processor)
     state = store.load(ref)
     assert state.current_node == "design"
-    assert state.decisions[-1]["actor"] == "Codertocat"
+    assert Past.read(store, ref).decisions[-1]["actor"] == "Codertocat"
     assert gh.labels(REPO, 1) == ["phase:design"]
     types = [e.type for e in store.events(ref)]
     assert types.count("delivery.received") == 3

@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from graph.markers import find_effect
+from graph.state import Past
 from integrations.github_fake import FakeGitHub
 from tests.workers.test_gate_feedback import COLLABORATORS, REF1, REPO, REQUIREMENTS, fixture
 from the_loop.config.repository import load_harness_config
@@ -119,7 +120,7 @@ def test_the_default_tier_lets_a_models_approval_satisfy_an_agent_tier_gate(env)
     deliver("issue_comment", free_text())
     state = store.load(REF1)
     assert state.current_node == "design"
-    assert state.decisions[-1]["source"] == "model"
+    assert Past.read(store, REF1).decisions[-1]["source"] == "model"
 
 
 def test_risk_tier_configuration():

@@ -26,6 +26,9 @@ The delivery protocol (:mod:`the_loop.inbox`):
 The worker's own data:
 
 - ``P:state:REF``, ``P:state-corrupt:T:REF``, ``P:events:REF``: work item state and log
+- ``P:effects:REF``         hash: effect id -> record, the outbox of the current visit
+- ``P:event-types:REF``     set of the entry types of the log; ``P:events-by:ID:REF`` list
+  of the entries delivery ID caused (expires): the log's indexes
 - ``P:head:OWNER/REPO``     the default branch's head commit (from ``push``)
 - ``P:ci:OWNER/REPO:SHA``   hash: check name -> conclusion
 - ``P:sha:OWNER/REPO:SHA``  set of work items whose pull request head is SHA
@@ -247,6 +250,20 @@ class Keys:
     def events(self, ref: str) -> str:
         """``P:events:REF``: the work item's event log (list of JSON envelopes)."""
         return self._("events", ref)
+
+    def effects(self, ref: str) -> str:
+        """``P:effects:REF``: hash, effect id -> JSON record: the outbox of the work
+        item's current node visit (one field per effect, apart from the state)."""
+        return self._("effects", ref)
+
+    def event_types(self, ref: str) -> str:
+        """``P:event-types:REF``: set of the entry types the work item's log holds."""
+        return self._("event-types", ref)
+
+    def events_by(self, delivery_id: str, ref: str) -> str:
+        """``P:events-by:ID:REF``: list of ``"SEQ ENVELOPE"``: the log entries delivery
+        ID caused (what a retried delivery checks); expires."""
+        return self._("events-by", delivery_id, ref)
 
     def head(self, repository: str) -> str:
         """``P:head:OWNER/REPO``: the default branch's head commit."""

@@ -27,7 +27,7 @@ from graph.envelope import LIMITS, build, metadata, timestamp
 from graph.errors import LoopError
 from graph.model import Graph, Status
 from graph.refs import WorkItemRef
-from graph.state import LogEvent, StateError, WorkItemState
+from graph.state import LogEvent, Past, StateError, WorkItemState
 from graph.work import spend_of
 from the_loop.inbox.dead import Deliveries
 from the_loop.inbox.keys import Keys
@@ -252,6 +252,7 @@ class ReadModel:
         """``GET /api/v1/work-items/{ref}``: where the work item is and how it got there
         (see the route's docstring for the fields)."""
         events = self.events_of(state.ref)
+        past = Past.of(events, state.legacy)
         ref = WorkItemRef.parse(state.ref)
         graph = self.graph
         node = graph.nodes.get(state.current_node)
@@ -269,14 +270,14 @@ class ReadModel:
             "visits": dict(sorted(state.visits.items())),
             "outcomes": dict(sorted(state.outcomes.items())),
             "hooks": self.hooks(state),
-            "decisions": [self._decision(ref, d) for d in state.decisions],
+            "decisions": [self._decision(ref, d) for d in past.decisions],
             "approved_shas": list(dict.fromkeys(
-                str(d["head_sha"]) for d in state.decisions
+                str(d["head_sha"]) for d in past.decisions
                 if d.get("outcome") in APPROVALS and d.get("head_sha"))),
-            "forced": [self._forced(m) for m in state.forced],
+            "forced": [self._forced(m) for m in past.forced],
             "history": [{"node": h.get("node"), "via": h.get("via"),
                          "forced": bool(h.get("forced")), "at": timestamp(h.get("at"))}
-                        for h in state.history],
+                        for h in past.history],
             "sessions": self.sessions(state, events),
             "spend": spend_of(state.spend),
             "held_by": None if blocked is None else {

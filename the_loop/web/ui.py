@@ -43,6 +43,7 @@ from werkzeug.wrappers import Response as BaseResponse
 from graph.envelope import metadata, timestamp
 from graph.export import Overlay, to_mermaid
 from graph.refs import WorkItemRef
+from graph.state import Past
 from the_loop.web import links
 from the_loop.web.app import web
 from the_loop.web.auth import OAUTH_COOKIE, OAUTH_TTL, SESSION_COOKIE, Principal, cookie_options
@@ -202,15 +203,16 @@ def work_item(ref: str) -> Response:
                     message="No such work item. The board lists every one.")
     detail = model.detail(state)
     graph = model.graph
-    overlay = Overlay(ref=state.ref, current=state.current_node,
-                      visited=tuple(str(h.get("node")) for h in state.history),
-                      forced=tuple(str(m.get("to")) for m in state.forced),
-                      status=str(state.status))
     log = model.events_of(state.ref)
+    past = Past.of(log, state.legacy)
+    overlay = Overlay(ref=state.ref, current=state.current_node,
+                      visited=tuple(str(h.get("node")) for h in past.history),
+                      forced=tuple(str(m.get("to")) for m in past.forced),
+                      status=str(state.status))
     events = [{"seq": e.seq, "type": e.type, "at": timestamp(e.at), "caused_by": e.caused_by,
                "attrs": attributes(metadata(e.data))}
               for e in reversed(log[-TIMELINE_LIMIT:])]
-    path = " → ".join(str(h.get("node")) for h in state.history)
+    path = " → ".join(str(h.get("node")) for h in past.history)
     return page("work_item.html", f"{parsed}", item=detail, mermaid_text=to_mermaid(
         graph, overlay), path=path, events=events, earlier=max(0, len(log) - TIMELINE_LIMIT),
         mermaid=True, active="board")

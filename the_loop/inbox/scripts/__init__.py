@@ -11,7 +11,9 @@
 - ``repository.lua``: note a repository's id and current name, return its ref key
   (:class:`workers.identities.Repositories`);
 - ``ci_record.lua``: store a CI result unless a newer one is stored
-  (:class:`workers.ci.RedisCI`).
+  (:class:`workers.ci.RedisCI`);
+- ``append_event.lua``: append to a work item's event log and index the entry
+  (:class:`workers.state.RedisStateStore`).
 
 Scripts never spell a key name: they get keys through ``KEYS`` and the per-ref key
 prefixes through ``ARGV`` (:meth:`the_loop.inbox.keys.Keys.per_ref`). Two tables are
@@ -90,3 +92,4 @@ class Scripts:
         self.reserve_write: Script = connection.register_script(source("reserve_write"))
         self.repository: Script = connection.register_script(source("repository"))
         self.ci_record: Script = connection.register_script(source("ci_record"))
+        self.append_event: Script = connection.register_script(source("append_event"))
