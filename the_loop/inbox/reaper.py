@@ -53,6 +53,7 @@ from rq.utils import parse_composite_key
 
 from the_loop.inbox.dead import DeadLetterSettings, Deliveries
 from the_loop.inbox.record import text
+from the_loop.redis_client import SERVICE
 
 log = logging.getLogger("the_loop.worker")
 
@@ -110,8 +111,21 @@ class Reaper:
         except redis.RedisError as exc:
             log.warning("worker %s could not deregister (%s)", self.name, type(exc).__name__)
 
+    @property
+    def interval(self) -> float:
+        """Seconds between two rounds (and heartbeats): ``reap_interval``, at most a third
+        of the worker TTL and of the lock timeout."""
+        return min(self.settings.reap_interval, self.settings.worker_ttl / 3,
+                   self.settings.lock_timeout / 3)
+
     def start(self) -> None:
-        """Run :meth:`reap` every ``reap_interval`` seconds in a daemon thread."""
+        """Run :meth:`reap` every :attr:`interval` seconds in a daemon thread."""
+        outlast = self.interval + SERVICE.longest_stall
+        if min(self.settings.worker_ttl, self.settings.lock_timeout) <= outlast:
+            log.warning("THE_LOOP_WORKER_TTL and THE_LOOP_LOCK_TIMEOUT should exceed %.0f s "
+                        "(a heartbeat interval and the longest a Redis command can stall and "
+                        "be retried); shorter, another worker may take over the work item of "
+                        "a worker cut off from Redis while its last write is retried", outlast)
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="the-loop-reaper", daemon=True)
         self._thread.start()
@@ -122,8 +136,7 @@ class Reaper:
             self._thread.join(timeout=5)
 
     def _loop(self) -> None:
-        interval = min(self.settings.reap_interval, self.settings.worker_ttl / 3,
-                       self.settings.lock_timeout / 3)
+        interval = self.interval
         while not self._stop.wait(interval):
             try:
                 self.reap()
