@@ -78,8 +78,8 @@ class ReceiverState:
 
 def make_redis_client(url: str) -> redis_lib.Redis:
     """A Redis client for the receiver (:func:`the_loop.redis_client.connect` with its
-    :data:`~the_loop.redis_client.RECEIVER` profile: 2 s connect and socket timeouts, one
-    retry, keepalive and health checks), so an unreachable Redis or a dead connection
+    :data:`~the_loop.redis_client.RECEIVER` profile: 1 s connect and 2 s socket timeouts,
+    one retry, keepalive and health checks), so an unreachable Redis or a dead connection
     turns into a fast 503 rather than a hung request.
 
     Args:
