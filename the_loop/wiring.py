@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
+from the_loop.redis_client import CLI, SERVICE, Profile, connect
 from the_loop.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -211,9 +212,10 @@ def build_providers(
     return providers
 
 
-def redis_client(settings: Settings, **options: Any) -> redis.Redis:
-    """A Redis client for ``REDIS_URL``."""
-    return redis.Redis.from_url(settings.worker.redis_url, **options)
+def redis_client(settings: Settings, profile: Profile = SERVICE) -> redis.Redis:
+    """A Redis client for ``REDIS_URL`` (:func:`the_loop.redis_client.connect`: timeouts,
+    keepalive, health checks and retries of ``profile``)."""
+    return connect(settings.worker.redis_url, profile)
 
 
 # ----------------------------------------------------------------------------- receiver
@@ -468,7 +470,7 @@ class Operator:
 
     Attributes:
         settings: the settings read once by the command.
-        redis: Redis client (5 s socket timeout: a command should not hang).
+        redis: Redis client (:data:`the_loop.redis_client.CLI`: a command should not hang).
         store: the service's state store.
         github: the GitHub provider, or ``None`` when none can be built (then
             :attr:`github_error` says why).
@@ -532,7 +534,7 @@ def build_operator(
     """
     from workers.state import RedisStateStore
 
-    conn = connection or redis_client(settings, socket_timeout=5)
+    conn = connection or redis_client(settings, CLI)
     github: GitHubProvider | None = None
     error: str | None = None
     try:

@@ -28,13 +28,12 @@ from dataclasses import dataclass
 
 import redis as redis_lib
 from flask import Flask, Response, request
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.observability.logs import bind as bind_log_context
 from the_loop.observability.logs import clear as clear_log_context
+from the_loop.redis_client import RECEIVER, connect
 from the_loop.settings import ReceiverSettings
 from webhook.events import (
     DeliveryError,
@@ -53,7 +52,6 @@ __all__ = ["EXTENSION_KEY", "ReceiverState", "create_app", "make_redis_client"]
 
 EXTENSION_KEY = "the_loop"
 RETRY_AFTER_SECONDS = "5"
-REDIS_TIMEOUT_SECONDS = 2.0
 
 log = logging.getLogger("the_loop.webhook")
 
@@ -79,24 +77,18 @@ class ReceiverState:
 
 
 def make_redis_client(url: str) -> redis_lib.Redis:
-    """A Redis client for the receiver: short timeouts, one quick retry.
+    """A Redis client for the receiver (:func:`the_loop.redis_client.connect` with its
+    :data:`~the_loop.redis_client.RECEIVER` profile: 1 s connect and 2 s socket timeouts,
+    one retry, keepalive and health checks), so an unreachable Redis or a dead connection
+    turns into a fast 503 rather than a hung request.
 
     Args:
         url: a ``redis://``, ``rediss://`` or ``unix://`` URL.
 
     Returns:
-        A client whose connect and socket timeouts are 2 s, so an unreachable Redis turns
-        into a fast 503 rather than a hung request (GitHub gives up after 10 s, "Best
-        practices for using webhooks" docs). One immediate retry covers a pooled
-        connection the server closed while idle.
+        The client.
     """
-    return redis_lib.Redis.from_url(
-        url,
-        socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
-        socket_timeout=REDIS_TIMEOUT_SECONDS,
-        retry=Retry(NoBackoff(), 1),
-        health_check_interval=30,
-    )
+    return connect(url, RECEIVER)
 
 
 def _safe(value: object) -> str:

@@ -50,6 +50,7 @@ from graph.work import CANCELLED, TurnEnded, TurnOrder
 from integrations.harness.base import Harness, TurnOutcome
 from integrations.harness.process import kill_group
 from the_loop.inbox.enqueue import DeliveryQueue
+from the_loop.redis_client import DEQUEUE_TIMEOUT, BoundedDequeue, blocking
 from workers import harness_turn
 from workers.harness_turn import PASS_THROUGH  # noqa: F401 (re-exported)
 from workers.turns import (
@@ -441,9 +442,11 @@ def remove_workspace(ref: str, repository: str, number: int) -> str:
     return f"removed the workspace of {ref}"
 
 
-class TurnWorker(SimpleWorker):
+class TurnWorker(BoundedDequeue, SimpleWorker):
     """RQ's in-process worker for the turns queue: a killed runner takes its turn with
-    it (no forked work horse outlives it); its reaper thread takes turns back.
+    it (no forked work horse outlives it); its reaper thread takes turns back. It waits
+    for a turn at most :data:`~the_loop.redis_client.DEQUEUE_TIMEOUT` seconds at a time,
+    on a connection of its own whose socket timeout covers that wait.
 
     Args:
         runner: the runner its jobs use; the other arguments are RQ's ``SimpleWorker``'s.
@@ -521,8 +524,9 @@ def work(runner: TurnRunner, *, burst: bool = False, name: str | None = None,
         whether any job was performed.
     """
     harden_process()
-    queue = runner.records.queue
-    worker = TurnWorker([queue], connection=runner.records.redis, name=name, runner=runner)
+    connection = blocking(runner.records.redis, DEQUEUE_TIMEOUT)
+    queue = Queue(runner.records.queue.name, connection=connection)
+    worker = TurnWorker([queue], connection=connection, name=name, runner=runner)
     reaper = TurnReaper(runner.records, runner.host)
     reaper.reap()
     reaper.start()

@@ -35,6 +35,7 @@ from rq.exceptions import StopRequested
 from graph.errors import LoopError
 from the_loop.observability.logs import bind as bind_log_context
 from the_loop.observability.logs import clear as clear_log_context
+from the_loop.redis_client import DEQUEUE_TIMEOUT, BoundedDequeue, blocking
 from workers import jobs
 from workers import metrics as worker_metrics
 from workers.drain import DeliveryProcessor
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("the_loop.worker")
 
 
-class LoopWorker(SimpleWorker):
+class LoopWorker(BoundedDequeue, SimpleWorker):
     """RQ's in-process worker. Kept as a named class so deployments can point RQ tooling
     (``rq info``, ``--worker-class``) at it.
 
@@ -55,6 +56,11 @@ class LoopWorker(SimpleWorker):
     each delivery it handles; another job, its own id), and each job's wall time goes to
     ``the_loop_job_duration_seconds``. On SIGTERM (or SIGINT) RQ's warm shutdown lets the
     current job finish, then the worker exits 0; a second signal stops it at once.
+
+    It waits for a job at most :data:`~the_loop.redis_client.DEQUEUE_TIMEOUT` seconds at a
+    time (:class:`~the_loop.redis_client.BoundedDequeue`), on a connection of its own
+    (:func:`rq_connection`) whose socket timeout covers that wait; the jobs' processor
+    keeps its short one.
 
     Args:
         processor: the processor its jobs use (:func:`the_loop.wiring.build_worker`);
@@ -77,6 +83,12 @@ class LoopWorker(SimpleWorker):
             clear_log_context()
 
 
+def rq_connection(processor: DeliveryProcessor) -> redis.Redis:
+    """RQ's connection for a worker: the processor's client's twin whose socket timeout
+    also covers RQ's blocking wait for a job (:func:`the_loop.redis_client.blocking`)."""
+    return blocking(processor.redis, DEQUEUE_TIMEOUT)
+
+
 def run_worker(
     processor: DeliveryProcessor,
     settings: Settings,
@@ -96,7 +108,7 @@ def run_worker(
     Returns:
         whether any job was performed (RQ's ``work()`` result).
     """
-    queue = Queue(processor.settings.queue, connection=processor.redis)
+    queue = Queue(processor.settings.queue, connection=rq_connection(processor))
     server = worker_metrics.start_server(settings.metrics.worker_port, settings.web.host)
     # A frozen interpreter or an unstoppable hook ends the process once other workers
     # take its work back (the worker TTL); see workers.watchdog.
@@ -147,7 +159,7 @@ def work_with_reconnect(
     def once() -> bool:
         starts[0] += 1
         worker_name = name if starts[0] == 1 or name is None else f"{name}-{starts[0]}"
-        worker = LoopWorker([queue], connection=processor.redis, name=worker_name,
+        worker = LoopWorker([queue], connection=queue.connection, name=worker_name,
                             processor=processor)
         reaper = Reaper(processor, worker.name)
         reaper.register()

@@ -12,7 +12,12 @@ sent twice (the same delivery id, as a GitHub redelivery). Meanwhile
 * the fake GitHub answers a fraction of calls with 502, a secondary rate limit (403 with
   ``retry-after``) or 429 -- some *after* performing them (the write landed, the answer
   was lost);
-* a worker is SIGKILLed several times (and restarted).
+* a worker is SIGKILLed several times (and restarted);
+* optionally, every process reaches Redis through a loopback proxy
+  (:mod:`tests.support.blackhole`) that black-holes their connections now and then: the
+  connections open at that moment go dead for good, silently (no reset: the clients
+  must notice and reconnect), and every other time new connections hang too for
+  ``black_hole_seconds`` (a full outage) before they get through again.
 
 Then it checks, against a clean serial run of the same deliveries (in process, no
 faults, an in-memory GitHub):
@@ -38,6 +43,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -54,6 +60,7 @@ from integrations import github_fake as fakes
 from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.conftest import load_payload, sign_body
 from tests.support import processes
+from tests.support.blackhole import BlackHoleProxy
 from the_loop.inbox.keys import Keys
 
 OWNER = "Codertocat"
@@ -89,6 +96,9 @@ class Scenario:
         after_share: share of the faults injected after performing the call.
         seed: the random seed (script, order, faults).
         timeout: seconds to wait for everything to settle.
+        black_holes: black holes of the processes' Redis connections, spread over the
+            run (0: no proxy).
+        black_hole_seconds: how long an outage (every other black hole) lasts.
     """
 
     items: int = 50
@@ -100,6 +110,8 @@ class Scenario:
     after_share: float = 0.3
     seed: int = 1130
     timeout: float = 300.0
+    black_holes: int = 0
+    black_hole_seconds: float = 6.0
 
     @property
     def unique(self) -> int:
@@ -274,6 +286,8 @@ class Report:
     accepted: int = 0
     duplicates_answered: int = 0
     kills: int = 0
+    black_holes: int = 0
+    black_holed_connections: int = 0
     faults: dict[str, int] = field(default_factory=dict)
     github_requests: int = 0
     retries: int = 0
@@ -289,6 +303,8 @@ class Report:
             "duplicates_posted": sc.posts - sc.unique,
             "duplicates_answered_200": self.duplicates_answered, "work_items": sc.items,
             "workers": sc.workers, "sigkills": self.kills,
+            "black_holes": self.black_holes,
+            "black_holed_connections": self.black_holed_connections,
             "github_requests": self.github_requests, "github_faults": self.faults,
             "delivery_retries": self.retries, "jobs_reaped": self.reaped,
             "parked": self.parked, "notices_missing": self.notices_missing,
@@ -332,6 +348,11 @@ class Stack:
             "THE_LOOP_LOCK_TIMEOUT": "15",
             "THE_LOOP_DELIVERY_ATTEMPTS": "12", "THE_LOOP_DELIVERY_BACKOFF": "0.1,0.3,0.6,1",
         }
+        if sc.black_holes:
+            # A worker cut off from Redis is not dead: its liveness and locks must outlast
+            # the longest a command can stall and be retried (the_loop.redis_client), or
+            # another worker takes its work item while its last write is still retried.
+            self.env.update({"THE_LOOP_WORKER_TTL": "30", "THE_LOOP_LOCK_TIMEOUT": "60"})
         self.web: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
         self._started = 0
@@ -427,7 +448,13 @@ def run(sc: Scenario, client: redis.Redis, redis_url: str, prefix: str, queue: s
     report = Report(sc)
     by_item, posts = plan(sc, token)
     expected, clean_gh = clean_run(sc, by_item, client, f"{prefix}-clean", f"{queue}-clean")
-    stack = Stack(sc, redis_url, prefix, queue, logs)
+    proxy: BlackHoleProxy | None = None
+    processes_url = redis_url
+    if sc.black_holes:
+        parts = urllib.parse.urlsplit(redis_url)
+        proxy = BlackHoleProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
+        processes_url = proxy.start() + (parts.path or "")
+    stack = Stack(sc, processes_url, prefix, queue, logs)
     rng = random.Random(sc.seed + 1)
     stack.fake.chaos(sc.fault_rate, after_rate=sc.after_share, seed=sc.seed + 2)
     start = time.monotonic()
@@ -448,17 +475,28 @@ def run(sc: Scenario, client: redis.Redis, redis_url: str, prefix: str, queue: s
         senders = [threading.Thread(target=lane, args=(n,)) for n in range(lanes)]
         for t in senders:
             t.start()
-        # Kill a worker at evenly spread points of progress (handled / unique).
-        thresholds = [(i + 1) / (sc.kills + 1) for i in range(sc.kills)]
+        # Kill a worker, or black-hole the Redis connections, at evenly spread points of
+        # progress (handled / unique).
+        events = sorted([((i + 1) / (sc.kills + 1), "kill") for i in range(sc.kills)]
+                        + [((i + 1) / (sc.black_holes + 1), "black hole")
+                           for i in range(sc.black_holes)])
         deadline = time.monotonic() + sc.timeout
-        while thresholds and time.monotonic() < deadline:
+        while events and time.monotonic() < deadline:
             with lock:
                 sent = accepted[202]
             handled = sent - _pending(client, prefix, queue, sc.items)
-            if handled >= thresholds[0] * sc.unique:
-                thresholds.pop(0)
-                stack.kill_one(rng)
-                report.kills += 1
+            if handled >= events[0][0] * sc.unique:
+                _, what = events.pop(0)
+                if what == "kill":
+                    stack.kill_one(rng)
+                    report.kills += 1
+                elif proxy is not None:
+                    outage = report.black_holes % 2 == 1
+                    report.black_holed_connections += proxy.black_hole(stall_new=outage)
+                    report.black_holes += 1
+                    if outage:
+                        time.sleep(sc.black_hole_seconds)
+                        proxy.heal(thaw=False)
             time.sleep(0.05)
         for t in senders:
             t.join(timeout=max(1.0, deadline - time.monotonic()))
@@ -476,6 +514,8 @@ def run(sc: Scenario, client: redis.Redis, redis_url: str, prefix: str, queue: s
     finally:
         if stack.stop():
             report.problems.append("a process did not stop on SIGTERM within 20 s")
+        if proxy is not None:
+            proxy.close()
     report.faults = stack.fake.injected
     report.github_requests = len(stack.fake.requests)
     log_text = stack.worker_log()
@@ -488,7 +528,13 @@ def run(sc: Scenario, client: redis.Redis, redis_url: str, prefix: str, queue: s
     if report.parked:
         report.problems.append(f"{report.parked} deliveries parked: "
                                f"{client.hgetall(Keys(prefix).failed)}")
-    if report.accepted != sc.unique:
+    if sc.black_holes:
+        # A delivery queued whose answer a black hole swallowed is sent again and then
+        # answered 200 (already seen): every post is still answered 2xx exactly once.
+        if report.accepted + report.duplicates_answered != sc.posts:
+            report.problems.append(f"{report.accepted + report.duplicates_answered} "
+                                   f"deliveries answered 2xx, {sc.posts} sent")
+    elif report.accepted != sc.unique:
         report.problems.append(f"{report.accepted} deliveries queued, {sc.unique} sent")
     _check(report, store, stack.fake, clean_gh, by_item, expected)
     return report

@@ -16,7 +16,13 @@ Who looks after an inbox that holds deliveries? Exactly one of:
   an operator (``P:parked:REF``; ``the-loop deliveries retry|discard`` list it again);
 - its holder died: the reaper (:mod:`the_loop.inbox.reaper`) releases a dead worker's
   lock and lists every inbox in ``P:inboxes`` that holds deliveries, has a free lock, is
-  not held and is not in ``P:ready`` (:meth:`Inboxes.sweep`).
+  not held and is not in ``P:ready`` (:meth:`Inboxes.sweep`, :meth:`Inboxes.list_stranded`).
+
+``P:inboxes`` holds the inboxes with work, not every work item ever seen: a delivery that
+makes an inbox non-empty adds its ref (``enqueue.lua``, ``mark_ready.lua``), and the
+drain step that finds or leaves it empty removes it, under the work item's lock
+(``step.lua``); the reaper's sweep drops any other ref whose inbox is empty (an operator's
+discard). So a reaper round costs O(work in flight), however many work items are done.
 
 ``step.lua`` and ``sweep.lua`` build per-ref key names from the prefixes
 :meth:`the_loop.inbox.keys.Keys.per_ref` passes in ARGV: one call can move from one work
@@ -129,7 +135,7 @@ class Inboxes:
         self.keys = Keys(settings.prefix, settings.queue)
         self.scripts = Scripts(connection, routed)
         # Every step passes these (built once: a step is the drain's hot path).
-        self._step_keys = (self.keys.ready, self.keys.wake)
+        self._step_keys = (self.keys.ready, self.keys.wake, self.keys.inboxes)
         self._per_ref = self.keys.per_ref()
         self.wakeups = WakeUps(connection, settings.queue)
         # Wake-up job ids carry the queue name (as far as RQ allows in an id).
@@ -236,6 +242,16 @@ class Inboxes:
                                            args=(*self.keys.per_ref(), *refs))
         return int(dropped), [Stranded(text(r), text(t), bool(h)) for r, t, h in rows]
 
-    def listed(self) -> set[str]:
-        """The refs on the ready list now (a snapshot)."""
-        return {text(r) for r in self.redis.lrange(self.keys.ready, 0, -1)}
+    def list_stranded(self, refs: list[str]) -> list[str]:
+        """Append to ``P:ready`` each of ``refs`` whose inbox holds deliveries, whose lock
+        is free, that is not held and not listed yet, atomically (``list_stranded.lua``:
+        the ready list is read once, so this is linear in ``refs`` plus its length).
+
+        Returns:
+            the refs listed now.
+        """
+        if not refs:
+            return []
+        listed = self.scripts.list_stranded(keys=(self.keys.ready,),
+                                            args=(*self._per_ref, *refs))
+        return [text(r) for r in listed]

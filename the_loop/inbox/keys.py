@@ -11,7 +11,8 @@ The delivery protocol (:mod:`the_loop.inbox`):
 - ``P:delivery:ID``         hash: the delivery record (:mod:`the_loop.inbox.record`)
 - ``P:inbox:REF``           list of delivery ids, in arrival order
 - ``P:ready``               list of refs whose inbox needs a worker
-- ``P:inboxes``             set of refs whose inbox may hold deliveries (the reaper's index)
+- ``P:inboxes``             set of refs whose inbox holds deliveries (the reaper's index:
+  added by the delivery that fills an empty inbox, removed by the drain step that empties it)
 - ``P:wake``                id of the pending wake-up job; expires (``WAKE_TTL_MS``)
 - ``P:lock:REF``            the drain lock of a work item (token ``worker|hex``)
 - ``P:backoff:REF``         the delivery id a work item waits to retry; expires

@@ -15,11 +15,13 @@ and one worker per round (a short Redis lock, ``P:reaper``)
   by a registered ``the-loop worker`` (``P:workers``) whose liveness key expired is
   deleted (a dispatcher SIGKILLed mid-drain, OOM, a lost node: it had taken the work item
   off the ready list); every inbox that holds deliveries, has a free lock, is neither
-  backing off nor held by a parked delivery, and is not in ``P:ready`` (``LPOS``) is
-  appended to ``P:ready``; refs whose inbox is empty leave the index (checked in Lua, so
-  a delivery appended meanwhile keeps its ref). The delivery the dead worker was
-  handling is still at the head of its inbox (it is popped only after handling), and the
-  outbox makes handling it again safe;
+  backing off nor held by a parked delivery, and is not in ``P:ready`` is appended to
+  ``P:ready``, all in one call that reads the ready list once; refs whose inbox is empty
+  leave the index (checked in Lua, so a delivery appended meanwhile keeps its ref). The
+  index holds only inboxes with work (the drain step removes a ref when it empties its
+  inbox), so a round costs O(work in flight), not O(work items ever seen). The delivery
+  the dead worker was handling is still at the head of its inbox (it is popped only
+  after handling), and the outbox makes handling it again safe;
 * takes back the wake-up jobs of dead workers, built on RQ's registries: an execution in
   the queue's ``StartedJobRegistry`` whose worker is dead has been abandoned; its
   ``P:wake`` flag is deleted if it still names it and a wake-up is queued again. The
@@ -51,6 +53,7 @@ from rq.utils import parse_composite_key
 
 from the_loop.inbox.dead import DeadLetterSettings, Deliveries
 from the_loop.inbox.record import text
+from the_loop.redis_client import SERVICE
 
 log = logging.getLogger("the_loop.worker")
 
@@ -108,8 +111,21 @@ class Reaper:
         except redis.RedisError as exc:
             log.warning("worker %s could not deregister (%s)", self.name, type(exc).__name__)
 
+    @property
+    def interval(self) -> float:
+        """Seconds between two rounds (and heartbeats): ``reap_interval``, at most a third
+        of the worker TTL and of the lock timeout."""
+        return min(self.settings.reap_interval, self.settings.worker_ttl / 3,
+                   self.settings.lock_timeout / 3)
+
     def start(self) -> None:
-        """Run :meth:`reap` every ``reap_interval`` seconds in a daemon thread."""
+        """Run :meth:`reap` every :attr:`interval` seconds in a daemon thread."""
+        outlast = self.interval + SERVICE.longest_stall
+        if min(self.settings.worker_ttl, self.settings.lock_timeout) <= outlast:
+            log.warning("THE_LOOP_WORKER_TTL and THE_LOOP_LOCK_TIMEOUT should exceed %.0f s "
+                        "(a heartbeat interval and the longest a Redis command can stall and "
+                        "be retried); shorter, another worker may take over the work item of "
+                        "a worker cut off from Redis while its last write is retried", outlast)
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="the-loop-reaper", daemon=True)
         self._thread.start()
@@ -120,8 +136,7 @@ class Reaper:
             self._thread.join(timeout=5)
 
     def _loop(self) -> None:
-        interval = min(self.settings.reap_interval, self.settings.worker_ttl / 3,
-                       self.settings.lock_timeout / 3)
+        interval = self.interval
         while not self._stop.wait(interval):
             try:
                 self.reap()
@@ -181,13 +196,12 @@ class Reaper:
 
     def _stranded(self) -> int:
         """Sweep the inbox index (see the module docstring); returns how many inboxes were
-        listed as ready again."""
+        listed as ready again. Costs O(indexed inboxes + ready list): the index holds
+        only inboxes with work, and the candidates are listed in one call
+        (:meth:`~the_loop.inbox.drain.Inboxes.list_stranded`), not one ``LPOS`` each."""
         inboxes = self.inboxes
-        listed = 0
         dead: dict[str, bool] = {}
-        # One snapshot of P:ready (not an LPOS per indexed ref: both can be long under a
-        # backlog); MARK_READY checks with LPOS, atomically, before it lists a ref.
-        ready = inboxes.listed()
+        candidates: list[str] = []
         for refs in inboxes.indexed():
             _dropped, rows = inboxes.sweep(refs)
             for row in rows:
@@ -201,13 +215,12 @@ class Reaper:
                         log.warning("reaper: released %s's lock on %s", owner, row.ref)
                         locked = False
                 # A live holder drains it (or its lock expires: a later round lists it).
-                if locked or row.held or row.ref in ready:
-                    continue
-                if inboxes.mark_ready(row.ref, strict=True):
-                    listed += 1
-                    log.warning("reaper: %s had deliveries and nobody on it; ready again",
-                                row.ref)
-        return listed
+                if not locked and not row.held:
+                    candidates.append(row.ref)
+        listed = inboxes.list_stranded(candidates)
+        for ref in listed:
+            log.warning("reaper: %s had deliveries and nobody on it; ready again", ref)
+        return len(listed)
 
     def _abandoned(self) -> int:
         registry = StartedJobRegistry(self.queue.name, connection=self.redis)

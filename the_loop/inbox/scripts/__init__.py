@@ -4,6 +4,7 @@
 - ``step.lua``: one step of a drain (finish the delivery just handled, take the next);
 - ``mark_ready.lua``: list a ref as ready if its inbox holds deliveries;
 - ``sweep.lua``: the reaper's look at a batch of indexed inboxes;
+- ``list_stranded.lua``: the reaper's listing of the stranded inboxes it found;
 - ``backlog.lua``: queue depth and the oldest ready delivery's arrival (``/metrics``);
 - ``delete_if_equal.lua``: delete a key only if it still holds a value;
 - ``reserve_write.lua``: the GitHub write throttle's slot reservation
@@ -87,6 +88,7 @@ class Scripts:
         self.step: Script = connection.register_script(step_source(routed))
         self.mark_ready: Script = connection.register_script(source("mark_ready"))
         self.sweep: Script = connection.register_script(source("sweep"))
+        self.list_stranded: Script = connection.register_script(source("list_stranded"))
         self.backlog: Script = connection.register_script(source("backlog"))
         self.delete_if_equal: Script = connection.register_script(source("delete_if_equal"))
         self.reserve_write: Script = connection.register_script(source("reserve_write"))

@@ -1,6 +1,7 @@
 -- One step of a drain (the_loop.inbox.drain.Inboxes.step): finish the delivery just
 -- handled, then take the next one.
--- KEYS[1] = P:ready   KEYS[2] = P:wake
+-- KEYS[1] = P:ready   KEYS[2] = P:wake   KEYS[3] = P:inboxes (an inbox found empty leaves
+-- the index here, under its lock, so the index holds only inboxes with work)
 -- ARGV[1..5] = the per-ref key prefixes (Keys.per_ref): inbox, lock, backoff, parked,
 --              delivery
 -- ARGV[6] = lock token   ARGV[7] = lock expiry, ms
@@ -44,6 +45,7 @@ local function head_of(ref, fresh)
   local id = redis.call('LINDEX', INBOX .. ref, 0)
   if not id then
     redis.call('DEL', lock)
+    redis.call('SREM', KEYS[3], ref)
     return nil, 'empty'
   end
   if not fresh then
@@ -114,7 +116,9 @@ if ref ~= '' then
   else
     redis.call('DEL', lock)
     done = 'released'
-    if ARGV[12] == 'yield' and redis.call('LLEN', inbox) > 0 and not held(ref) then
+    if redis.call('LLEN', inbox) == 0 then
+      redis.call('SREM', KEYS[3], ref)
+    elseif ARGV[12] == 'yield' and not held(ref) then
       redis.call('RPUSH', KEYS[1], ref)
       done = 'yielded'
     end

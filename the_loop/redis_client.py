@@ -1,0 +1,174 @@
+"""Every Redis client of the-loop, made one way (:func:`connect`), so that no connection
+can hang: the receiver (and the read API and dashboard on its app), the worker, the
+runner, RQ's own connection in both, and the commands.
+
+Each client gets
+
+* a connect timeout and a socket timeout: a command whose reply does not come (Redis
+  unreachable, or a connection a middlebox silently stopped forwarding) raises
+  ``redis.TimeoutError`` after :attr:`Profile.socket_timeout` seconds instead of waiting
+  for ever; redis-py then drops that connection, so the next attempt opens a fresh one;
+* TCP keepalive (:data:`KEEPALIVE`): the kernel probes an idle connection and closes one
+  whose peer vanished (a host gone, a NAT entry dropped), so an idle pooled connection
+  is not found dead only when a command is sent on it;
+* a health check (:data:`HEALTH_CHECK_INTERVAL`): a connection idle for longer is
+  PINGed before it carries a command (redis-py's ``health_check_interval``);
+* a retry policy (redis-py's ``Retry`` with exponential backoff and jitter) on
+  connection errors and timeouts, each retry on a fresh connection.
+
+A client that sends blocking commands (RQ's worker waits for jobs with ``BLMOVE``/
+``BLPOP`` for up to its dequeue timeout) needs a socket timeout longer than the block, or
+every idle wait would end in a timeout: :func:`blocking` makes that client's twin, and
+:class:`BoundedDequeue` keeps RQ's wait at :data:`DEQUEUE_TIMEOUT` seconds. Without it RQ
+raises the socket timeout of the connection it is given to its worker TTL (420 s by
+default, ``Worker._set_connection``), and every command on that connection pool could
+then hang for seven minutes.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry
+
+__all__ = ["CLI", "DEQUEUE_TIMEOUT", "HEALTH_CHECK_INTERVAL", "KEEPALIVE", "RECEIVER",
+           "SERVICE", "BoundedDequeue", "Profile", "blocking", "connect"]
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """How long one kind of process waits for Redis.
+
+    Attributes:
+        name: what the profile is for (in docs and logs).
+        connect_timeout: seconds to open a TCP connection.
+        socket_timeout: seconds to wait for a reply (or to send) on an open connection.
+        retries: retries of a command that failed on a connection error or a timeout.
+        backoff_base, backoff_cap: seconds of the exponential backoff between retries
+            (redis-py's ``ExponentialWithJitterBackoff``).
+    """
+
+    name: str
+    connect_timeout: float
+    socket_timeout: float
+    retries: int
+    backoff_base: float = 0.05
+    backoff_cap: float = 1.0
+
+    @property
+    def longest_stall(self) -> float:
+        """Seconds one command can take at most before it fails: a due health check's
+        PING is retried (``retries + 1`` attempts), then the command's own retries on
+        fresh connections (``retries`` more), each opening a connection and waiting out
+        the socket timeout, plus the backoffs. A worker cut off from Redis may still
+        write until this is up, so its liveness (``THE_LOOP_WORKER_TTL``) must outlast it
+        plus a heartbeat interval, or another worker takes over its work item while the
+        write is retried."""
+        attempts = 2 * self.retries + 1
+        return attempts * (self.connect_timeout + self.socket_timeout) \
+            + 2 * self.retries * self.backoff_cap
+
+
+#: The receiver (and the read API and dashboard on its app): GitHub waits 10 s for an
+#: answer ("Best practices for using webhooks", GitHub docs); the longest stall (9.2 s
+#: at most, 6 s measured behind a black hole) answers 503 before that.
+RECEIVER = Profile("receiver", connect_timeout=1.0, socket_timeout=2.0, retries=1,
+                   backoff_cap=0.1)
+#: The worker and the runner: a dead connection is noticed within 5 s, then retried
+#: once on a fresh one; the longest stall (23 s) stays under the worker TTL (30 s) less a
+#: heartbeat interval (5 s).
+SERVICE = Profile("service", connect_timeout=2.0, socket_timeout=5.0, retries=1)
+#: The commands: as the service.
+CLI = SERVICE
+
+#: Seconds a connection may stay idle before it is PINGed ahead of its next command.
+HEALTH_CHECK_INTERVAL = 10
+
+#: TCP keepalive (tcp(7)): first probe after 5 s idle, then every 2 s, the connection
+#: closed after 3 unanswered probes: a vanished peer is noticed within about 11 s.
+KEEPALIVE: dict[int, int] = {
+    option: value for option, value in (
+        (getattr(socket, "TCP_KEEPIDLE", None), 5),
+        (getattr(socket, "TCP_KEEPINTVL", None), 2),
+        (getattr(socket, "TCP_KEEPCNT", None), 3),
+    ) if option is not None}
+
+#: Seconds RQ's workers (the worker's and the runner's) block waiting for a job.
+DEQUEUE_TIMEOUT = 5
+
+
+def _retry(profile: Profile) -> Retry:
+    return Retry(ExponentialWithJitterBackoff(base=profile.backoff_base,
+                                              cap=profile.backoff_cap),
+                 profile.retries,
+                 supported_errors=(redis.ConnectionError, redis.TimeoutError, socket.timeout))
+
+
+def connect(url: str, profile: Profile = SERVICE, *, block: float = 0.0) -> redis.Redis:
+    """A Redis client for ``url`` with the timeouts, keepalive, health checks and retry
+    policy of ``profile`` (see the module docstring). No I/O happens here.
+
+    Args:
+        url: a ``redis://``, ``rediss://`` or ``unix://`` URL (``REDIS_URL``).
+        profile: :data:`RECEIVER`, :data:`SERVICE` or :data:`CLI`.
+        block: seconds the longest blocking command sent on this client may block; the
+            socket timeout is ``profile.socket_timeout + block``.
+
+    Returns:
+        The client (its own connection pool).
+    """
+    options: dict[str, Any] = {
+        "socket_connect_timeout": profile.connect_timeout,
+        "socket_timeout": profile.socket_timeout + block,
+        "health_check_interval": HEALTH_CHECK_INTERVAL,
+        "retry": _retry(profile),
+    }
+    if not url.startswith("unix:"):  # keepalive is TCP's
+        options["socket_keepalive"] = True
+        options["socket_keepalive_options"] = KEEPALIVE
+    return redis.Redis.from_url(url, **options)
+
+
+def blocking(client: redis.Redis, block: float) -> redis.Redis:
+    """A twin of ``client`` (same server, database, credentials, keepalive, health checks
+    and retry policy, its own connection pool) whose socket timeout is longer by
+    ``block`` seconds, for blocking commands (RQ's worker: ``block`` =
+    :data:`DEQUEUE_TIMEOUT`). ``client`` keeps its short timeout.
+
+    Args:
+        client: a client made by :func:`connect` (or any redis-py client).
+        block: seconds a blocking command may block.
+
+    Returns:
+        The twin.
+    """
+    pool = client.connection_pool
+    kwargs = dict(pool.connection_kwargs)
+    kwargs["socket_timeout"] = (kwargs.get("socket_timeout") or SERVICE.socket_timeout) + block
+    return redis.Redis(connection_pool=redis.ConnectionPool(
+        connection_class=pool.connection_class, **kwargs))
+
+
+class BoundedDequeue:
+    """Mixin for RQ worker classes: wait for a job at most :data:`DEQUEUE_TIMEOUT`
+    seconds per ``BLMOVE``/``BLPOP``, and tell RQ the socket timeout that needs, so that
+    RQ leaves the connection's own timeout alone. (RQ's ``Worker.dequeue_timeout`` is its
+    worker TTL less 15 s -- 405 s by default -- and ``Worker.connection_timeout``, 10 s
+    more, is the socket timeout RQ sets on the pool it is given when that one's is
+    shorter; rq/worker/base.py.) Give the worker a :func:`blocking` client with
+    ``block=DEQUEUE_TIMEOUT``."""
+
+    #: RQ's cap on its wait between two attempts to reach Redis again (60 s in RQ).
+    max_connection_wait_time = 5.0
+
+    @property
+    def dequeue_timeout(self) -> int:
+        return DEQUEUE_TIMEOUT
+
+    @property
+    def connection_timeout(self) -> int:
+        return DEQUEUE_TIMEOUT + int(SERVICE.socket_timeout)
