@@ -46,6 +46,7 @@ __all__ = [
     "OPERATIONS",
     "PERMISSIONS",
     "REACTIONS",
+    "App",
     "CheckRun",
     "CheckRuns",
     "Comment",
@@ -56,6 +57,7 @@ __all__ = [
     "EnsuredLabel",
     "File",
     "GitHub",
+    "GitHubApp",
     "GitHubChecks",
     "GitHubComments",
     "GitHubCommits",
@@ -87,6 +89,7 @@ __all__ = [
     "Transport",
     "Unavailable",
     "Unsupported",
+    "User",
     "operations_of",
     "read",
     "write",
@@ -125,10 +128,22 @@ class Posted(TypedDict):
     url: str
 
 
-class Comment(TypedDict):
+class Comment(TypedDict, total=False):
     id: int
     user: str  # login; "ghost" for a deleted account
+    user_id: int | None  # the author's user id (None: the answer did not say)
     body: str
+
+
+class User(TypedDict):
+    login: str
+    id: int
+    type: str  # User | Bot | Organization
+
+
+class App(TypedDict):
+    id: int
+    slug: str
 
 
 class Comments(TypedDict):
@@ -277,6 +292,12 @@ class GitHubRepos(Protocol):
     @read
     def get_permission(self, *, repo: str, login: str) -> Permission:
         """``{"permission": "admin" | "maintain" | "write" | "triage" | "read" | "none"}``."""
+        ...
+
+    @read
+    def get_user(self, *, login: str) -> User:
+        """``{"login", "id", "type"}`` of the account that has ``login`` now; raises
+        :class:`NotFound` when none has."""
         ...
 
 
@@ -467,6 +488,17 @@ class GitHubCommits(Protocol):
     @read
     def get_commit(self, *, repo: str, sha: str) -> Result:
         """``{"sha": str, "tree_sha": str}``."""
+        ...
+
+
+class GitHubApp(Protocol):
+    """Optional, not part of :class:`GitHub`: the App the transport acts for (only an App
+    has one; a caller checks ``"get-app" in github.operations`` first)."""
+
+    @read
+    def get_app(self) -> App:
+        """``{"id", "slug"}`` of the App ("Get the authenticated app"); its bot user is
+        ``<slug>[bot]``."""
         ...
 
 

@@ -52,6 +52,7 @@ from graph.ports import (
     Reviews,
     Transport,
     Unavailable,
+    User,
 )
 
 if TYPE_CHECKING:
@@ -422,6 +423,26 @@ class GitHubOperations(Transport):
                 return {"permission": data[key]}
         return {"permission": "none"}
 
+    def get_user(self, login: str) -> User:
+        """``get-user``: ``GET /users/{username}`` ("Get a user"): the account that has
+        ``login`` now (a login freed by a rename or a deleted account can be taken by a
+        new account, with a new ``id``).
+
+        Returns:
+            ``{"login": str, "id": int, "type": "User" | "Bot" | "Organization"}``
+
+        Raises:
+            NotFound: no account has that login.
+        """
+        op = "get-user"
+        user = _text(op, "login", login)
+        data = self._request(op, "GET", f"/users/{_quote(user)}", target=f"user {user}").data
+        if not isinstance(data, dict) or not isinstance(data.get("id"), int):
+            raise IntegrationError(f"github {op} on user {user}: no id in GitHub's answer",
+                                   integration=self.name, op=op)
+        return {"login": str(data.get("login") or user), "id": data["id"],
+                "type": str(data.get("type") or "User")}
+
     # -- labels -------------------------------------------------------------------------
 
     def add_label(self, repo: str, number: int, label: str) -> Labels:
@@ -548,15 +569,17 @@ class GitHubOperations(Transport):
         ("List issue comments"), 100 per page, following ``Link: rel="next"`` to the end.
 
         Returns:
-            ``{"comments": [{"id": int, "user": str, "body": str}, ...]}`` oldest first;
-            ``user`` is the login (``"ghost"`` for a deleted account).
+            ``{"comments": [{"id": int, "user": str, "user_id": int | None, "body":
+            str}, ...]}`` oldest first; ``user`` is the login (``"ghost"`` for a deleted
+            account), ``user_id`` its account's id.
         """
         op = "list-comments"
         n = _number(op, "number", number)
         path = f"{_repo_path(op, repo)}/issues/{n}/comments"
         return {
             "comments": [
-                {"id": c["id"], "user": _login(c.get("user")), "body": c.get("body") or ""}
+                {"id": c["id"], "user": _login(c.get("user")),
+                 "user_id": _user_id(c.get("user")), "body": c.get("body") or ""}
                 for c in self._paginate(op, path, target=f"{repo}#{n}")
                 if isinstance(c, dict)
             ]
@@ -995,6 +1018,11 @@ def _login(user: Any) -> str:
     if isinstance(user, dict) and isinstance(user.get("login"), str):
         return user["login"]
     return "ghost"
+
+
+def _user_id(user: Any) -> int | None:
+    uid = user.get("id") if isinstance(user, dict) else None
+    return uid if isinstance(uid, int) and not isinstance(uid, bool) else None
 
 
 def _label_names(data: Any) -> list[str]:

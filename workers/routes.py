@@ -51,6 +51,7 @@ from workers import metrics as worker_metrics
 from workers.identities import DELETED, SUSPENDED, Installations, Repositories
 from workers.notices import (
     ALARM_TEXT,
+    ALARMS,
     DRIFT_TEXT,
     WITHDRAWN_TEXT,
     Notices,
@@ -485,19 +486,21 @@ def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
     state = result.state if result.state is not None else agent.store.load(item.ref)
     if state is None:
         return
-    alarms = [alarm_effect(item.ref, len(state.decisions), chain.node)
+    alarms = {alarm_effect(item.ref, len(state.decisions), chain.node, str(r.data["alarm"])):
+              str(r.data["alarm"])
               for chain in result.chains for r in chain.results
-              if r.data.get("alarm") == "edited-by-other"]
-    logged = ({str(e.data.get("notice")) for e in agent.store.events(item.ref)
+              if r.data.get("alarm") in ALARMS}
+    logged = ({str(e.data.get("notice")): str(e.data.get("kind"))
+               for e in agent.store.events(item.ref)
                if e.type == "alarm" and e.caused_by == delivery.id}
-              if delivery.replay else set())
-    for effect in alarms:
+              if delivery.replay else {})
+    for effect, kind in alarms.items():
         if effect not in logged:
             agent.store.append_event(item.ref, "alarm", {
-                "kind": "edited-by-other", "node": effect.rpartition("/")[2],
+                "kind": kind, "node": effect.rpartition("/")[2],
                 "notice": effect}, delivery.id)
-    for effect in dict.fromkeys([*alarms, *sorted(logged)]):
-        agent.notices.comment(github, item, effect, ALARM_TEXT, state)
+    for effect, kind in {**alarms, **dict(sorted(logged.items()))}.items():
+        agent.notices.comment(github, item, effect, ALARMS.get(kind, ALARM_TEXT), state)
     # The decision comment itself is record-decision's (through the outbox).
     if any(agent.graph.node(move.source).is_gate for move in result.moves) or (
             delivery.replay and any(d.get("delivery") == delivery.id

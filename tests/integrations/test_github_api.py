@@ -69,6 +69,7 @@ SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
     "list-pull-files": {"files": (list,)},
     "request-reviewers": {"requested": (list,)},
     "get-permission": {"permission": (str,)},
+    "get-user": {"login": (str,), "id": (int,), "type": (str,)},
     "list-reviews": {"reviews": (list,)},
     "create-check-run": {"id": (int,)},
     "update-check-run": {"id": (int,)},
@@ -76,7 +77,8 @@ SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
 }
 #: Keys (and value types) of the items of list results.
 ITEM_SHAPES: dict[str, tuple[str, dict[str, tuple[type, ...]]]] = {
-    "list-comments": ("comments", {"id": (int,), "user": (str,), "body": (str,)}),
+    "list-comments": ("comments", {"id": (int,), "user": (str,),
+                                   "user_id": (int, type(None)), "body": (str,)}),
     "list-reviews": (
         "reviews",
         {"id": (int,), "user": (str,), "state": (str,), "commit_id": (str, type(None))},
@@ -329,9 +331,9 @@ def test_list_comments_follows_pages(api: GitHubApi, rs: responses.RequestsMock)
     result = api.call("list-comments", repo=REPO, number=1)
     assert result == {
         "comments": [
-            {"id": 1, "user": "octocat", "body": "one"},
-            {"id": 2, "user": "the-loop[bot]", "body": "two"},
-            {"id": 3, "user": "ghost", "body": "three"},
+            {"id": 1, "user": "octocat", "user_id": 1, "body": "one"},
+            {"id": 2, "user": "the-loop[bot]", "user_id": 1, "body": "two"},
+            {"id": 3, "user": "ghost", "user_id": None, "body": "three"},
         ]
     }
     assert_shape("list-comments", result)

@@ -154,11 +154,13 @@ def test_comment_operations(env: Env) -> None:
     me = fake.bot_login if env.api.installation_id else fake.user_login
     assert listed == {
         "comments": [
-            {"id": human, "user": "octocat", "body": "/approve"},
-            {"id": created["id"], "user": me, "body": "Done."},
+            {"id": human, "user": "octocat", "user_id": fake.user_id("octocat"),
+             "body": "/approve"},
+            {"id": created["id"], "user": me, "user_id": fake.user_id(me), "body": "Done."},
         ]
     }
-    assert fake.comments(REPO, 1) == listed["comments"]
+    assert fake.comments(REPO, 1) == [{k: c[k] for k in ("id", "user", "body")}
+                                      for c in listed["comments"]]
     assert fake.reactions(REPO, human) == [(me, "eyes")]
     assert fake.actions == [
         f"{REPO}#1:comment:{created['id']}",
@@ -293,6 +295,20 @@ def test_pull_request_operations(env: Env) -> None:
     assert fake.actions == [f"{REPO}#2:request-reviewers:alice", f"{REPO}#2:request-reviewers:bob"]
 
 
+def test_get_user_names_the_account_that_has_the_login_now(env: Env) -> None:
+    fake, api = env.fake, env.api
+    first = api.call("get-user", login="alice")
+    assert_shape("get-user", first)
+    assert first == {"login": "alice", "id": fake.user_id("alice"), "type": "User"}
+    fake.add_comment(REPO, 1, "an old comment", user="alice")
+    taken = fake.recreate_user("alice")  # a new account took the freed login
+    assert taken != first["id"]
+    assert api.call("get-user", login="alice")["id"] == taken
+    [old] = [c for c in api.call("list-comments", repo=REPO, number=1)["comments"]
+             if c["body"] == "an old comment"]
+    assert old["user"] == "alice" and old["user_id"] == first["id"]  # the author keeps theirs
+
+
 def test_check_run_operations(env: Env) -> None:
     fake, api = env.fake, env.api
     head = "c0ffee" + "0" * 34
@@ -372,6 +388,7 @@ def _scenario(
     run("request-reviewers", repo=REPO, number=2, reviewers=["alice"])
     run("list-reviews", repo=REPO, number=2)
     run("get-permission", repo=REPO, login="alice")
+    run("get-user", login="alice")
     got = run("get-file", repo=REPO, path="docs/spec.md", ref="feature")
     run("put-file", repo=REPO, path="docs/spec.md", branch="feature", text="edited\n",
         sha=got["sha"], message="the-loop: edit")
@@ -407,7 +424,9 @@ def test_in_memory_fake_matches_real_client(env: Env) -> None:
     env.fake.set_pull_files(REPO, 2, ["docs/a.md"])
     env.fake.add_review(REPO, 2, "alice")
     env.fake.set_permission(REPO, "alice", "maintain")
-    assert memory.operations == env.api.operations
+    # The in-process fake acts for an App; the real client only in App mode.
+    assert memory.operations == env.api.operations | {"get-app"}
+    assert ("get-app" in env.api.operations) == (env.api.installation_id is not None)
 
     checks = env.api.installation_id is not None
     real_results, real_actions = _scenario(RecordingApi(env.api, env.fake), checks=checks)
