@@ -615,13 +615,23 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
             return _error(401, "Integration not found")
         app_id = fake.app_id or 1
         slug = fake.bot_login.removesuffix("[bot]")
-        return jsonify({"id": app_id, "slug": slug, "node_id": f"A_{app_id}", "name": slug,
-                        "owner": user_json(fake.user_login)})
+        return jsonify({
+            "id": app_id, "slug": slug, "node_id": f"A_{app_id}", "name": slug,
+            "owner": user_json(fake.user_login), "description": None,
+            "external_url": web_base(), "html_url": f"{web_base()}/apps/{slug}",
+            "created_at": "2024-01-01T00:00:00Z", "updated_at": "2024-01-01T00:00:00Z",
+            "permissions": {"issues": "write", "pull_requests": "write",
+                            "contents": "write", "checks": "write", "metadata": "read"},
+            "events": ["issues", "issue_comment", "pull_request", "pull_request_review"]})
 
     @bp.get("/users/<login>")
     def get_user_by_login(login: str) -> Response:
-        """"Get a user": the account that has ``login`` now."""
-        return jsonify(user_json(str(fake.user(login)["login"])))
+        """"Get a user" (a public user): the account that has ``login`` now."""
+        public = {"name": None, "company": None, "blog": "", "location": None,
+                  "email": None, "hireable": None, "bio": None, "public_repos": 0,
+                  "public_gists": 0, "followers": 0, "following": 0,
+                  "created_at": "2024-01-01T00:00:00Z", "updated_at": "2024-01-01T00:00:00Z"}
+        return jsonify(user_json(str(fake.user(login)["login"])) | public)
 
     # -- repositories and pulls -------------------------------------------------------
 

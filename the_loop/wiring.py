@@ -73,7 +73,7 @@ log = logging.getLogger("the_loop.wiring")
 WORKER_OPERATIONS: dict[str, frozenset[str]] = {
     "github": frozenset(
         {"get-file", "get-pull-request", "list-comments", "comment", "update-comment",
-         "get-permission"}
+         "get-permission", "get-user"}
     ),
 }
 

@@ -163,16 +163,20 @@ class Notices:
 
     def reactions(self, github: GitHub, item: WorkItem, event: InboundEvent,
                   collaborators: Collaborators, settings: Mapping[str, Any], *,
-                  live: bool = True) -> Reactions:
+                  live: bool = True,
+                  account_id: Callable[[str], int | None] | None = None) -> Reactions:
         """The reactions on ``event``'s comment, per ``settings`` (``routing.reactions``:
         ``enabled`` and the content per stage): only on a comment by a person authorized
-        for some gate role (checked before its text is read) whose text carries a line
+        for some gate role (checked before its text is read), from the account recorded
+        for that login (``account_id``, ``HookConfig.account_id``), whose text carries a line
         command (after quotes and code are removed), and that is ``live`` (it may still
         decide: not used by a decision already, not an edit that cannot count). An
         issue comment's reactions go to ``add-reaction``, a review comment's to
         ``add-review-comment-reaction`` (GitHub's two endpoints)."""
         authorized = bool(event.actor) and event.author in (None, event.actor) and any(
             collaborators.is_authorized(event.actor, role) for role in collaborators.roles)
+        if authorized and account_id is not None and event.actor:
+            authorized = event.actor_id is not None and account_id(event.actor) == event.actor_id
         enabled = bool(settings.get("enabled") and event.comment_id and live and authorized
                        and event.kind.startswith(COMMENT_KINDS)
                        and carries_command(event.body))

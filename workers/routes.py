@@ -451,7 +451,8 @@ def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
     act_on_edits = bool(repo_config.harness.gates.act_on_edits)
     reactions = agent.notices.reactions(github, item, inbound, repo_config.collaborators,
                                         dict(settings.reactions),
-                                        live=_live(state, inbound, act_on_edits=act_on_edits))
+                                        live=_live(state, inbound, act_on_edits=act_on_edits),
+                                        account_id=config.account_id)
     reactions.react("started")
     try:
         special = _gate_event(agent, state, item, config, github, inbound, event, ref)
