@@ -57,7 +57,7 @@ __all__ = [
     "EnsuredLabel",
     "File",
     "GitHub",
-    "GitHubApp",
+    "GitHubIdentity",
     "GitHubChecks",
     "GitHubComments",
     "GitHubCommits",
@@ -491,14 +491,21 @@ class GitHubCommits(Protocol):
         ...
 
 
-class GitHubApp(Protocol):
-    """Optional, not part of :class:`GitHub`: the App the transport acts for (only an App
-    has one; a caller checks ``"get-app" in github.operations`` first)."""
+class GitHubIdentity(Protocol):
+    """Optional, not part of :class:`GitHub`: who the transport acts as. A caller checks
+    ``"get-app"`` (a transport acting for an App) or ``"get-authenticated-user"`` (one
+    acting with a person's token) in ``github.operations`` first."""
 
     @read
     def get_app(self) -> App:
         """``{"id", "slug"}`` of the App ("Get the authenticated app"); its bot user is
         ``<slug>[bot]``."""
+        ...
+
+    @read
+    def get_authenticated_user(self) -> User:
+        """``{"login", "id", "type"}`` of the token's user ("Get the authenticated
+        user")."""
         ...
 
 

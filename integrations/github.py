@@ -309,7 +309,7 @@ class GitHubApi(GitHubOperations):
         installation_id: the App installation this client acts for (``None``: a token).
         throttle: cross-worker write spacing, keyed by installation.
         app: makes the client acting as the App itself (App mode), for ``get-app``;
-            ``None``: a token, which has no App.
+            ``None``: a token, which has no App (it has ``get-authenticated-user``).
     """
 
     transport = "api"
@@ -327,8 +327,9 @@ class GitHubApi(GitHubOperations):
     ) -> None:
         self._gh = gh
         self._app = app
-        if app is not None:
-            self.operations = frozenset(OPERATIONS) | {"get-app"}
+        # Who the client acts as: the App (asked with its JWT), else the token's user.
+        self.operations = frozenset(OPERATIONS) | {
+            "get-app" if app is not None else "get-authenticated-user"}
         self.installation_id = installation_id
         self.throttle = throttle
         self.throttle_key = (

@@ -443,6 +443,21 @@ class GitHubOperations(Transport):
         return {"login": str(data.get("login") or user), "id": data["id"],
                 "type": str(data.get("type") or "User")}
 
+    def get_authenticated_user(self) -> User:
+        """``get-authenticated-user``: ``GET /user`` ("Get the authenticated user"): who a
+        person's token acts as (an App installation's token cannot ask).
+
+        Returns:
+            ``{"login": str, "id": int, "type": str}``
+        """
+        op = "get-authenticated-user"
+        data = self._request(op, "GET", "/user", target="the token's user").data
+        if not isinstance(data, dict) or not isinstance(data.get("id"), int) \
+                or not isinstance(data.get("login"), str):
+            raise IntegrationError(f"github {op}: no login and id in GitHub's answer",
+                                   integration=self.name, op=op)
+        return {"login": data["login"], "id": data["id"], "type": str(data.get("type") or "User")}
+
     # -- labels -------------------------------------------------------------------------
 
     def add_label(self, repo: str, number: int, label: str) -> Labels:

@@ -40,7 +40,7 @@ import redis
 from cachetools import LRUCache, TTLCache
 
 from graph.markers import OwnAccounts
-from graph.ports import GitHub, GitHubApp, IntegrationError, NotFound, RetryLater
+from graph.ports import GitHub, GitHubIdentity, IntegrationError, NotFound, RetryLater
 from graph.refs import WorkItemRef
 from the_loop.inbox.keys import Keys
 from the_loop.inbox.record import text
@@ -224,7 +224,7 @@ class Accounts:
         if "get-app" not in github.operations:
             return None
         try:
-            slug = str(cast(GitHubApp, github).get_app()["slug"])
+            slug = str(cast(GitHubIdentity, github).get_app()["slug"])
         except IntegrationError as exc:
             log.warning("the App's bot could not be learned (%s)", type(exc).__name__)
             return None
@@ -234,19 +234,33 @@ class Accounts:
             pipe.execute()
         return f"{slug}[bot]"
 
+    def token_user(self, github: GitHub) -> str | None:
+        """The login a person's token acts as (``GET /user``, "Get the authenticated
+        user"), or ``None`` when the transport cannot ask or GitHub cannot say now."""
+        if "get-authenticated-user" not in github.operations:
+            return None
+        try:
+            return str(cast(GitHubIdentity, github).get_authenticated_user()["login"])
+        except IntegrationError as exc:
+            log.warning("the token's user could not be learned (%s)", type(exc).__name__)
+            return None
+
     def own(self, github: GitHub) -> OwnAccounts:
-        """The accounts the-loop writes as: the App's bot and ``THE_LOOP_BOT_LOGINS``,
-        each with its recorded user id when GitHub can say (else by login: a ``[bot]``
-        login cannot be taken by a person). Kept in memory for ``ttl`` seconds."""
+        """The accounts the-loop writes as: the App's bot (or, for a person's token, the
+        token's user) and ``THE_LOOP_BOT_LOGINS``, each with its recorded user id when
+        GitHub can say (else by login: a ``[bot]`` login cannot be taken by a person).
+        Kept in memory for ``ttl`` seconds."""
         with self._lock:
             known = self._own.get("own")
         if known is not None:
             return known
-        logins = [login for login in (self.app_bot(github), *self.bot_logins) if login]
+        writer = self.app_bot(github) or self.token_user(github)
+        logins = [login for login in (writer, *self.bot_logins) if login]
         if not logins and not self._warned:
             self._warned = True
-            log.warning("the-loop cannot tell its own comments: its GitHub transport acts "
-                        "for no App; set THE_LOOP_BOT_LOGINS to the login it writes as")
+            log.warning("the-loop cannot tell its own comments: its GitHub transport "
+                        "cannot say who it acts as; set THE_LOOP_BOT_LOGINS to the login "
+                        "it writes as")
         accounts: dict[str, int | None] = {}
         for login in logins:
             try:

@@ -70,6 +70,7 @@ SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
     "request-reviewers": {"requested": (list,)},
     "get-permission": {"permission": (str,)},
     "get-user": {"login": (str,), "id": (int,), "type": (str,)},
+    "get-authenticated-user": {"login": (str,), "id": (int,), "type": (str,)},
     "list-reviews": {"reviews": (list,)},
     "create-check-run": {"id": (int,)},
     "update-check-run": {"id": (int,)},
@@ -165,6 +166,21 @@ def test_provider_satisfies_integration_protocol(api: GitHubApi) -> None:
     assert isinstance(api, Integration)
     assert api.name == "github"
     assert api.operations == frozenset(SHAPES)
+
+
+def test_get_user_and_the_tokens_own_user(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.get(f"{API}/users/alice", json={"login": "alice", "id": 7, "type": "User"})
+    rs.get(f"{API}/users/nobody", status=404, json={"message": "Not Found"})
+    rs.get(f"{API}/user", json={"login": "me", "id": 9, "type": "User", "name": None})
+    assert api.call("get-user", login="alice") == {"login": "alice", "id": 7, "type": "User"}
+    with pytest.raises(NotFound):
+        api.call("get-user", login="nobody")
+    me = api.get_authenticated_user()
+    assert me == {"login": "me", "id": 9, "type": "User"}
+    assert_shape("get-authenticated-user", me)
+    assert "get-app" not in api.operations  # a token has no App
+    with pytest.raises(Unsupported):
+        api.get_app()
 
 
 def test_get_repository(api: GitHubApi, rs: responses.RequestsMock) -> None:

@@ -27,6 +27,8 @@ from integrations.github_fake import FakeGitHub as MemoryGitHub
 from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.integrations.fakecli import gh_forwarder
 from tests.integrations.test_github_api import assert_shape, rsa_pem  # noqa: F401 (fixture)
+from the_loop.inbox.keys import Keys
+from workers.identities import Accounts
 
 REPO = "Codertocat/Hello-World"
 APP_ID = 77
@@ -295,6 +297,20 @@ def test_pull_request_operations(env: Env) -> None:
     assert fake.actions == [f"{REPO}#2:request-reviewers:alice", f"{REPO}#2:request-reviewers:bob"]
 
 
+def test_the_worker_learns_who_it_writes_as(env: Env, redis_ns) -> None:
+    """The App's bot from ``GET /app`` (App mode), the token's user from ``GET /user``
+    (token mode); the cli transport cannot say (``THE_LOOP_BOT_LOGINS`` names it)."""
+    accounts = Accounts(redis_ns.client, Keys(redis_ns.prefix, redis_ns.queue_name), ttl=60)
+    own = accounts.own(env.api)
+    fake = env.fake
+    if env.clients is None:
+        assert own.accounts == {}
+        return
+    me = fake.bot_login if env.api.installation_id else fake.user_login
+    assert own.accounts == {me.casefold(): fake.user_id(me)}
+    assert own.wrote(me, fake.user_id(me)) and not own.wrote("mallory", 1)
+
+
 def test_get_user_names_the_account_that_has_the_login_now(env: Env) -> None:
     fake, api = env.fake, env.api
     first = api.call("get-user", login="alice")
@@ -424,9 +440,14 @@ def test_in_memory_fake_matches_real_client(env: Env) -> None:
     env.fake.set_pull_files(REPO, 2, ["docs/a.md"])
     env.fake.add_review(REPO, 2, "alice")
     env.fake.set_permission(REPO, "alice", "maintain")
-    # The in-process fake acts for an App; the real client only in App mode.
-    assert memory.operations == env.api.operations | {"get-app"}
-    assert ("get-app" in env.api.operations) == (env.api.installation_id is not None)
+    # Who the client acts as: the in-process fake acts for an App; the real client does in
+    # App mode, acts with the token's user in token mode, and the cli cannot say.
+    who = {"get-app", "get-authenticated-user"}
+    assert memory.operations - who == env.api.operations - who
+    assert "get-app" in memory.operations
+    expected = (set() if env.clients is None else
+                {"get-app"} if env.api.installation_id else {"get-authenticated-user"})
+    assert env.api.operations & who == expected
 
     checks = env.api.installation_id is not None
     real_results, real_actions = _scenario(RecordingApi(env.api, env.fake), checks=checks)
