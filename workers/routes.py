@@ -554,7 +554,8 @@ def _gate_event(agent: Agent, state: WorkItemState | None, item: WorkItem,
       the gate is entered afresh (a new visit, waiting for ``ready_for_review``);
     - a changes-requested review by a person whose approval passed a gate, while the work
       item is not at a gate: the gate re-opens (no later gate passed) or the retraction
-      is recorded and announced (:func:`_retract`).
+      is recorded and announced (:func:`_retract`). Only from the account recorded for
+      the login (``config.account_id``): another account with it retracts nothing.
     """
     if state is None or state.status == "done":
         return None
@@ -573,7 +574,8 @@ def _gate_event(agent: Agent, state: WorkItemState | None, item: WorkItem,
                  "review")
     if (inbound.kind == "pull_request_review.submitted" and not node.is_gate
             and (inbound.review_state or "").upper() == "CHANGES_REQUESTED"
-            and inbound.actor):
+            and inbound.actor and (config.account_id is None
+                                   or config.account_id(inbound.actor) == inbound.actor_id)):
         actor = inbound.actor.casefold()
         for index in range(len(state.decisions) - 1, -1, -1):
             decision = state.decisions[index]

@@ -123,6 +123,20 @@ def test_a_recreated_login_decides_nothing_and_raises_the_alarm(make):
     assert decision["reviewer_id"] == first
 
 
+def test_a_recreated_login_cannot_retract_the_approval_of_the_login_it_took(make):
+    gh, slack, store, deliver = make()
+    pr = decisions.pull_request(gh, deliver, store)
+    deliver("pull_request_review", decisions.review(pr))  # Codertocat approves
+    assert store.load(decisions.REF2).current_node == "design"
+    taken = gh.recreate_user("Codertocat")
+    impostor = act_as(decisions.review(pr, state="changes_requested", rid=802), "Codertocat",
+                      user_id=taken)
+    deliver("pull_request_review", impostor)
+    state = store.load(decisions.REF2)
+    assert state.current_node == "design" and not state.decisions[0].get("invalidated")
+    assert not [e for e in store.events(decisions.REF2) if e.type == "gate.reopened"]
+
+
 def test_an_indented_code_block_holding_approve_is_no_command(make):
     gh, slack, store, deliver = make()
     enrol(deliver)
