@@ -214,6 +214,33 @@ class Accounts:
         self.redis.set(checked, "1", ex=self.ttl)
         return int(text(recorded)) if recorded is not None else None
 
+    def record(self, github: GitHub, logins: Iterable[str]) -> int:
+        """Record the user id of each of ``logins`` not recorded yet (the people a
+        repository's ``collaborators.yaml`` names, when it is read), so the id is the
+        one the login had then, not when it first acts. One round trip when all are
+        recorded; a login GitHub cannot resolve now is left for its first action.
+
+        Returns:
+            how many were recorded now.
+        """
+        wanted = sorted({login.casefold() for login in logins if login})
+        if not wanted:
+            return 0
+        with self.redis.pipeline(transaction=False) as pipe:
+            for login in wanted:
+                pipe.hexists(self.keys.account(login), "id")
+            known = pipe.execute()
+        done = 0
+        for login, exists in zip(wanted, known, strict=True):
+            if exists:
+                continue
+            try:
+                done += self.account_id(github, login) is not None
+            except IntegrationError as exc:
+                log.warning("the account of a collaborator could not be resolved yet (%s)",
+                            type(exc).__name__)
+        return done
+
     def app_bot(self, github: GitHub) -> str | None:
         """The login of the App's bot user, ``<slug>[bot]`` (``GET /app``, "Get the
         authenticated app"; cached for ``ttl`` seconds), or ``None`` when the transport

@@ -148,6 +148,10 @@ class RepoContext:
             config = self._at_head.get((repo, ref)) if head else None
         if config is None:
             config = self._read(github, repo, ref)
+            # The people it names are known by the ids their logins have now.
+            self.accounts.record(github, (p.github for people in
+                                          config.collaborators.roles.values()
+                                          for p in people if p.github))
         with self._lock:
             if head:
                 self._at_head[(repo, ref)] = config

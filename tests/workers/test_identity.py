@@ -123,6 +123,21 @@ def test_a_recreated_login_decides_nothing_and_raises_the_alarm(make):
     assert decision["reviewer_id"] == first
 
 
+def test_collaborators_ids_are_recorded_when_the_file_is_read_not_at_first_action(make):
+    gh, slack, store, deliver = make()
+    enrol(deliver)  # reads collaborators.yaml: Codertocat and octocat are resolved now
+    original = gh.user_id("octocat")
+    taken = gh.recreate_user("octocat")  # octocat never acted; the login is taken since
+    deliver("issue_comment", act_as(comment("/approve", cid=941), "octocat", user_id=taken))
+    state = store.load(REF1)
+    assert state.current_node == "requirements-approval" and state.decisions == []
+    assert [e.data["kind"] for e in store.events(REF1) if e.type == "alarm"] == [
+        "account-changed"]
+    deliver("issue_comment", act_as(comment("/approve", cid=942), "octocat",
+                                    user_id=original))
+    assert [d["reviewer_id"] for d in store.load(REF1).decisions] == [original]
+
+
 def test_a_recreated_login_cannot_retract_the_approval_of_the_login_it_took(make):
     gh, slack, store, deliver = make()
     pr = decisions.pull_request(gh, deliver, store)
