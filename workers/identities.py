@@ -244,7 +244,12 @@ class Accounts:
     def app_bot(self, github: GitHub) -> str | None:
         """The login of the App's bot user, ``<slug>[bot]`` (``GET /app``, "Get the
         authenticated app"; cached for ``ttl`` seconds), or ``None`` when the transport
-        acts for no App (a token) or GitHub cannot say now."""
+        acts for no App (a token) or GitHub refuses to say.
+
+        Raises:
+            RetryLater: GitHub could not be asked now (the delivery is retried: going on
+                without knowing its own comments would post them again).
+        """
         cached = self.redis.hget(self.keys.app(), "slug")
         if cached is not None:
             return f"{text(cached)}[bot]"
@@ -253,6 +258,8 @@ class Accounts:
         try:
             slug = str(cast(GitHubIdentity, github).get_app()["slug"])
         except IntegrationError as exc:
+            if exc.retriable:
+                raise RetryLater.from_error(exc) from exc
             log.warning("the App's bot could not be learned (%s)", type(exc).__name__)
             return None
         with self.redis.pipeline() as pipe:
@@ -263,12 +270,18 @@ class Accounts:
 
     def token_user(self, github: GitHub) -> str | None:
         """The login a person's token acts as (``GET /user``, "Get the authenticated
-        user"), or ``None`` when the transport cannot ask or GitHub cannot say now."""
+        user"), or ``None`` when the transport cannot ask or GitHub refuses to say.
+
+        Raises:
+            RetryLater: GitHub could not be asked now.
+        """
         if "get-authenticated-user" not in github.operations:
             return None
         try:
             return str(cast(GitHubIdentity, github).get_authenticated_user()["login"])
         except IntegrationError as exc:
+            if exc.retriable:
+                raise RetryLater.from_error(exc) from exc
             log.warning("the token's user could not be learned (%s)", type(exc).__name__)
             return None
 
@@ -276,7 +289,11 @@ class Accounts:
         """The accounts the-loop writes as: the App's bot (or, for a person's token, the
         token's user) and ``THE_LOOP_BOT_LOGINS``, each with its recorded user id when
         GitHub can say (else by login: a ``[bot]`` login cannot be taken by a person).
-        Kept in memory for ``ttl`` seconds."""
+        Kept in memory for ``ttl`` seconds.
+
+        Raises:
+            RetryLater: GitHub could not be asked who the transport acts as now.
+        """
         with self._lock:
             known = self._own.get("own")
         if known is not None:
