@@ -45,6 +45,7 @@ from integrations.github_ops import (
     GitHubOperations,
     Reply,
     error_codes,
+    fields,
     http_error,
     next_link,
     says_rate_limit,
@@ -440,11 +441,8 @@ class GitHubAppApi(GitHubApi):
             IntegrationError: GitHub refused (``status`` set) or answered no slug.
         """
         op = "get-app"
-        data = self._request(op, "GET", "/app", target="the App").data
-        if not isinstance(data, dict) or not isinstance(data.get("slug"), str) \
-                or not isinstance(data.get("id"), int):
-            raise IntegrationError(f"github {op}: no id and slug in GitHub's answer",
-                                   integration=self.name, op=op)
+        data = fields(op, self._request(op, "GET", "/app", target="the App").data,
+                      id=int, slug=str)
         return {"id": data["id"], "slug": data["slug"]}
 
     def hook_delivery_pages(self) -> Iterator[list[dict[str, Any]]]:

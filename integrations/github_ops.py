@@ -70,6 +70,7 @@ __all__ = [
     "REACTIONS",
     "GitHubOperations",
     "Reply",
+    "fields",
     "http_error",
 ]
 
@@ -436,12 +437,8 @@ class GitHubOperations(Transport):
         """
         op = "get-user"
         user = _text(op, "login", login)
-        data = self._request(op, "GET", f"/users/{_quote(user)}", target=f"user {user}").data
-        if not isinstance(data, dict) or not isinstance(data.get("id"), int):
-            raise IntegrationError(f"github {op} on user {user}: no id in GitHub's answer",
-                                   integration=self.name, op=op)
-        return {"login": str(data.get("login") or user), "id": data["id"],
-                "type": str(data.get("type") or "User")}
+        return _account(op, self._request(op, "GET", f"/users/{_quote(user)}",
+                                          target=f"user {user}").data)
 
     def get_authenticated_user(self) -> User:
         """``get-authenticated-user``: ``GET /user`` ("Get the authenticated user"): who a
@@ -451,12 +448,7 @@ class GitHubOperations(Transport):
             ``{"login": str, "id": int, "type": str}``
         """
         op = "get-authenticated-user"
-        data = self._request(op, "GET", "/user", target="the token's user").data
-        if not isinstance(data, dict) or not isinstance(data.get("id"), int) \
-                or not isinstance(data.get("login"), str):
-            raise IntegrationError(f"github {op}: no login and id in GitHub's answer",
-                                   integration=self.name, op=op)
-        return {"login": data["login"], "id": data["id"], "type": str(data.get("type") or "User")}
+        return _account(op, self._request(op, "GET", "/user", target="the token's user").data)
 
     # -- labels -------------------------------------------------------------------------
 
@@ -1033,6 +1025,23 @@ def _login(user: Any) -> str:
     if isinstance(user, dict) and isinstance(user.get("login"), str):
         return user["login"]
     return "ghost"
+
+
+def fields(op: str, data: Any, **types: type) -> dict[str, Any]:
+    """``data`` (a JSON object) when each named field has its type, else the error saying
+    which are missing (never the answer's text)."""
+    if isinstance(data, dict) and all(
+            isinstance(data.get(k), t) and not isinstance(data.get(k), bool)
+            for k, t in types.items()):
+        return data
+    raise IntegrationError(f"github {op}: no {' and '.join(types)} in GitHub's answer",
+                           integration="github", op=op)
+
+
+def _account(op: str, data: Any) -> User:
+    """GitHub's user JSON as ``{"login", "id", "type"}``."""
+    found = fields(op, data, login=str, id=int)
+    return {"login": found["login"], "id": found["id"], "type": str(found.get("type") or "User")}
 
 
 def _user_id(user: Any) -> int | None:
