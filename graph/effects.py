@@ -29,9 +29,9 @@ and:
     effect id appended); ``list-comments`` finds a comment with that marker written by
     one of the accounts the-loop writes as (:func:`graph.markers.own_effect`; a marker in
     anyone else's comment is ignored), which is updated in place instead of posting
-    another. A comment that carries its own marker
-    (it names what it posts once, e.g. the review request of a node visit) is looked up
-    this way before every post, so it stays single even when the state was rebuilt;
+    another. A comment that carries its own marker (it names what it posts once, e.g. the
+    review request of a node visit) is looked up this way before every post, so it stays
+    single even when the state was rebuilt;
   - ``put-file``: ``get-file`` on the branch; if the file already holds content an earlier
     attempt of this effect wrote (compared by SHA-256 digest), nothing is committed;
   - ``create-check-run``: always (not only on a retry, see :data:`UPSERT_OPS`)

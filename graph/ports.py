@@ -128,7 +128,7 @@ class Posted(TypedDict):
     url: str
 
 
-class Comment(TypedDict, total=False):
+class Comment(TypedDict):
     id: int
     user: str  # login; "ghost" for a deleted account
     user_id: int | None  # the author's user id (None: the answer did not say)

@@ -187,8 +187,11 @@ class Accounts:
             RetryLater: GitHub could not be asked now and nothing is recorded yet.
         """
         key, checked = self.keys.account(login), self.keys.account_checked(login)
-        recorded = self.redis.hget(key, "id")
-        if recorded is not None and self.redis.exists(checked):
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hget(key, "id")
+            pipe.exists(checked)
+            recorded, fresh = pipe.execute()
+        if recorded is not None and fresh:
             return int(text(recorded))
         try:
             current: int | None = int(github.get_user(login=login)["id"])

@@ -92,7 +92,8 @@ class Notices:
     Args:
         store: the state store the outbox records in (the runtime's).
         own: GitHub provider -> the accounts the-loop writes as (only their marked
-            comments are its notices); default: :class:`graph.markers.OwnAccounts`'.
+            comments are its notices); default: :class:`graph.markers.OwnAccounts` (the
+            default App's bot).
     """
 
     def __init__(self, store: StateStore,

@@ -160,9 +160,9 @@ def classify_feedback(ctx: HookContext) -> HookResult:
     sources, approvers, delivery, body_sha256, comment_id, created_at, updated_at,
     head_sha}`` on a decision; otherwise ``wait`` with ``data["ignored"]`` saying why
     (``bot``, ``own-comment``, ``unauthorized``, ``account-changed``, ``edited-by-other``,
-    ``already-decided``,
-    ``before-visit``, ``edit``, ``stale``, ``not-decisive``, ``invalid-classification``,
-    ``reserved-for-human``, ``awaiting-approvals`` with the reply's ``vote``) and, for a
+    ``already-decided``, ``before-visit``, ``edit``, ``stale``, ``not-decisive``,
+    ``invalid-classification``, ``reserved-for-human``, ``awaiting-approvals`` with the
+    reply's ``vote``) and, for a
     command-bearing comment of an authorized person edited by someone else, or an
     authorized login acting from another account, ``data["alarm"]``
     (``edited-by-other``, ``account-changed``).
