@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
+from graph.markers import OwnAccounts
 from graph.ports import GitHub, Integration, Jira, Slack
 from graph.work import AgentWork
 
@@ -170,6 +171,14 @@ class HookConfig:
         page_url: the work item's page on the-loop's dashboard (``THE_LOOP_PUBLIC_URL``
             set), which the status comment and the ``the-loop`` check run link to;
             ``None``: no link.
+        own: the accounts the-loop writes as on GitHub (login and user id): only a
+            marked comment by one of them is the-loop's own
+            (:func:`graph.markers.own_effect`).
+        account_id: login -> the user id recorded for it (resolved from GitHub once,
+            then kept), or ``None`` when no account has it; a person is then known by
+            that id, and an event from another account with the same login decides
+            nothing. ``None`` here: ids are not checked (a local run has none). May raise
+            :class:`graph.ports.RetryLater` when GitHub cannot be asked now.
     """
 
     harness: Mapping[str, Any] = field(default_factory=dict)
@@ -190,6 +199,8 @@ class HookConfig:
     draft: bool = False
     mcp: McpTools | None = field(default=None, repr=False, compare=False)
     page_url: str | None = None
+    own: OwnAccounts = field(default_factory=OwnAccounts)
+    account_id: Callable[[str], int | None] | None = None
 
     @property
     def github(self) -> GitHub | None:

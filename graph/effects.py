@@ -28,10 +28,12 @@ and:
   reconciled with the target first, so it is idempotent there:
 
   - ``comment``: the body carries the-loop's hidden marker (the hook's own, or one with the
-    effect id appended); ``list-comments`` finds a comment with that marker, which is
-    updated in place instead of posting another. A comment that carries its own marker
-    (it names what it posts once, e.g. the review request of a node visit) is looked up
-    this way before every post, so it stays single even when the state was rebuilt;
+    effect id appended); ``list-comments`` finds a comment with that marker written by
+    one of the accounts the-loop writes as (:func:`graph.markers.own_effect`; a marker in
+    anyone else's comment is ignored), which is updated in place instead of posting
+    another. A comment that carries its own marker (it names what it posts once, e.g. the
+    review request of a node visit) is looked up this way before every post, so it stays
+    single even when the state was rebuilt;
   - ``put-file``: ``get-file`` on the branch; if the file already holds content an earlier
     attempt of this effect wrote (compared by SHA-256 digest), nothing is committed;
   - ``create-check-run``: always (not only on a retry, see :data:`UPSERT_OPS`)
@@ -76,7 +78,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from graph.context import HookConfig
-from graph.markers import find_effect, marker
+from graph.markers import OwnAccounts, find_effect, marker, own_effect
 from graph.ports import (
     OPERATIONS,
     EffectFinder,
@@ -161,18 +163,24 @@ class HookEffects:
         state: the work item's state (the runtime's own object; saved as a whole).
         store: where it is saved.
         prefix: ``<ref>/<node>/<visit>/<hook>``; effect ids are ``<prefix>/<n>``.
+        own: the accounts the-loop writes as (``HookConfig.own``): only their marked
+            comments are taken for the ones it posted.
     """
 
-    def __init__(self, state: WorkItemState, store: StateStore, prefix: str) -> None:
+    def __init__(self, state: WorkItemState, store: StateStore, prefix: str, *,
+                 own: OwnAccounts | None = None) -> None:
         self.state = state
         self.store = store
         self.prefix = prefix
+        self.own = own if own is not None else OwnAccounts()
         self._count = 0
         self._closed = False
         self._lock = threading.Lock()
 
     def wrap(self, config: HookConfig) -> HookConfig:
-        """``config`` with every integration wrapped in an :class:`EffectProxy`."""
+        """``config`` with every integration wrapped in an :class:`EffectProxy`; the
+        outbox takes ``config.own`` as the accounts it writes as."""
+        self.own = config.own
         if not config.integrations:
             return config
         wrapped = {name: EffectProxy(name, integration, self)
@@ -321,7 +329,7 @@ class HookEffects:
         target = record.get("target") or {}
         github = cast(GitHub, integration)
         if op == "comment" and "list-comments" in ops and target.get("marker"):
-            return _reuse_comment(integration, params, str(target["marker"]))
+            return _reuse_comment(integration, params, str(target["marker"]), self.own)
         if op == "put-file" and "get-file" in ops:
             try:
                 got = github.get_file(repo=params["repo"], path=params["path"],
@@ -343,14 +351,16 @@ class HookEffects:
 
 
 def _reuse_comment(integration: Integration, params: Mapping[str, Any],
-                   effect: str) -> dict[str, Any] | None:
-    """"Post this comment once": the comment on ``params``' issue whose marker carries
-    ``effect``, updated to ``params["body"]`` when it differs; ``None`` when there is none
-    (post it)."""
+                   effect: str, own: OwnAccounts) -> dict[str, Any] | None:
+    """"Post this comment once": the comment on ``params``' issue that ``own`` wrote and
+    whose marker carries ``effect``, updated to ``params["body"]`` when it differs;
+    ``None`` when there is none (post it). Someone else's comment carrying the marker is
+    never taken (nor edited)."""
     github = cast(GitHub, integration)
     listed = github.list_comments(repo=params["repo"], number=params["number"])
     for comment in listed.get("comments", []):
-        if find_effect(comment.get("body")) == effect:
+        if own_effect(comment.get("body"), comment.get("user"), comment.get("user_id"),
+                      own) == effect:
             if comment.get("body") != params["body"] and "update-comment" in integration.operations:
                 updated = github.update_comment(repo=params["repo"], comment_id=comment["id"],
                                                 body=params["body"])

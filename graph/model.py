@@ -205,6 +205,8 @@ class InboundEvent:
         kind: ``"<event>.<action>"``, e.g. ``"issue_comment.created"``, or ``"tick"``.
         delivery_id: the ``X-GitHub-Delivery`` header, or a local id.
         actor: login of the person or bot that caused the event.
+        actor_id: that account's user id (``sender.id``), or ``None``: a login can pass
+            to another account, the id cannot.
         actor_type: GitHub's ``sender.type`` (``"User"``, ``"Bot"``, ``"Organization"``).
         body: comment or review body, untrusted.
         review_state: a pull request review's state, upper-cased (``"APPROVED"``...).
@@ -213,6 +215,7 @@ class InboundEvent:
         label: the label added or removed, for ``labeled``/``unlabeled`` events.
         author: login of the comment's or review's author (differs from ``actor`` when
             someone else edited it).
+        author_id: that author's user id, or ``None``.
         review_commit: the commit a pull request review was submitted on.
         turn: for a :data:`graph.work.TURN_COMPLETED` event, the runner's report
             (:meth:`graph.work.TurnEnded.to_dict`); written by the-loop, never a payload's.
@@ -242,6 +245,8 @@ class InboundEvent:
     created_at: float | None = None
     updated_at: float | None = None
     previous_body: str | None = field(default=None, repr=False)
+    actor_id: int | None = None
+    author_id: int | None = None
 
     @property
     def source(self) -> str | None:

@@ -46,6 +46,7 @@ __all__ = [
     "OPERATIONS",
     "PERMISSIONS",
     "REACTIONS",
+    "App",
     "CheckRun",
     "CheckRuns",
     "Comment",
@@ -56,6 +57,7 @@ __all__ = [
     "EnsuredLabel",
     "File",
     "GitHub",
+    "GitHubIdentity",
     "GitHubChecks",
     "GitHubComments",
     "GitHubCommits",
@@ -87,6 +89,7 @@ __all__ = [
     "Transport",
     "Unavailable",
     "Unsupported",
+    "User",
     "operations_of",
     "read",
     "write",
@@ -128,7 +131,19 @@ class Posted(TypedDict):
 class Comment(TypedDict):
     id: int
     user: str  # login; "ghost" for a deleted account
+    user_id: int | None  # the author's user id (None: the answer did not say)
     body: str
+
+
+class User(TypedDict):
+    login: str
+    id: int
+    type: str  # User | Bot | Organization
+
+
+class App(TypedDict):
+    id: int
+    slug: str
 
 
 class Comments(TypedDict):
@@ -277,6 +292,12 @@ class GitHubRepos(Protocol):
     @read
     def get_permission(self, *, repo: str, login: str) -> Permission:
         """``{"permission": "admin" | "maintain" | "write" | "triage" | "read" | "none"}``."""
+        ...
+
+    @read
+    def get_user(self, *, login: str) -> User:
+        """``{"login", "id", "type"}`` of the account that has ``login`` now; raises
+        :class:`NotFound` when none has."""
         ...
 
 
@@ -467,6 +488,24 @@ class GitHubCommits(Protocol):
     @read
     def get_commit(self, *, repo: str, sha: str) -> Result:
         """``{"sha": str, "tree_sha": str}``."""
+        ...
+
+
+class GitHubIdentity(Protocol):
+    """Optional, not part of :class:`GitHub`: who the transport acts as. A caller checks
+    ``"get-app"`` (a transport acting for an App) or ``"get-authenticated-user"`` (one
+    acting with a person's token) in ``github.operations`` first."""
+
+    @read
+    def get_app(self) -> App:
+        """``{"id", "slug"}`` of the App ("Get the authenticated app"); its bot user is
+        ``<slug>[bot]``."""
+        ...
+
+    @read
+    def get_authenticated_user(self) -> User:
+        """``{"login", "id", "type"}`` of the token's user ("Get the authenticated
+        user")."""
         ...
 
 

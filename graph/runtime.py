@@ -1028,7 +1028,7 @@ class Runtime:
             return
         effect = status_effect(state.ref)
         try:
-            outbox = HookEffects(state, self.store, effect)
+            outbox = HookEffects(state, self.store, effect, own=config.own)
             outbox.github(github, effect=effect, in_place=True).comment(
                 repo=work_item.repository, number=work_item.id, body=body)
         except Exception as exc:  # noqa: BLE001  (recorded; the graph must not wedge)
@@ -1310,7 +1310,8 @@ class Runtime:
         lines += ["", "The bypassed gates keep their real verdicts: `the-loop check "
                   "--recompute` still reports them.", "", marker(effect)]
         try:
-            HookEffects(state, self.store, effect).github(github, effect=effect).comment(
+            outbox = HookEffects(state, self.store, effect, own=config.own)
+            outbox.github(github, effect=effect).comment(
                 repo=work_item.repository, number=work_item.id, body="\n".join(lines))
         except Exception as exc:  # noqa: BLE001  (recorded; never undoes the move)
             self._log(state, "notification.failed",
@@ -1516,7 +1517,8 @@ class Runtime:
                     + (f"; changed nodes: {', '.join(f'`{n}`' for n in changed)}"
                        if changed else "") + f".\n\n{marker(effect)}")
             try:
-                HookEffects(state, self.store, effect).github(github, effect=effect).comment(
+                outbox = HookEffects(state, self.store, effect, own=config.own)
+                outbox.github(github, effect=effect).comment(
                     repo=work_item.repository, number=work_item.id, body=body)
             except Exception as exc:  # noqa: BLE001  (recorded; never undoes the migration)
                 self._log(state, "notification.failed",

@@ -260,7 +260,8 @@ class PlanRun:
                 if github is None or work_item.repository is None or not branch:
                     return
                 effect = f"{state.ref}/{run['node']}/{run['visit']}/work-graph/{run['wave'] - 1}"
-                outbox = HookEffects(state, rt.store, effect).github(github, effect=effect)
+                outbox = HookEffects(state, rt.store, effect, own=config.own).github(
+                    github, effect=effect)
                 try:
                     current = outbox.get_file(repo=work_item.repository, path=path, ref=branch)
                 except Exception:  # noqa: BLE001  (absent: a first write)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import requests
@@ -37,7 +37,7 @@ from github.GithubException import RateLimitExceededException as _RateLimited
 from urllib3.util.retry import Retry
 
 from graph.errors import LoopError
-from graph.ports import IntegrationError, Unavailable
+from graph.ports import App, IntegrationError, Unavailable, Unsupported
 from integrations.github_ops import (
     API_HEADERS,
     OPERATIONS,
@@ -45,6 +45,7 @@ from integrations.github_ops import (
     GitHubOperations,
     Reply,
     error_codes,
+    fields,
     http_error,
     next_link,
     says_rate_limit,
@@ -176,7 +177,8 @@ class GitHubClients:
             api = self._apis.get(key)
             if api is None:
                 api = GitHubApi(
-                    self._new_github(key), installation_id=key, throttle=self.throttle
+                    self._new_github(key), installation_id=key, throttle=self.throttle,
+                    app=self.for_app if self._app_auth is not None else None,
                 )
                 self._apis[key] = api
             return api
@@ -307,6 +309,8 @@ class GitHubApi(GitHubOperations):
         gh: the PyGithub client (its requester sends every request).
         installation_id: the App installation this client acts for (``None``: a token).
         throttle: cross-worker write spacing, keyed by installation.
+        app: makes the client acting as the App itself (App mode), for ``get-app``;
+            ``None``: a token, which has no App (it has ``get-authenticated-user``).
     """
 
     transport = "api"
@@ -320,8 +324,13 @@ class GitHubApi(GitHubOperations):
         *,
         installation_id: int | None = None,
         throttle: WriteThrottle | None = None,
+        app: Callable[[], GitHubAppApi] | None = None,
     ) -> None:
         self._gh = gh
+        self._app = app
+        # Who the client acts as: the App (asked with its JWT), else the token's user.
+        self.operations = frozenset(OPERATIONS) | {
+            "get-app" if app is not None else "get-authenticated-user"}
         self.installation_id = installation_id
         self.throttle = throttle
         self.throttle_key = (
@@ -341,6 +350,18 @@ class GitHubApi(GitHubOperations):
     def close(self) -> None:
         """Close the underlying HTTP connection pool."""
         self._gh.close()
+
+    def get_app(self) -> App:
+        """``get-app`` (App mode only): the App this installation's client acts for,
+        asked as the App (see :meth:`GitHubAppApi.get_app`).
+
+        Raises:
+            Unsupported: a token, not an App.
+        """
+        if self._app is None:
+            raise Unsupported("github (api) acts for a token, not an App: no get-app",
+                              integration=self.name, op="get-app")
+        return self._app().get_app()
 
     def forget_token(self) -> bool:
         """Drop the cached installation access token, so the next request mints a new one
@@ -411,6 +432,18 @@ class GitHubAppApi(GitHubApi):
 
     def __repr__(self) -> str:
         return "GitHubAppApi()"
+
+    def get_app(self) -> App:
+        """``GET /app`` ("Get the authenticated app", a JWT only): ``{"id", "slug"}``;
+        the App's bot user is ``<slug>[bot]``.
+
+        Raises:
+            IntegrationError: GitHub refused (``status`` set) or answered no slug.
+        """
+        op = "get-app"
+        data = fields(op, self._request(op, "GET", "/app", target="the App").data,
+                      id=int, slug=str)
+        return {"id": data["id"], "slug": data["slug"]}
 
     def hook_delivery_pages(self) -> Iterator[list[dict[str, Any]]]:
         """``GET /app/hook/deliveries?per_page=100`` ("List deliveries for an app

@@ -50,6 +50,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -60,6 +61,7 @@ from graph.ports import (
     OPERATIONS,
     PERMISSIONS,
     REACTIONS,
+    App,
     CheckRun,
     CheckRuns,
     Comment,
@@ -81,6 +83,7 @@ from graph.ports import (
     Reviewers,
     Reviews,
     Transport,
+    User,
 )
 from integrations.github_ops import CHECK_STATUSES
 
@@ -233,7 +236,10 @@ class FakeGitHub(Transport):
 
     name = "github"
     transport = "fake"
-    operations = frozenset(OPERATIONS["github"])
+    #: The port's operations and ``get-app`` (the fake acts for an App).
+    operations = frozenset(OPERATIONS["github"]) | {"get-app"}
+    #: The App's id ``get-app`` answers (the HTTP front's ``app_id`` when it is set).
+    app_id: int | None = None
 
     def __init__(self, *, bot_login: str = "the-loop[bot]",
                  user_login: str = "octocat") -> None:
@@ -247,6 +253,7 @@ class FakeGitHub(Transport):
         self.reaction_store: dict[int, list[dict[str, Any]]] = {}  # comment id -> reactions
         self.review_comment_store: dict[int, dict[str, Any]] = {}  # id -> review comment
         self.review_reaction_store: dict[int, list[dict[str, Any]]] = {}  # id -> reactions
+        self.user_store: dict[str, dict[str, Any]] = {}  # casefolded login -> account
         self._actions: list[str] = []
 
     # -- identity and state -------------------------------------------------------------
@@ -269,6 +276,28 @@ class FakeGitHub(Transport):
     def next_id(self) -> int:
         """A new id for a comment, label, review, check run, reaction or repository."""
         return next(self._ids)
+
+    @staticmethod
+    def default_user_id(login: str) -> int:
+        """The id the fake gives the first account of ``login``: stable across runs and
+        processes (a test can put it in a payload it builds)."""
+        return zlib.crc32(login.casefold().encode()) % 10**8
+
+    def user(self, login: str) -> dict[str, Any]:
+        """The account that has ``login`` now, ``{"login", "id", "type"}``: the one
+        seeded with :meth:`add_user` or :meth:`recreate_user`, else one made on first use
+        with :meth:`default_user_id`."""
+        with self.lock:
+            found = self.user_store.get(login.casefold())
+            if found is None:
+                found = self.user_store[login.casefold()] = {
+                    "login": login, "id": self.default_user_id(login),
+                    "type": "Bot" if login.endswith("[bot]") else "User"}
+            return found
+
+    def user_id(self, login: str) -> int:
+        """The id of the account that has ``login`` now (see :meth:`user`)."""
+        return int(self.user(login)["id"])
 
     def lookup(self, repo: str) -> Repo | None:
         """Repository ``OWNER/NAME`` if it exists (case-insensitive), else ``None``."""
@@ -507,6 +536,23 @@ class FakeGitHub(Transport):
             names = [self.add_repo_label(repo, n)["name"] for n in labels]
             self.repo(repo).issue_labels[number] = list(dict.fromkeys(names))
 
+    def add_user(self, login: str, *, user_id: int | None = None,
+                 type_: str | None = None) -> int:
+        """Seed the account of ``login`` (id ``user_id``, default
+        :meth:`default_user_id`); returns its id."""
+        with self.lock:
+            self.user_store[login.casefold()] = {
+                "login": login,
+                "id": self.default_user_id(login) if user_id is None else user_id,
+                "type": type_ or ("Bot" if login.endswith("[bot]") else "User")}
+            return int(self.user_store[login.casefold()]["id"])
+
+    def recreate_user(self, login: str) -> int:
+        """A new account takes ``login`` (its former holder renamed or deleted theirs),
+        as GitHub lets anyone do with a freed login; returns the new account's id. Earlier
+        comments keep their author's id."""
+        return self.add_user(login, user_id=10**8 + self.next_id())
+
     def add_comment(self, repo: str, number: int, body: str, *, user: str = "octocat") -> int:
         """Add a comment by ``user`` to issue/PR ``number``; returns its id."""
         return int(self._new_comment(repo, number, body, user)["id"])
@@ -584,6 +630,13 @@ class FakeGitHub(Transport):
             role, base = self.repo(repo).permissions.get(login.lower(), ("none", "none"))
         return {"permission": role if role in PERMISSIONS else base}
 
+    def get_user(self, login: str) -> User:
+        found = self.user(login)
+        return {"login": str(found["login"]), "id": int(found["id"]), "type": str(found["type"])}
+
+    def get_app(self) -> App:
+        return {"id": self.app_id or 1, "slug": self.bot_login.removesuffix("[bot]")}
+
     # -- operations: labels ---------------------------------------------------------------
 
     def add_label(self, repo: str, number: int, label: str) -> Labels:
@@ -637,7 +690,8 @@ class FakeGitHub(Transport):
         return {"id": comment_id, "url": self.comment_url(c)}
 
     def list_comments(self, repo: str, number: int) -> Comments:
-        return {"comments": [Comment(id=c["id"], user=c["user"], body=c["body"])
+        return {"comments": [Comment(id=c["id"], user=c["user"], user_id=c.get("user_id"),
+                                     body=c["body"])
                              for c in self.comments_on(repo, number)]}
 
     def add_reaction(self, repo: str, comment_id: int, content: str) -> Created:
@@ -966,8 +1020,8 @@ class FakeGitHub(Transport):
             r = self.repo(repo)
             stamp = now()
             c: dict[str, Any] = {"id": self.next_id(), "repo": r.full_name, "number": number,
-                                 "user": user, "body": body, "created_at": stamp,
-                                 "updated_at": stamp}
+                                 "user": user, "user_id": self.user_id(user), "body": body,
+                                 "created_at": stamp, "updated_at": stamp}
             self.comment_store[c["id"]] = c
             return c
 

@@ -69,6 +69,8 @@ __all__ = ["ENDPOINTS", "HttpFakeGitHub", "RecordedRequest", "serve"]
 #: What the fake serves (each also under the ``/api/v3`` prefix).
 ENDPOINTS = (
     "POST   /app/installations/{installation_id}/access_tokens",
+    "GET    /app",
+    "GET    /users/{username}",
     "GET    /repos/{owner}/{repo}",
     "GET    /repos/{owner}/{repo}/pulls/{number}",
     "GET    /repos/{owner}/{repo}/pulls",
@@ -112,6 +114,8 @@ GHES_PREFIX = "/api/v3"
 #: The manifest flow's paths: the "new App" form and the code conversion.
 _MANIFEST_PATH = re.compile(r"(^(/organizations/[^/]+)?/settings/apps/new$)"
                             r"|(/app-manifests/[^/]+/conversions$)")
+#: "Get the authenticated app" (a JWT, checked by the route).
+_APP_PATH = re.compile(r"^(/api/v3)?/app$")
 #: Git's smart HTTP paths: ``/{owner}/{name}.git/{service path}``.
 _GIT_PATH = re.compile(r"^/([A-Za-z0-9._-]+)/([A-Za-z0-9._-]+)\.git(/.*)$")
 #: Seconds one ``git http-backend`` run may take.
@@ -398,16 +402,19 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
     def web_base() -> str:
         return request.host_url.rstrip("/")
 
-    def user_json(login: str) -> dict[str, Any]:
-        """GitHub's "simple-user" (every required field of its OpenAPI schema)."""
+    def user_json(login: str, user_id: int | None = None) -> dict[str, Any]:
+        """GitHub's "simple-user" (every required field of its OpenAPI schema): the
+        account that has ``login`` now, or the one with ``user_id`` (a comment's author
+        keeps their id when a new account takes the login)."""
         api = f"{api_base()}/users/{login}"
+        account = fake.user(login)
         return {
             "login": login,
-            "id": zlib.crc32(login.encode()) % 10**8,
+            "id": int(account["id"]) if user_id is None else user_id,
             "node_id": f"U_{login}",
             "avatar_url": f"{web_base()}/avatars/{login}",
             "gravatar_id": "",
-            "type": "Bot" if login.endswith("[bot]") else "User",
+            "type": str(account["type"]),
             "site_admin": False,
             "url": api,
             "html_url": f"{web_base()}/{login}",
@@ -463,7 +470,7 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
             "html_url": f"{web_base()}/{c['repo']}/issues/{c['number']}#issuecomment-{c['id']}",
             "issue_url": f"{base}/{c['number']}",
             "body": c["body"],
-            "user": user_json(c["user"]),
+            "user": user_json(c["user"], c.get("user_id")),
             "created_at": c["created_at"],
             "updated_at": c["updated_at"],
             "author_association": "NONE",
@@ -510,6 +517,7 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
         g.login = None
         g.installation = None
         if ("/access_tokens" in request.path or _GIT_PATH.match(request.path)
+                or _APP_PATH.match(request.path)
                 or _MANIFEST_PATH.search(request.path)
                 or request.path.startswith("/login/oauth/")):
             return None  # checked by the route (the manifest flow and OAuth need no token)
@@ -595,6 +603,35 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
         )
         resp.status_code = 201
         return resp
+
+    @bp.get("/app")
+    def get_app() -> Response:
+        """"Get the authenticated app": a JWT only (an installation token gets 401)."""
+        kind, credential = _auth_kind(request.headers.get("Authorization"))
+        payload = _jwt_payload(credential) if kind == "bearer" else None
+        if payload is None or "iss" not in payload:
+            return _error(401, "A JSON web token could not be decoded")
+        if fake.app_id is not None and str(payload["iss"]) != str(fake.app_id):
+            return _error(401, "Integration not found")
+        app_id = fake.app_id or 1
+        slug = fake.bot_login.removesuffix("[bot]")
+        return jsonify({
+            "id": app_id, "slug": slug, "node_id": f"A_{app_id}", "name": slug,
+            "owner": user_json(fake.user_login), "description": None,
+            "external_url": web_base(), "html_url": f"{web_base()}/apps/{slug}",
+            "created_at": "2024-01-01T00:00:00Z", "updated_at": "2024-01-01T00:00:00Z",
+            "permissions": {"issues": "write", "pull_requests": "write",
+                            "contents": "write", "checks": "write", "metadata": "read"},
+            "events": ["issues", "issue_comment", "pull_request", "pull_request_review"]})
+
+    @bp.get("/users/<login>")
+    def get_user_by_login(login: str) -> Response:
+        """"Get a user" (a public user): the account that has ``login`` now."""
+        public = {"name": None, "company": None, "blog": "", "location": None,
+                  "email": None, "hireable": None, "bio": None, "public_repos": 0,
+                  "public_gists": 0, "followers": 0, "following": 0,
+                  "created_at": "2024-01-01T00:00:00Z", "updated_at": "2024-01-01T00:00:00Z"}
+        return jsonify(user_json(str(fake.user(login)["login"])) | public)
 
     # -- repositories and pulls -------------------------------------------------------
 

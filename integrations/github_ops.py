@@ -52,6 +52,7 @@ from graph.ports import (
     Reviews,
     Transport,
     Unavailable,
+    User,
 )
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ __all__ = [
     "REACTIONS",
     "GitHubOperations",
     "Reply",
+    "fields",
     "http_error",
 ]
 
@@ -422,6 +424,32 @@ class GitHubOperations(Transport):
                 return {"permission": data[key]}
         return {"permission": "none"}
 
+    def get_user(self, login: str) -> User:
+        """``get-user``: ``GET /users/{username}`` ("Get a user"): the account that has
+        ``login`` now (a login freed by a rename or a deleted account can be taken by a
+        new account, with a new ``id``).
+
+        Returns:
+            ``{"login": str, "id": int, "type": "User" | "Bot" | "Organization"}``
+
+        Raises:
+            NotFound: no account has that login.
+        """
+        op = "get-user"
+        user = _text(op, "login", login)
+        return _account(op, self._request(op, "GET", f"/users/{_quote(user)}",
+                                          target=f"user {user}").data)
+
+    def get_authenticated_user(self) -> User:
+        """``get-authenticated-user``: ``GET /user`` ("Get the authenticated user"): who a
+        person's token acts as (an App installation's token cannot ask).
+
+        Returns:
+            ``{"login": str, "id": int, "type": str}``
+        """
+        op = "get-authenticated-user"
+        return _account(op, self._request(op, "GET", "/user", target="the token's user").data)
+
     # -- labels -------------------------------------------------------------------------
 
     def add_label(self, repo: str, number: int, label: str) -> Labels:
@@ -548,15 +576,17 @@ class GitHubOperations(Transport):
         ("List issue comments"), 100 per page, following ``Link: rel="next"`` to the end.
 
         Returns:
-            ``{"comments": [{"id": int, "user": str, "body": str}, ...]}`` oldest first;
-            ``user`` is the login (``"ghost"`` for a deleted account).
+            ``{"comments": [{"id": int, "user": str, "user_id": int | None, "body":
+            str}, ...]}`` oldest first; ``user`` is the login (``"ghost"`` for a deleted
+            account), ``user_id`` its account's id.
         """
         op = "list-comments"
         n = _number(op, "number", number)
         path = f"{_repo_path(op, repo)}/issues/{n}/comments"
         return {
             "comments": [
-                {"id": c["id"], "user": _login(c.get("user")), "body": c.get("body") or ""}
+                {"id": c["id"], "user": _login(c.get("user")),
+                 "user_id": _user_id(c.get("user")), "body": c.get("body") or ""}
                 for c in self._paginate(op, path, target=f"{repo}#{n}")
                 if isinstance(c, dict)
             ]
@@ -995,6 +1025,28 @@ def _login(user: Any) -> str:
     if isinstance(user, dict) and isinstance(user.get("login"), str):
         return user["login"]
     return "ghost"
+
+
+def fields(op: str, data: Any, **types: type) -> dict[str, Any]:
+    """``data`` (a JSON object) when each named field has its type, else the error saying
+    which are missing (never the answer's text)."""
+    if isinstance(data, dict) and all(
+            isinstance(data.get(k), t) and not isinstance(data.get(k), bool)
+            for k, t in types.items()):
+        return data
+    raise IntegrationError(f"github {op}: no {' and '.join(types)} in GitHub's answer",
+                           integration="github", op=op)
+
+
+def _account(op: str, data: Any) -> User:
+    """GitHub's user JSON as ``{"login", "id", "type"}``."""
+    found = fields(op, data, login=str, id=int)
+    return {"login": found["login"], "id": found["id"], "type": str(found.get("type") or "User")}
+
+
+def _user_id(user: Any) -> int | None:
+    uid = user.get("id") if isinstance(user, dict) else None
+    return uid if isinstance(uid, int) and not isinstance(uid, bool) else None
 
 
 def _label_names(data: Any) -> list[str]:

@@ -37,10 +37,11 @@ def fixture_files() -> list[tuple[str, Path]]:
 
 
 def load_payload(event: str, name: str, host: str = "api.github.com") -> dict[str, Any]:
-    """The parsed fixture as GitHub would send it now: the timestamps of its comment or
-    review (``created_at``, ``updated_at``, ``submitted_at``) set to the current time, so
-    it is a reply made during the gate visit a test is at (one made earlier never decides
-    it)."""
+    """The parsed fixture as the fake GitHub would send it now: the timestamps of its
+    comment or review (``created_at``, ``updated_at``, ``submitted_at``) set to the
+    current time, so it is a reply made during the gate visit a test is at (one made
+    earlier never decides it), and the user ids of its sender and of the comment's or
+    review's author the fake's for their logins (:func:`act_as`)."""
     import json
     from datetime import UTC, datetime
 
@@ -52,6 +53,34 @@ def load_payload(event: str, name: str, host: str = "api.github.com") -> dict[st
             for field_ in ("created_at", "updated_at", "submitted_at"):
                 if field_ in obj:
                     obj[field_] = stamp
+    sender = payload.get("sender")
+    if isinstance(sender, dict) and isinstance(sender.get("login"), str):
+        act_as(payload, sender["login"], sender_only=True)
+    for key in ("comment", "review"):
+        user = payload.get(key, {}).get("user") if isinstance(payload.get(key), dict) else None
+        if isinstance(user, dict) and isinstance(user.get("login"), str):
+            user["id"] = _fake_user_id(user["login"])
+    return payload
+
+
+def _fake_user_id(login: str) -> int:
+    from integrations.github_fake import FakeGitHub
+
+    return FakeGitHub.default_user_id(login)
+
+
+def act_as(payload: dict[str, Any], login: str, *, sender_only: bool = False,
+           user_id: int | None = None) -> dict[str, Any]:
+    """Make ``login`` the payload's sender and (unless ``sender_only``) the author of its
+    comment or review, with the user id the fake GitHub gives that login
+    (``FakeGitHub.default_user_id``) or ``user_id``; returns ``payload``."""
+    uid = _fake_user_id(login) if user_id is None else user_id
+    payload.setdefault("sender", {}).update(login=login, id=uid)
+    if not sender_only:
+        for key in ("comment", "review"):
+            obj = payload.get(key)
+            if isinstance(obj, dict):
+                obj.setdefault("user", {}).update(login=login, id=uid)
     return payload
 
 

@@ -255,11 +255,13 @@ def ticket_keys(*texts: str | None) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Sender:
-    """Who caused the event: ``sender.login`` and ``sender.type`` (``User``, ``Bot``,
-    ``Organization``), ``None`` when the payload has no sender."""
+    """Who caused the event: ``sender.login``, ``sender.type`` (``User``, ``Bot``,
+    ``Organization``) and ``sender.id`` (the account's user id, which a login does not
+    keep across a rename), ``None`` when the payload has no sender."""
 
     login: str | None = None
     type: str | None = None
+    id: int | None = None
 
     @property
     def is_bot(self) -> bool:
@@ -284,6 +286,7 @@ class Comment:
             people).
         author: ``user.login`` of the comment or review (differs from the sender when
             someone else edited it).
+        author_id: ``user.id`` of the comment or review, or ``None``.
         review_state: ``review.state`` upper-cased (``APPROVED``...), for a review.
         review_commit: ``review.commit_id``, the commit a review was submitted on.
         created_at, updated_at: its ``created_at`` and ``updated_at`` (a review's
@@ -301,6 +304,7 @@ class Comment:
     created_at: float | None = None
     updated_at: float | None = None
     previous_body: str | None = field(default=None, repr=False)
+    author_id: int | None = None
 
 
 def _comment(event: str, payload: Mapping[str, Any]) -> Comment | None:
@@ -322,6 +326,7 @@ def _comment(event: str, payload: Mapping[str, Any]) -> Comment | None:
         id=_int(source.get("id")),
         body=_str(source.get("body")),
         author=_str(_get(source.get("user"), "login")),
+        author_id=_int(_get(source.get("user"), "id")),
         review_state=str(state).upper() if state else None,
         review_commit=_str(review.get("commit_id")),
         created_at=created,
@@ -437,7 +442,8 @@ class GitHubEvent:
             installation_id=_int(_get(payload.get("installation"), "id")),
             ref=work_item_ref(event, payload) if ref is DERIVE else ref,
             kind=kind,
-            sender=Sender(_str(sender.get("login")), _str(sender.get("type"))),
+            sender=Sender(_str(sender.get("login")), _str(sender.get("type")),
+                          _int(sender.get("id"))),
             labels=tuple(str(label.get("name")) for label in subject.get("labels") or ()
                          if isinstance(label, Mapping)),
             label=_str(_get(payload.get("label"), "name")),
@@ -492,6 +498,7 @@ class GitHubEvent:
             kind=TURN_COMPLETED if self.turn is not None else self.kind_name,
             delivery_id=delivery_id,
             actor=self.sender.login,
+            actor_id=self.sender.id,
             actor_type=self.sender.type,
             body=comment.body if comment else None,
             review_state=comment.review_state if comment else None,
@@ -499,6 +506,7 @@ class GitHubEvent:
             head_sha=self.head_sha,
             label=self.label,
             author=comment.author if comment else None,
+            author_id=comment.author_id if comment else None,
             review_commit=comment.review_commit if comment else None,
             turn=self.turn,
             comment_kind=comment.kind if comment else None,

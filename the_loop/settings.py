@@ -200,7 +200,9 @@ class WorkerSettings:
             or ``state.configTtl`` (default 300; a push to the default branch also
             refreshes them).
         bot_logins: ``THE_LOOP_BOT_LOGINS``, comma-separated logins whose events are the
-            App's own (e.g. ``the-loop[bot]``).
+            App's own (e.g. ``the-loop[bot]``): they never drive a gate, and their marked
+            comments are the-loop's own besides the App's bot (learned from ``GET /app``;
+            :class:`workers.identities.Accounts`).
         reactions: ``webhooks.ghWebhook.routing.reactions`` from cli-config.yaml:
             ``{enabled, started, completed, error}``.
         worker_ttl: seconds a ``the-loop worker`` that stopped heartbeating is still

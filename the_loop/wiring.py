@@ -74,7 +74,7 @@ log = logging.getLogger("the_loop.wiring")
 WORKER_OPERATIONS: dict[str, frozenset[str]] = {
     "github": frozenset(
         {"get-file", "get-pull-request", "list-comments", "comment", "update-comment",
-         "get-permission"}
+         "get-permission", "get-user"}
     ),
 }
 
@@ -355,7 +355,7 @@ def build_processor(
     from the_loop.inbox.enqueue import DeliveryQueue
     from the_loop.inbox.keys import Keys
     from workers.drain import DeliveryProcessor, fan_out, forward
-    from workers.identities import Installations, Repositories
+    from workers.identities import Accounts, Installations, Repositories
     from workers.notices import Notices
     from workers.repo_context import RepoContext
     from workers.router import ROUTES
@@ -366,10 +366,12 @@ def build_processor(
     keys = Keys(settings.prefix, settings.queue)
     inboxes = Inboxes(connection, settings, routed=ROUTES)
     queue = DeliveryQueue(connection, queue_name=settings.queue, prefix=settings.prefix)
+    accounts = Accounts(connection, keys, ttl=settings.config_ttl,
+                        bot_logins=settings.bot_logins)
     agent = Agent(settings, graph, store, Runtime(graph, store),
                   RepoContext(settings, connection, dict(integrations or {}), classifier,
-                              mcp=mcp),
-                  Notices(store), github, partial(fan_out, queue), turns=turns,
+                              mcp=mcp, accounts=accounts),
+                  Notices(store, own=accounts.own), github, partial(fan_out, queue), turns=turns,
                   max_turns=max_turns, cost_cap_usd=cost_cap_usd,
                   repositories=Repositories(connection, keys),
                   installations=Installations(connection, keys),

@@ -10,6 +10,15 @@ saw it, fixed for good. Each delivery notes the id and the current name
 under the key (:func:`workers.routes` forwards it), API calls use the current name, and a
 ref written with any name the repository has had resolves (:meth:`Repositories.resolve`).
 
+**Accounts** (:class:`Accounts`). A login is not a person: after a rename or a deleted
+account, anyone can register the freed login and gets a new user id ("Changing your
+GitHub username": the old name becomes available). So the-loop knows people by user id:
+the first time a login is resolved (``GET /users/{username}``) its id is recorded for
+good; GitHub is asked again at most once per ``config_ttl`` seconds, and an answer naming
+another account is noted (and logged) but never replaces the recorded id. The accounts
+the-loop writes as (:meth:`Accounts.own`) are its App's bot, ``<slug>[bot]`` from ``GET
+/app``, and ``THE_LOOP_BOT_LOGINS``.
+
 **Installations** (:class:`Installations`). ``installation`` (``deleted``, ``suspend``,
 ``unsuspend``) and ``installation_repositories`` (``removed``) deliveries say that the
 App lost (or got back) access; a delivery for a deleted or suspended installation, or for
@@ -20,20 +29,26 @@ Key names: :mod:`the_loop.inbox.keys`.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 import redis
-from cachetools import LRUCache
+from cachetools import LRUCache, TTLCache
 
+from graph.markers import OwnAccounts
+from graph.ports import GitHub, GitHubIdentity, IntegrationError, NotFound, RetryLater
 from graph.refs import WorkItemRef
 from the_loop.inbox.keys import Keys
 from the_loop.inbox.record import text
 from the_loop.inbox.scripts import Scripts
 
-__all__ = ["DELETED", "SUSPENDED", "Installations", "Noted", "Repositories"]
+__all__ = ["DELETED", "SUSPENDED", "Accounts", "Installations", "Noted", "Repositories"]
+
+log = logging.getLogger("the_loop.worker")
 
 DELETED = "deleted"
 SUSPENDED = "suspended"
@@ -139,6 +154,171 @@ class Repositories:
     def removed(self, repository_id: int) -> bool:
         """Whether the App's installation no longer has access to the repository."""
         return bool(self.redis.hexists(self.keys.repository(repository_id), "removed"))
+
+
+class Accounts:
+    """Login -> the user id recorded for it, and the accounts the-loop writes as.
+
+    Args:
+        connection: Redis client.
+        keys: the deployment's key names.
+        ttl: seconds before GitHub is asked about a login (or the App) again
+            (``THE_LOOP_CONFIG_TTL``).
+        bot_logins: ``THE_LOOP_BOT_LOGINS``, casefolded: accounts the-loop also writes as.
+    """
+
+    def __init__(self, connection: redis.Redis, keys: Keys, *, ttl: float,
+                 bot_logins: Iterable[str] = ()) -> None:
+        self.redis = connection
+        self.keys = keys
+        self.ttl = max(int(ttl), 1)
+        self.bot_logins = tuple(sorted(set(bot_logins)))
+        self._own: TTLCache[str, OwnAccounts] = TTLCache(1, self.ttl)
+        self._lock = threading.Lock()
+        self._warned = False
+
+    def account_id(self, github: GitHub, login: str) -> int | None:
+        """The user id recorded for ``login``: the id of the account that had it when
+        the-loop first resolved it (``GET /users/{username}``, "Get a user"), kept for
+        good; ``None`` when no account had it. An account that took the login since is
+        not it: GitHub's new answer is noted (``other``) and logged, never recorded.
+
+        Raises:
+            RetryLater: GitHub could not be asked now and nothing is recorded yet.
+        """
+        key, checked = self.keys.account(login), self.keys.account_checked(login)
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hget(key, "id")
+            pipe.exists(checked)
+            recorded, fresh = pipe.execute()
+        if recorded is not None and fresh:
+            return int(text(recorded))
+        try:
+            current: int | None = int(github.get_user(login=login)["id"])
+        except NotFound:
+            current = None
+        except IntegrationError as exc:
+            if recorded is not None:
+                return int(text(recorded))  # the recorded id stands meanwhile
+            if exc.retriable:
+                raise RetryLater.from_error(exc) from exc
+            log.warning("the account of a login could not be resolved (%s)",
+                        type(exc).__name__)
+            return None
+        if current is not None:
+            if recorded is None:
+                self.redis.hsetnx(key, "id", current)
+                self.redis.hset(key, "at", str(time.time()))
+                recorded = self.redis.hget(key, "id")
+            elif int(text(recorded)) != current:
+                self.redis.hset(key, "other", current)
+                log.warning("login %s now names another GitHub account than the one "
+                            "recorded for it; that account decides nothing", login)
+        self.redis.set(checked, "1", ex=self.ttl)
+        return int(text(recorded)) if recorded is not None else None
+
+    def record(self, github: GitHub, logins: Iterable[str]) -> int:
+        """Record the user id of each of ``logins`` not recorded yet (the people a
+        repository's ``collaborators.yaml`` names, when it is read), so the id is the
+        one the login had then, not when it first acts. One round trip when all are
+        recorded; a login GitHub cannot resolve now is left for its first action.
+
+        Returns:
+            how many were recorded now.
+        """
+        wanted = sorted({login.casefold() for login in logins if login})
+        if not wanted:
+            return 0
+        with self.redis.pipeline(transaction=False) as pipe:
+            for login in wanted:
+                pipe.hexists(self.keys.account(login), "id")
+            known = pipe.execute()
+        done = 0
+        for login, exists in zip(wanted, known, strict=True):
+            if exists:
+                continue
+            try:
+                done += self.account_id(github, login) is not None
+            except IntegrationError as exc:
+                log.warning("the account of a collaborator could not be resolved yet (%s)",
+                            type(exc).__name__)
+        return done
+
+    def app_bot(self, github: GitHub) -> str | None:
+        """The login of the App's bot user, ``<slug>[bot]`` (``GET /app``, "Get the
+        authenticated app"; cached for ``ttl`` seconds), or ``None`` when the transport
+        acts for no App (a token) or GitHub refuses to say.
+
+        Raises:
+            RetryLater: GitHub could not be asked now (the delivery is retried: going on
+                without knowing its own comments would post them again).
+        """
+        cached = self.redis.hget(self.keys.app(), "slug")
+        if cached is not None:
+            return f"{text(cached)}[bot]"
+        if "get-app" not in github.operations:
+            return None
+        try:
+            slug = str(cast(GitHubIdentity, github).get_app()["slug"])
+        except IntegrationError as exc:
+            if exc.retriable:
+                raise RetryLater.from_error(exc) from exc
+            log.warning("the App's bot could not be learned (%s)", type(exc).__name__)
+            return None
+        with self.redis.pipeline() as pipe:
+            pipe.hset(self.keys.app(), "slug", slug)
+            pipe.expire(self.keys.app(), self.ttl)
+            pipe.execute()
+        return f"{slug}[bot]"
+
+    def token_user(self, github: GitHub) -> str | None:
+        """The login a person's token acts as (``GET /user``, "Get the authenticated
+        user"), or ``None`` when the transport cannot ask or GitHub refuses to say.
+
+        Raises:
+            RetryLater: GitHub could not be asked now.
+        """
+        if "get-authenticated-user" not in github.operations:
+            return None
+        try:
+            return str(cast(GitHubIdentity, github).get_authenticated_user()["login"])
+        except IntegrationError as exc:
+            if exc.retriable:
+                raise RetryLater.from_error(exc) from exc
+            log.warning("the token's user could not be learned (%s)", type(exc).__name__)
+            return None
+
+    def own(self, github: GitHub) -> OwnAccounts:
+        """The accounts the-loop writes as: the App's bot (or, for a person's token, the
+        token's user) and ``THE_LOOP_BOT_LOGINS``, each with its recorded user id when
+        GitHub can say (else by login: a ``[bot]`` login cannot be taken by a person).
+        Kept in memory for ``ttl`` seconds.
+
+        Raises:
+            RetryLater: GitHub could not be asked who the transport acts as now.
+        """
+        with self._lock:
+            known = self._own.get("own")
+        if known is not None:
+            return known
+        writer = self.app_bot(github) or self.token_user(github)
+        logins = [login for login in (writer, *self.bot_logins) if login]
+        if not logins and not self._warned:
+            self._warned = True
+            log.warning("the-loop cannot tell its own comments: its GitHub transport "
+                        "cannot say who it acts as; set THE_LOOP_BOT_LOGINS to the login "
+                        "it writes as")
+        accounts: dict[str, int | None] = {}
+        for login in logins:
+            try:
+                accounts[login] = self.account_id(github, login)
+            except IntegrationError:
+                accounts[login] = None
+        own = OwnAccounts.of(accounts)
+        if logins:
+            with self._lock:
+                self._own["own"] = own
+        return own
 
 
 class Installations:

@@ -3,7 +3,8 @@
 Besides what hooks do, the worker tells a work item about three things, in the-loop's own
 words (never text from a payload):
 
-- an **alarm**: an approving comment was edited by someone other than its author;
+- an **alarm**: an approving comment was edited by someone other than its author, or an
+  authorized login acted from another GitHub account than the one recorded for it;
 - a **retraction**: the approval that passed a gate was dismissed, or its reviewer
   requested changes since, after the work item passed a later gate;
 - **drift**: a person changed a ``phase:`` label by hand;
@@ -29,6 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from graph.effects import HookEffects, RetryLater
+from graph.markers import OwnAccounts
 from graph.model import InboundEvent, WorkItem
 from graph.ports import GitHub, Integration, IntegrationError
 from graph.state import StateStore, WorkItemState
@@ -42,6 +44,14 @@ ALARM_TEXT = (
     "other than its author. Edited comments only count when their author edits them; this "
     "one does not count."
 )
+ACCOUNT_ALARM_TEXT = (
+    "**the-loop** · alarm: a login named in `.the-loop/collaborators.yaml` acted on this "
+    "work item from a different GitHub account than the one the-loop recorded for it (a "
+    "new account may have taken a freed login). It decides nothing; an operator checks "
+    "who it is."
+)
+#: Alarm kind (a hook result's ``data["alarm"]``) -> the notice posted for it.
+ALARMS = {"edited-by-other": ALARM_TEXT, "account-changed": ACCOUNT_ALARM_TEXT}
 WITHDRAWN_TEXT = (
     "**the-loop** · {what} gate `{gate}` after the work item passed a later gate (it is "
     "now at `{node}`). The decision stays recorded; to return to the gate, an operator "
@@ -57,9 +67,12 @@ DRIFT_TEXT = (
 COMMENT_KINDS = ("issue_comment.", "pull_request_review_comment.")
 
 
-def alarm_effect(ref: str, decisions: int, node: str) -> str:
-    """The effect id of the edit alarm at ``node`` after ``decisions`` decisions."""
-    return f"{ref}/alarm/{decisions}/{node}"
+def alarm_effect(ref: str, decisions: int, node: str, kind: str = "edited-by-other") -> str:
+    """The effect id of the alarm of ``kind`` (:data:`ALARMS`) at ``node`` after
+    ``decisions`` decisions (the node is its last segment)."""
+    if kind == "edited-by-other":
+        return f"{ref}/alarm/{decisions}/{node}"
+    return f"{ref}/alarm/{kind}/{decisions}/{node}"
 
 
 def withdrawn_effect(ref: str, source_id: int | str | None) -> str:
@@ -78,10 +91,15 @@ class Notices:
 
     Args:
         store: the state store the outbox records in (the runtime's).
+        own: GitHub provider -> the accounts the-loop writes as (only their marked
+            comments are its notices); default: :class:`graph.markers.OwnAccounts` (the
+            default App's bot).
     """
 
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: StateStore,
+                 own: Callable[[GitHub], OwnAccounts] | None = None) -> None:
         self.store = store
+        self.own = own or (lambda _github: OwnAccounts())
 
     def comment(self, github: GitHub, item: WorkItem, effect: str, text: str,
                 state: WorkItemState | None = None) -> bool:
@@ -128,7 +146,7 @@ class Notices:
         Raises:
             RetryLater: a transient failure (the effect stays pending).
         """
-        outbox = HookEffects(state, self.store, f"{state.ref}/notice")
+        outbox = HookEffects(state, self.store, f"{state.ref}/notice", own=self.own(github))
         try:
             write(outbox.github(cast(Integration, github), effect=effect, in_place=in_place))
         except RetryLater:
@@ -146,16 +164,20 @@ class Notices:
 
     def reactions(self, github: GitHub, item: WorkItem, event: InboundEvent,
                   collaborators: Collaborators, settings: Mapping[str, Any], *,
-                  live: bool = True) -> Reactions:
+                  live: bool = True,
+                  account_id: Callable[[str], int | None] | None = None) -> Reactions:
         """The reactions on ``event``'s comment, per ``settings`` (``routing.reactions``:
         ``enabled`` and the content per stage): only on a comment by a person authorized
-        for some gate role (checked before its text is read) whose text carries a line
+        for some gate role (checked before its text is read), from the account recorded
+        for that login (``account_id``, ``HookConfig.account_id``), whose text carries a line
         command (after quotes and code are removed), and that is ``live`` (it may still
         decide: not used by a decision already, not an edit that cannot count). An
         issue comment's reactions go to ``add-reaction``, a review comment's to
         ``add-review-comment-reaction`` (GitHub's two endpoints)."""
         authorized = bool(event.actor) and event.author in (None, event.actor) and any(
             collaborators.is_authorized(event.actor, role) for role in collaborators.roles)
+        if authorized and account_id is not None and event.actor:
+            authorized = event.actor_id is not None and account_id(event.actor) == event.actor_id
         enabled = bool(settings.get("enabled") and event.comment_id and live and authorized
                        and event.kind.startswith(COMMENT_KINDS)
                        and carries_command(event.body))

@@ -7,6 +7,8 @@
   branch under review) and cached by the default branch's head commit;
 - collaborators' GitHub permissions (``get-permission``), cached for ``config_ttl``
   seconds;
+- who is who (:class:`workers.identities.Accounts`): the user id recorded for each
+  login that decides, and the accounts the-loop writes as;
 
 and builds the :class:`graph.context.HookConfig` of one delivery from them
 (:meth:`RepoContext.hook_config`). Both caches are ``cachetools`` caches, bounded, behind a
@@ -43,6 +45,7 @@ from the_loop.settings import WorkerSettings
 from the_loop.web.links import page_url
 from workers.ci import RedisCI
 from workers.files import GitHubFiles
+from workers.identities import Accounts
 
 log = logging.getLogger("the_loop.worker")
 
@@ -89,6 +92,8 @@ class RepoContext:
         classifier: the optional model classifier for gate feedback.
         mcp: the harness's MCP tool calls for ``mcp-call`` (``HookConfig.mcp``), or
             ``None``.
+        accounts: who is who on GitHub (``HookConfig.own`` and ``account_id``); default:
+            kept in ``connection`` under ``settings``' prefix.
     """
 
     def __init__(
@@ -98,11 +103,14 @@ class RepoContext:
         integrations: Mapping[str, Integration] | None = None,
         classifier: Classifier | None = None,
         mcp: McpTools | None = None,
+        accounts: Accounts | None = None,
     ) -> None:
         self.settings = settings
         self.mcp = mcp
         self.redis = connection
         self.keys = Keys(settings.prefix, settings.queue)
+        self.accounts = accounts if accounts is not None else Accounts(
+            connection, self.keys, ttl=settings.config_ttl, bot_logins=settings.bot_logins)
         self.integrations: Mapping[str, Integration] = (
             integrations if integrations is not None else {})
         self.classifier = classifier
@@ -140,6 +148,10 @@ class RepoContext:
             config = self._at_head.get((repo, ref)) if head else None
         if config is None:
             config = self._read(github, repo, ref)
+            # The people it names are known by the ids their logins have now.
+            self.accounts.record(github, (p.github for people in
+                                          config.collaborators.roles.values()
+                                          for p in people if p.github))
         with self._lock:
             if head:
                 self._at_head[(repo, ref)] = config
@@ -248,6 +260,8 @@ class RepoContext:
             draft=draft,
             mcp=self.mcp,
             page_url=page_url(self.settings.public_url, ref.format()),
+            own=self.accounts.own(github),
+            account_id=lambda login: self.accounts.account_id(github, login),
         )
 
     def permissions(self, github: GitHub, repo: str) -> Callable[[str], str | None]:

@@ -51,6 +51,7 @@ from workers import metrics as worker_metrics
 from workers.identities import DELETED, SUSPENDED, Installations, Repositories
 from workers.notices import (
     ALARM_TEXT,
+    ALARMS,
     DRIFT_TEXT,
     WITHDRAWN_TEXT,
     Notices,
@@ -450,7 +451,8 @@ def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
     act_on_edits = bool(repo_config.harness.gates.act_on_edits)
     reactions = agent.notices.reactions(github, item, inbound, repo_config.collaborators,
                                         dict(settings.reactions),
-                                        live=_live(state, inbound, act_on_edits=act_on_edits))
+                                        live=_live(state, inbound, act_on_edits=act_on_edits),
+                                        account_id=config.account_id)
     reactions.react("started")
     try:
         special = _gate_event(agent, state, item, config, github, inbound, event, ref)
@@ -485,19 +487,21 @@ def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
     state = result.state if result.state is not None else agent.store.load(item.ref)
     if state is None:
         return
-    alarms = [alarm_effect(item.ref, state.decision_count, chain.node)
+    alarms = {alarm_effect(item.ref, state.decision_count, chain.node, str(r.data["alarm"])):
+              str(r.data["alarm"])
               for chain in result.chains for r in chain.results
-              if r.data.get("alarm") == "edited-by-other"]
-    logged = ({str(e.data.get("notice")) for e in agent.store.caused_by(item.ref, delivery.id)
+              if r.data.get("alarm") in ALARMS}
+    logged = ({str(e.data.get("notice")): str(e.data.get("kind"))
+               for e in agent.store.caused_by(item.ref, delivery.id)
                if e.type == "alarm"}
-              if delivery.replay else set())
-    for effect in alarms:
+              if delivery.replay else {})
+    for effect, kind in alarms.items():
         if effect not in logged:
             agent.store.append_event(item.ref, "alarm", {
-                "kind": "edited-by-other", "node": effect.rpartition("/")[2],
+                "kind": kind, "node": effect.rpartition("/")[2],
                 "notice": effect}, delivery.id)
-    for effect in dict.fromkeys([*alarms, *sorted(logged)]):
-        agent.notices.comment(github, item, effect, ALARM_TEXT, state)
+    for effect, kind in {**alarms, **dict(sorted(logged.items()))}.items():
+        agent.notices.comment(github, item, effect, ALARMS.get(kind, ALARM_TEXT), state)
     # The decision comment itself is record-decision's (through the outbox).
     if any(agent.graph.node(move.source).is_gate for move in result.moves) or (
             delivery.replay and any(d.get("delivery") == delivery.id
@@ -550,7 +554,8 @@ def _gate_event(agent: Agent, state: WorkItemState | None, item: WorkItem,
       the gate is entered afresh (a new visit, waiting for ``ready_for_review``);
     - a changes-requested review by a person whose approval passed a gate, while the work
       item is not at a gate: the gate re-opens (no later gate passed) or the retraction
-      is recorded and announced (:func:`_retract`).
+      is recorded and announced (:func:`_retract`). Only from the account recorded for
+      the login (``config.account_id``): another account with it retracts nothing.
     """
     if state is None or state.status == "done":
         return None
@@ -569,7 +574,8 @@ def _gate_event(agent: Agent, state: WorkItemState | None, item: WorkItem,
                  "review")
     if (inbound.kind == "pull_request_review.submitted" and not node.is_gate
             and (inbound.review_state or "").upper() == "CHANGES_REQUESTED"
-            and inbound.actor):
+            and inbound.actor and (config.account_id is None
+                                   or config.account_id(inbound.actor) == inbound.actor_id)):
         actor = inbound.actor.casefold()
         for index, decision in reversed(state.standing_decisions()):
             if (not decision.get("invalidated") and actor in

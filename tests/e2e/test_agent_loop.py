@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from graph.state import Past
 from integrations.github_fake_http import HttpFakeGitHub, serve
-from tests.conftest import REPO_ROOT, load_payload
+from tests.conftest import REPO_ROOT, act_as, load_payload
 from tests.e2e.test_end_to_end import (
     comment_payload,
     enrol_payload,
@@ -300,7 +300,7 @@ def test_a_review_of_the_draft_pull_request_decides_the_work_items_gate(stack):
     review["pull_request"]["number"] = pull["number"]
     review["pull_request"]["head"].update(sha=pull["head_sha"], ref=branch)
     review["review"].update(state="approved", commit_id=pull["head_sha"])
-    review["sender"]["login"] = review["review"]["user"]["login"] = "Codertocat"
+    act_as(review, "Codertocat")
     r, _ = post(loop.url, "pull_request_review", review)
     assert r.status_code == 202
     wait_until(lambda: loop.state().current_node in ("design", "design-approval"),

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from graph.state import Past
 from integrations.github_fake_http import HttpFakeGitHub, serve
-from tests.conftest import FIXTURES_DIR, load_payload, sign_body
+from tests.conftest import FIXTURES_DIR, act_as, load_payload, sign_body
 from tests.support.processes import start, stop
 from workers.state import RedisStateStore
 
@@ -142,7 +142,7 @@ def enrol_payload():
 def comment_payload(login, body):
     p = with_install(load_payload("issue_comment", "created"))
     p["issue"]["labels"].append({"name": "the-loop"})
-    p["sender"]["login"] = p["comment"]["user"]["login"] = login
+    act_as(p, login)
     p["comment"]["body"] = body
     return p
 
@@ -231,7 +231,7 @@ def test_a_pull_request_gate_records_the_review_in_the_artifact(stack):
     review = with_install(load_payload("pull_request_review", "submitted"))
     review["review"].update(state="approved", commit_id=head["sha"])
     review["pull_request"]["labels"].append({"name": "the-loop"})
-    review["sender"]["login"] = review["review"]["user"]["login"] = "mallory"
+    act_as(review, "mallory")
     assert post(url, "pull_request_review", review)[0].status_code == 202
     wait_until(lambda: any(e.type == "delivery.received" and e.data["actor"] == "mallory"
                            for e in store.events(ref2)), what="mallory's review handled")
@@ -239,7 +239,7 @@ def test_a_pull_request_gate_records_the_review_in_the_artifact(stack):
     assert "## Review comments" not in fake.file(REPO, "specs/2/requirements.md",
                                                  ref=head["ref"])
 
-    review["sender"]["login"] = review["review"]["user"]["login"] = "Codertocat"
+    act_as(review, "Codertocat")
     review["review"]["id"] += 1
     assert post(url, "pull_request_review", review)[0].status_code == 202
     wait_until(lambda: store.load(ref2).current_node == "design", what="move to design")

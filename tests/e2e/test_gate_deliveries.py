@@ -10,7 +10,7 @@ import pytest
 
 from graph.markers import find_effect
 from graph.state import Past
-from tests.conftest import load_payload
+from tests.conftest import act_as, load_payload
 from tests.e2e.test_end_to_end import (
     COLLABORATORS,
     REPO,
@@ -86,7 +86,7 @@ def test_the_same_comment_under_two_delivery_ids_decides_once(stack):
     edited = with_install(load_payload("issue_comment", "edited"))
     edited["issue"]["labels"].append({"name": "the-loop"})
     edited["comment"].update(id=4242, body="/approve\n\nthanks")
-    edited["sender"]["login"] = edited["comment"]["user"]["login"] = "Codertocat"
+    act_as(edited, "Codertocat")
     send(url, ns, "issue_comment", edited)
     state = store.load(REF1)
     assert state.current_node == "design-approval" and state.status == "waiting"
@@ -117,7 +117,7 @@ def review(pr, state="approved", action="submitted", rid=5151):
     p["review"].update(id=rid, state=state, commit_id=pr["pull_request"]["head"]["sha"])
     p["pull_request"]["labels"].append({"name": "the-loop"})
     p["pull_request"]["draft"] = pr["pull_request"]["draft"]
-    p["sender"]["login"] = p["review"]["user"]["login"] = "Codertocat"
+    act_as(p, "Codertocat")
     return p
 
 

@@ -9,6 +9,7 @@ import pytest
 
 import the_loop.hooks.classify_feedback as cf
 from graph.context import HookConfig
+from graph.markers import OwnAccounts
 from graph.model import GateVisit, HookContext, InboundEvent, WorkItem
 from graph.runtime import run_chain
 from the_loop.config.repository import Collaborators
@@ -94,11 +95,49 @@ def test_bots_own_comments_and_the_apps_account_never_drive_a_gate():
     assert classify(comment("/approve", actor_type="Bot")).data["ignored"] == "bot"
     assert classify(comment("/approve"), bot_logins=frozenset({"alice"})).data[
         "ignored"] == "bot"
-    own = comment("/approve\n<!-- the-loop effect=github:o/r#1/status -->")
-    assert classify(own).data["ignored"] == "own-comment"
+    marked = comment("/approve\n<!-- the-loop effect=github:o/r#1/status -->")
+    # The marker and an account the-loop writes as: its own comment.
+    assert classify(marked, own=OwnAccounts.of({"alice": None})).data[
+        "ignored"] == "own-comment"
     allowed = classify(comment("/approve", actor_type="Bot"),
                        harness={"gates": {"allowBots": ["alice"]}})
     assert allowed.status == "pass"
+
+
+def test_a_marker_planted_in_a_persons_comment_is_not_the_loops_own():
+    planted = comment("/approve\n<!-- the-loop effect=github:o/r#1/status -->")
+    result = classify(planted)  # alice is no account the-loop writes as
+    assert result.status == "pass" and result.data["outcome"] == "approved"
+
+
+@pytest.mark.parametrize("body", [
+    "    /approve",
+    "\t/approve",
+    "Looks good.\n\n    /approve\n",
+    "  \t/approve",
+    "    /request-changes",
+])
+def test_an_indented_code_block_holding_approve_is_no_command(body):
+    assert cf.parse_command(body) is None
+    assert not cf.carries_command(body)
+    assert classify(comment(body)).data["ignored"] == "not-decisive"
+
+
+def test_up_to_three_spaces_of_indentation_still_make_a_command():
+    assert cf.parse_command("   /approve") == "approved"
+
+
+def test_a_recreated_login_decides_nothing_and_raises_the_alarm():
+    recorded = {"alice": 42}
+    same = classify(comment("/approve", actor_id=42), account_id=recorded.get)
+    assert same.status == "pass" and same.data["actor_id"] == 42
+    other = classify(comment("/approve", actor_id=777), account_id=recorded.get)
+    assert other.status == "wait" and other.data["ignored"] == "account-changed"
+    assert other.data["alarm"] == "account-changed"
+    unknown = classify(comment("/approve", actor_id=None), account_id=recorded.get)
+    assert unknown.data["ignored"] == "unauthorized" and "alarm" not in unknown.data
+    gone = classify(comment("/approve", actor_id=42), account_id=lambda login: None)
+    assert gone.data["ignored"] == "unauthorized"
 
 
 def test_an_approving_comment_edited_by_someone_else_never_counts_and_alarms():

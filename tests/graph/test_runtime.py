@@ -1,10 +1,12 @@
 """Chain semantics and advance over the default graph, with an in-memory fake GitHub."""
 
+import dataclasses
+
 import pytest
 
 from graph.compile import compile_graph
 from graph.context import HookConfig
-from graph.markers import find_effect
+from graph.markers import OwnAccounts, find_effect
 from graph.model import HookContext, HookResult, InboundEvent, Message, WorkItem
 from graph.registry import HookRegistry
 from graph.runtime import Runtime, run_chain
@@ -245,9 +247,11 @@ def test_bot_and_own_comments_never_drive_a_gate():
     rt.enrol(item, config, None)
     bot = InboundEvent("issue_comment.created", "d1", actor="alice", actor_type="Bot",
                        body="/approve")
+    # Marked and written by an account the-loop writes as: its own, never a decision.
+    as_own = dataclasses.replace(config, own=OwnAccounts.of({"alice": None}))
     own = comment("alice", "/approve\n<!-- the-loop effect=x/y/1/z -->")
-    for ev in (bot, own):
-        assert rt.advance(item, config, ev).status == "waiting"
+    assert rt.advance(item, config, bot).status == "waiting"
+    assert rt.advance(item, as_own, own).status == "waiting"
 
 
 def test_review_states_classify():

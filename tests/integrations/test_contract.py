@@ -101,7 +101,7 @@ def _label(name: str) -> dict[str, Any]:
 
 
 def _comment(cid: int, body: str, login: str = "octocat") -> dict[str, Any]:
-    return {"id": cid, "body": body, "user": {"login": login},
+    return {"id": cid, "body": body, "user": {"login": login, "id": 583231},
             "html_url": f"https://github.com/{REPO}/issues/1#issuecomment-{cid}"}
 
 
@@ -190,8 +190,8 @@ GITHUB_CASES: dict[str, Case] = {
     ),
     "list-comments": Case(
         {"repo": REPO, "number": 1},
-        {"comments": [{"id": 1, "user": "octocat", "body": "/approve"},
-                      {"id": 2, "user": "ghost", "body": ""}]},
+        {"comments": [{"id": 1, "user": "octocat", "user_id": 583231, "body": "/approve"},
+                      {"id": 2, "user": "ghost", "user_id": None, "body": ""}]},
         http=(
             Exchange("GET", f"{R}/issues/1/comments", {"per_page": "100"},
                      reply=[_comment(1, "/approve")],
@@ -253,6 +253,12 @@ GITHUB_CASES: dict[str, Case] = {
         {"permission": "maintain"},
         http=(Exchange("GET", f"{R}/collaborators/alice/permission",
                        reply={"permission": "write", "role_name": "maintain"}),),
+    ),
+    "get-user": Case(
+        {"login": "alice"},
+        {"login": "alice", "id": 583231, "type": "User"},
+        http=(Exchange("GET", "/users/alice",
+                       reply={"login": "alice", "id": 583231, "type": "User"}),),
     ),
     "list-reviews": Case(
         {"repo": REPO, "number": 7},
@@ -438,7 +444,7 @@ class GitHubCliHarness(Harness):
         for call in gh.calls:
             argv = call["argv"]
             assert argv[:2] == ["api", "--method"] and "--include" in argv
-            endpoint = next(a for a in argv[2:] if a.startswith(("repos/", "https://")))
+            endpoint = next(a for a in argv[2:] if a.startswith(("repos/", "users/", "https://")))
             url = endpoint if "://" in endpoint else "/" + endpoint
             body = call["stdin"] if "--input" in argv else None
             effects.append(_http_effect(argv[2], url, body))

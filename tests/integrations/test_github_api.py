@@ -69,6 +69,8 @@ SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
     "list-pull-files": {"files": (list,)},
     "request-reviewers": {"requested": (list,)},
     "get-permission": {"permission": (str,)},
+    "get-user": {"login": (str,), "id": (int,), "type": (str,)},
+    "get-authenticated-user": {"login": (str,), "id": (int,), "type": (str,)},
     "list-reviews": {"reviews": (list,)},
     "create-check-run": {"id": (int,)},
     "update-check-run": {"id": (int,)},
@@ -76,7 +78,8 @@ SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
 }
 #: Keys (and value types) of the items of list results.
 ITEM_SHAPES: dict[str, tuple[str, dict[str, tuple[type, ...]]]] = {
-    "list-comments": ("comments", {"id": (int,), "user": (str,), "body": (str,)}),
+    "list-comments": ("comments", {"id": (int,), "user": (str,),
+                                   "user_id": (int, type(None)), "body": (str,)}),
     "list-reviews": (
         "reviews",
         {"id": (int,), "user": (str,), "state": (str,), "commit_id": (str, type(None))},
@@ -163,6 +166,21 @@ def test_provider_satisfies_integration_protocol(api: GitHubApi) -> None:
     assert isinstance(api, Integration)
     assert api.name == "github"
     assert api.operations == frozenset(SHAPES)
+
+
+def test_get_user_and_the_tokens_own_user(api: GitHubApi, rs: responses.RequestsMock) -> None:
+    rs.get(f"{API}/users/alice", json={"login": "alice", "id": 7, "type": "User"})
+    rs.get(f"{API}/users/nobody", status=404, json={"message": "Not Found"})
+    rs.get(f"{API}/user", json={"login": "me", "id": 9, "type": "User", "name": None})
+    assert api.call("get-user", login="alice") == {"login": "alice", "id": 7, "type": "User"}
+    with pytest.raises(NotFound):
+        api.call("get-user", login="nobody")
+    me = api.get_authenticated_user()
+    assert me == {"login": "me", "id": 9, "type": "User"}
+    assert_shape("get-authenticated-user", me)
+    assert "get-app" not in api.operations  # a token has no App
+    with pytest.raises(Unsupported):
+        api.get_app()
 
 
 def test_get_repository(api: GitHubApi, rs: responses.RequestsMock) -> None:
@@ -329,9 +347,9 @@ def test_list_comments_follows_pages(api: GitHubApi, rs: responses.RequestsMock)
     result = api.call("list-comments", repo=REPO, number=1)
     assert result == {
         "comments": [
-            {"id": 1, "user": "octocat", "body": "one"},
-            {"id": 2, "user": "the-loop[bot]", "body": "two"},
-            {"id": 3, "user": "ghost", "body": "three"},
+            {"id": 1, "user": "octocat", "user_id": 1, "body": "one"},
+            {"id": 2, "user": "the-loop[bot]", "user_id": 1, "body": "two"},
+            {"id": 3, "user": "ghost", "user_id": None, "body": "three"},
         ]
     }
     assert_shape("list-comments", result)

@@ -27,6 +27,8 @@ from integrations.github_fake import FakeGitHub as MemoryGitHub
 from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.integrations.fakecli import gh_forwarder
 from tests.integrations.test_github_api import assert_shape, rsa_pem  # noqa: F401 (fixture)
+from the_loop.inbox.keys import Keys
+from workers.identities import Accounts
 
 REPO = "Codertocat/Hello-World"
 APP_ID = 77
@@ -154,11 +156,13 @@ def test_comment_operations(env: Env) -> None:
     me = fake.bot_login if env.api.installation_id else fake.user_login
     assert listed == {
         "comments": [
-            {"id": human, "user": "octocat", "body": "/approve"},
-            {"id": created["id"], "user": me, "body": "Done."},
+            {"id": human, "user": "octocat", "user_id": fake.user_id("octocat"),
+             "body": "/approve"},
+            {"id": created["id"], "user": me, "user_id": fake.user_id(me), "body": "Done."},
         ]
     }
-    assert fake.comments(REPO, 1) == listed["comments"]
+    assert fake.comments(REPO, 1) == [{k: c[k] for k in ("id", "user", "body")}
+                                      for c in listed["comments"]]
     assert fake.reactions(REPO, human) == [(me, "eyes")]
     assert fake.actions == [
         f"{REPO}#1:comment:{created['id']}",
@@ -293,6 +297,34 @@ def test_pull_request_operations(env: Env) -> None:
     assert fake.actions == [f"{REPO}#2:request-reviewers:alice", f"{REPO}#2:request-reviewers:bob"]
 
 
+def test_the_worker_learns_who_it_writes_as(env: Env, redis_ns) -> None:
+    """The App's bot from ``GET /app`` (App mode), the token's user from ``GET /user``
+    (token mode); the cli transport cannot say (``THE_LOOP_BOT_LOGINS`` names it)."""
+    accounts = Accounts(redis_ns.client, Keys(redis_ns.prefix, redis_ns.queue_name), ttl=60)
+    own = accounts.own(env.api)
+    fake = env.fake
+    if env.clients is None:
+        assert own.accounts == {}
+        return
+    me = fake.bot_login if env.api.installation_id else fake.user_login
+    assert own.accounts == {me.casefold(): fake.user_id(me)}
+    assert own.wrote(me, fake.user_id(me)) and not own.wrote("mallory", 1)
+
+
+def test_get_user_names_the_account_that_has_the_login_now(env: Env) -> None:
+    fake, api = env.fake, env.api
+    first = api.call("get-user", login="alice")
+    assert_shape("get-user", first)
+    assert first == {"login": "alice", "id": fake.user_id("alice"), "type": "User"}
+    fake.add_comment(REPO, 1, "an old comment", user="alice")
+    taken = fake.recreate_user("alice")  # a new account took the freed login
+    assert taken != first["id"]
+    assert api.call("get-user", login="alice")["id"] == taken
+    [old] = [c for c in api.call("list-comments", repo=REPO, number=1)["comments"]
+             if c["body"] == "an old comment"]
+    assert old["user"] == "alice" and old["user_id"] == first["id"]  # the author keeps theirs
+
+
 def test_check_run_operations(env: Env) -> None:
     fake, api = env.fake, env.api
     head = "c0ffee" + "0" * 34
@@ -372,6 +404,7 @@ def _scenario(
     run("request-reviewers", repo=REPO, number=2, reviewers=["alice"])
     run("list-reviews", repo=REPO, number=2)
     run("get-permission", repo=REPO, login="alice")
+    run("get-user", login="alice")
     got = run("get-file", repo=REPO, path="docs/spec.md", ref="feature")
     run("put-file", repo=REPO, path="docs/spec.md", branch="feature", text="edited\n",
         sha=got["sha"], message="the-loop: edit")
@@ -407,7 +440,14 @@ def test_in_memory_fake_matches_real_client(env: Env) -> None:
     env.fake.set_pull_files(REPO, 2, ["docs/a.md"])
     env.fake.add_review(REPO, 2, "alice")
     env.fake.set_permission(REPO, "alice", "maintain")
-    assert memory.operations == env.api.operations
+    # Who the client acts as: the in-process fake acts for an App; the real client does in
+    # App mode, acts with the token's user in token mode, and the cli cannot say.
+    who = {"get-app", "get-authenticated-user"}
+    assert memory.operations - who == env.api.operations - who
+    assert "get-app" in memory.operations
+    expected = (set() if env.clients is None else
+                {"get-app"} if env.api.installation_id else {"get-authenticated-user"})
+    assert env.api.operations & who == expected
 
     checks = env.api.installation_id is not None
     real_results, real_actions = _scenario(RecordingApi(env.api, env.fake), checks=checks)

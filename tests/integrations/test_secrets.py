@@ -16,7 +16,7 @@ from rq import Queue
 
 import integrations.github  # noqa: F401  (PyGithub sets its log level on import: first)
 from integrations.github_fake_http import HttpFakeGitHub, serve
-from tests.conftest import load_payload, sign_body
+from tests.conftest import act_as, load_payload, sign_body
 from the_loop.settings import Settings
 from the_loop.wiring import build_receiver, build_worker
 from workers.state import RedisStateStore
@@ -132,7 +132,7 @@ def test_context_carries_no_secret_values(
         enrol = _payload("issues", "labeled")
         enrol["label"] = {"name": "the-loop"}
         approve = _payload("issue_comment", "created")
-        approve["sender"]["login"] = approve["comment"]["user"]["login"] = "Codertocat"
+        act_as(approve, "Codertocat")
         approve["comment"]["body"] = "/approve"
         for event, payload in (("issues", enrol), ("issue_comment", approve)):
             body = json.dumps(payload).encode()

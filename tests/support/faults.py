@@ -58,7 +58,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from graph.markers import find_effect
 from integrations import github_fake as fakes
 from integrations.github_fake_http import HttpFakeGitHub, serve
-from tests.conftest import load_payload, sign_body
+from tests.conftest import act_as, load_payload, sign_body
 from tests.support import processes
 from tests.support.blackhole import BlackHoleProxy
 from the_loop.inbox.keys import Keys
@@ -172,7 +172,7 @@ def _comment(item: int, k: int, login: str, kind: str, body: str) -> dict[str, A
     p = load_payload("issue_comment", "created")
     p["issue"]["number"] = item
     p["issue"]["labels"].append({"name": "the-loop"})
-    p["sender"]["login"] = p["comment"]["user"]["login"] = login
+    act_as(p, login)
     p["sender"]["type"] = p["comment"]["user"]["type"] = kind
     p["comment"]["body"] = body
     p["comment"]["id"] = item * 10_000 + k

@@ -17,7 +17,7 @@ from graph.markers import find_effect
 from graph.ports import Transport
 from graph.state import Past
 from integrations.github_fake import FakeGitHub
-from tests.conftest import load_payload
+from tests.conftest import act_as, load_payload
 from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
@@ -111,7 +111,7 @@ def enrol(deliver) -> None:
 
 def comment(body, login="Codertocat", *, cid=None, action="created"):
     p = labelled(load_payload("issue_comment", action))
-    p["sender"]["login"] = p["comment"]["user"]["login"] = login
+    act_as(p, login)
     p["comment"]["body"] = body
     if cid is not None:
         p["comment"]["id"] = cid
@@ -245,7 +245,7 @@ def review(pr, state="approved", login="Codertocat", rid=801, action="submitted"
     p["pull_request"]["draft"] = pr["pull_request"]["draft"]
     p["review"].update(id=rid, state=state, commit_id=pr["pull_request"]["head"]["sha"])
     p["pull_request"]["head"]["sha"] = pr["pull_request"]["head"]["sha"]
-    p["sender"]["login"] = p["review"]["user"]["login"] = login
+    act_as(p, login)
     return p
 
 
@@ -457,7 +457,7 @@ def test_a_review_comment_gets_its_reaction_at_the_review_comment_endpoint(make)
     p["pull_request"]["number"] = 2
     p["pull_request"]["head"]["sha"] = pr["pull_request"]["head"]["sha"]
     p["repository"] = pr["repository"]
-    p["sender"]["login"] = p["comment"]["user"]["login"] = "Codertocat"
+    act_as(p, "Codertocat")
     p["comment"].update(id=1301, body="/approve")
     deliver("pull_request_review_comment", p)
     reactions = [a for a in gh.actions if "reaction" in a]

@@ -12,7 +12,7 @@ import pytest
 from graph.markers import find_effect
 from graph.state import Past
 from integrations.github_fake import FakeGitHub
-from tests.conftest import load_payload
+from tests.conftest import act_as, load_payload
 from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
@@ -65,7 +65,7 @@ def enrol(deliver):
 
 def comment(body, login="Codertocat", action="created"):
     p = fixture("issue_comment", "created" if action == "created" else action)
-    p["sender"]["login"] = p["comment"]["user"]["login"] = login
+    act_as(p, login)
     p["comment"]["body"] = body
     return p
 
@@ -100,14 +100,14 @@ def test_an_approval_edited_by_someone_else_never_counts_and_raises_an_alarm(env
     enrol(deliver)
     edited = fixture("issue_comment", "edited")
     edited["comment"]["body"] = "/approve"
-    edited["sender"]["login"] = "mallory"
+    act_as(edited, "mallory", sender_only=True)
     deliver("issue_comment", edited)
     state = store.load(REF1)
     assert state.current_node == "requirements-approval" and Past.read(store, REF1).decisions == []
     assert "alarm" in [e.type for e in store.events(REF1)]
     assert any("/alarm/" in e for e in effects(gh))
     # The author's own edit decides nothing by default (a new comment does): no reaction.
-    edited["sender"]["login"] = "Codertocat"
+    act_as(edited, "Codertocat", sender_only=True)
     deliver("issue_comment", edited)
     assert store.load(REF1).current_node == "requirements-approval"
     assert not [a for a in gh.actions if ":add-reaction:" in a]

@@ -13,7 +13,7 @@ from rq import Queue
 
 from graph.state import Past
 from integrations.github_fake import FakeGitHub
-from tests.conftest import fixture_files, load_fixture, load_payload
+from tests.conftest import act_as, fixture_files, load_fixture, load_payload
 from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
@@ -65,7 +65,7 @@ def enrol_payload():
 def comment_payload(login, body):
     p = load_payload("issue_comment", "created")
     p["issue"]["labels"].append({"name": "the-loop"})
-    p["sender"]["login"] = p["comment"]["user"]["login"] = login
+    act_as(p, login)
     p["comment"]["body"] = body
     return p
 

@@ -13,6 +13,7 @@ import pytest
 from graph.markers import find_effect
 from graph.state import Past
 from integrations.github_fake import FakeGitHub
+from tests.conftest import act_as
 from tests.workers.test_gate_feedback import COLLABORATORS, REF1, REPO, REQUIREMENTS, fixture
 from the_loop.config.repository import load_harness_config
 from the_loop.graphs import load_graph
@@ -77,7 +78,7 @@ def status_body(gh):
 
 def free_text(*labels):
     p = labelled(fixture("issue_comment", "created"), *labels)
-    p["sender"]["login"] = p["comment"]["user"]["login"] = "Codertocat"
+    act_as(p, "Codertocat")
     p["comment"]["body"] = "Looks fine to me, ship it."
     return p
 

@@ -17,7 +17,7 @@ from graph.markers import find_effect
 from graph.ports import Unavailable
 from graph.refs import WorkItemRef
 from integrations.github_fake import FakeGitHub
-from tests.conftest import load_payload
+from tests.conftest import act_as, load_payload
 from the_loop.events import GitHubEvent
 from the_loop.graphs import load_graph
 from the_loop.inbox.record import DeliveryRecord
@@ -98,7 +98,7 @@ def enrolment() -> dict[str, Any]:
 
 def comment(body: str, login: str = "Codertocat") -> dict[str, Any]:
     payload = fixture("issue_comment", "created")
-    payload["sender"]["login"] = payload["comment"]["user"]["login"] = login
+    act_as(payload, login)
     payload["comment"]["body"] = body
     return payload
 
@@ -220,7 +220,7 @@ def test_a_notice_whose_answer_was_lost_is_not_posted_twice(env):
     enrolled(processor)
     edited = fixture("issue_comment", "edited")
     edited["comment"]["body"] = "/approve"
-    edited["sender"]["login"] = "mallory"
+    act_as(edited, "mallory", sender_only=True)
     stored = record("issue_comment", edited)
     gh.failing["comment"], gh.after = 1, True  # posted, but the answer never came
     with pytest.raises(RetryLater):
@@ -234,7 +234,7 @@ def test_an_alarm_whose_post_fails_is_posted_by_the_retry(env):
     enrolled(processor)
     edited = fixture("issue_comment", "edited")
     edited["comment"]["body"] = "/approve"
-    edited["sender"]["login"] = "mallory"
+    act_as(edited, "mallory", sender_only=True)
     stored = record("issue_comment", edited)
     gh.failing["comment"] = 1
     with pytest.raises(RetryLater):

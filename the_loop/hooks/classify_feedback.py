@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from graph.markers import is_own
+from graph.markers import own_effect
 from graph.model import HookContext, HookResult, Message
 from graph.registry import hook
 from the_loop.hooks.commands import commands
@@ -26,7 +26,7 @@ HANDED_OFF = frozenset({"changes-requested", "approved-with-comments"})
 #: Why a reply did not count, worth showing in the status comment (a plain "waiting for a
 #: decision" is not repeated there).
 SHOWN_WAITS = frozenset({"stale-approval", "reserved-for-human", "edited-by-other",
-                         "awaiting-approvals"})
+                         "awaiting-approvals", "account-changed"})
 REVIEW_STATES = {"APPROVED": "approved", "CHANGES_REQUESTED": "changes-requested"}
 FEEDBACK_KINDS = frozenset({
     "issue_comment.created", "issue_comment.edited",
@@ -83,6 +83,27 @@ def _stale(ctx: HookContext, actor: str | None, reviewed: str | None) -> str | N
             "counts; review the new head")
 
 
+def _other_account(ctx: HookContext, login: str, user_id: int | None) -> HookResult | None:
+    """``wait`` when the account acting as ``login`` is not the one recorded for it
+    (``ctx.config.account_id``): ``account-changed`` with an alarm when the event names
+    another account, ``unauthorized`` when no account has the login or the event names
+    none; ``None`` when it is the recorded one (or ids are not checked)."""
+    if ctx.config.account_id is None:
+        return None
+    recorded = ctx.config.account_id(login)
+    name = "classify-feedback"
+    if recorded is None or user_id is None:
+        return HookResult.waiting(name, Message(
+            f"@{login} cannot be identified by a GitHub user id, so it decides nothing",
+            code="awaiting-decision"), ignored="unauthorized")
+    if user_id == recorded:
+        return None
+    return HookResult.waiting(name, Message(
+        f"@{login} is now a different GitHub account than the one recorded for that login "
+        "(a new account took it), so it decides nothing; an operator checks who it is",
+        code="account-changed"), ignored="account-changed", alarm="account-changed")
+
+
 def _floor(seconds: float) -> float:
     # GitHub's timestamps have whole seconds: a reply in the second the visit began counts.
     return float(int(seconds))
@@ -107,14 +128,20 @@ def classify_feedback(ctx: HookContext) -> HookResult:
     ``approvals: N`` the latest decisive reply of each authorized person this visit
     counts, a changes-requested from any of them wins, and N distinct approvers approve.
 
-    Returns ``pass`` with ``data = {outcome, actor, source, source_key, sources,
-    approvers, delivery, body_sha256, comment_id, created_at, updated_at, head_sha}`` on
-    a decision; otherwise ``wait`` with ``data["ignored"]`` saying why (``bot``,
-    ``own-comment``, ``unauthorized``, ``edited-by-other``, ``already-decided``,
-    ``before-visit``, ``edit``, ``stale``, ``not-decisive``, ``invalid-classification``,
-    ``reserved-for-human``, ``awaiting-approvals`` with the reply's ``vote``) and, for a
-    command-bearing comment of an authorized person edited by someone else,
-    ``data["alarm"]``.
+    Identity (``ctx.config.account_id``): an authorized login decides only as the
+    account whose user id is recorded for it; another account with that login (one that
+    took a freed login) decides nothing and raises an alarm.
+
+    Returns ``pass`` with ``data = {outcome, actor, actor_id, source, source_key,
+    sources, approvers, delivery, body_sha256, comment_id, created_at, updated_at,
+    head_sha}`` on a decision; otherwise ``wait`` with ``data["ignored"]`` saying why
+    (``bot``, ``own-comment``, ``unauthorized``, ``account-changed``, ``edited-by-other``,
+    ``already-decided``, ``before-visit``, ``edit``, ``stale``, ``not-decisive``,
+    ``invalid-classification``, ``reserved-for-human``, ``awaiting-approvals`` with the
+    reply's ``vote``) and, for a
+    command-bearing comment of an authorized person edited by someone else, or an
+    authorized login acting from another account, ``data["alarm"]``
+    (``edited-by-other``, ``account-changed``).
     """
     name = "classify-feedback"
     role = str(ctx.params.get("role") or ctx.node.role)
@@ -140,12 +167,17 @@ def classify_feedback(ctx: HookContext) -> HookResult:
     # Authorization before reading: an unauthorized author's text is never looked at.
     if not ctx.config.collaborators.is_authorized(actor, role):
         return HookResult.waiting(name, waiting, ignored="unauthorized")
+    changed = _other_account(ctx, actor, event.actor_id)
+    if changed is not None:
+        return changed
     minimum = _gates(ctx).get("minimumPermission")
     if minimum and ctx.config.permissions is not None and not permission_at_least(
             ctx.config.permissions(actor), str(minimum)):
         return HookResult.waiting(name, waiting, ignored="unauthorized")
     body = event.body or ""
-    if is_own(body):
+    if own_effect(body, event.author or actor,
+                  event.author_id if event.author else event.actor_id,
+                  ctx.config.own) is not None:
         return HookResult.waiting(name, waiting, ignored="own-comment")
     gate, source_key = ctx.gate, event.source
     if gate is not None and source_key is not None and source_key in gate.decided:
@@ -184,8 +216,8 @@ def classify_feedback(ctx: HookContext) -> HookResult:
             return HookResult.waiting(name, Message(stale, code="stale-approval"),
                                       ignored="stale")
     key = source_key or f"delivery:{event.delivery_id}"
-    vote = {"actor": actor, "outcome": outcome, "source": key, "kind": source,
-            "review_commit": reviewed, "at": time.time()}
+    vote = {"actor": actor, "actor_id": event.actor_id, "outcome": outcome, "source": key,
+            "kind": source, "review_commit": reviewed, "at": time.time()}
     latest: dict[str, Mapping[str, Any]] = {}
     for v in (*(gate.votes if gate else ()), vote):
         latest[str(v.get("actor") or "").casefold()] = v
@@ -205,6 +237,7 @@ def classify_feedback(ctx: HookContext) -> HookResult:
         name,
         outcome=outcome,
         actor=actor,
+        actor_id=event.actor_id,
         source=source,
         source_key=key,
         sources=[str(v["source"]) for v in deciding],

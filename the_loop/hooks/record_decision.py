@@ -23,15 +23,17 @@ OUTCOME_WORDS = {
 def record_decision(ctx: HookContext) -> HookResult:
     """Find the classification earlier in the chain (a result whose data carries
     ``outcome`` and ``actor``) and pass with ``data["decision"]`` = ``{node, visit,
-    outcome, actor, approvers, source, source_key, sources, created_at, updated_at,
-    delivery, body_sha256, comment_id, head_sha, artifacts, at}``; the runtime appends it
-    to the state's ``decisions``. ``sources`` are the comments and reviews that decided
-    (none decides again); ``artifacts`` binds the decision to what was reviewed: path ->
-    ``{blob_sha, digest}`` (git's blob SHA of the artifact at the pull request head, and
-    its review fingerprint, :func:`~the_loop.hooks.review.fingerprint`), read through
-    ``ctx.config.files`` for every artifact the gate reviews (``ctx.artifacts``). On
-    GitHub it also states the decision and who made it in a marked comment on the work
-    item (through the runtime's outbox: posted once per gate visit).
+    outcome, actor, reviewer_id, approvers, source, source_key, sources, created_at,
+    updated_at, delivery, body_sha256, comment_id, head_sha, artifacts, at}``; the
+    runtime appends it to the state's ``decisions``. ``reviewer_id`` is the GitHub user
+    id of ``actor``'s account (``None`` where there is none: a local run). ``sources``
+    are the comments and reviews that decided (none decides again); ``artifacts`` binds
+    the decision to what was reviewed: path -> ``{blob_sha, digest}`` (git's blob SHA of
+    the artifact at the pull request head, and its review fingerprint,
+    :func:`~the_loop.hooks.review.fingerprint`), read through ``ctx.config.files`` for
+    every artifact the gate reviews (``ctx.artifacts``). On GitHub it also states the
+    decision and who made it in a marked comment on the work item (through the
+    runtime's outbox: posted once per gate visit).
     Blocks (non-retriable) if no classification ran before it: that is a graph error, and
     recording nothing must never look like a decision.
     """
@@ -43,6 +45,7 @@ def record_decision(ctx: HookContext) -> HookResult:
                 "visit": ctx.visit,
                 "outcome": data["outcome"],
                 "actor": data["actor"],
+                "reviewer_id": data.get("actor_id"),
                 "approvers": list(data.get("approvers") or [data["actor"]]),
                 "source": data.get("source"),
                 "source_key": data.get("source_key"),

@@ -45,6 +45,10 @@ What the-loop knows of repositories and installations (:mod:`workers.identities`
 - ``P:repository-key:OWNER/REPO``  the repository id whose work item refs use that name
 - ``P:installation:ID``     hash: ``status`` (``deleted``, ``suspended``; absent: active), ``at``
 - ``P:installation-items:ID`` set of work item refs seen through the installation
+- ``P:account:LOGIN``       hash: ``id`` (the user id recorded for a login, at first
+  resolution, kept), ``other`` (another account's id GitHub answered for it since), ``at``
+- ``P:account-checked:LOGIN`` string "1": GitHub was asked about the login lately; expires
+- ``P:app``                 hash: ``slug`` of the App the-loop acts for; expires
 
 The runner's (agent turns, :mod:`workers.turns`):
 
@@ -304,6 +308,19 @@ class Keys:
     def installation_items(self, installation_id: int) -> str:
         """``P:installation-items:ID``: work item refs seen through the installation."""
         return self._("installation-items", str(installation_id))
+
+    def account(self, login: str) -> str:
+        """``P:account:LOGIN``: the user id recorded for a login (lower-cased: GitHub's
+        logins are case-insensitive)."""
+        return self._("account", login.lower())
+
+    def account_checked(self, login: str) -> str:
+        """``P:account-checked:LOGIN``: GitHub was asked about the login lately."""
+        return self._("account-checked", login.lower())
+
+    def app(self) -> str:
+        """``P:app``: the App the-loop acts for (its ``slug``)."""
+        return self._("app")
 
     def writes(self, bucket: str) -> str:
         """``P:github:writes:BUCKET``: the write throttle's schedule of one bucket."""
