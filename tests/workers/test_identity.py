@@ -7,6 +7,7 @@ decides nothing and raises the alarm; an indented ``/approve`` is code, no comma
 from __future__ import annotations
 
 from graph.markers import find_effect
+from graph.state import Past
 from tests.conftest import act_as, load_payload
 from tests.workers import test_gate_decisions as decisions
 from tests.workers.test_gate_decisions import REF1, REPO, comment, enrol, labelled
@@ -63,7 +64,7 @@ def test_a_planted_alarm_marker_does_not_suppress_the_edited_approval_alarm(make
     edited["comment"]["body"] = "/approve"
     act_as(edited, "mallory", sender_only=True)  # mallory edits Codertocat's comment
     deliver("issue_comment", edited)
-    assert store.load(REF1).decisions == []
+    assert Past.read(store, REF1).decisions == []
     [(effect, text)] = [(e, t) for e, t in by(gh, gh.bot_login) if e == alarm]
     assert ALARM_TEXT in text
     assert gh.find_comment(REPO, planted)["body"] == body
@@ -76,7 +77,7 @@ def test_the_apps_own_comments_are_still_recognised_after_its_login_is_learned(m
         deliver("issue_comment", comment(f"note {n}", login="octocat"))
     deliver("issue_comment", comment("/approve", cid=901))
     state = store.load(REF1)
-    assert [d["node"] for d in state.decisions] == ["requirements-approval"]
+    assert [d["node"] for d in Past.read(store, REF1).decisions] == ["requirements-approval"]
     effects = bot_effects(gh)
     assert effects.count(f"{REF1}/status") == 1  # updated in place, never posted twice
     assert effects.count(f"{REF1}/requirements-approval/1/request-review") == 1
@@ -85,16 +86,16 @@ def test_the_apps_own_comments_are_still_recognised_after_its_login_is_learned(m
     own = comment("/approve\n\n<!-- the-loop effect=x/y/1/z -->", login=gh.bot_login,
                   cid=902)
     own["sender"]["type"] = "User"
-    before = list(store.load(REF1).decisions)
+    before = list(Past.read(store, REF1).decisions)
     deliver("issue_comment", own)
-    assert store.load(REF1).decisions == before
+    assert Past.read(store, REF1).decisions == before
 
 
 def test_a_decision_records_the_reviewers_user_id(make):
     gh, slack, store, deliver = make()
     enrol(deliver)
     deliver("issue_comment", comment("/approve", cid=911))
-    [decision] = store.load(REF1).decisions
+    [decision] = Past.read(store, REF1).decisions
     assert decision["actor"] == "Codertocat"
     assert decision["reviewer_id"] == gh.user_id("Codertocat")
 
@@ -110,7 +111,7 @@ def test_a_recreated_login_decides_nothing_and_raises_the_alarm(make):
     before = list(gh.actions)
     deliver("issue_comment", impostor)
     state = store.load(REF1)
-    assert state.current_node == "requirements-approval" and state.decisions == []
+    assert state.current_node == "requirements-approval" and Past.read(store, REF1).decisions == []
     alarms = [e for e in store.events(REF1) if e.type == "alarm"]
     assert [e.data["kind"] for e in alarms] == ["account-changed"]
     [(effect, text)] = [(e, t) for e, t in by(gh, gh.bot_login) if "/alarm/" in e]
@@ -119,7 +120,7 @@ def test_a_recreated_login_decides_nothing_and_raises_the_alarm(make):
     # The account the login was recorded for still decides.
     deliver("issue_comment", act_as(comment("/approve", cid=923), "Codertocat",
                                     user_id=first))
-    [decision] = store.load(REF1).decisions
+    [decision] = Past.read(store, REF1).decisions
     assert decision["reviewer_id"] == first
 
 
@@ -130,12 +131,12 @@ def test_collaborators_ids_are_recorded_when_the_file_is_read_not_at_first_actio
     taken = gh.recreate_user("octocat")  # octocat never acted; the login is taken since
     deliver("issue_comment", act_as(comment("/approve", cid=941), "octocat", user_id=taken))
     state = store.load(REF1)
-    assert state.current_node == "requirements-approval" and state.decisions == []
+    assert state.current_node == "requirements-approval" and Past.read(store, REF1).decisions == []
     assert [e.data["kind"] for e in store.events(REF1) if e.type == "alarm"] == [
         "account-changed"]
     deliver("issue_comment", act_as(comment("/approve", cid=942), "octocat",
                                     user_id=original))
-    assert [d["reviewer_id"] for d in store.load(REF1).decisions] == [original]
+    assert [d["reviewer_id"] for d in Past.read(store, REF1).decisions] == [original]
 
 
 def test_a_recreated_login_cannot_retract_the_approval_of_the_login_it_took(make):
@@ -148,7 +149,8 @@ def test_a_recreated_login_cannot_retract_the_approval_of_the_login_it_took(make
                       user_id=taken)
     deliver("pull_request_review", impostor)
     state = store.load(decisions.REF2)
-    assert state.current_node == "design" and not state.decisions[0].get("invalidated")
+    assert state.current_node == "design" and not Past.read(store, decisions.REF2).decisions[0].get(
+        "invalidated")
     assert not [e for e in store.events(decisions.REF2) if e.type == "gate.reopened"]
 
 
@@ -158,6 +160,6 @@ def test_an_indented_code_block_holding_approve_is_no_command(make):
     deliver("issue_comment", comment("Try this:\n\n    /approve\n", cid=931))
     deliver("issue_comment", comment("\t/approve", cid=932))
     state = store.load(REF1)
-    assert state.current_node == "requirements-approval" and state.decisions == []
+    assert state.current_node == "requirements-approval" and Past.read(store, REF1).decisions == []
     deliver("issue_comment", comment("   /approve", cid=933))  # three spaces: a command
-    assert [d["node"] for d in store.load(REF1).decisions] == ["requirements-approval"]
+    assert [d["node"] for d in Past.read(store, REF1).decisions] == ["requirements-approval"]
