@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from graph.ports import GitHub, Integration, Jira, Slack
+from graph.signing import Signer
 from graph.work import AgentWork
 
 DEFAULT_ENROLMENT_LABEL = "the-loop"
@@ -170,6 +171,17 @@ class HookConfig:
         page_url: the work item's page on the-loop's dashboard (``THE_LOOP_PUBLIC_URL``
             set), which the status comment and the ``the-loop`` check run link to;
             ``None``: no link.
+        signer: the service's review-record signing key, a handle that signs and never
+            shows the key (:class:`graph.signing.Signer`), or ``None``: records are
+            written unsigned, and no check counts them.
+        record_keys: key id -> trusted Ed25519 public key (the ones published in
+            ``.the-loop/keys/`` and the signer's own): what a recorded decision's
+            signature is verified against.
+        head_repo: the repository holding :attr:`head_ref` (``OWNER/NAME``; a fork's for
+            a pull request from a fork), or ``None``: the work item's own.
+        can_push_head: whether the-loop may commit to the pull request's head branch
+            (its head repository is the base repository, or a fork that allows
+            maintainers' edits): ``False`` sends review records to a signed comment.
     """
 
     harness: Mapping[str, Any] = field(default_factory=dict)
@@ -190,6 +202,10 @@ class HookConfig:
     draft: bool = False
     mcp: McpTools | None = field(default=None, repr=False, compare=False)
     page_url: str | None = None
+    signer: Signer | None = field(default=None, repr=False, compare=False)
+    record_keys: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    head_repo: str | None = None
+    can_push_head: bool = True
 
     @property
     def github(self) -> GitHub | None:

@@ -40,6 +40,7 @@ from the_loop.events import GitHubEvent
 from the_loop.inbox.keys import Keys
 from the_loop.inbox.record import text
 from the_loop.settings import WorkerSettings
+from the_loop.signing import KEYS_PATH, trusted_keys
 from the_loop.web.links import page_url
 from workers.ci import RedisCI
 from workers.files import GitHubFiles
@@ -62,11 +63,14 @@ class RepoConfig:
         harness: the harness config (defaults when the file is absent or broken).
         collaborators: role -> people (nobody when absent or broken: fail closed).
         harness_present: whether the repository has a (valid) harness config file.
+        published_keys: the text of the review-record public keys file
+            (:data:`the_loop.signing.KEYS_PATH`), or ``None`` when absent.
     """
 
     harness: HarnessConfig = field(default_factory=lambda: load_harness_config(None))
     collaborators: Collaborators = field(default_factory=Collaborators)
     harness_present: bool = False
+    published_keys: str | None = None
 
     def enrolment_label(self, settings: WorkerSettings) -> str:
         """The harness file's label, else the deployment's (``THE_LOOP_ENROLMENT_LABEL``)."""
@@ -75,6 +79,17 @@ class RepoConfig:
     def spec_dir(self, settings: WorkerSettings) -> str:
         """The harness file's spec directory template, else the deployment's."""
         return self.harness.specs.directory if self.harness_present else settings.spec_dir
+
+
+def may_push(repo: str, head_repo: str | None, maintainer_can_modify: bool) -> bool:
+    """Whether the-loop may commit to a pull request's head branch: it is in ``repo``
+    itself, or in a fork whose owner allows maintainers' edits (GitHub's
+    ``maintainer_can_modify``; the push may still be refused, and record-feedback then
+    falls back to a signed comment). An unknown head repository (a deleted fork) is
+    not pushed to."""
+    if not head_repo:
+        return False
+    return head_repo.casefold() == repo.casefold() or maintainer_can_modify
 
 
 class RepoContext:
@@ -173,7 +188,7 @@ class RepoContext:
         except ConfigFileError as exc:
             log.error("%s", exc)
             collaborators = Collaborators()
-        return RepoConfig(harness, collaborators, harness_text is not None)
+        return RepoConfig(harness, collaborators, harness_text is not None, read(KEYS_PATH))
 
     # -- what hooks are handed -----------------------------------------------------------
 
@@ -206,6 +221,11 @@ class RepoContext:
         repo = repository or str(event.repository)
         default_branch = event.default_branch or "main"
         head, head_ref = event.head_sha, event.head_ref
+        # Where the head branch lives: a pull request's payload says (a fork's name, or
+        # null for a deleted fork); a turn's branch and a work item's own are this one's.
+        head_repo: str | None = repo if event.turn is not None or event.head_repo is None \
+            else event.head_repo or None
+        editable = bool(event.maintainer_can_modify)
         is_pr = event.kind == "pull_request"
         # Only the work item's own pull request makes it a draft (an issue's draft pull
         # request, where its agent turns push, is the-loop's workspace, not a review).
@@ -218,7 +238,11 @@ class RepoContext:
             if pull is not None:
                 is_pr = True
                 head, head_ref = str(pull["head_sha"]), str(pull["head_ref"])
+                head_repo = pull.get("head_repo")
+                editable = bool(pull.get("maintainer_can_modify"))
                 draft = bool(pull.get("draft"))
+        if not head_ref:
+            head_repo = repo  # no pull request: the work item's own branch
 
         def resolve_ref() -> str:
             # Artifacts are read at the PR head for a pull request, else at the work
@@ -248,6 +272,11 @@ class RepoContext:
             draft=draft,
             mcp=self.mcp,
             page_url=page_url(self.settings.public_url, ref.format()),
+            signer=self.settings.signer,
+            record_keys=trusted_keys(repo_config.published_keys, f"{repo}:{KEYS_PATH}",
+                                     self.settings.signer),
+            head_repo=head_repo,
+            can_push_head=may_push(repo, head_repo, editable),
         )
 
     def permissions(self, github: GitHub, repo: str) -> Callable[[str], str | None]:

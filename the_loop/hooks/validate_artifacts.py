@@ -16,6 +16,7 @@ from ruamel.yaml.error import YAMLError
 from graph import tasks as task_plan
 from graph.model import HookContext, HookResult, Message
 from graph.registry import hook
+from the_loop.hooks.review import records_in_comment
 
 HEADING_RE = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 FENCE_RE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.MULTILINE | re.DOTALL)
@@ -48,7 +49,7 @@ def _sections_for(name: str, sections: Any) -> Sequence[str]:
     return list(sections or ())
 
 
-@hook("validate-artifacts", boundaries={"exit"},
+@hook("validate-artifacts", boundaries={"exit"}, requires={"github": {"list-comments"}},
       params={"sections", "locked", "artifacts", "reviewed", "tasks"}, validating=True)
 def validate_artifacts(ctx: HookContext) -> HookResult:
     """Check each artifact of the node (``produces``, or ``with.artifacts``) in the work
@@ -58,7 +59,9 @@ def validate_artifacts(ctx: HookContext) -> HookResult:
     artifact name -> list; ``locked`` — the front matter must say ``locked: true``;
     ``reviewed`` — artifacts that have passed a gate and so must carry their
     ``## Review comments`` record (checked where the record can be written: a local
-    checkout or a pull request; an issue's decisions live in state and on the issue);
+    checkout or a pull request; an issue's decisions live in state and on the issue; for
+    a pull request from a fork the-loop cannot push to, a comment on it carrying the
+    artifact's record signed with a trusted key is the record);
     ``tasks`` — the artifact (e.g. ``tasks.md``) whose machine-readable task list must be
     a valid plan (:mod:`graph.tasks`: every finding of the list, each with code
     ``plan-<kind>``: ``plan-cycle``, ``plan-missing-dependency``...).
@@ -96,13 +99,32 @@ def validate_artifacts(ctx: HookContext) -> HookResult:
                     f"{path} is not locked (front matter needs 'locked: true')",
                     path=path, code="not-locked"))
     recordable = ctx.repo is not None or ctx.work_item.kind == "pull_request"
+    comments: list[str] | None = None
     for name in ctx.params.get("reviewed") or () if recordable else ():
         path = f"{base}/{name}" if base else name
         text = ctx.config.files.read_text(path)
-        if text is not None and "review comments" not in headings(text):
-            findings.append(Message(
-                f"{path} passed a gate but has no '## Review comments' section recording it",
-                path=path, code="review-record-missing"))
+        if text is None or "review comments" in headings(text):
+            continue
+        if ctx.repo is None and not ctx.config.can_push_head:
+            # A pull request from a fork the-loop cannot push to: its records are signed
+            # comments on the pull request (record-feedback).
+            comments = _comment_bodies(ctx) if comments is None else comments
+            if any(records_in_comment(body, work_item=ctx.work_item.ref, path=path,
+                                      keys=ctx.config.record_keys) for body in comments):
+                continue
+        findings.append(Message(
+            f"{path} passed a gate but has no '## Review comments' section recording it",
+            path=path, code="review-record-missing"))
     if findings:
         return HookResult.blocked("validate-artifacts", *findings, checked=checked)
     return HookResult.passed("validate-artifacts", checked=checked)
+
+
+def _comment_bodies(ctx: HookContext) -> list[str]:
+    """The bodies of the work item's comments (``[]`` without GitHub)."""
+    github = ctx.config.github
+    item = ctx.work_item
+    if github is None or item.repository is None or item.id is None:
+        return []
+    listed = github.list_comments(repo=item.repository, number=item.id)
+    return [str(c.get("body") or "") for c in listed.get("comments", [])]
