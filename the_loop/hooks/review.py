@@ -75,8 +75,9 @@ def fingerprint(markdown: str | None) -> str | None:
     """SHA-256 hex of what a reviewer approves in ``markdown``: the text without
     the-loop's own review-record entries (an entry's heading line, its hidden reviewed
     and signed-record lines and its bullets, blank lines between them), an emptied
-    ``## Review comments`` heading, trailing blanks and runs of blank lines. ``None`` for an absent artifact. A push that only adds entries
-    keeps it; any other change alters it."""
+    ``## Review comments`` heading, trailing blanks and runs of blank lines. ``None``
+    for an absent artifact. A push that only adds entries keeps it; any other change
+    alters it."""
     if markdown is None:
         return None
     kept: list[str] = []
