@@ -412,7 +412,8 @@ def test_the_signing_key_is_read_from_its_variable_or_file_and_never_shown(tmp_p
     assert settings.worker.signer is not None
     assert "BEGIN PRIVATE KEY" not in repr(settings) and pem not in repr(settings)
     assert "THE_LOOP_SIGNING_KEY_FILE" not in settings.child_env()
-    assert Settings.from_env({}, process="receiver").worker.signer is None
+    assert Settings.from_env({"THE_LOOP_WEBHOOK_SECRET": "s", "THE_LOOP_SIGNING_KEY": pem},
+                             process="receiver").worker.signer is None  # not its key
 
 
 @pytest.mark.parametrize("env,named", [
