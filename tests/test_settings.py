@@ -425,3 +425,11 @@ def test_a_bad_signing_key_names_the_variable_and_the_fix_never_the_value(env, n
     with pytest.raises(SettingsError) as raised:
         Settings.from_env(env)
     assert named in str(raised.value) and "hunter2" not in str(raised.value)
+
+
+def test_harness_env_may_not_name_the_signing_key(tmp_path) -> None:
+    config = tmp_path / "cli-config.yaml"
+    config.write_text("version: 2\nharness:\n  adapter: command\n  argv: [agent]\n"
+                      "  env: [ANTHROPIC_API_KEY, THE_LOOP_SIGNING_KEY_FILE]\n")
+    with pytest.raises(SettingsError, match="harness.env names THE_LOOP_SIGNING_KEY_FILE"):
+        Settings.from_env({"THE_LOOP_CONFIG": str(config)})

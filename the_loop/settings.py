@@ -1046,6 +1046,11 @@ class _Reader:
             binary = None
         elif adapter == "none":
             binary = None
+        held = sorted(set(config.env) & {ENV_SIGNING_KEY, ENV_SIGNING_KEY_FILE})
+        if held:  # the service's signing key never reaches an agent
+            raise SettingsError(
+                f"{source}: harness.env names {', '.join(held)}: the review-record signing "
+                "key is the service's only; remove it from harness.env")
         return HarnessSettings(
             adapter=adapter,
             binary=binary,
