@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from graph.markers import find_effect
+from graph.ports import IntegrationError
 from integrations.github_fake import FakeGitHub
 from tests.conftest import TEST_SIGNER, load_payload, signed_review
 from the_loop.graphs import load_graph
@@ -29,8 +30,18 @@ REQUIREMENTS = "# R\n\n## Problem\n\nx\n\n## Requirements\n\ny\n"
 DESIGN = "# D\n\n## Overview\n\nx\n\n## Security design\n\ny\n"
 
 
-def make_env(redis_ns, *, signer=TEST_SIGNER, default_branch="master"):
-    gh = FakeGitHub()
+class RefusingFork(FakeGitHub):
+    """GitHub refusing the installation's pushes to the fork (no access to it)."""
+
+    def put_file(self, repo, path, branch, text, sha=None, message=None):
+        if repo.casefold() == FORK.casefold():
+            raise IntegrationError("github put-file: Resource not accessible by integration",
+                                   integration="github", op="put-file", status=403)
+        return super().put_file(repo, path, branch, text, sha=sha, message=message)
+
+
+def make_env(redis_ns, *, signer=TEST_SIGNER, default_branch="master", gh=None):
+    gh = gh if gh is not None else FakeGitHub()
     gh.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref=default_branch)
     gh.add_file(REPO, KEYS_PATH, TEST_SIGNER.public_pem(), ref=default_branch)
     settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name,
@@ -140,10 +151,10 @@ def test_the_record_the_worker_commits_is_signed_and_verifies(redis_ns):
 
 # -- where a fork's record goes --------------------------------------------------------------
 
-def fork_env(redis_ns, *, signer=TEST_SIGNER, maintainer_can_modify=False):
+def fork_env(redis_ns, *, signer=TEST_SIGNER, maintainer_can_modify=False, gh=None):
     """A base repository whose default branch is `main`, and a pull request from the
     fork's own branch also called `main`."""
-    gh, store, deliver = make_env(redis_ns, signer=signer, default_branch="main")
+    gh, store, deliver = make_env(redis_ns, signer=signer, default_branch="main", gh=gh)
     gh.add_file(REPO, REQ, REQUIREMENTS, ref="main")  # the base's namesake branch
     pr = labeled_pr(ref="main", repo={"full_name": FORK, "fork": True})
     pr["repository"]["default_branch"] = "main"
@@ -196,3 +207,17 @@ def test_a_fork_allowing_maintainer_edits_gets_the_record_on_its_own_branch(redi
     assert [a for a in gh.actions if ":put-file:" in a] == [f"{FORK}:put-file:main:{REQ}"]
     assert gh.get_file(REPO, REQ, ref="main")["text"] == REQUIREMENTS
     assert "the-loop record=" in gh.get_file(FORK, REQ, ref="main")["text"]
+
+
+def test_a_fork_refusing_the_push_gets_the_signed_comment_instead(redis_ns):
+    """A fork allows maintainers' edits, but GitHub refuses the installation's push to
+    it: the record becomes the signed comment, nothing lands on the base repository."""
+    gh, store, deliver, pr = fork_env(redis_ns, maintainer_can_modify=True,
+                                      gh=RefusingFork())
+    deliver("pull_request", pr)
+    deliver("pull_request_review", approving_review(pr))
+    assert not [a for a in gh.actions if ":put-file:" in a]
+    assert gh.get_file(REPO, REQ, ref="main")["text"] == REQUIREMENTS
+    assert any((find_effect(c["body"]) or "").endswith(f"/record:{REQ}")
+               for c in gh.comments(REPO, 2))
+    assert store.load(REF2).current_node == "design-approval"

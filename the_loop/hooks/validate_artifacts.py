@@ -105,9 +105,9 @@ def validate_artifacts(ctx: HookContext) -> HookResult:
         text = ctx.config.files.read_text(path)
         if text is None or "review comments" in headings(text):
             continue
-        if ctx.repo is None and not ctx.config.can_push_head:
-            # A pull request from a fork the-loop cannot push to: its records are signed
-            # comments on the pull request (record-feedback).
+        if ctx.repo is None and _from_fork(ctx):
+            # A pull request from a fork the-loop cannot (or was refused to) push to: its
+            # records are signed comments on the pull request (record-feedback).
             comments = _comment_bodies(ctx) if comments is None else comments
             if any(records_in_comment(body, work_item=ctx.work_item.ref, path=path,
                                       keys=ctx.config.record_keys) for body in comments):
@@ -118,6 +118,14 @@ def validate_artifacts(ctx: HookContext) -> HookResult:
     if findings:
         return HookResult.blocked("validate-artifacts", *findings, checked=checked)
     return HookResult.passed("validate-artifacts", checked=checked)
+
+
+def _from_fork(ctx: HookContext) -> bool:
+    """Whether the pull request's head branch is somewhere the-loop may not, or need not
+    be able to, push (its records may then be signed comments)."""
+    head_repo, repository = ctx.config.head_repo, ctx.work_item.repository
+    return not ctx.config.can_push_head or bool(
+        head_repo and repository and head_repo.casefold() != repository.casefold())
 
 
 def _comment_bodies(ctx: HookContext) -> list[str]:
