@@ -21,6 +21,7 @@ from graph.context import HookConfig
 from graph.model import InboundEvent, Status
 from graph.refs import RefError
 from graph.runtime import AdvanceResult, ForceError, GraphMismatch, NodeVerdict
+from graph.signing import SigningKeyError
 from graph.state import StateError
 from the_loop.cli import emit, graph_group, main, open_operator, read_settings
 from the_loop.config.loader import ConfigFileError
@@ -44,7 +45,7 @@ def _open(repo: Path, ref: str, graph_path: str | None,
     settings = settings or read_settings()
     try:
         return open_local(repo, ref, graph_path, settings.worker)
-    except (RefError, GraphError, ConfigFileError) as exc:
+    except (RefError, GraphError, ConfigFileError, SigningKeyError) as exc:
         raise click.ClickException(str(exc)) from None
 
 

@@ -17,6 +17,9 @@ from typing import Any
 
 from graph.signing import Signer, SigningKeyError, parse_public_keys
 
+__all__ = ["ENV_SIGNING_KEY", "ENV_SIGNING_KEY_FILE", "KEYS_PATH", "SigningKeyError",
+           "load_signer", "publish", "trusted_keys"]
+
 ENV_SIGNING_KEY = "THE_LOOP_SIGNING_KEY"
 ENV_SIGNING_KEY_FILE = "THE_LOOP_SIGNING_KEY_FILE"
 #: Where a repository publishes the public keys its review records are verified with.
@@ -53,29 +56,35 @@ def load_signer(inline: str | None, path: str | None) -> Signer | None:
     return None
 
 
-def trusted_keys(published: str | None, source: str,
+def trusted_keys(published: str | Mapping[str, Any] | None, source: str,
                  signer: Signer | None) -> dict[str, Any]:
     """Key id -> public key of every key a review record may be signed with: those
-    published in ``published`` (the text of :data:`KEYS_PATH`, ``None`` when absent) and
-    the service's own (``signer``). A malformed file trusts none of its keys (fail
-    closed) and does not raise."""
-    try:
-        keys: dict[str, Any] = dict(parse_public_keys(published, source))
-    except SigningKeyError:
-        keys = {}
+    published (the text of :data:`KEYS_PATH`, or its keys already parsed; ``None`` when
+    absent) and the service's own (``signer``).
+
+    Raises:
+        SigningKeyError: the text holds something that is not an Ed25519 public key
+            (naming ``source``).
+    """
+    keys: dict[str, Any] = dict(published) if isinstance(published, Mapping) else dict(
+        parse_public_keys(published, source))
     if signer is not None:
         keys[signer.key_id] = signer.public
     return keys
 
 
-def publish(repo: Path, signer: Signer, existing: Mapping[str, Any] | None = None) -> Path:
+def publish(repo: Path, signer: Signer) -> Path:
     """Add ``signer``'s public key to ``repo``'s :data:`KEYS_PATH` (kept keys stay: a
     rotation keeps the old key trusted until its records no longer matter); returns the
-    file's path."""
+    file's path.
+
+    Raises:
+        SigningKeyError: the file holds something that is not a public key.
+    """
     target = repo / KEYS_PATH
     target.parent.mkdir(parents=True, exist_ok=True)
     text = target.read_text(encoding="utf-8") if target.exists() else ""
-    if signer.key_id not in (existing or trusted_keys(text, str(target), None)):
+    if signer.key_id not in trusted_keys(text, str(target), None):
         text = (text.rstrip("\n") + "\n" if text.strip() else "") + signer.public_pem()
         target.write_text(text, encoding="utf-8")
     return target

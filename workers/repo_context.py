@@ -19,7 +19,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import redis
 from cachetools import LRUCache, TTLCache
@@ -40,7 +40,7 @@ from the_loop.events import GitHubEvent
 from the_loop.inbox.keys import Keys
 from the_loop.inbox.record import text
 from the_loop.settings import WorkerSettings
-from the_loop.signing import KEYS_PATH, trusted_keys
+from the_loop.signing import KEYS_PATH, SigningKeyError, trusted_keys
 from the_loop.web.links import page_url
 from workers.ci import RedisCI
 from workers.files import GitHubFiles
@@ -63,14 +63,14 @@ class RepoConfig:
         harness: the harness config (defaults when the file is absent or broken).
         collaborators: role -> people (nobody when absent or broken: fail closed).
         harness_present: whether the repository has a (valid) harness config file.
-        published_keys: the text of the review-record public keys file
-            (:data:`the_loop.signing.KEYS_PATH`), or ``None`` when absent.
+        published_keys: key id -> public key of the review-record keys the repository
+            publishes (:data:`the_loop.signing.KEYS_PATH`; none when absent or broken).
     """
 
     harness: HarnessConfig = field(default_factory=lambda: load_harness_config(None))
     collaborators: Collaborators = field(default_factory=Collaborators)
     harness_present: bool = False
-    published_keys: str | None = None
+    published_keys: Mapping[str, Any] = field(default_factory=dict)
 
     def enrolment_label(self, settings: WorkerSettings) -> str:
         """The harness file's label, else the deployment's (``THE_LOOP_ENROLMENT_LABEL``)."""
@@ -188,7 +188,12 @@ class RepoContext:
         except ConfigFileError as exc:
             log.error("%s", exc)
             collaborators = Collaborators()
-        return RepoConfig(harness, collaborators, harness_text is not None, read(KEYS_PATH))
+        try:
+            keys = trusted_keys(read(KEYS_PATH), f"{repo}:{KEYS_PATH}", None)
+        except SigningKeyError as exc:
+            log.error("%s; no published key is trusted until it is fixed", exc)
+            keys = {}
+        return RepoConfig(harness, collaborators, harness_text is not None, keys)
 
     # -- what hooks are handed -----------------------------------------------------------
 
@@ -273,7 +278,7 @@ class RepoContext:
             mcp=self.mcp,
             page_url=page_url(self.settings.public_url, ref.format()),
             signer=self.settings.signer,
-            record_keys=trusted_keys(repo_config.published_keys, f"{repo}:{KEYS_PATH}",
+            record_keys=trusted_keys(repo_config.published_keys, KEYS_PATH,
                                      self.settings.signer),
             head_repo=head_repo,
             can_push_head=may_push(repo, head_repo, editable),

@@ -390,14 +390,14 @@ def ci_status(agent: Agent, delivery: Delivery) -> Handled:
                             f"re-driving {fanned} work item(s)")
 
 
-def _readable(agent: Agent, ref: str) -> bool:
-    """Whether ``ref``'s stored state (or its absence) can be read; an unreadable one is
-    rebuilt by the runtime (:meth:`graph.runtime.Runtime.load`)."""
+def _stored(agent: Agent, ref: str) -> tuple[bool, bool]:
+    """``(known, readable)``: whether ``ref`` has stored state, and whether it can be
+    read (an unreadable one is known, and rebuilt by the runtime from the artifacts'
+    verified records, :meth:`graph.runtime.Runtime.load`)."""
     try:
-        agent.store.load(ref)
+        return agent.store.load(ref) is not None, True
     except StateError:
-        return False
-    return True
+        return True, False
 
 
 def _risk_tier(agent: Agent, event: GitHubEvent, ref: WorkItemRef,
@@ -430,8 +430,8 @@ def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
     label = repo_config.enrolment_label(settings)
     if enrol and not _carries(event, label) and not _own_pull(agent, event, ref):
         return delivery.ignored(f"not a work item (no {label!r} label)")
-    readable = _readable(agent, ref.format())
-    if not enrol and readable and agent.store.load(ref.format()) is None:
+    known, readable = _stored(agent, ref.format())
+    if not enrol and not known:
         return delivery.ignored("not a work item")
     if github is None:
         github = agent.github_for(installation_id)  # raises, naming the variables to set
