@@ -101,7 +101,7 @@ def record_feedback(ctx: HookContext) -> HookResult:
                                source=str(source) if source else None, bullets=bullets, at=at)
         try:
             moved = _write(ctx, path, change)
-            if moved is _COMMENTED:
+            if moved == _COMMENTED:
                 commented.append(path)
                 continue
             head = moved or head
@@ -178,7 +178,8 @@ def _comment(ctx: HookContext, path: str, change: Change) -> str:
     fork the-loop may not push to); ``validate-artifacts`` accepts it as the record."""
     github = ctx.config.github
     item = ctx.work_item
-    assert github is not None and item.repository is not None and item.id is not None
+    if github is None or item.repository is None or item.id is None:
+        raise ValueError("no pull request to comment the record on")
     entry = change(ctx.config.files.read_text(path) or "", "").strip("\n")
     effect = effect_id(item.ref, ctx.node.id, ctx.visit, f"record:{path}")
     body = (f"**the-loop** · review record of `{path}` (this pull request's branch is in "
