@@ -3,8 +3,10 @@ records").
 
 ``generate`` makes an Ed25519 key pair: the private key goes to a file of mode 0600 that
 only the service reads (``THE_LOOP_SIGNING_KEY_FILE``), never printed; the public key is
-printed, and with ``--publish REPO`` added to that checkout's ``.the-loop/keys/records.pub``
-(commit it to the default branch). ``show`` prints the public half of the configured key.
+printed, and with ``--publish DIR`` added to that checkout's ``.the-loop/keys/records.pub``
+(commit it to the default branch). ``show`` prints the public half of the configured key;
+``publish OWNER/NAME`` commits it to a repository's default branch through the worker's
+GitHub client (kept keys stay).
 """
 
 from __future__ import annotations
@@ -75,3 +77,49 @@ def show() -> None:
                                    "with `the-loop keys generate --out FILE`)")
     click.echo(f"key {signer.key_id}")
     click.echo(signer.public_pem().rstrip("\n"))
+
+
+@keys.command("publish")
+@click.argument("repository")
+@click.option("--installation", type=int, default=None,
+              help="The App installation on the repository (a token needs none).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def publish_remote(repository: str, installation: int | None, as_json: bool) -> None:
+    """Add the configured key's public half to REPOSITORY's .the-loop/keys/records.pub on
+    its default branch (one commit; nothing when it is there already)."""
+    from graph.ports import IntegrationError, NotFound
+    from the_loop.cli import open_operator
+    from the_loop.signing import SigningKeyError, trusted_keys
+    from the_loop.wiring import NoGitHubClient
+
+    operator = open_operator()
+    signer = operator.settings.worker.signer
+    if signer is None:
+        raise click.ClickException(f"no signing key: set {ENV_SIGNING_KEY_FILE} (make one "
+                                   "with `the-loop keys generate --out FILE`)")
+    try:
+        github = operator.hook_config(installation).github
+        if github is None:
+            raise NoGitHubClient("no GitHub transport is configured")
+        branch = github.get_repository(repo=repository)["default_branch"]
+        try:
+            current = github.get_file(repo=repository, path=KEYS_PATH, ref=branch)
+            text, sha = str(current["text"]), str(current["sha"])
+        except NotFound:
+            text, sha = "", None
+        if signer.key_id in trusted_keys(text, f"{repository}:{KEYS_PATH}", None):
+            status = "published-already"
+        else:
+            text = (text.rstrip("\n") + "\n" if text.strip() else "") + signer.public_pem()
+            github.put_file(repo=repository, path=KEYS_PATH, branch=branch, text=text,
+                            sha=sha, message="the-loop: publish the review-record key "
+                                             f"{signer.key_id}")
+            status = "published"
+    except (NoGitHubClient, IntegrationError, SigningKeyError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        emit("keys-publish", True, status, key_id=signer.key_id, repository=repository,
+             branch=branch, path=KEYS_PATH)
+        return
+    click.echo(f"key {signer.key_id}: {status.replace('-', ' ')} in {repository} "
+               f"({KEYS_PATH} on {branch})")
