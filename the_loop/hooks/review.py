@@ -135,16 +135,18 @@ class Entry:
 
 
 def parsed_entries(markdown: str | None) -> list[Entry]:
-    """Every entry under ``## Review comments`` with its hidden lines and bullets."""
+    """Every entry under ``## Review comments`` with its hidden lines and bullets (one
+    pass, linear in the text's length)."""
     if not markdown:
         return []
     found: list[Entry] = []
     in_section = False
     current: Entry | None = None
+    bullets: list[str] = []
 
     def close() -> None:
         if current is not None:
-            found.append(current)
+            found.append(replace(current, bullets=tuple(bullets)))
 
     for number, line in enumerate(markdown.replace("\r\n", "\n").split("\n"), start=1):
         if SECTION_RE.fullmatch(line):
@@ -154,12 +156,12 @@ def parsed_entries(markdown: str | None) -> list[Entry]:
         signed = SIGNED_RE.fullmatch(line) if current is not None else None
         if head:
             close()
-            current = Entry(number, head.group(1), head.group(2),
-                            _WORDS_TO_OUTCOME[head.group(3)], None, None, ())
+            current, bullets = Entry(number, head.group(1), head.group(2),
+                                     _WORDS_TO_OUTCOME[head.group(3)], None, None, ()), []
         elif current is not None and signed and current.record is None:
             current = replace(current, record=signed.group(1), signature=signed.group(2))
         elif current is not None and line.startswith("- "):
-            current = replace(current, bullets=(*current.bullets, line[2:]))
+            bullets.append(line[2:])
         elif current is not None and not _in_entry(line):
             close()
             current = None
