@@ -198,6 +198,8 @@ def test_a_typo_fixed_by_its_author_counts_only_with_act_on_edits(make):
     gh, slack, store, deliver = make(harness="version: 1\ngates: {actOnEdits: true}\n")
     enrol(deliver)
     deliver("issue_comment", comment("/aprove", cid=601))
+    # Stamped now: an edit made before this gate visit began would never decide it.
+    fixed = comment("/approve", cid=601, action="edited")
     deliver("issue_comment", fixed)
     state = store.load(REF1)
     assert state.current_node == "design"
