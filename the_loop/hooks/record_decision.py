@@ -25,7 +25,7 @@ def record_decision(ctx: HookContext) -> HookResult:
     """Find the classification earlier in the chain (a result whose data carries
     ``outcome`` and ``actor``) and pass with ``data["decision"]`` = ``{node, visit,
     outcome, actor, approvers, source, source_key, sources, created_at, updated_at,
-    delivery, body_sha256, comment_id, head_sha, artifacts, at, actor_id, record,
+    delivery, body_sha256, comment_id, head_sha, artifacts, at, reviewer_id, record,
     signature}``; the runtime appends it
     to the state's ``decisions``. ``sources`` are the comments and reviews that decided
     (none decides again); ``artifacts`` binds the decision to what was reviewed: path ->
@@ -48,6 +48,7 @@ def record_decision(ctx: HookContext) -> HookResult:
                 "visit": ctx.visit,
                 "outcome": data["outcome"],
                 "actor": data["actor"],
+                "reviewer_id": data.get("actor_id"),
                 "approvers": list(data.get("approvers") or [data["actor"]]),
                 "source": data.get("source"),
                 "source_key": data.get("source_key"),
@@ -61,7 +62,6 @@ def record_decision(ctx: HookContext) -> HookResult:
                 "head_sha": data.get("head_sha") or ctx.config.head_sha,
                 "artifacts": _reviewed(ctx),
                 "at": time.time(),
-                "actor_id": data.get("actor_id"),
             }
             decision.update(_signed(ctx, decision))
             _announce(ctx, str(decision["actor"]), str(decision["outcome"]))
@@ -82,11 +82,11 @@ def _signed(ctx: HookContext, decision: dict[str, Any]) -> dict[str, str | None]
     signer = ctx.config.signer
     if signer is None:
         return {"record": None, "signature": None}
-    actor_id = decision.get("actor_id")
+    reviewer_id = decision.get("reviewer_id")
     data = signing.record(
         work_item=ctx.work_item.ref, gate=ctx.node.id, visit=ctx.visit,
         outcome=str(decision["outcome"]), reviewer=str(decision["actor"]),
-        reviewer_id=actor_id if isinstance(actor_id, int) else None,
+        reviewer_id=reviewer_id if isinstance(reviewer_id, int) else None,
         source=str(decision["source_key"]) if decision.get("source_key") else None,
         approved={"head_sha": decision.get("head_sha"), "artifacts": decision["artifacts"]},
         notes=signing.notes_digest(()),
