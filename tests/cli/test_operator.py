@@ -51,6 +51,18 @@ def deployment(monkeypatch, redis_ns, tmp_path):
     return store, configure
 
 
+def through_api(configure, monkeypatch, url: str) -> None:
+    """The deployment's GitHub: the api transport at ``url`` (a GitHub Enterprise Server
+    base URL) with the operator's token from a variable the file names."""
+    configure(f"""version: 2
+integrations:
+  github:
+    transport: api
+    api: {{tokenEnv: [OPS_GH_TOKEN], baseUrl: "{url}/api/v3"}}
+""")
+    monkeypatch.setenv("OPS_GH_TOKEN", OPS_TOKEN)
+
+
 def force(*extra: str):
     return CliRunner().invoke(main, ["graph", "force", "--work-item", REF, "--to", "design",
                                      "--reason", "reviewed offline", "--json", *extra])
@@ -63,13 +75,7 @@ def test_force_comments_through_the_deployments_github_enterprise_client(deploym
     fake.add_repo(REPO)
     url, stop = serve(fake)
     try:
-        configure(f"""version: 2
-integrations:
-  github:
-    transport: api
-    api: {{tokenEnv: [OPS_GH_TOKEN], baseUrl: "{url}/api/v3"}}
-""")
-        monkeypatch.setenv("OPS_GH_TOKEN", OPS_TOKEN)
+        through_api(configure, monkeypatch, url)
         out = force()
     finally:
         stop()
@@ -162,13 +168,7 @@ def test_keys_publish_commits_the_public_key_to_the_default_branch_once(deployme
     monkeypatch.setenv("THE_LOOP_SIGNING_KEY_FILE", str(tmp_path / "signing.pem"))
     url, stop = serve(fake)
     try:
-        configure(f"""version: 2
-integrations:
-  github:
-    transport: api
-    api: {{tokenEnv: [OPS_GH_TOKEN], baseUrl: "{url}/api/v3"}}
-""")
-        monkeypatch.setenv("OPS_GH_TOKEN", OPS_TOKEN)
+        through_api(configure, monkeypatch, url)
         first = CliRunner().invoke(main, ["keys", "publish", REPO, "--json"])
         second = CliRunner().invoke(main, ["keys", "publish", REPO, "--json"])
     finally:
