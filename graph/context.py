@@ -182,6 +182,10 @@ class HookConfig:
         can_push_head: whether the-loop may commit to the pull request's head branch
             (its head repository is the base repository, or a fork that allows
             maintainers' edits): ``False`` sends review records to a signed comment.
+        records_elsewhere: the texts besides the artifacts that may hold the work item's
+            signed review records (the comments on a pull request from a fork, where
+            record-feedback posts them when it may not push), read when called; ``None``:
+            there are none.
     """
 
     harness: Mapping[str, Any] = field(default_factory=dict)
@@ -206,6 +210,8 @@ class HookConfig:
     record_keys: Mapping[str, Any] = field(default_factory=dict, repr=False)
     head_repo: str | None = None
     can_push_head: bool = True
+    records_elsewhere: Callable[[], Sequence[str]] | None = field(default=None, repr=False,
+                                                                 compare=False)
 
     @property
     def github(self) -> GitHub | None:

@@ -342,6 +342,9 @@ class RecordCheck:
             ones and the service's own.
         authorized: (login, GitHub user id or ``None``) -> whether that person may decide
             this gate now.
+        elsewhere: other texts that may hold signed records of the artifact
+            (``HookConfig.records_elsewhere``: a fork's pull request comments); only
+            verified records of this artifact count there, anything else is ignored.
     """
 
     work_item: str
@@ -349,6 +352,7 @@ class RecordCheck:
     path: str
     keys: Mapping[str, Any]
     authorized: Callable[[str, int | None], bool]
+    elsewhere: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1332,10 +1332,11 @@ class Runtime:
 
             def authorized(login: str, user_id: int | None) -> bool:
                 return bool(role) and config.collaborators.is_authorized(login, str(role))
+            elsewhere = tuple(config.records_elsewhere()) if config.records_elsewhere else ()
             for name in reviewed:
                 path = self.artifacts_for(work_item, name)
                 check = RecordCheck(work_item.ref, node.id, path, config.record_keys,
-                                    authorized)
+                                    authorized, elsewhere)
                 approval = record.approved(config.files.read_text(path), check)
                 findings += approval.findings
                 if not approval.approved:

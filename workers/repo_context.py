@@ -81,15 +81,19 @@ class RepoConfig:
         return self.harness.specs.directory if self.harness_present else settings.spec_dir
 
 
+def same_repo(repo: str, head_repo: str | None) -> bool:
+    """Whether a pull request's head repository is ``repo`` itself (not a fork, nor a
+    deleted one)."""
+    return bool(head_repo) and str(head_repo).casefold() == repo.casefold()
+
+
 def may_push(repo: str, head_repo: str | None, maintainer_can_modify: bool) -> bool:
     """Whether the-loop may commit to a pull request's head branch: it is in ``repo``
     itself, or in a fork whose owner allows maintainers' edits (GitHub's
     ``maintainer_can_modify``; the push may still be refused, and record-feedback then
     falls back to a signed comment). An unknown head repository (a deleted fork) is
     not pushed to."""
-    if not head_repo:
-        return False
-    return head_repo.casefold() == repo.casefold() or maintainer_can_modify
+    return same_repo(repo, head_repo) or (bool(head_repo) and maintainer_can_modify)
 
 
 class RepoContext:
@@ -282,6 +286,8 @@ class RepoContext:
                                      self.settings.signer),
             head_repo=head_repo,
             can_push_head=may_push(repo, head_repo, editable),
+            records_elsewhere=(self.comments(github, repo, ref.number)
+                               if is_pr and not same_repo(repo, head_repo) else None),
         )
 
     def permissions(self, github: GitHub, repo: str) -> Callable[[str], str | None]:
@@ -306,6 +312,18 @@ class RepoContext:
             return value
 
         return permission
+
+    @staticmethod
+    def comments(github: GitHub, repo: str, number: int) -> Callable[[], Sequence[str]]:
+        """The bodies of the comments on pull request ``number``, read at each call (a
+        record posted meanwhile is seen): where the review records of a pull request
+        from a fork live."""
+
+        def bodies() -> Sequence[str]:
+            listed = github.list_comments(repo=repo, number=number)
+            return [str(c.get("body") or "") for c in listed["comments"]]
+
+        return bodies
 
     @staticmethod
     def trees(github: GitHub, repo: str) -> Callable[[str], str | None]:

@@ -174,8 +174,9 @@ def test_a_fork_pull_request_named_main_gets_no_commit_on_the_base_repository(re
     edits), waiting at requirements-approval
     When the approver approves it
     Then nothing is committed to the base repository (its `main` is untouched), the
-    record is a signed comment on the pull request, and validate-artifacts at design
-    accepts that comment as the record (the item reaches design-approval)."""
+    record is a signed comment on the pull request, validate-artifacts at design
+    accepts that comment as the record (the item reaches design-approval), and so does
+    a rebuild of unreadable state."""
     gh, store, deliver, pr = fork_env(redis_ns)
     deliver("pull_request", pr)
     assert store.load(REF2).current_node == "requirements-approval"
@@ -186,6 +187,10 @@ def test_a_fork_pull_request_named_main_gets_no_commit_on_the_base_repository(re
     [record] = [c for c in gh.comments(REPO, 2)
                 if (find_effect(c["body"]) or "").endswith(f"/record:{REQ}")]
     assert "the-loop record=" in record["body"] and "— @Codertocat — approved" in record["body"]
+    assert store.load(REF2).current_node == "design-approval"
+    # A rebuild of unreadable state counts the fork's signed comment as the record.
+    redis_ns.client.set(store.state_key(REF2), b"{not json")
+    deliver("pull_request", pr)
     assert store.load(REF2).current_node == "design-approval"
 
 

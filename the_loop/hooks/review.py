@@ -225,15 +225,23 @@ def verified_approval(markdown: str | None, check: RecordCheck) -> Approval:
     artifact's current content (its signed ``approved.digest`` is the current
     :func:`fingerprint`), and a finding for every entry that did not count
     (:func:`entry_problem`). Unsigned, forged, altered, copied entries and those of
-    people no longer authorized never decide."""
-    latest = None
+    people no longer authorized never decide. Verified records of this artifact in
+    ``check.elsewhere`` (a fork's signed comments) count too, the latest by their
+    recorded time deciding."""
+    counted: list[tuple[str, int, dict[str, Any]]] = []  # (at, order, record)
     findings: list[Message] = []
     for entry in parsed_entries(markdown):
         data, problem = entry_problem(entry, check)
         if problem is not None:
             findings.append(not_counted(check.path, entry.line, entry.outcome, problem))
         elif data is not None:
-            latest = data
+            counted.append((str(data["at"]), len(counted), data))
+    for text in check.elsewhere:  # a fork's signed comments: only valid records count
+        for entry in parsed_entries(text):
+            data, problem = entry_problem(entry, check)
+            if data is not None and problem is None:
+                counted.append((str(data["at"]), len(counted), data))
+    latest = max(counted, key=lambda c: (c[0], c[1]))[2] if counted else None
     approved = (latest is not None and latest["outcome"] in APPROVALS
                 and latest["approved"].get("digest") == fingerprint(markdown))
     return Approval(approved, tuple(findings))

@@ -49,7 +49,7 @@ def _sections_for(name: str, sections: Any) -> Sequence[str]:
     return list(sections or ())
 
 
-@hook("validate-artifacts", boundaries={"exit"}, requires={"github": {"list-comments"}},
+@hook("validate-artifacts", boundaries={"exit"},
       params={"sections", "locked", "artifacts", "reviewed", "tasks"}, validating=True)
 def validate_artifacts(ctx: HookContext) -> HookResult:
     """Check each artifact of the node (``produces``, or ``with.artifacts``) in the work
@@ -105,10 +105,11 @@ def validate_artifacts(ctx: HookContext) -> HookResult:
         text = ctx.config.files.read_text(path)
         if text is None or "review comments" in headings(text):
             continue
-        if ctx.repo is None and _from_fork(ctx):
+        if ctx.repo is None and ctx.config.records_elsewhere is not None:
             # A pull request from a fork the-loop cannot (or was refused to) push to: its
             # records are signed comments on the pull request (record-feedback).
-            comments = _comment_bodies(ctx) if comments is None else comments
+            if comments is None:
+                comments = list(ctx.config.records_elsewhere())
             if any(records_in_comment(body, work_item=ctx.work_item.ref, path=path,
                                       keys=ctx.config.record_keys) for body in comments):
                 continue
@@ -119,20 +120,3 @@ def validate_artifacts(ctx: HookContext) -> HookResult:
         return HookResult.blocked("validate-artifacts", *findings, checked=checked)
     return HookResult.passed("validate-artifacts", checked=checked)
 
-
-def _from_fork(ctx: HookContext) -> bool:
-    """Whether the pull request's head branch is somewhere the-loop may not, or need not
-    be able to, push (its records may then be signed comments)."""
-    head_repo, repository = ctx.config.head_repo, ctx.work_item.repository
-    return not ctx.config.can_push_head or bool(
-        head_repo and repository and head_repo.casefold() != repository.casefold())
-
-
-def _comment_bodies(ctx: HookContext) -> list[str]:
-    """The bodies of the work item's comments (``[]`` without GitHub)."""
-    github = ctx.config.github
-    item = ctx.work_item
-    if github is None or item.repository is None or item.id is None:
-        return []
-    listed = github.list_comments(repo=item.repository, number=item.id)
-    return [str(c.get("body") or "") for c in listed.get("comments", [])]
