@@ -12,6 +12,7 @@ from typing import Any, Protocol, cast
 
 from graph.markers import OwnAccounts
 from graph.ports import GitHub, Integration, Jira, Slack
+from graph.signing import Signer
 from graph.work import AgentWork
 
 DEFAULT_ENROLMENT_LABEL = "the-loop"
@@ -179,6 +180,21 @@ class HookConfig:
             that id, and an event from another account with the same login decides
             nothing. ``None`` here: ids are not checked (a local run has none). May raise
             :class:`graph.ports.RetryLater` when GitHub cannot be asked now.
+        signer: the service's review-record signing key, a handle that signs and never
+            shows the key (:class:`graph.signing.Signer`), or ``None``: records are
+            written unsigned, and no check counts them.
+        record_keys: key id -> trusted Ed25519 public key (the ones published in
+            ``.the-loop/keys/`` and the signer's own): what a recorded decision's
+            signature is verified against.
+        head_repo: the repository holding :attr:`head_ref` (``OWNER/NAME``; a fork's for
+            a pull request from a fork), or ``None``: the work item's own.
+        can_push_head: whether the-loop may commit to the pull request's head branch
+            (its head repository is the base repository, or a fork that allows
+            maintainers' edits): ``False`` sends review records to a signed comment.
+        records_elsewhere: the texts besides the artifacts that may hold the work item's
+            signed review records (the comments on a pull request from a fork, where
+            record-feedback posts them when it may not push), read when called; ``None``:
+            there are none.
     """
 
     harness: Mapping[str, Any] = field(default_factory=dict)
@@ -201,6 +217,12 @@ class HookConfig:
     page_url: str | None = None
     own: OwnAccounts = field(default_factory=OwnAccounts)
     account_id: Callable[[str], int | None] | None = None
+    signer: Signer | None = field(default=None, repr=False, compare=False)
+    record_keys: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    head_repo: str | None = None
+    can_push_head: bool = True
+    records_elsewhere: Callable[[], Sequence[str]] | None = field(default=None, repr=False,
+                                                                 compare=False)
 
     @property
     def github(self) -> GitHub | None:

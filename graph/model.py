@@ -335,6 +335,47 @@ StatusFn = Callable[[HookContext, Status, str], object]
 
 
 @dataclass(frozen=True)
+class RecordCheck:
+    """What a recorded decision is checked against when it is read back (``the-loop check
+    --recompute``, the rebuild of unreadable state).
+
+    Attributes:
+        work_item: the work item's ref the record must name.
+        gate: the gate (node id) the record must name.
+        path: the artifact's repository-relative path (named in findings).
+        keys: key id -> trusted Ed25519 public key (:mod:`graph.signing`): the published
+            ones and the service's own.
+        authorized: (login, GitHub user id or ``None``) -> whether that person may decide
+            this gate now.
+        elsewhere: other texts that may hold signed records of the artifact
+            (``HookConfig.records_elsewhere``: a fork's pull request comments); only
+            verified records of this artifact count there, anything else is ignored.
+    """
+
+    work_item: str
+    gate: str
+    path: str
+    keys: Mapping[str, Any]
+    authorized: Callable[[str, int | None], bool]
+    elsewhere: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A gate's decision as read back from one artifact.
+
+    Attributes:
+        approved: the latest verified entry approves the artifact's current content.
+        findings: entries that were not counted (unsigned, altered, signed by an unknown
+            key, for another work item, by someone not authorized now), in the-loop's
+            words (never the entry's text).
+    """
+
+    approved: bool
+    findings: tuple[Message, ...] = ()
+
+
+@dataclass(frozen=True)
 class DecisionRecord:
     """Where a hook records a gate's decision in the artifacts, and how to read it back
     (``the-loop check --recompute`` re-derives a gate's verdict from them alone).
@@ -342,8 +383,9 @@ class DecisionRecord:
     Attributes:
         artifacts: the call's ``with:`` parameters -> artifact names (relative to the
             work item's spec directory) holding the decision; empty when not configured.
-        approved: an artifact's text (``None`` when absent) -> whether its latest recorded
-            decision is an approval of its current content.
+        approved: (an artifact's text, ``None`` when absent; the :class:`RecordCheck`) ->
+            the :class:`Approval`: whether its latest verified decision is an approval of
+            its current content, and the entries that did not count.
         fingerprint: an artifact's text -> a digest of what a reviewer approves in it (the
             text without the-loop's own review-record entries), ``None`` when absent;
             an approval binds to it, and a different one later means the approved
@@ -353,7 +395,7 @@ class DecisionRecord:
     """
 
     artifacts: Callable[[Mapping[str, Any]], tuple[str, ...]]
-    approved: Callable[[str | None], bool]
+    approved: Callable[[str | None, RecordCheck], Approval]
     fingerprint: Callable[[str | None], str | None] | None = None
     strip: Callable[[str], str] | None = None
 

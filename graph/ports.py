@@ -162,6 +162,8 @@ class PullRequest(TypedDict):
     state: str  # open | closed
     draft: bool
     html_url: str
+    head_repo: str | None  # OWNER/NAME holding head_ref (a fork's); None: a deleted fork
+    maintainer_can_modify: bool  # the fork lets the base's maintainers push to head_ref
 
 
 class PullFiles(TypedDict):
@@ -356,7 +358,8 @@ class GitHubPulls(Protocol):
 
     @read
     def get_pull_request(self, *, repo: str, number: int) -> PullRequest:
-        """``{"number", "head_sha", "head_ref", "base_ref", "state", "draft", "html_url"}``."""
+        """``{"number", "head_sha", "head_ref", "base_ref", "state", "draft", "html_url",
+        "head_repo", "maintainer_can_modify"}``."""
         ...
 
     @read

@@ -43,6 +43,7 @@ from graph.model import (
     InboundEvent,
     Message,
     Node,
+    RecordCheck,
     Session,
     Status,
     WorkItem,
@@ -307,12 +308,15 @@ class NodeVerdict:
         verdict: ``met``, ``unmet`` or ``unverified`` (nothing offline can decide it).
         reasons: why, in the-loop's words.
         gate: whether the node is a human gate.
+        findings: recorded decisions that did not count (unsigned, altered, copied, by
+            someone not authorized now), whatever the verdict.
     """
 
     node: str
     verdict: str
     reasons: tuple[Message, ...] = ()
     gate: bool = False
+    findings: tuple[Message, ...] = ()
 
 
 @dataclass
@@ -415,10 +419,16 @@ class Runtime:
             log.warning("state of %s is unreadable (%s); reconstructing from artifacts",
                         work_item.ref, exc)
             aside = self.store.quarantine(work_item.ref)
-            state = self.reconstruct(work_item, config, repo=repo)
+            verdicts = self.derive(work_item, config, repo=repo)
+            state = self.reconstruct(work_item, config, repo=repo, verdicts=verdicts)
             self.store.save(state)
+            findings = [m.to_dict() for v in verdicts for m in v.findings]
+            for finding in findings:
+                log.warning("state of %s rebuilt without a record: %s", work_item.ref,
+                            finding["text"])
             self._log(state, "state.reconstructed",
-                      {"node": state.current_node, "kept_aside": aside}, None)
+                      {"node": state.current_node, "kept_aside": aside,
+                       "findings": findings}, None)
             self._log(state, "node.entered", {
                 "node": state.current_node, "via": "reconstructed",
                 "at": state.visit_started, "forced": False,
@@ -1351,15 +1361,26 @@ class Runtime:
                 return NodeVerdict(node.id, "unverified", (Message(
                     f"gate {node.id} names no artifact that records its decision",
                     code="gate-unrecorded"),), gate=True)
-            missing = []
+            missing: list[Message] = []
+            findings: list[Message] = []
+            role = node.role
+
+            def authorized(login: str, user_id: int | None) -> bool:
+                return bool(role) and config.collaborators.is_authorized(login, str(role))
+            elsewhere = tuple(config.records_elsewhere()) if config.records_elsewhere else ()
             for name in reviewed:
                 path = self.artifacts_for(work_item, name)
-                if not record.approved(config.files.read_text(path)):
+                check = RecordCheck(work_item.ref, node.id, path, config.record_keys,
+                                    authorized, elsewhere)
+                approval = record.approved(config.files.read_text(path), check)
+                findings += approval.findings
+                if not approval.approved:
                     missing.append(Message(
-                        f"{path} records no approval of its current content under "
+                        f"{path} records no verified approval of its current content under "
                         "'## Review comments' (none, or the artifact changed after it)",
                         path=path, code="gate-unmet"))
-            return NodeVerdict(node.id, "unmet" if missing else "met", tuple(missing), True)
+            return NodeVerdict(node.id, "unmet" if missing else "met", tuple(missing), True,
+                               tuple(findings))
         validating = [c for c in node.exit if c.definition.validating]
         if not validating:
             return NodeVerdict(node.id, "unverified" if node.exit else "met", (Message(
@@ -1372,10 +1393,13 @@ class Runtime:
         return NodeVerdict(node.id, "unmet", chain.messages)
 
     def reconstruct(
-        self, work_item: WorkItem, config: HookConfig, *, repo: Path | None = None
+        self, work_item: WorkItem, config: HookConfig, *, repo: Path | None = None,
+        verdicts: Sequence[NodeVerdict] | None = None,
     ) -> WorkItemState:
-        """A fresh state at the first node whose verdict is not met (see :meth:`derive`)."""
-        verdicts = self.derive(work_item, config, repo=repo)
+        """A fresh state at the first node whose verdict is not met (see :meth:`derive`;
+        ``verdicts``: ones already derived)."""
+        if verdicts is None:
+            verdicts = self.derive(work_item, config, repo=repo)
         state = WorkItemState(work_item.ref, self.graph.digest, self.graph.start)
         self._enter(state, self.graph.start, via="reconstructed", log_entry=False)
         for previous, verdict in zip(verdicts, verdicts[1:], strict=False):

@@ -456,15 +456,21 @@ class FakeGitHub(Transport):
         files: Iterable[str | tuple[str, str]] = (),
         draft: bool = False,
         body: str = "",
+        head_repo: str | None = None,
+        maintainer_can_modify: bool = False,
     ) -> None:
         """Create pull request ``number`` (base defaults to the default branch) changing
         ``files``. In a git-backed repository its head is ``head_ref``'s tip when that
-        branch exists (``head_sha`` otherwise)."""
+        branch exists (``head_sha`` otherwise). ``head_repo`` names a fork holding
+        ``head_ref`` (default: ``repo`` itself); ``maintainer_can_modify`` is whether that
+        fork allows the base's maintainers to push to it."""
         with self.lock:
             r = self.repo(repo)
             r.pulls[number] = {
                 "head_sha": head_sha,
                 "head_ref": head_ref,
+                "head_repo": head_repo or r.full_name,
+                "maintainer_can_modify": maintainer_can_modify,
                 "base_ref": base_ref or r.default_branch,
                 "state": state,
                 "title": title,
@@ -823,6 +829,12 @@ class FakeGitHub(Transport):
     def pull_head(self, repo: str | Repo, pr: dict[str, Any]) -> str:
         """A pull request's head sha: its branch's tip in a git-backed repository (so a
         push moves it, as on GitHub), else the seeded ``head_sha``."""
+        r = repo if isinstance(repo, Repo) else self.lookup(repo)
+        fork = pr.get("head_repo")
+        if r is not None and fork and fork.casefold() != r.full_name.casefold():
+            holder = self.lookup(fork)  # a fork's branch, never the base's namesake
+            return (self.branch_sha(holder, pr["head_ref"]) if holder else None) \
+                or pr["head_sha"]
         return self.branch_sha(repo, pr["head_ref"]) or pr["head_sha"]
 
     def pull_result(self, repo: str, number: int) -> PullRequest:
@@ -833,6 +845,8 @@ class FakeGitHub(Transport):
             return {"number": number, "head_sha": self.pull_head(r, pr),
                     "head_ref": pr["head_ref"], "base_ref": pr["base_ref"],
                     "state": pr["state"], "draft": bool(pr.get("draft", False)),
+                    "head_repo": pr.get("head_repo") or r.full_name,
+                    "maintainer_can_modify": bool(pr.get("maintainer_can_modify")),
                     "html_url": f"/{r.full_name}/pull/{number}"}
 
     def get_pull_request(self, repo: str, number: int) -> PullRequest:

@@ -723,6 +723,11 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
     def pull_json(r: Repo, number: int, pr: dict[str, Any]) -> dict[str, Any]:
         rj = repo_json(r)
         owner_login = r.full_name.split("/")[0]
+        fork = pr.get("head_repo") or r.full_name
+        holder = fake.lookup(fork)
+        head_json = rj if holder is r else (
+            repo_json(holder) if holder else {"full_name": fork, "fork": True})
+        head_owner = fork.split("/")[0]
         return {
             "id": pr["id"],
             "node_id": f"PR_{pr['id']}",
@@ -735,15 +740,16 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
             "body": pr.get("body") or None,
             "user": user_json(pr["user"]),
             "draft": bool(pr.get("draft", False)),
+            "maintainer_can_modify": bool(pr.get("maintainer_can_modify")),
             "merged": False,
             "labels": issue_labels_json(r, number),
             "requested_reviewers": [user_json(u) for u in pr["requested"]],
             "head": {
-                "label": f"{owner_login}:{pr['head_ref']}",
+                "label": f"{head_owner}:{pr['head_ref']}",
                 "ref": pr["head_ref"],
                 "sha": fake.pull_head(r, pr),
-                "user": user_json(owner_login),
-                "repo": rj,
+                "user": user_json(head_owner),
+                "repo": head_json,
             },
             "base": {
                 "label": f"{owner_login}:{pr['base_ref']}",

@@ -225,8 +225,10 @@ class GitHubOperations(Transport):
 
         Returns:
             ``{"number": int, "head_sha": str, "head_ref": str, "base_ref": str,
-            "state": "open" | "closed", "draft": bool, "html_url": str}`` (a merged pull
-            request is ``"closed"``).
+            "state": "open" | "closed", "draft": bool, "html_url": str, "head_repo": str
+            | None, "maintainer_can_modify": bool}`` (a merged pull request is
+            ``"closed"``; ``head_repo`` is ``head.repo.full_name``, a fork's for a pull
+            request from a fork, ``None`` when the fork was deleted).
         """
         op = "get-pull-request"
         n = _number(op, "number", number)
@@ -1065,7 +1067,16 @@ def _pull(pr: Any) -> PullRequest:
         "state": pr["state"],
         "draft": bool(pr.get("draft", False)),
         "html_url": str(pr.get("html_url") or ""),
+        "head_repo": _head_repo(pr["head"]),
+        "maintainer_can_modify": pr.get("maintainer_can_modify") is True,
     }
+
+
+def _head_repo(head: Any) -> str | None:
+    """``head.repo.full_name`` (``null`` when the fork was deleted)."""
+    repo = head.get("repo") if isinstance(head, dict) else None
+    name = repo.get("full_name") if isinstance(repo, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def _branch(op: str, name: str, value: Any) -> str:

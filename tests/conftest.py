@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 import redis
 
+from graph.signing import Signer
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Real GitHub payloads, kept in the repository (see tests/fixtures/github-webhooks/README.md).
 FIXTURES_DIR = REPO_ROOT / "tests" / "fixtures" / "github-webhooks"
@@ -214,3 +216,28 @@ def _cleanup(ns: RedisNamespace) -> None:
         stale = [m for m in client.smembers(set_key) if ns.token.encode() in m]
         if stale:
             client.srem(set_key, *stale)
+
+
+# -- signed review records -------------------------------------------------------------
+
+#: The tests' review-record signing key (made once per run, never written to the repo).
+TEST_SIGNER = Signer.generate()
+
+
+def signed_review(text: str, *, work_item: str, path: str, login: str = "alice",
+                  outcome: str = "approved", gate: str = "requirements-approval",
+                  signer: Any = TEST_SIGNER, visit: int = 1,
+                  at: str = "2026-11-30T12:00:00Z", **fields: Any) -> str:
+    """``text`` with a review entry the service would write (signed with ``signer``,
+    :data:`TEST_SIGNER` by default), through the one writer of entries."""
+    from the_loop.hooks.review import append_signed_entry
+
+    return append_signed_entry(text, signer, work_item=work_item, gate=gate, visit=visit,
+                               path=path, outcome=outcome, login=login, at=at, **fields)
+
+
+def publish_test_key(repo: Path, signer: Any = TEST_SIGNER) -> Path:
+    """Publish ``signer``'s public key in checkout ``repo`` (``.the-loop/keys/``)."""
+    from the_loop.signing import publish
+
+    return publish(repo, signer)

@@ -394,3 +394,42 @@ def test_only_the_settings_and_the_entry_points_read_the_environment() -> None:
                         and isinstance(node.value, ast.Name) and node.value.id == "os"):
                     readers.add(path.relative_to(REPO_ROOT).as_posix())
     assert readers <= ENVIRON_ALLOWED, sorted(readers - ENVIRON_ALLOWED)
+
+
+# -- the review-record signing key ----------------------------------------------------------
+
+def test_the_signing_key_is_read_from_its_variable_or_file_and_never_shown(tmp_path) -> None:
+    from tests.conftest import TEST_SIGNER
+
+    pem = TEST_SIGNER.private_pem().decode()
+    inline = Settings.from_env({"THE_LOOP_SIGNING_KEY": pem.replace("\n", "\\n")})
+    assert inline.worker.signer is not None
+    assert inline.worker.signer.key_id == TEST_SIGNER.key_id
+    key_file = tmp_path / "signing.pem"
+    key_file.write_text(pem)
+    settings = Settings.from_env({"THE_LOOP_SIGNING_KEY_FILE": str(key_file),
+                                  "PATH": "/usr/bin"})
+    assert settings.worker.signer is not None
+    assert "BEGIN PRIVATE KEY" not in repr(settings) and pem not in repr(settings)
+    assert "THE_LOOP_SIGNING_KEY_FILE" not in settings.child_env()
+    assert Settings.from_env({"THE_LOOP_WEBHOOK_SECRET": "s", "THE_LOOP_SIGNING_KEY": pem},
+                             process="receiver").worker.signer is None  # not its key
+
+
+@pytest.mark.parametrize("env,named", [
+    ({"THE_LOOP_SIGNING_KEY": "hunter2-not-a-key"}, "THE_LOOP_SIGNING_KEY"),
+    ({"THE_LOOP_SIGNING_KEY_FILE": "/nonexistent/hunter2.pem"}, "THE_LOOP_SIGNING_KEY_FILE"),
+    ({"THE_LOOP_SIGNING_KEY": "x", "THE_LOOP_SIGNING_KEY_FILE": "y"}, "keep only one"),
+])
+def test_a_bad_signing_key_names_the_variable_and_the_fix_never_the_value(env, named) -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env(env)
+    assert named in str(raised.value) and "hunter2" not in str(raised.value)
+
+
+def test_harness_env_may_not_name_the_signing_key(tmp_path) -> None:
+    config = tmp_path / "cli-config.yaml"
+    config.write_text("version: 2\nharness:\n  adapter: command\n  argv: [agent]\n"
+                      "  env: [ANTHROPIC_API_KEY, THE_LOOP_SIGNING_KEY_FILE]\n")
+    with pytest.raises(SettingsError, match="harness.env names THE_LOOP_SIGNING_KEY_FILE"):
+        Settings.from_env({"THE_LOOP_CONFIG": str(config)})

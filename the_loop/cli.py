@@ -575,7 +575,7 @@ def upgrade_cmd(files: tuple[str, ...], dry_run: bool, kind: str | None) -> None
 
 
 # Commands that drive the graph live in their own module; importing registers them.
-from the_loop import deliveries, drivers, plans, sessions  # noqa: E402,F401
+from the_loop import deliveries, drivers, keys, plans, sessions  # noqa: E402,F401
 from the_loop.sandbox import cli as _sandbox_cli  # noqa: E402,F401
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from graph.context import HookConfig
 from graph.model import InboundEvent, Status
 from graph.refs import RefError
 from graph.runtime import AdvanceResult, ForceError, GraphMismatch, NodeVerdict
+from graph.signing import SigningKeyError
 from graph.state import Past, StateError
 from the_loop.cli import emit, graph_group, main, open_operator, read_settings
 from the_loop.config.loader import ConfigFileError
@@ -44,7 +45,7 @@ def _open(repo: Path, ref: str, graph_path: str | None,
     settings = settings or read_settings()
     try:
         return open_local(repo, ref, graph_path, settings.worker)
-    except (RefError, GraphError, ConfigFileError) as exc:
+    except (RefError, GraphError, ConfigFileError, SigningKeyError) as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -229,7 +230,8 @@ def _dry_run(settings: Settings, local: Local, driver: LocalDriver | None,
 
 def _verdict_dict(v: NodeVerdict) -> dict[str, Any]:
     return {"node": v.node, "verdict": v.verdict, "gate": v.gate,
-            "reasons": [m.to_dict() for m in v.reasons]}
+            "reasons": [m.to_dict() for m in v.reasons],
+            "findings": [m.to_dict() for m in v.findings]}
 
 
 @main.command("check")
@@ -243,10 +245,12 @@ def check_cmd(ref: str, repo: Path, graph_path: str | None, recompute: bool,
               as_json: bool) -> None:
     """Evaluate a work item without advancing it: no network, no model call, nothing
     written. Exits non-zero while a gate is unmet (or, with --recompute, while the
-    artifacts contradict what the state claims)."""
+    artifacts contradict what the state claims, or hold a review entry that does not
+    count: unsigned, altered, copied, or by someone not authorized now)."""
     local = _open(repo, ref, graph_path)
     runtime, item = local.runtime, local.work_item
-    offline = HookConfig(collaborators=local.config.collaborators, files=local.config.files)
+    offline = HookConfig(collaborators=local.config.collaborators, files=local.config.files,
+                         record_keys=local.config.record_keys)
     problems: list[str] = []
     fields: dict[str, Any] = {"ref": ref, "recompute": recompute}
     try:
@@ -261,6 +265,7 @@ def check_cmd(ref: str, repo: Path, graph_path: str | None, recompute: bool,
         derived_at = verdicts[-1].node if verdicts else runtime.graph.start
         fields["derived_node"] = derived_at
         for v in verdicts:
+            problems += [f"gate {v.node}: {m.text}" for m in v.findings]
             if v.verdict == "unmet":
                 problems.append(f"{'gate' if v.gate else 'node'} {v.node} is unmet: "
                                 + "; ".join(m.text for m in v.reasons))

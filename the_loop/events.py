@@ -369,6 +369,11 @@ class GitHubEvent:
         label: the label added or removed (``labeled``/``unlabeled``), or ``None``.
         head_sha: ``pull_request.head.sha``, or ``None``.
         head_ref: ``pull_request.head.ref`` (the head branch), or ``None``.
+        head_repo: ``pull_request.head.repo.full_name`` (the repository holding the head
+            branch: a fork's for a pull request from a fork); ``""`` when GitHub sends
+            ``null`` (the fork was deleted); ``None`` when the payload does not say.
+        maintainer_can_modify: ``pull_request.maintainer_can_modify`` (a fork allows the
+            base repository's maintainers to push to its head branch), or ``None``.
         comment: the comment or review, or ``None``.
         ci: the CI result a check run, check suite, workflow run or commit status
             reports, or ``None``.
@@ -396,6 +401,8 @@ class GitHubEvent:
     label: str | None = None
     head_sha: str | None = None
     head_ref: str | None = None
+    head_repo: str | None = None
+    maintainer_can_modify: bool | None = None
     comment: Comment | None = None
     ci: CIResult | None = None
     pushed_ref: str | None = None
@@ -449,6 +456,11 @@ class GitHubEvent:
             label=_str(_get(payload.get("label"), "name")),
             head_sha=_str(head.get("sha")),
             head_ref=_str(head.get("ref")),
+            head_repo=(_str(_get(head.get("repo"), "full_name")) or ""
+                       if "repo" in head else None),
+            maintainer_can_modify=(pull.get("maintainer_can_modify")
+                                   if isinstance(pull.get("maintainer_can_modify"), bool)
+                                   else None),
             comment=_comment(event, payload),
             ci=_ci_result(event, full_name, payload),
             pushed_ref=_str(payload.get("ref")) if event == "push" else None,

@@ -22,6 +22,7 @@ from the_loop.config.repository import (
 )
 from the_loop.graphs import load_graph
 from the_loop.settings import WorkerSettings
+from the_loop.signing import KEYS_PATH, trusted_keys
 from the_loop.stores import FileStateStore, LocalFiles
 
 LOCAL_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/#-]{0,199}$")
@@ -65,9 +66,11 @@ def open_local(
     repo: Path, ref: str, graph_path: str | None = None,
     settings: WorkerSettings | None = None,
 ) -> Local:
-    """Compile the graph, read ``.the-loop/collaborators.yaml`` and
-    ``.the-loop/harness-config.yaml`` from the checkout, and
-    keep state under ``<repo>/.the-loop/state``.
+    """Compile the graph, read ``.the-loop/collaborators.yaml``,
+    ``.the-loop/harness-config.yaml`` and the published review-record keys
+    (``.the-loop/keys/records.pub``) from the checkout, and keep state under
+    ``<repo>/.the-loop/state``. Review records are signed with ``settings.signer`` and
+    verified against the published keys and the signer's own.
 
     Args:
         repo: the checkout.
@@ -92,6 +95,9 @@ def open_local(
     work_item = dataclasses.replace(work_item, risk_tier=harness.risk.default)
     config = HookConfig(harness=harness.as_dict(), collaborators=collaborators, files=files,
                         human_only=harness.requires_human,
-                        human_reason=harness.human_reservation)
+                        human_reason=harness.human_reservation,
+                        signer=settings.signer,
+                        record_keys=trusted_keys(files.read_text(KEYS_PATH),
+                                                 str(repo / KEYS_PATH), settings.signer))
     store: StateStore = FileStateStore(repo / STATE_DIR, seal_key=settings.state_key)
     return Local(Runtime(graph, store), work_item, config, repo)

@@ -30,9 +30,11 @@ from urllib.parse import urlsplit, urlunsplit
 from graph.compile import duration
 from graph.context import DEFAULT_ENROLMENT_LABEL
 from graph.errors import LoopError
+from graph.signing import Signer, SigningKeyError
 from the_loop.config.deployment import CONFIG_ENV, Classification, CliConfig, load_cli_config
 from the_loop.config.loader import ConfigFileError
 from the_loop.config.repository import DEFAULT_SPEC_DIR
+from the_loop.signing import ENV_SIGNING_KEY, ENV_SIGNING_KEY_FILE, load_signer
 
 _N = TypeVar("_N", int, float)  # the numbers _Reader._positive reads
 
@@ -229,6 +231,10 @@ class WorkerSettings:
         retention: seconds a done work item's event log is kept before it expires,
             ``THE_LOOP_RETENTION`` (a duration: ``90d``, ``72h``, ``30m``, ``3600s`` or
             whole seconds; default 90 days). ``the-loop state export`` saves one first.
+        signer: the review-record signing key from ``THE_LOOP_SIGNING_KEY`` (PEM) or
+            ``THE_LOOP_SIGNING_KEY_FILE`` (:mod:`the_loop.signing`), a handle that never
+            shows the key; ``None``: records are written unsigned and no check counts
+            them.
     """
 
     redis_url: str = field(default=DEFAULT_REDIS_URL, repr=False)
@@ -250,6 +256,7 @@ class WorkerSettings:
     state_key: str | None = field(default=None, repr=False)
     public_url: str | None = None
     retention: float = DEFAULT_RETENTION
+    signer: Signer | None = field(default=None, repr=False, compare=False)
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
@@ -654,6 +661,7 @@ class Settings:
             state_key=read.get("THE_LOOP_STATE_KEY") or None,
             public_url=dashboard.public_url,
             retention=read.duration("THE_LOOP_RETENTION", DEFAULT_RETENTION, "90d"),
+            signer=read.signer() if process in ("worker", "command") else None,
         )
         integrations = process in ("worker", "command")
         return cls(
@@ -705,7 +713,8 @@ class Settings:
         """The environment for a child process an integration runs (gh, jira-cli): the
         process's, with ``GH_TOKEN`` set from :attr:`GitHubSettings.token` (which may come
         from a variable ``integrations.github.api.tokenEnv`` names)."""
-        env = dict(self.environ)
+        env = {k: v for k, v in self.environ.items()
+               if k not in (ENV_SIGNING_KEY, ENV_SIGNING_KEY_FILE)}
         if self.github is not None and self.github.token and not env.get("GH_TOKEN"):
             env["GH_TOKEN"] = self.github.token
         return env
@@ -859,6 +868,13 @@ class _Reader:
         if not steps or any(not step >= 0 for step in steps):
             raise SettingsError(f"{name} must list seconds >= 0, e.g. {name}=10,60,300")
         return steps
+
+    def signer(self) -> Signer | None:
+        """The review-record signing key (:func:`the_loop.signing.load_signer`)."""
+        try:
+            return load_signer(self.get(ENV_SIGNING_KEY), self.get(ENV_SIGNING_KEY_FILE))
+        except SigningKeyError as exc:
+            raise SettingsError(str(exc)) from None
 
     def spec_dir(self) -> str:
         spec_dir = self.get("THE_LOOP_SPEC_DIR") or DEFAULT_SPEC_DIR
@@ -1057,6 +1073,11 @@ class _Reader:
             binary = None
         elif adapter == "none":
             binary = None
+        held = sorted(set(config.env) & {ENV_SIGNING_KEY, ENV_SIGNING_KEY_FILE})
+        if held:  # the service's signing key never reaches an agent
+            raise SettingsError(
+                f"{source}: harness.env names {', '.join(held)}: the review-record signing "
+                "key is the service's only; remove it from harness.env")
         return HarnessSettings(
             adapter=adapter,
             binary=binary,

@@ -271,6 +271,10 @@ def build_worker(
     from the_loop.graphs import load_graph
 
     worker = settings.worker
+    if worker.signer is None:
+        log.warning("no review-record signing key (THE_LOOP_SIGNING_KEY_FILE): gate "
+                    "decisions are recorded unsigned and no check counts them; make one "
+                    "with `the-loop keys generate --out FILE`")
     classifier = build_classifier(settings.classifier.config, settings.classifier.token)
     conn = connection or redis_client(settings)
     graph = load_graph(worker.graph_path)

@@ -21,7 +21,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import redis
 from cachetools import LRUCache, TTLCache
@@ -42,6 +42,7 @@ from the_loop.events import GitHubEvent
 from the_loop.inbox.keys import Keys
 from the_loop.inbox.record import text
 from the_loop.settings import WorkerSettings
+from the_loop.signing import KEYS_PATH, SigningKeyError, trusted_keys
 from the_loop.web.links import page_url
 from workers.ci import RedisCI
 from workers.files import GitHubFiles
@@ -65,11 +66,14 @@ class RepoConfig:
         harness: the harness config (defaults when the file is absent or broken).
         collaborators: role -> people (nobody when absent or broken: fail closed).
         harness_present: whether the repository has a (valid) harness config file.
+        published_keys: key id -> public key of the review-record keys the repository
+            publishes (:data:`the_loop.signing.KEYS_PATH`; none when absent or broken).
     """
 
     harness: HarnessConfig = field(default_factory=lambda: load_harness_config(None))
     collaborators: Collaborators = field(default_factory=Collaborators)
     harness_present: bool = False
+    published_keys: Mapping[str, Any] = field(default_factory=dict)
 
     def enrolment_label(self, settings: WorkerSettings) -> str:
         """The harness file's label, else the deployment's (``THE_LOOP_ENROLMENT_LABEL``)."""
@@ -78,6 +82,21 @@ class RepoConfig:
     def spec_dir(self, settings: WorkerSettings) -> str:
         """The harness file's spec directory template, else the deployment's."""
         return self.harness.specs.directory if self.harness_present else settings.spec_dir
+
+
+def same_repo(repo: str, head_repo: str | None) -> bool:
+    """Whether a pull request's head repository is ``repo`` itself (not a fork, nor a
+    deleted one)."""
+    return bool(head_repo) and str(head_repo).casefold() == repo.casefold()
+
+
+def may_push(repo: str, head_repo: str | None, maintainer_can_modify: bool) -> bool:
+    """Whether the-loop may commit to a pull request's head branch: it is in ``repo``
+    itself, or in a fork whose owner allows maintainers' edits (GitHub's
+    ``maintainer_can_modify``; the push may still be refused, and record-feedback then
+    falls back to a signed comment). An unknown head repository (a deleted fork) is
+    not pushed to."""
+    return same_repo(repo, head_repo) or (bool(head_repo) and maintainer_can_modify)
 
 
 class RepoContext:
@@ -185,7 +204,12 @@ class RepoContext:
         except ConfigFileError as exc:
             log.error("%s", exc)
             collaborators = Collaborators()
-        return RepoConfig(harness, collaborators, harness_text is not None)
+        try:
+            keys = trusted_keys(read(KEYS_PATH), f"{repo}:{KEYS_PATH}", None)
+        except SigningKeyError as exc:
+            log.error("%s; no published key is trusted until it is fixed", exc)
+            keys = {}
+        return RepoConfig(harness, collaborators, harness_text is not None, keys)
 
     # -- what hooks are handed -----------------------------------------------------------
 
@@ -218,6 +242,11 @@ class RepoContext:
         repo = repository or str(event.repository)
         default_branch = event.default_branch or "main"
         head, head_ref = event.head_sha, event.head_ref
+        # Where the head branch lives: a pull request's payload says (a fork's name, or
+        # null for a deleted fork); a turn's branch and a work item's own are this one's.
+        head_repo: str | None = repo if event.turn is not None or event.head_repo is None \
+            else event.head_repo or None
+        editable = bool(event.maintainer_can_modify)
         is_pr = event.kind == "pull_request"
         # Only the work item's own pull request makes it a draft (an issue's draft pull
         # request, where its agent turns push, is the-loop's workspace, not a review).
@@ -230,7 +259,11 @@ class RepoContext:
             if pull is not None:
                 is_pr = True
                 head, head_ref = str(pull["head_sha"]), str(pull["head_ref"])
+                head_repo = pull.get("head_repo")
+                editable = bool(pull.get("maintainer_can_modify"))
                 draft = bool(pull.get("draft"))
+        if not head_ref:
+            head_repo = repo  # no pull request: the work item's own branch
 
         def resolve_ref() -> str:
             # Artifacts are read at the PR head for a pull request, else at the work
@@ -262,6 +295,13 @@ class RepoContext:
             page_url=page_url(self.settings.public_url, ref.format()),
             own=self.accounts.own(github),
             account_id=lambda login: self.accounts.account_id(github, login),
+            signer=self.settings.signer,
+            record_keys=trusted_keys(repo_config.published_keys, KEYS_PATH,
+                                     self.settings.signer),
+            head_repo=head_repo,
+            can_push_head=may_push(repo, head_repo, editable),
+            records_elsewhere=(self.comments(github, repo, ref.number)
+                               if is_pr and not same_repo(repo, head_repo) else None),
         )
 
     def permissions(self, github: GitHub, repo: str) -> Callable[[str], str | None]:
@@ -286,6 +326,18 @@ class RepoContext:
             return value
 
         return permission
+
+    @staticmethod
+    def comments(github: GitHub, repo: str, number: int) -> Callable[[], Sequence[str]]:
+        """The bodies of the comments on pull request ``number``, read at each call (a
+        record posted meanwhile is seen): where the review records of a pull request
+        from a fork live."""
+
+        def bodies() -> Sequence[str]:
+            listed = github.list_comments(repo=repo, number=number)
+            return [str(c.get("body") or "") for c in listed["comments"]]
+
+        return bodies
 
     @staticmethod
     def trees(github: GitHub, repo: str) -> Callable[[str], str | None]:

@@ -42,7 +42,7 @@ from graph.model import Graph, InboundEvent, Status, WorkItem
 from graph.ports import GitHub, IntegrationError
 from graph.refs import WorkItemRef
 from graph.runtime import AdvanceResult, Runtime
-from graph.state import StateStore, WorkItemState
+from graph.state import StateError, StateStore, WorkItemState
 from the_loop.events import GitHubEvent
 from the_loop.hooks.request_review import render_withdrawn
 from the_loop.inbox.record import DeliveryRecord
@@ -391,6 +391,16 @@ def ci_status(agent: Agent, delivery: Delivery) -> Handled:
                             f"re-driving {fanned} work item(s)")
 
 
+def _stored(agent: Agent, ref: str) -> tuple[bool, bool]:
+    """``(known, readable)``: whether ``ref`` has stored state, and whether it can be
+    read (an unreadable one is known, and rebuilt by the runtime from the artifacts'
+    verified records, :meth:`graph.runtime.Runtime.load`)."""
+    try:
+        return agent.store.load(ref) is not None, True
+    except StateError:
+        return True, False
+
+
 def _risk_tier(agent: Agent, event: GitHubEvent, ref: WorkItemRef,
                repo_config: RepoConfig) -> int | None:
     """The work item's risk tier: from its labels when the event carries them (a
@@ -421,13 +431,19 @@ def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
     label = repo_config.enrolment_label(settings)
     if enrol and not _carries(event, label) and not _own_pull(agent, event, ref):
         return delivery.ignored(f"not a work item (no {label!r} label)")
-    if not enrol and agent.store.load(ref.format()) is None:
+    known, readable = _stored(agent, ref.format())
+    if not enrol and not known:
         return delivery.ignored("not a work item")
     if github is None:
         github = agent.github_for(installation_id)  # raises, naming the variables to set
     work, branch = _work(agent, event, ref, repository)
     config = agent.repos.hook_config(github, event, ref, repo_config, branch=branch,
                                      work=work, repository=repository)
+    if not readable:  # rebuilt from the artifacts' verified records before anything reads it
+        agent.runtime.load(replace(
+            event.work_item(ref, repo_config.spec_dir(settings),
+                            risk_tier=repo_config.harness.risk.default),
+            repository=repository), config)
     item = event.work_item(ref, repo_config.spec_dir(settings),
                            risk_tier=_risk_tier(agent, event, ref, repo_config))
     # A CI result names a pull request's head; a re-drive names neither kind: the work

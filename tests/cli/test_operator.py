@@ -51,6 +51,18 @@ def deployment(monkeypatch, redis_ns, tmp_path):
     return store, configure
 
 
+def through_api(configure, monkeypatch, url: str) -> None:
+    """The deployment's GitHub: the api transport at ``url`` (a GitHub Enterprise Server
+    base URL) with the operator's token from a variable the file names."""
+    configure(f"""version: 2
+integrations:
+  github:
+    transport: api
+    api: {{tokenEnv: [OPS_GH_TOKEN], baseUrl: "{url}/api/v3"}}
+""")
+    monkeypatch.setenv("OPS_GH_TOKEN", OPS_TOKEN)
+
+
 def force(*extra: str):
     return CliRunner().invoke(main, ["graph", "force", "--work-item", REF, "--to", "design",
                                      "--reason", "reviewed offline", "--json", *extra])
@@ -63,13 +75,7 @@ def test_force_comments_through_the_deployments_github_enterprise_client(deploym
     fake.add_repo(REPO)
     url, stop = serve(fake)
     try:
-        configure(f"""version: 2
-integrations:
-  github:
-    transport: api
-    api: {{tokenEnv: [OPS_GH_TOKEN], baseUrl: "{url}/api/v3"}}
-""")
-        monkeypatch.setenv("OPS_GH_TOKEN", OPS_TOKEN)
+        through_api(configure, monkeypatch, url)
         out = force()
     finally:
         stop()
@@ -141,3 +147,36 @@ def test_redeliver_names_what_to_set_without_app_credentials(deployment, monkeyp
     error = json.loads(out.output)["error"]
     assert "THE_LOOP_GITHUB_APP_ID" in error and "appIdEnv" in error
     assert OPS_TOKEN not in out.output
+
+
+def test_keys_publish_commits_the_public_key_to_the_default_branch_once(deployment,
+                                                                        monkeypatch, tmp_path):
+    """`the-loop keys publish OWNER/NAME` adds the configured key's public half to
+    .the-loop/keys/records.pub on the default branch through the worker's client, keeps
+    a key published before, and commits nothing the second time."""
+    from graph.signing import Signer
+    from tests.conftest import TEST_SIGNER
+    from the_loop.keys import write_private_key
+    from the_loop.signing import KEYS_PATH
+
+    _store, configure = deployment
+    fake = HttpFakeGitHub(tokens=[OPS_TOKEN])
+    fake.add_repo(REPO)
+    old = Signer.generate()
+    fake.add_file(REPO, KEYS_PATH, old.public_pem())
+    write_private_key(tmp_path / "signing.pem", TEST_SIGNER)
+    monkeypatch.setenv("THE_LOOP_SIGNING_KEY_FILE", str(tmp_path / "signing.pem"))
+    url, stop = serve(fake)
+    try:
+        through_api(configure, monkeypatch, url)
+        first = CliRunner().invoke(main, ["keys", "publish", REPO, "--json"])
+        second = CliRunner().invoke(main, ["keys", "publish", REPO, "--json"])
+    finally:
+        stop()
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.output)["status"] == "published"
+    assert json.loads(second.output)["status"] == "published-already"
+    published = fake.file(REPO, KEYS_PATH)
+    assert TEST_SIGNER.public_pem() in published and old.public_pem() in published
+    assert len([a for a in fake.actions if ":put-file:" in a]) == 1
+    assert "PRIVATE" not in first.output + second.output

@@ -108,6 +108,12 @@ def test_make_run_in_sandbox_mode_walks_a_work_item_to_design(redis_ns, tmp_path
         wait_until(lambda: store.load(REF).current_node in ("design", "design-approval"),
                    timeout=30, what="the work item at design")
         assert [d["actor"] for d in Past.read(store, REF).decisions] == [USER]
+        # make run made the sandbox a signing key: the decision carries its signature, and
+        # the demo repository publishes the public key on its default branch.
+        assert Past.read(store, REF).decisions[0]["signature"].startswith("ed25519-")
+        published = requests.get(env["THE_LOOP_SANDBOX_URL"] + "/repos/sandbox/demo/contents/"
+                                 ".the-loop/keys/records.pub", timeout=5)
+        assert published.ok
         wait_until(lambda: any(lbl.startswith("phase:design") for lbl in show()["labels"]),
                    timeout=15, what="phase:design on the issue")
         # The-loop's own label writes came back as deliveries and were ignored: no drift.

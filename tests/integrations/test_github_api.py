@@ -48,6 +48,8 @@ PULL_SHAPE: dict[str, tuple[type, ...]] = {
     "state": (str,),
     "draft": (bool,),
     "html_url": (str,),
+    "head_repo": (str, type(None)),
+    "maintainer_can_modify": (bool,),
 }
 # Result shape of every operation: key -> accepted types. Shared with the fake contract test.
 SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
@@ -207,9 +209,11 @@ def test_get_pull_request(api: GitHubApi, rs: responses.RequestsMock) -> None:
             "number": 7,
             "state": "open",
             "url": f"{R}/pulls/7",
-            "head": {"sha": "a" * 40, "ref": "feature"},
+            "head": {"sha": "a" * 40, "ref": "feature",
+                     "repo": {"full_name": "forker/Hello-World"}},
             "base": {"sha": "b" * 40, "ref": "main"},
             "draft": True,
+            "maintainer_can_modify": True,
             "html_url": f"https://github.com/{REPO}/pull/7",
         },
     )
@@ -222,6 +226,8 @@ def test_get_pull_request(api: GitHubApi, rs: responses.RequestsMock) -> None:
         "state": "open",
         "draft": True,
         "html_url": f"https://github.com/{REPO}/pull/7",
+        "head_repo": "forker/Hello-World",
+        "maintainer_can_modify": True,
     }
     assert_shape("get-pull-request", result)
     assert len(rs.calls) == 1
@@ -521,7 +527,8 @@ def pull_json(number: int, head: str = "the-loop/12-login", *, draft: bool = Tru
               sha: str = "a" * 40) -> dict[str, Any]:
     return {"number": number, "state": "open", "draft": draft, "title": "t",
             "html_url": f"https://github.com/{REPO}/pull/{number}",
-            "head": {"sha": sha, "ref": head, "label": f"Codertocat:{head}"},
+            "head": {"sha": sha, "ref": head, "label": f"Codertocat:{head}",
+                     "repo": {"full_name": REPO}},
             "base": {"sha": "b" * 40, "ref": "main"}}
 
 
@@ -531,7 +538,8 @@ def test_create_pull_request_opens_a_draft(api: GitHubApi, rs: responses.Request
                       title="Login page", body="Work item #12")
     assert result == {"number": 9, "head_sha": "a" * 40, "head_ref": "the-loop/12-login",
                       "base_ref": "main", "state": "open", "draft": True,
-                      "html_url": f"https://github.com/{REPO}/pull/9"}
+                      "html_url": f"https://github.com/{REPO}/pull/9",
+                      "head_repo": REPO, "maintainer_can_modify": False}
     assert_shape("create-pull-request", result)
     assert body_of(rs.calls[0]) == {"title": "Login page", "head": "the-loop/12-login",
                                     "base": "main", "body": "Work item #12", "draft": True}

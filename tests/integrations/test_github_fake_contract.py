@@ -88,6 +88,8 @@ def test_read_operations(env: Env) -> None:
         "state": "open",
         "draft": False,
         "html_url": f"{env.base_url}/{REPO}/pull/2",
+        "head_repo": REPO,
+        "maintainer_can_modify": False,
     }
     assert_shape("get-pull-request", result)
 

@@ -6,6 +6,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from graph import signing
 from graph.markers import effect_id, marker
 from graph.model import HookContext, HookResult, Message
 from graph.registry import hook
@@ -24,8 +25,8 @@ def record_decision(ctx: HookContext) -> HookResult:
     """Find the classification earlier in the chain (a result whose data carries
     ``outcome`` and ``actor``) and pass with ``data["decision"]`` = ``{node, visit,
     outcome, actor, reviewer_id, approvers, source, source_key, sources, created_at,
-    updated_at, delivery, body_sha256, comment_id, head_sha, artifacts, at}``; the
-    runtime appends it to the state's ``decisions``. ``reviewer_id`` is the GitHub user
+    updated_at, delivery, body_sha256, comment_id, head_sha, artifacts, at, record,
+    signature}``; the runtime records it as the gate's decision. ``reviewer_id`` is the GitHub user
     id of ``actor``'s account (``None`` where there is none: a local run). ``sources``
     are the comments and reviews that decided (none decides again); ``artifacts`` binds
     the decision to what was reviewed: path -> ``{blob_sha, digest}`` (git's blob SHA of
@@ -34,6 +35,9 @@ def record_decision(ctx: HookContext) -> HookResult:
     every artifact the gate reviews (``ctx.artifacts``). On GitHub it also states the
     decision and who made it in a marked comment on the work item (through the
     runtime's outbox: posted once per gate visit).
+    ``record`` and ``signature`` are the decision's signed record (:mod:`graph.signing`:
+    work item, gate, visit, outcome, reviewer id and login, source, the head and artifact
+    SHAs approved, time), ``None`` when the service holds no signing key.
     Blocks (non-retriable) if no classification ran before it: that is a graph error, and
     recording nothing must never look like a decision.
     """
@@ -60,6 +64,7 @@ def record_decision(ctx: HookContext) -> HookResult:
                 "artifacts": _reviewed(ctx),
                 "at": time.time(),
             }
+            decision.update(_signed(ctx, decision))
             _announce(ctx, str(decision["actor"]), str(decision["outcome"]))
             refused = jira_decision(ctx, _decision_text(ctx, str(decision["actor"]),
                                                         str(decision["outcome"])))
@@ -71,6 +76,23 @@ def record_decision(ctx: HookContext) -> HookResult:
                 code="no-decision"),
         retriable=False,
     )
+
+
+def _signed(ctx: HookContext, decision: dict[str, Any]) -> dict[str, str | None]:
+    """``{"record", "signature"}`` of ``decision`` (``None`` values without a key)."""
+    signer = ctx.config.signer
+    if signer is None:
+        return {"record": None, "signature": None}
+    reviewer_id = decision.get("reviewer_id")
+    data = signing.record(
+        work_item=ctx.work_item.ref, gate=ctx.node.id, visit=ctx.visit,
+        outcome=str(decision["outcome"]), reviewer=str(decision["actor"]),
+        reviewer_id=reviewer_id if isinstance(reviewer_id, int) else None,
+        source=str(decision["source_key"]) if decision.get("source_key") else None,
+        approved={"head_sha": decision.get("head_sha"), "artifacts": decision["artifacts"]},
+        notes=signing.notes_digest(()),
+        at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(decision["at"]))))
+    return {"record": signing.encode(data), "signature": signer.sign(data)}
 
 
 def _reviewed(ctx: HookContext) -> dict[str, dict[str, Any]]:

@@ -7,7 +7,7 @@ import re
 from graph.markers import effect_id, marker
 from graph.model import DecisionRecord, HookContext, HookResult, Message
 from graph.registry import hook
-from the_loop.hooks.review import approved_in, fingerprint, without_record
+from the_loop.hooks.review import fingerprint, verified_approval, without_record
 
 LOGIN_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
 COMMANDS = ("/approve", "/approve-with-comments", "/request-changes")
@@ -63,7 +63,8 @@ def render_withdrawn(phase: str, effect: str) -> str:
     boundaries={"entry"},
     params={"artifacts"},
     shown_waits=frozenset({"draft"}),
-    records=DecisionRecord(lambda params: tuple(params.get("artifacts") or ()), approved_in,
+    records=DecisionRecord(lambda params: tuple(params.get("artifacts") or ()),
+                           verified_approval,
                            fingerprint=fingerprint, strip=without_record),
 )
 def request_review(ctx: HookContext) -> HookResult:

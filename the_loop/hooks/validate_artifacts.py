@@ -16,6 +16,7 @@ from ruamel.yaml.error import YAMLError
 from graph import tasks as task_plan
 from graph.model import HookContext, HookResult, Message
 from graph.registry import hook
+from the_loop.hooks.review import records_in_comment
 
 # Linear on artifact text from a pull request: a heading's closing ``#``s are stripped
 # after the match, not by a lazy group (quadratic on a long run of spaces); a fence never
@@ -67,7 +68,9 @@ def validate_artifacts(ctx: HookContext) -> HookResult:
     artifact name -> list; ``locked`` — the front matter must say ``locked: true``;
     ``reviewed`` — artifacts that have passed a gate and so must carry their
     ``## Review comments`` record (checked where the record can be written: a local
-    checkout or a pull request; an issue's decisions live in state and on the issue);
+    checkout or a pull request; an issue's decisions live in state and on the issue; for
+    a pull request from a fork the-loop cannot push to, a comment on it carrying the
+    artifact's record signed with a trusted key is the record);
     ``tasks`` — the artifact (e.g. ``tasks.md``) whose machine-readable task list must be
     a valid plan (:mod:`graph.tasks`: every finding of the list, each with code
     ``plan-<kind>``: ``plan-cycle``, ``plan-missing-dependency``...).
@@ -105,13 +108,24 @@ def validate_artifacts(ctx: HookContext) -> HookResult:
                     f"{path} is not locked (front matter needs 'locked: true')",
                     path=path, code="not-locked"))
     recordable = ctx.repo is not None or ctx.work_item.kind == "pull_request"
+    comments: list[str] | None = None
     for name in ctx.params.get("reviewed") or () if recordable else ():
         path = f"{base}/{name}" if base else name
         text = ctx.config.files.read_text(path)
-        if text is not None and "review comments" not in headings(text):
-            findings.append(Message(
-                f"{path} passed a gate but has no '## Review comments' section recording it",
-                path=path, code="review-record-missing"))
+        if text is None or "review comments" in headings(text):
+            continue
+        if ctx.repo is None and ctx.config.records_elsewhere is not None:
+            # A pull request from a fork the-loop cannot (or was refused to) push to: its
+            # records are signed comments on the pull request (record-feedback).
+            if comments is None:
+                comments = list(ctx.config.records_elsewhere())
+            if any(records_in_comment(body, work_item=ctx.work_item.ref, path=path,
+                                      keys=ctx.config.record_keys) for body in comments):
+                continue
+        findings.append(Message(
+            f"{path} passed a gate but has no '## Review comments' section recording it",
+            path=path, code="review-record-missing"))
     if findings:
         return HookResult.blocked("validate-artifacts", *findings, checked=checked)
     return HookResult.passed("validate-artifacts", checked=checked)
+

@@ -32,6 +32,7 @@ from typing import Any
 import click
 
 from the_loop.cli import main
+from the_loop.signing import ENV_SIGNING_KEY_FILE, load_signer
 
 DEFAULT_PORT = 8765
 DEFAULT_DIR = ".dev/sandbox"
@@ -81,8 +82,10 @@ def sandbox(ctx: click.Context, port: int, host: str, directory: str | None,
     url = webhook_url or f"http://127.0.0.1:{os.environ.get('PORT') or 8080}/webhook"
     user = local_user()
     try:
+        signer = load_signer(None, os.environ.get(ENV_SIGNING_KEY_FILE))
         box = build(_directory(directory), user=user, webhook_url=url, secret=secret,
-                    base_url=f"http://{host}:{port}")
+                    base_url=f"http://{host}:{port}",
+                    public_key=signer.public_pem() if signer else None)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"the-loop sandbox: GitHub stand-in on http://{host}:{port} (repository "
@@ -96,7 +99,8 @@ def sandbox(ctx: click.Context, port: int, host: str, directory: str | None,
               show_default=True, help="TCP port the sandbox will serve on.")
 def prepare(directory: str | None, port: int) -> None:
     """Write the-loop's settings for the sandbox (cli-config.yaml with the runner and the
-    harness, a locally generated App key, the webhook secret) into the state directory
+    harness, a locally generated App key, the review records' signing key, the webhook
+    secret) into the state directory
     and print the shell lines that point the-loop at it (``eval`` them)."""
     import yaml
     from cryptography.hazmat.primitives import serialization
@@ -112,6 +116,12 @@ def prepare(directory: str | None, port: int) -> None:
                                                serialization.PrivateFormat.PKCS8,
                                                serialization.NoEncryption()))
     key_path.chmod(0o600)
+    signing_path = base / "signing-key.pem"
+    if not signing_path.exists():  # the review records' key: the service's only
+        from graph.signing import Signer
+        from the_loop.keys import write_private_key
+
+        write_private_key(signing_path, Signer.generate())
     secret = os.environ.get("THE_LOOP_WEBHOOK_SECRET", "")
     secret_file = base / "webhook-secret"
     if not secret:
@@ -134,6 +144,7 @@ def prepare(directory: str | None, port: int) -> None:
              "THE_LOOP_GITHUB_API_URL": f"http://127.0.0.1:{port}",
              "THE_LOOP_GITHUB_APP_ID": "1",
              "THE_LOOP_GITHUB_PRIVATE_KEY_PATH": str(key_path),
+             ENV_SIGNING_KEY_FILE: str(signing_path),
              "THE_LOOP_WEBHOOK_SECRET": secret,
              ENV_URL: f"http://127.0.0.1:{port}",
              ENV_DIR: str(base)}

@@ -37,6 +37,7 @@ from werkzeug.serving import make_server
 
 from integrations.github_fake_http import _QuietHandler
 from the_loop.sandbox.github import LOGIN, SandboxGitHub
+from the_loop.signing import KEYS_PATH
 
 __all__ = ["DEMO_REPO", "Sandbox", "collaborators_yaml", "parse_ref", "serve_forever"]
 
@@ -97,10 +98,11 @@ class Sandbox:
 
 
 def build(directory: Path, *, user: str, webhook_url: str | None, secret: str,
-          base_url: str) -> Sandbox:
+          base_url: str, public_key: str | None = None) -> Sandbox:
     """A sandbox whose demo repository (:data:`DEMO_REPO`, git-backed, new each start:
-    the fake's state lives in memory) holds ``README.md`` and
-    ``.the-loop/collaborators.yaml`` naming ``user`` as approver; ``user`` has the
+    the fake's state lives in memory) holds ``README.md``,
+    ``.the-loop/collaborators.yaml`` naming ``user`` as approver and, with
+    ``public_key`` (PEM), the published review-record key; ``user`` has the
     ``admin`` role on it. Writes ``directory/admin-token`` (0600).
 
     Raises:
@@ -114,10 +116,10 @@ def build(directory: Path, *, user: str, webhook_url: str | None, secret: str,
     shutil.rmtree(git_root, ignore_errors=True)
     fake = SandboxGitHub(webhook_url=webhook_url, secret=secret, base_url=base_url,
                          user_login=user)
-    fake.add_git_repo(DEMO_REPO, git_root, {"README.md": README,
-                                            ".the-loop/collaborators.yaml":
-                                            collaborators_yaml(user)},
-                      default_branch=DEFAULT_BRANCH)
+    files = {"README.md": README, ".the-loop/collaborators.yaml": collaborators_yaml(user)}
+    if public_key:
+        files[KEYS_PATH] = public_key
+    fake.add_git_repo(DEMO_REPO, git_root, files, default_branch=DEFAULT_BRANCH)
     fake.set_permission(DEMO_REPO, user, "admin")
     token_file = directory / "admin-token"
     token = secrets.token_hex(16)
