@@ -76,7 +76,6 @@ def test_the_apps_own_comments_are_still_recognised_after_its_login_is_learned(m
     for n in range(3):
         deliver("issue_comment", comment(f"note {n}", login="octocat"))
     deliver("issue_comment", comment("/approve", cid=901))
-    state = store.load(REF1)
     assert [d["node"] for d in Past.read(store, REF1).decisions] == ["requirements-approval"]
     effects = bot_effects(gh)
     assert effects.count(f"{REF1}/status") == 1  # updated in place, never posted twice
