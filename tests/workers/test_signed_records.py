@@ -10,6 +10,7 @@ import pytest
 
 from graph.markers import find_effect
 from graph.ports import IntegrationError
+from graph.state import Past
 from integrations.github_fake import FakeGitHub
 from tests.conftest import TEST_SIGNER, load_payload, signed_review
 from the_loop.graphs import load_graph
@@ -106,7 +107,7 @@ def test_a_rebuild_of_unreadable_state_does_not_count_a_forged_entry(redis_ns, l
     redis_ns.client.set(store.state_key(REF2), b"{not json")
     deliver("pull_request", pr)
     state = store.load(REF2)
-    assert state.current_node == "requirements-approval" and state.decisions == []
+    assert state.current_node == "requirements-approval" and state.decision_count == 0
     [rebuilt] = [e for e in store.events(REF2) if e.type == "state.reconstructed"]
     assert [f["code"] for f in rebuilt.data["findings"]] == ["record-unsigned"]
     assert login not in rebuilt.data["findings"][0]["text"]
@@ -145,7 +146,7 @@ def test_the_record_the_worker_commits_is_signed_and_verifies(redis_ns):
                         {TEST_SIGNER.key_id: TEST_SIGNER.public},
                         lambda login, user_id: login == "Codertocat")
     assert verified_approval(recorded, check).approved
-    [decision] = store.load(REF2).decisions
+    [decision] = Past.read(store, REF2).decisions
     assert decision["signature"].startswith(TEST_SIGNER.key_id + ":")
 
 
