@@ -11,9 +11,7 @@ client's 10 s timeout (GitHub's own), so the test checks behaviour, not speed.
 from __future__ import annotations
 
 import os
-import socket
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -23,6 +21,7 @@ from pathlib import Path
 from tests.conftest import REPO_ROOT, load_fixture, sign_body
 from tests.observability.helpers import free_port, wait_until
 from tests.support.processes import start, stop
+from tests.support.slow_clients import tricklers
 from the_loop.inbox.keys import Keys
 
 BIN = Path(sys.executable).parent
@@ -32,38 +31,6 @@ RATE = 20  # deliveries per second
 SECONDS = 3
 CLIENT_TIMEOUT = 10.0  # GitHub gives up on a delivery after 10 s
 WORK_ITEM = "github:Codertocat/Hello-World#1"  # the issues/opened fixture's issue
-
-
-class Trickler(threading.Thread):
-    """One unauthenticated client sending ``head`` and then ``tail`` one byte every
-    ``interval`` seconds, until the server closes the connection (``closed``)."""
-
-    def __init__(self, port: int, head: bytes, tail: bytes, interval: float = 1.0) -> None:
-        super().__init__(daemon=True)
-        self.port, self.head, self.tail, self.interval = port, head, tail, interval
-        self.closed = threading.Event()
-        self.stop = threading.Event()
-        self.connected = threading.Event()
-
-    def run(self) -> None:
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
-                self.connected.set()
-                sock.sendall(self.head)
-                for byte in self.tail:
-                    if self.stop.wait(self.interval):
-                        return
-                    sock.sendall(bytes([byte]))
-                    sock.settimeout(0.01)
-                    try:
-                        if sock.recv(1024) == b"":  # the server closed it
-                            break
-                    except (TimeoutError, BlockingIOError):
-                        pass
-                    sock.settimeout(5)
-        except OSError:  # reset or broken pipe: closed by the server
-            pass
-        self.closed.set()
 
 
 def _env(ns) -> dict[str, str]:
@@ -102,19 +69,13 @@ def test_slow_clients_do_not_starve_signed_deliveries(redis_ns, tmp_path):
                  _env(redis_ns), out)
     url = f"http://127.0.0.1:{port}/webhook"
     body = load_fixture("issues", "opened")
-    slow_head = b"POST /webhook HTTP/1.1\r\nHost: x\r\n"
-    slow_body_head = (b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"X-GitHub-Event: issues\r\nX-GitHub-Delivery: slow\r\n"
-                      b"X-Hub-Signature-256: sha256=" + b"0" * 64 + b"\r\n"
-                      b"Content-Length: %d\r\n\r\n" % len(body))
-    tricklers = [Trickler(port, slow_head, b"X-Slow: " + b"a" * 100) if i % 2 else
-                 Trickler(port, slow_body_head, body) for i in range(SLOW_CLIENTS)]
+    slow = tricklers(port, SLOW_CLIENTS, body)
     try:
         wait_until(lambda: proc.poll() is None and _deliver(url, body, redis_ns.new_id())[0]
                    == 202, what="the receiver to queue a delivery")
-        for trickler in tricklers:
+        for trickler in slow:
             trickler.start()
-        for trickler in tricklers:
+        for trickler in slow:
             assert trickler.connected.wait(5)
         time.sleep(1.0)  # every slow client has sent something and holds its connection
 
@@ -137,11 +98,11 @@ def test_slow_clients_do_not_starve_signed_deliveries(redis_ns, tmp_path):
 
         # The slow clients are cut off (headers: keepalive, 5 s; bodies: 10 s), long
         # before they finish trickling.
-        for trickler in tricklers:
+        for trickler in slow:
             assert trickler.closed.wait(30), "a slow client was never cut off"
         assert not redis_ns.client.exists(keys.delivery("slow"))
     finally:
-        for trickler in tricklers:
+        for trickler in slow:
             trickler.stop.set()
         stop(proc)
     log = out.read_text()
