@@ -83,11 +83,6 @@ def delivery(number: int) -> bytes:
     return json.dumps(payload).encode()
 
 
-def _pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -151,15 +146,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         answered[1000 + index] = (status, time.monotonic(), at)
 
     try:
-        deadline = time.monotonic() + 30
-        while receiver.proc.poll() is None and time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(receiver.url.replace("/webhook", "/readyz"),
-                                            timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.1)
+        c.wait_http_ok(receiver.url.replace("/webhook", "/readyz"))
         time.sleep(2.0)  # the worker registers with RQ and waits on the queue
         busy = c.wait_quiet(0)
         cpu0 = worker.cpu_seconds()
@@ -194,11 +181,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "machine_busy_pct_before": busy,
             "measured": n, "missing": len(missing),
             "first_write": next(iter(writes.first.values()))[1] if writes.first else None,
-            "latency_ms": {"p50": _pct(latencies, 0.50), "p90": _pct(latencies, 0.90),
-                           "p99": _pct(latencies, 0.99), "max": _pct(latencies, 1.0),
-                           "mean": round(statistics.fmean(latencies), 2) if latencies
-                           else None},
-            "answer_ms": {"p50": _pct(answers, 0.5), "p99": _pct(answers, 0.99)},
+            "latency_ms": {
+                **{k: c.percentile(latencies, q) for k, q in
+                   (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
+                "mean": round(statistics.fmean(latencies), 2) if latencies else None},
+            "answer_ms": {"p50": c.percentile(answers, 0.5), "p99": c.percentile(answers, 0.99)},
             "worker_cpu_ms_per_delivery": round(1000 * (cpu1 - cpu0) / (n_warm + n), 2),
             "github_requests_per_delivery": round(len(fake.requests) / (n_warm + n), 2),
             # The issue-level requests of the first measured delivery, in order.

@@ -45,9 +45,6 @@ from webhook.signature import sign
 SECRET = "slow-clients-bench-secret"
 
 
-def _pct(values: list[float], q: float) -> float | None:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2) if ordered else None
 
 
 def phase(url: str, body: bytes, rate: float, seconds: float, prefix: str) -> dict[str, Any]:
@@ -78,8 +75,8 @@ def phase(url: str, body: bytes, rate: float, seconds: float, prefix: str) -> di
             pool.submit(send, i, t0 + i / rate)
     latencies = [ms for _, ms in results]
     return {"sent": n, "not_202": sum(1 for s, _ in results if s != 202),
-            "latency_ms": {"p50": _pct(latencies, 0.5), "p99": _pct(latencies, 0.99),
-                           "max": _pct(latencies, 1.0)}}
+            "latency_ms": {k: c.percentile(latencies, q)
+                           for k, q in (("p50", 0.5), ("p99", 0.99), ("max", 1.0))}}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -114,13 +111,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     stop = threading.Event()
     cut_off = [0]
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2):
-                    break
-            except OSError:
-                time.sleep(0.1)
+        c.wait_http_ok(f"http://127.0.0.1:{port}/readyz")
         busy = c.wait_quiet(0)
         result["quiet"] = phase(app.url, body, args.rate, args.seconds, f"{token}-q")
         result["quiet"]["machine_busy_pct_before"] = busy
