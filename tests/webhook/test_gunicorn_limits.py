@@ -6,32 +6,16 @@ lines or header sets over gunicorn's limits are refused before the app runs."""
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
-import sys
-from pathlib import Path
 
-from tests.conftest import REPO_ROOT, sign_body
-from tests.observability.helpers import free_port, wait_until
-from tests.support.processes import start, stop
+from tests.conftest import sign_body
+from tests.observability.helpers import wait_until
+from tests.support.processes import serve, stop
 
-BIN = Path(sys.executable).parent
 SECRET = "gunicorn-limits-secret-51d0"
 LIMIT = 4000  # THE_LOOP_MAX_BODY_BYTES for this test
 
 
-def _env(ns) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("THE_LOOP_", "PROMETHEUS_")) and k not in (
-               "GH_TOKEN", "GITHUB_TOKEN", "REDIS_URL", "GUNICORN_CMD_ARGS")}
-    env.update({
-        "REDIS_URL": ns.url, "THE_LOOP_REDIS_PREFIX": ns.prefix,
-        "THE_LOOP_QUEUE": ns.queue_name, "THE_LOOP_WEBHOOK_SECRET": SECRET,
-        "THE_LOOP_MAX_BODY_BYTES": str(LIMIT), "THE_LOOP_WEB_WORKERS": "1",
-        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH"))
-                                      if p),
-    })
-    return env
 
 
 def _head(delivery: str, body: bytes, framing: bytes) -> bytes:
@@ -68,10 +52,9 @@ def _answers(sock: socket.socket) -> bytes:
 
 
 def test_limits_under_the_real_gunicorn(redis_ns, tmp_path):
-    port = free_port()
     out = tmp_path / "serve.out"
-    proc = start([str(BIN / "the-loop"), "serve", "--host", "127.0.0.1", "--port", str(port)],
-                 _env(redis_ns), out)
+    proc, port = serve(redis_ns, out, THE_LOOP_WEBHOOK_SECRET=SECRET,
+                       THE_LOOP_MAX_BODY_BYTES=str(LIMIT), THE_LOOP_WEB_WORKERS="1")
     ping = b'{"zen": "x", "hook_id": 1}'
     try:
         def up() -> bool:

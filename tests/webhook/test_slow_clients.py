@@ -10,21 +10,17 @@ client's 10 s timeout (GitHub's own), so the test checks behaviour, not speed.
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-from tests.conftest import REPO_ROOT, load_fixture, sign_body
-from tests.observability.helpers import free_port, wait_until
-from tests.support.processes import start, stop
+from tests.conftest import load_fixture, sign_body
+from tests.observability.helpers import wait_until
+from tests.support.processes import serve, stop
 from tests.support.slow_clients import tricklers
 from the_loop.inbox.keys import Keys
 
-BIN = Path(sys.executable).parent
 SECRET = "slow-clients-secret-7c1e"
 SLOW_CLIENTS = 20
 RATE = 20  # deliveries per second
@@ -33,18 +29,6 @@ CLIENT_TIMEOUT = 10.0  # GitHub gives up on a delivery after 10 s
 WORK_ITEM = "github:Codertocat/Hello-World#1"  # the issues/opened fixture's issue
 
 
-def _env(ns) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("THE_LOOP_", "PROMETHEUS_")) and k not in (
-               "GH_TOKEN", "GITHUB_TOKEN", "REDIS_URL")}
-    env.update({
-        "REDIS_URL": ns.url, "THE_LOOP_REDIS_PREFIX": ns.prefix,
-        "THE_LOOP_QUEUE": ns.queue_name, "THE_LOOP_WEBHOOK_SECRET": SECRET,
-        "THE_LOOP_LOG_LEVEL": "WARNING",
-        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH"))
-                                      if p),
-    })
-    return env
 
 
 def _deliver(url: str, body: bytes, delivery: str) -> tuple[int, float]:
@@ -63,10 +47,9 @@ def _deliver(url: str, body: bytes, delivery: str) -> tuple[int, float]:
 
 
 def test_slow_clients_do_not_starve_signed_deliveries(redis_ns, tmp_path):
-    port = free_port()
     out = tmp_path / "serve.out"
-    proc = start([str(BIN / "the-loop"), "serve", "--host", "127.0.0.1", "--port", str(port)],
-                 _env(redis_ns), out)
+    proc, port = serve(redis_ns, out, THE_LOOP_WEBHOOK_SECRET=SECRET,
+                       THE_LOOP_LOG_LEVEL="WARNING")
     url = f"http://127.0.0.1:{port}/webhook"
     body = load_fixture("issues", "opened")
     slow = tricklers(port, SLOW_CLIENTS, body)
