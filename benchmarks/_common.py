@@ -198,3 +198,25 @@ def cleanup_redis(conn, token: str, worker_keys: tuple[str, ...] = (),  # noqa: 
         if members:
             conn.srem(shared, *members)
     return deleted
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The ``q`` quantile (0..1, nearest rank) of ``values`` rounded to 0.01, or None."""
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2) if ordered else None
+
+
+def wait_http_ok(url: str, timeout: float = 30.0) -> bool:
+    """Poll ``url`` (GET) until it answers 2xx or ``timeout`` seconds pass; returns
+    whether it did."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False

@@ -29,6 +29,7 @@ import os
 import secrets
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -64,8 +65,9 @@ class App:
     """One gunicorn master and its workers."""
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str], port: int,
-                 log_dir: Path) -> None:
+                 log_dir: Path, *, single_process: bool = False) -> None:
         self.name = name
+        self.single_process = single_process
         self.port = port
         self.url = f"http://127.0.0.1:{port}/webhook"
         self.log_path = log_dir / f"{name}.log"
@@ -74,7 +76,8 @@ class App:
                                      stderr=subprocess.STDOUT, start_new_session=True)
 
     def workers(self) -> list[int]:
-        return c.children(self.proc.pid)
+        """The processes serving requests: gunicorn's workers, or the peer itself."""
+        return [self.proc.pid] if self.single_process else c.children(self.proc.pid)
 
     def cpu_seconds(self) -> float:
         ticks = sum(_cpu_ticks(p) for p in self.workers())
@@ -93,7 +96,8 @@ class App:
                 break
             try:
                 status = post(self.url)
-                if status in (200, 202) and len(self.workers()) >= n_workers:
+                ready = self.single_process or len(self.workers()) >= n_workers
+                if status in (200, 202) and ready:
                     return
                 last = status
             except OSError as exc:
@@ -114,12 +118,13 @@ class App:
         self._log.close()
 
 
-def _post_once(body: bytes, signature: str, id_prefix: str) -> Callable[[str], int]:
+def _post_once(body: bytes, signature: str, id_prefix: str,
+               event: str = EVENT) -> Callable[[str], int]:
     counter = iter(range(10**9))
 
     def post(url: str) -> int:
         req = urllib.request.Request(url, data=body, method="POST", headers={
-            "Content-Type": "application/json", "X-GitHub-Event": EVENT,
+            "Content-Type": "application/json", "X-GitHub-Event": event,
             "X-GitHub-Delivery": f"{id_prefix}-ready-{next(counter)}",
             "X-Hub-Signature-256": signature,
         })
@@ -133,10 +138,10 @@ def _post_once(body: bytes, signature: str, id_prefix: str) -> Callable[[str], i
 
 
 def run_wrk(app: App, seconds: float, threads: int, connections: int, body_file: Path,
-            signature: str, id_prefix: str) -> dict[str, Any]:
+            signature: str, id_prefix: str, event: str = EVENT) -> dict[str, Any]:
     argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{round(seconds)}s",
             "--timeout", "10s", "-s", str(WRK_SCRIPT), app.url,
-            "--", str(body_file), signature, EVENT, id_prefix]
+            "--", str(body_file), signature, event, id_prefix]
     cpu0 = app.cpu_seconds()
     out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 30)
     cpu1 = app.cpu_seconds()
@@ -203,23 +208,54 @@ def redis_cpu(conn: redis.Redis) -> float:
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
+NODE_PEER = HERE / "node_peer"
+#: The payloads of the side-by-side runs: event and fixture (15.5 KB and 31.9 KB).
+PAYLOADS = (
+    ("issue_comment", c.ISSUE_COMMENT),
+    ("pull_request", c.FIXTURES / "pull_request" / "labeled.with-organization.payload.json"),
+)
+
+
+def node_peer_argv() -> list[str] | None:
+    """``node benchmarks/node_peer/server.mjs``, after ``npm ci`` installed the pinned
+    ``@octokit/webhooks`` (package-lock.json) when node_modules is missing; None when
+    node or npm is not installed."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if not node or not npm:
+        return None
+    if not (NODE_PEER / "node_modules" / "@octokit" / "webhooks").is_dir():
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--silent"], cwd=NODE_PEER,
+                       check=True, timeout=300)
+    return [node, str(NODE_PEER / "server.mjs")]
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 3) if values else None
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    p = argparse.ArgumentParser(description="Ingest benchmark: receiver vs bare Flask app.")
-    p.add_argument("--seconds", type=float, default=8.0,
-                   help="duration of each max-throughput run (default 8)")
-    p.add_argument("--rounds", type=int, default=2,
-                   help="max-throughput rounds per app, alternating (default 2)")
+    p = argparse.ArgumentParser(description="Ingest benchmark: receiver vs a bare Flask "
+                                            "app and @octokit/webhooks (Node).")
+    p.add_argument("--seconds", type=float, default=6.0,
+                   help="duration of each max-throughput run (default 6)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="max-throughput rounds: each runs every app on every payload, "
+                        "the apps' order rotating per round (default 3)")
     p.add_argument("--rate", type=float, default=500.0, help="fixed rate, req/s (default 500)")
     p.add_argument("--rate-seconds", type=float, default=10.0,
-                   help="duration of each fixed-rate run (default 10)")
+                   help="duration of each fixed-rate run (default 10; 0 skips that phase)")
     p.add_argument("--connections", type=int, default=8, help="wrk connections (default 8)")
     p.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
     p.add_argument("--web-workers", type=int,
-                   default=int(os.environ.get("THE_LOOP_WEB_WORKERS") or 2),
-                   help="gunicorn workers for both apps ($THE_LOOP_WEB_WORKERS or 2)")
+                   default=int(os.environ.get("THE_LOOP_WEB_WORKERS") or 4),
+                   help="gunicorn workers for both Python apps ($THE_LOOP_WEB_WORKERS or 4)")
     p.add_argument("--log-level", default=os.environ.get("THE_LOOP_LOG_LEVEL") or "INFO",
                    help="receiver THE_LOOP_LOG_LEVEL (default INFO, as in production)")
-    p.add_argument("--payload", default=str(c.ISSUE_COMMENT))
+    p.add_argument("--payload", action="append",
+                   help="EVENT=PATH of a payload (repeatable; default the 15.5 KB "
+                        "issue_comment and the 31.9 KB pull_request fixtures)")
+    p.add_argument("--no-node", action="store_true",
+                   help="leave out the Node peer (also left out when node is missing)")
     p.add_argument("--wait-quiet", type=float, default=0.0,
                    help="before each measured phase, wait up to this many seconds for the "
                         "machine to be < 25%% busy (default 0: only record how busy it was)")
@@ -228,11 +264,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     if not shutil.which("wrk"):
         raise SystemExit("wrk not found: apt-get update && apt-get install -y wrk")
-    body_file = Path(args.payload)
-    body = body_file.read_bytes()
+    payloads = [(e, Path(f)) for e, f in (x.split("=", 1) for x in args.payload)] \
+        if args.payload else list(PAYLOADS)
     token = c.new_token()
     secret = secrets.token_hex(32)
-    signature = sign(body, secret)
+    signatures = {event: sign(path.read_bytes(), secret) for event, path in payloads}
     conn = redis.Redis.from_url(c.BENCH_REDIS_URL)
     conn.ping()
     queue_name = f"{token}-q"
@@ -248,18 +284,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         THE_LOOP_WEB_WORKERS=str(args.web_workers),
         THE_LOOP_LOG_LEVEL=args.log_level,
     )
+    node_argv = None if args.no_node else node_peer_argv()
     log_dir = Path(tempfile.mkdtemp(prefix="the-loop-bench-"))
     apps: dict[str, App] = {}
     result: dict[str, Any] = {
         "machine": c.machine(),
+        "code": c.code_version(),
         "settings": {
-            "payload": str(body_file), "payload_bytes": len(body), "event": EVENT,
-            "web_workers": args.web_workers, "worker_class": "sync",
+            "payloads": {e: {"path": str(f.relative_to(c.REPO)) if f.is_relative_to(c.REPO)
+                             else str(f), "bytes": f.stat().st_size} for e, f in payloads},
+            "web_workers": args.web_workers,
             "gunicorn_config": "python:webhook.gunicorn_conf",
+            "gunicorn_cmd_args": os.environ.get("GUNICORN_CMD_ARGS"),
             "receiver_log_level": args.log_level, "wrk_threads": args.threads,
             "wrk_connections": args.connections, "seconds": args.seconds,
             "rounds": args.rounds, "rate": args.rate, "rate_seconds": args.rate_seconds,
-            "redis": c.BENCH_REDIS_URL.rsplit("@", 1)[-1],
+            "node_peer": bool(node_argv), "redis": c.BENCH_REDIS_URL.rsplit("@", 1)[-1],
         },
     }
     try:
@@ -273,49 +313,78 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "bare", [c.PYTHON, "-m", "gunicorn", "-c", "python:webhook.gunicorn_conf",
                      "--bind", f"127.0.0.1:{bare_port}", "--pythonpath", str(HERE),
                      "bare_app:app"], env, bare_port, log_dir)
-        post = _post_once(body, signature, token)
+        if node_argv:
+            node_port = c.free_port()
+            apps["node"] = App("node", node_argv, {**env, "PORT": str(node_port)},
+                               node_port, log_dir, single_process=True)
+        first_event, first_path = payloads[0]
+        post = _post_once(first_path.read_bytes(), signatures[first_event], token,
+                          first_event)
         for app in apps.values():
             app.wait_ready(args.web_workers, post)
 
-        # Warm-up (imports, first EVALSHA/SCRIPT LOAD in each worker), not recorded.
+        # Warm-up (imports, first EVALSHA/SCRIPT LOAD in each worker, V8's JIT), not recorded.
         for name, app in apps.items():
-            run_wrk(app, 2, args.threads, args.connections, body_file, signature,
-                    f"{token}-warm-{name}")
+            for event, path in payloads:
+                run_wrk(app, 2, args.threads, args.connections, path, signatures[event],
+                        f"{token}-warm-{name}", event)
         c.cleanup_redis(conn, token)
 
-        runs: dict[str, list[dict[str, Any]]] = {"receiver": [], "bare": []}
+        names = list(apps)
+        by_payload: dict[str, Any] = {}
+        for event, _ in payloads:
+            by_payload[event] = {"runs": {n: [] for n in names}, "ratio_bare": [],
+                                 "ratio_node": []}
         for r in range(args.rounds):
-            order = ["receiver", "bare"] if r % 2 == 0 else ["bare", "receiver"]
-            for name in order:
-                busy = c.wait_quiet(args.wait_quiet)
-                rcpu0 = redis_cpu(conn)
-                run = run_wrk(apps[name], args.seconds, args.threads, args.connections,
-                              body_file, signature, f"{token}-r{r}-{name}")
-                run["redis_cpu_s"] = round(redis_cpu(conn) - rcpu0, 2)
-                run["redis_cpu_us_per_request"] = round(
-                    (redis_cpu(conn) - rcpu0) / max(run["requests"], 1) * 1e6)
-                run["machine_busy_pct_before"] = busy
-                if name == "receiver":
-                    # Every 202 is one delivery in an inbox; wrk counts answered requests.
-                    run["queued"] = queued()
-                    c.cleanup_redis(conn, token)
-                runs[name].append(run)
-                print(f"  ingest {name:8s} round {r + 1}: {run['rps']:8.1f} req/s "
-                      f"(app CPU {run['app_cpu_us_per_request']} us/req)", file=sys.stderr)
-        rps = {k: round(sum(x["rps"] for x in v) / max(len(v), 1), 1) for k, v in runs.items()}
+            order = names[r % len(names):] + names[:r % len(names)]
+            for event, path in payloads:
+                rps: dict[str, float] = {}
+                for name in order:
+                    busy = c.wait_quiet(args.wait_quiet)
+                    rcpu0 = redis_cpu(conn)
+                    run = run_wrk(apps[name], args.seconds, args.threads, args.connections,
+                                  path, signatures[event], f"{token}-r{r}-{name}", event)
+                    run["redis_cpu_s"] = round(redis_cpu(conn) - rcpu0, 2)
+                    run["machine_busy_pct_before"] = busy
+                    if name == "receiver":
+                        # Every 202 is one delivery in an inbox; wrk counts answered requests.
+                        run["queued"] = queued()
+                        c.cleanup_redis(conn, token)
+                    by_payload[event]["runs"][name].append(run)
+                    rps[name] = run["rps"]
+                    print(f"  ingest {event:14s} {name:8s} round {r + 1}: {run['rps']:8.1f} "
+                          f"req/s (CPU {run['app_cpu_us_per_request']} us/req, "
+                          f"machine {busy}% busy before)", file=sys.stderr)
+                # Ratios within one round: the three ran back to back on the same load.
+                if rps.get("bare"):
+                    by_payload[event]["ratio_bare"].append(round(rps["receiver"] / rps["bare"], 3))
+                if rps.get("node"):
+                    by_payload[event]["ratio_node"].append(round(rps["receiver"] / rps["node"], 3))
+        all_bare: list[float] = []
+        all_node: list[float] = []
+        for entry in by_payload.values():
+            for name in names:
+                entry[f"{name}_rps"] = _median([x["rps"] for x in entry["runs"][name]])
+                entry[f"{name}_cpu_us_per_request"] = _median(
+                    [x["app_cpu_us_per_request"] for x in entry["runs"][name]])
+            all_bare += entry["ratio_bare"]
+            all_node += entry["ratio_node"]
+            entry["ratio_bare_median"] = _median(entry["ratio_bare"])
+            entry["ratio_node_median"] = _median(entry["ratio_node"])
+        first = by_payload[first_event]
         result["throughput"] = {
-            "receiver_rps": rps["receiver"],
-            "bare_rps": rps["bare"],
-            "ratio": round(rps["receiver"] / rps["bare"], 3) if rps["bare"] else None,
-            "runs": runs,
+            "receiver_rps": first["receiver_rps"], "bare_rps": first["bare_rps"],
+            "node_rps": first.get("node_rps"),
+            "ratio": _median(all_bare), "ratio_node": _median(all_node),
+            "by_payload": by_payload,
         }
         result["rss_after_throughput_kib"] = {k: a.rss() for k, a in apps.items()}
 
         fixed: dict[str, dict[str, Any]] = {}
-        for name in ("receiver", "bare"):
+        for name in ("receiver", "bare") if args.rate_seconds > 0 else ():
             busy = c.wait_quiet(args.wait_quiet)
-            fixed[name] = run_openloop(apps[name], args.rate, args.rate_seconds, body_file,
-                                       signature, f"{token}-fixed-{name}")
+            fixed[name] = run_openloop(apps[name], args.rate, args.rate_seconds, first_path,
+                                       signatures[first_event], f"{token}-fixed-{name}")
             fixed[name]["machine_busy_pct_before"] = busy
             if name == "receiver":
                 fixed[name]["queued"] = queued()
@@ -325,7 +394,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   f"p99 {lat['p99']} ms, achieved {fixed[name]['achieved_rate']} req/s",
                   file=sys.stderr)
         result["fixed_rate"] = fixed
-        result["rss_kib"] = {k: a.rss() for k, a in apps.items()}
+        result["rss_kib"] = {k: a.rss() for k, a in apps.items() if k != "node"}
     finally:
         for app in apps.values():
             app.stop()
@@ -344,23 +413,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 def summary_lines(result: dict[str, Any]) -> list[str]:
     """A compact human-readable summary of :func:`main`'s result."""
     t = result["throughput"]
+    lines = [f"{'ingest (median of rounds)':<34}{'receiver':>10}{'bare':>10}{'node':>10}"
+             f"{'/bare':>8}{'/node':>8}"]
+    for event, e in t["by_payload"].items():
+        size = result["settings"]["payloads"][event]["bytes"]
+        lines.append(
+            f"{f'{event} ({size / 1000:.1f} KB), req/s':<34}{e['receiver_rps']:>10}"
+            f"{e['bare_rps']:>10}{e.get('node_rps') or '-':>10}"
+            f"{e['ratio_bare_median'] or 0:>8.1%}{e['ratio_node_median'] or 0:>8.1%}")
+        lines.append(f"{'  per-round ratios /bare, /node':<34}{e['ratio_bare']} {e['ratio_node']}")
+    lines.append(f"{'all rounds: median /bare, /node':<34}{t['ratio'] or 0:>8.1%}"
+                 f"{t['ratio_node'] or 0:>8.1%}")
     f = result["fixed_rate"]
-    rss = result["rss_kib"]
-    rate = result["settings"]["rate"]
-    lines = [
-        f"{'ingest':<28}{'receiver':>12}{'bare':>12}",
-        f"{'max throughput, req/s':<28}{t['receiver_rps']:>12}{t['bare_rps']:>12}",
-        f"{'  ratio receiver/bare':<28}{t['ratio'] or 0:>12.1%}",
-    ]
-    for key in ("p50", "p99", "max"):
-        lines.append(f"{f'latency @{rate:g} req/s {key}, ms':<28}"
-                     f"{f['receiver']['latency_ms'][key]:>12}{f['bare']['latency_ms'][key]:>12}")
-    lines.append(f"{'  achieved rate, req/s':<28}"
-                 f"{f['receiver']['achieved_rate']:>12}{f['bare']['achieved_rate']:>12}")
-    for name in ("receiver", "bare"):
-        workers = rss[name]["workers"]
+    if f:
+        rate = result["settings"]["rate"]
+        for key in ("p50", "p99", "max"):
+            lines.append(f"{f'latency @{rate:g} req/s {key}, ms':<34}"
+                         f"{f['receiver']['latency_ms'][key]:>10}{f['bare']['latency_ms'][key]:>10}")
+    for name, rss in result["rss_kib"].items():
         lines.append(f"{f'{name} worker RSS now/peak MiB':<34}" + "  ".join(
-            f"{w.get('VmRSS', 0) / 1024:.1f}/{w.get('VmHWM', 0) / 1024:.1f}" for w in workers))
+            f"{w.get('VmRSS', 0) / 1024:.1f}/{w.get('VmHWM', 0) / 1024:.1f}"
+            for w in rss["workers"]))
     return lines
 
 

@@ -21,7 +21,8 @@ import turns
 import worker
 
 TARGETS = {
-    "ingest_ratio": 0.45,       # receiver rps >= 45% of the bare app's
+    "ingest_ratio": 0.75,       # receiver rps >= 75% of the bare app's (median of rounds)
+    "ingest_ratio_node": 0.3,   # and >= 30% of @octokit/webhooks' Node receiver
     "p99_ms": 25.0,             # at 500 req/s
     "worker_rate": 400.0,       # routine deliveries/s per worker process
     "web_rss_mib": 80.0,
@@ -81,7 +82,10 @@ def table(ing: dict, wrk: dict, trn: dict | None = None,
     wrss = max(loop.get("max_rss_kib") or 0, dense.get("max_rss_kib") or 0) / 1024
     rows = [
         ("ingest rps receiver / bare", f"{t['receiver_rps']:.0f} / {t['bare_rps']:.0f} "
-         f"= {t['ratio']:.1%}", ">= 45%", t["ratio"] >= TARGETS["ingest_ratio"]),
+         f"(median ratio {t['ratio']:.1%})", ">= 75%", t["ratio"] >= TARGETS["ingest_ratio"]),
+        ("ingest rps receiver / node", f"{t['receiver_rps']:.0f} / {t['node_rps'] or 0:.0f} "
+         f"(median ratio {t['ratio_node'] or 0:.1%})", ">= 30%",
+         (t["ratio_node"] or 0) >= TARGETS["ingest_ratio_node"]),
         (f"latency @{rate:g} req/s p50 / p99", f"{f['latency_ms']['p50']:.1f} / "
          f"{f['latency_ms']['p99']:.1f} ms (achieved {f['achieved_rate']:.0f}/s)",
          "p99 <= 25 ms", f["latency_ms"]["p99"] <= TARGETS["p99_ms"]),

@@ -30,6 +30,7 @@ __all__ = [
     "CommentKind",
     "GitHubEvent",
     "Sender",
+    "envelope",
     "loads",
     "work_item_ref",
 ]
@@ -335,6 +336,20 @@ def _comment(event: str, payload: Mapping[str, Any]) -> Comment | None:
     )
 
 
+def envelope(payload: Mapping[str, Any]) -> tuple[str | None, int | None, str | None]:
+    """The facts every delivery's record carries, read off ``payload`` without the rest
+    of :meth:`GitHubEvent.parse` (the receiver's hot path needs only these and
+    :func:`work_item_ref`).
+
+    Returns:
+        ``(action, installation_id, repository)``: the payload's ``action``,
+        ``installation.id`` and ``repository.full_name``, each ``None`` when absent or
+        not of its JSON type. Never raises.
+    """
+    return (_str(payload.get("action")), _int(_get(payload.get("installation"), "id")),
+            _str(_mapping(payload, "repository").get("full_name")))
+
+
 # --- the event ----------------------------------------------------------------------
 
 class Derive(enum.Enum):
@@ -439,14 +454,14 @@ class GitHubEvent:
         elif subject:
             kind = "issue"
         sender = _mapping(payload, "sender")
-        full_name = _str(repository.get("full_name"))
+        action, installation_id, full_name = envelope(payload)
         return cls(
             name=event,
-            action=_str(payload.get("action")),
+            action=action,
             repository=full_name,
             repository_id=_int(repository.get("id")),
             default_branch=_str(repository.get("default_branch")),
-            installation_id=_int(_get(payload.get("installation"), "id")),
+            installation_id=installation_id,
             ref=work_item_ref(event, payload) if ref is DERIVE else ref,
             kind=kind,
             sender=Sender(_str(sender.get("login")), _str(sender.get("type")),

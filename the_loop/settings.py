@@ -422,7 +422,8 @@ class WebSettings:
             ``THE_LOOP_BIND`` (e.g. ``0.0.0.0:8080``), else ``0.0.0.0:$PORT`` when ``PORT``
             is set, else ``127.0.0.1:8000``.
         workers: ``THE_LOOP_WEB_WORKERS`` gunicorn processes (default 2).
-        threads: ``THE_LOOP_WEB_THREADS`` threads per process (default 1).
+        threads: ``THE_LOOP_WEB_THREADS`` threads per process (default 1: gunicorn's
+            gevent worker; more than 1: gthread, see webhook/gunicorn_conf.py).
         access_log: ``THE_LOOP_ACCESS_LOG`` access log target (``-``: stdout), or
             ``None`` (off; the receiver logs one line per delivery).
     """

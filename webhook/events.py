@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from graph.errors import LoopError
-from the_loop.events import INTERNAL_EVENTS, GitHubEvent, loads
+from the_loop.events import INTERNAL_EVENTS, envelope, loads, work_item_ref
 from the_loop.inbox.record import Delivery
 
 __all__ = [
@@ -238,18 +238,21 @@ def build_delivery(
 
     Returns:
         The Delivery, with action, installation id, repository and work item read off
-        the payload once (:meth:`the_loop.events.GitHubEvent.parse`).
+        the payload (:func:`the_loop.events.envelope`, :func:`the_loop.events.work_item_ref`:
+        the same rules as :meth:`the_loop.events.GitHubEvent.parse`, without reading
+        the rest, which only the worker needs).
     """
-    github_event = GitHubEvent.parse(event, payload)
+    action, installation_id, repository = envelope(payload)
+    ref = work_item_ref(event, payload)
     return Delivery(
         delivery_id=delivery_id,
         event=event,
-        action=github_event.action,
+        action=action,
         body=document,
         payload=payload,
-        installation_id=github_event.installation_id,
-        repository=github_event.repository,
-        work_item=github_event.ref.format() if github_event.ref else None,
+        installation_id=installation_id,
+        repository=repository,
+        work_item=ref.format() if ref else None,
     )
 
 

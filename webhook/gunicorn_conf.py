@@ -7,8 +7,19 @@ does that, adding ``--bind HOST:PORT`` from its ``--host``/``--port``, which win
 - ``THE_LOOP_BIND`` (e.g. ``0.0.0.0:8080``) wins; else ``PORT`` binds ``0.0.0.0:$PORT``;
   else ``127.0.0.1:8000``. Only when gunicorn is run directly with this file.
 - ``THE_LOOP_WEB_WORKERS`` processes (default 2).
-- ``THE_LOOP_WEB_THREADS`` threads per process (default 1: the sync worker; more than 1
-  selects gunicorn's gthread worker).
+- Worker class: ``gevent`` (``THE_LOOP_WEB_THREADS`` at its default 1): each connection is
+  a greenlet, up to ``worker_connections`` (1000) per process, so a slow or idle client
+  holds a greenlet, never a process. A sync worker is held by every connection it reads
+  (two slow clients starved two processes of deliveries); gthread by one thread each.
+  ``THE_LOOP_WEB_THREADS`` above 1 selects gunicorn's gthread worker instead, whose
+  threads slow clients can tie up: only for where gevent cannot run.
+- Slow clients are cut off: the request line and headers must arrive within
+  ``keepalive`` (5 s, gunicorn's gevent worker times the header read with it), and the
+  body within :data:`BODY_SECONDS` of the headers (:func:`pre_request` reads it before
+  the app runs); GitHub itself gives up on a delivery after 10 s. Limits: request line
+  :data:`limit_request_line` bytes, :data:`limit_request_fields` headers of at most
+  :data:`limit_request_field_size` bytes each (gunicorn answers 400 / 431 past them), the
+  body ``max_body_bytes`` (25 MiB, GitHub's cap on a payload; 413 past it).
 - ``THE_LOOP_ACCESS_LOG`` access log target (``-`` for stdout); off by default, the
   receiver already logs one line per delivery.
 - timeout 30 s: a request needs one Redis round trip with 2 s timeouts, so a worker
@@ -30,6 +41,7 @@ does that, adding ``--bind HOST:PORT`` from its ``--host``/``--port``, which win
 from __future__ import annotations
 
 import glob
+import io
 import os
 import shutil
 import tempfile
@@ -52,10 +64,18 @@ except SettingsError as exc:
 bind = [_settings.web.bind]
 workers = _settings.web.workers
 threads = _settings.web.threads
-worker_class = "sync" if threads == 1 else "gthread"
+worker_class = "gevent" if threads == 1 else "gthread"
+worker_connections = 1000
 timeout = 30
 graceful_timeout = 30
 keepalive = 5
+#: Seconds the body may take to arrive after the headers (gevent worker).
+BODY_SECONDS = 10.0
+# GitHub's request line is "POST /path HTTP/1.1", it sends about 12 headers; a fronting
+# proxy adds a few (X-Forwarded-*, tracing).
+limit_request_line = 2048
+limit_request_fields = 50
+limit_request_field_size = 8190
 accesslog = _settings.web.access_log
 errorlog = "-"
 # gunicorn >= 25.1 otherwise opens a control socket under $HOME/.gunicorn (see above).
@@ -74,6 +94,66 @@ class LoopLogger(Logger):
 
 
 logger_class = LoopLogger
+
+
+class _Prefetched(io.BytesIO):
+    """A request body read ahead by :func:`pre_request`: the bytes, then the error that
+    stopped the read (a malformed chunked body), raised where the app reads it.
+
+    ``failed`` (read by gunicorn's parser before the next request on the connection)
+    is true when the read stopped early (an error, or a body over the limit whose rest
+    is still unread): the connection is then closed, never reused."""
+
+    def __init__(self, data: bytes, error: Exception | None, complete: bool) -> None:
+        super().__init__(data)
+        self._error = error
+        self.failed = error is not None or not complete
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        if self._error is not None and (not data or size is None or size < 0):
+            raise self._error
+        return data
+
+    def readline(self, size: int | None = -1) -> bytes:
+        line = super().readline(size)
+        if self._error is not None and not line:
+            raise self._error
+        return line
+
+
+def pre_request(worker: Any, req: Any) -> None:
+    """Under the gevent worker, read the request body within :data:`BODY_SECONDS` before
+    the app runs (at most ``max_body_bytes`` + 1 bytes: the receiver answers 413 past
+    the limit), so a client trickling its body is cut off instead of holding the request
+    open; the app then reads the buffered bytes.
+
+    Raises:
+        StopIteration: the body did not arrive in time; gunicorn closes the connection
+            (logged at WARNING, without anything the client sent).
+    """
+    if worker_class != "gevent" or req.body is None:
+        return
+    import gevent
+
+    timer = gevent.Timeout(BODY_SECONDS)
+    timer.start()
+    error: Exception | None = None
+    data = b""
+    limit = _settings.receiver.max_body_bytes
+    try:
+        data = req.body.read(limit + 1)
+    except gevent.Timeout as exc:
+        if exc is not timer:
+            raise
+        worker.log.warning("request body not received within %g s: connection closed",
+                           BODY_SECONDS)
+        raise StopIteration from None
+    except Exception as exc:  # e.g. gunicorn's InvalidChunkSize: the app reports it
+        error = exc
+    finally:
+        timer.close()
+    req.body = _Prefetched(data, error, complete=len(data) <= limit)
 
 
 def _default_multiproc_dir() -> str:

@@ -112,3 +112,30 @@ def running(*procs: subprocess.Popen[bytes]) -> Iterator[None]:
     finally:
         for proc in procs:
             stop(proc)
+
+
+def serve(ns: Any, log: Path, **env: str) -> tuple[subprocess.Popen[bytes], int]:
+    """Start the receiver as in production (``the-loop serve`` on a free loopback port)
+    against ``ns`` (a :class:`tests.conftest.RedisNamespace`), with the-loop's variables of
+    this environment left out and ``env`` added (``THE_LOOP_WEBHOOK_SECRET`` at least);
+    returns the process and its port. Stop it with :func:`stop`."""
+    import socket
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    root = Path(__file__).resolve().parents[2]
+    full = {k: v for k, v in os.environ.items()
+            if not k.startswith(("THE_LOOP_", "PROMETHEUS_")) and k not in (
+                "GH_TOKEN", "GITHUB_TOKEN", "REDIS_URL", "GUNICORN_CMD_ARGS")}
+    full.update({
+        "REDIS_URL": ns.url, "THE_LOOP_REDIS_PREFIX": ns.prefix,
+        "THE_LOOP_QUEUE": ns.queue_name,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH"))
+                                      if p),
+        **env,
+    })
+    the_loop = Path(sys.executable).parent / "the-loop"
+    argv = [str(the_loop), "serve", "--host", "127.0.0.1", "--port", str(port)]
+    return start(argv, full, log), port

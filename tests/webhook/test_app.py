@@ -369,7 +369,9 @@ def test_gunicorn_conf_defaults_and_env(monkeypatch) -> None:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("THE_LOOP_WEBHOOK_SECRET", raising=False)  # the workers need it
     conf = runpy.run_path(str(path))
-    assert (conf["workers"], conf["threads"], conf["worker_class"]) == (2, 1, "sync")
+    assert (conf["workers"], conf["threads"], conf["worker_class"]) == (2, 1, "gevent")
+    assert conf["worker_connections"] == 1000 and conf["keepalive"] == 5
+    assert (conf["limit_request_line"], conf["limit_request_fields"]) == (2048, 50)
     assert conf["bind"] == ["127.0.0.1:8000"]
     assert conf["timeout"] == 30 and conf["accesslog"] is None
 
