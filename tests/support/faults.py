@@ -52,7 +52,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from graph.markers import find_effect
 from integrations import github_fake as fakes
 from integrations.github_fake_http import HttpFakeGitHub, serve
-from tests.conftest import load_payload, sign_body
+from tests.conftest import gh_label, load_payload, sign_body
 from tests.support import processes
 from the_loop.inbox.keys import Keys
 
@@ -150,16 +150,16 @@ DURING_THE_RUN = "2100-01-01T00:00:00Z"
 
 def _enrol(item: int) -> dict[str, Any]:
     p = load_payload("issues", "labeled")
-    p["label"] = {"name": "the-loop"}
+    p["label"] = gh_label("the-loop")
     p["issue"]["number"] = item
-    p["issue"]["labels"].append({"name": "the-loop"})
+    p["issue"]["labels"].append(gh_label("the-loop"))
     return _place(p, item)
 
 
 def _comment(item: int, k: int, login: str, kind: str, body: str) -> dict[str, Any]:
     p = load_payload("issue_comment", "created")
     p["issue"]["number"] = item
-    p["issue"]["labels"].append({"name": "the-loop"})
+    p["issue"]["labels"].append(gh_label("the-loop"))
     p["sender"]["login"] = p["comment"]["user"]["login"] = login
     p["sender"]["type"] = p["comment"]["user"]["type"] = kind
     p["comment"]["body"] = body
