@@ -130,7 +130,7 @@ def _place(p: dict[str, Any], item: int) -> dict[str, Any]:
     p["repository"]["full_name"] = repo(item)
     p["repository"]["name"] = repo(item).split("/")[1]
     p["repository"]["id"] = 100_000 + item
-    p["installation"] = {"id": item}
+    p["installation"] = {"id": item, "node_id": f"MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9u{item}"}
     return p
 
 
