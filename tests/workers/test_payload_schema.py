@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import copy
 import json
+import uuid
 
 import pytest
 from click.testing import CliRunner
 
 from integrations.github_fake import FakeGitHub
-from tests.conftest import fixture_files, load_payload
+from tests.conftest import fixture_files, load_payload, signed_post
 from tests.workers.test_processing import (
     COLLABORATORS,
     REPO,
@@ -25,9 +26,10 @@ from tests.workers.test_processing import (
 from the_loop.cli import main
 from the_loop.graphs import load_graph
 from the_loop.inbox.dead import Deliveries
-from the_loop.settings import WorkerSettings
+from the_loop.settings import ReceiverSettings, WorkerSettings
 from the_loop.webhook_schema import SCHEMA_VERSION, PayloadSchemas
 from the_loop.wiring import build_processor
+from webhook.app import create_app
 from workers import metrics as worker_metrics
 from workers.state import RedisStateStore
 
@@ -134,6 +136,22 @@ def test_the_operator_sees_invalid_deliveries_where_the_parked_ones_are_listed(e
     doc = json.loads(CliRunner().invoke(main, ["deliveries", "failed", "--json"]).output)
     assert [e["delivery"] for e in doc["invalid"]] == [bad] and doc["failed"] == []
     assert PLANTED not in out.output and PLANTED not in json.dumps(doc)
+
+
+def test_the_receiver_acknowledges_a_signed_invalid_payload_and_the_worker_records_it(env):
+    """GitHub gets its 202 (the signature is good); the check is the worker's."""
+    _, processor, _, ns = env
+    app = create_app(ReceiverSettings(secrets=(b"s3cret",), redis_url=ns.url,
+                                      queue_name=ns.queue_name, redis_prefix=ns.prefix),
+                     redis=ns.client)
+    payload, path, rule = wrong_nested_enum()
+    delivery = str(uuid.uuid4())
+    answer = signed_post(app.test_client(), json.dumps(payload).encode(), event="issues",
+                         secret=b"s3cret", delivery=delivery)
+    assert answer.status_code == 202
+    work(ns, processor)
+    [entry] = processor.deliveries.invalid()
+    assert (entry["delivery"], entry["path"], entry["rule"]) == (delivery, path, rule)
 
 
 def test_an_action_the_schema_does_not_list_is_invalid_at_the_action(env):
