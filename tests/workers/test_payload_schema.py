@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import uuid
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from integrations.github_fake import FakeGitHub
 from tests.conftest import fixture_files, load_payload, signed_post
@@ -237,3 +240,30 @@ def test_the_check_leaves_the_payload_as_it_was():
     kept = copy.deepcopy(payload)
     PayloadSchemas().check("issues", "labeled", payload)
     assert payload == kept
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                max_size=4),
+    max_leaves=20)
+SCHEMAS = PayloadSchemas()
+
+
+@settings(max_examples=200, deadline=None)
+@given(event=st.sampled_from(["issues", "issue_comment", "pull_request", "push", "status",
+                              "check_run", "installation", "nonesuch"]),
+       key=st.sampled_from(["issue", "comment", "pull_request", "repository", "sender",
+                            "installation", "label", "check_run", "action", "commits"]),
+       value=JSON, action=st.one_of(st.none(), st.sampled_from(["labeled", "created",
+                                                                 "opened", "x"])))
+def test_any_payload_gets_a_verdict_and_a_path_free_of_its_text(event, key, value, action):
+    """Whatever the payload, the check answers (never raises), and the path it gives is
+    made of the schema's names, ``*`` and indices only."""
+    payload = {**enrol_payload(), "action": action, key: value}
+    check = SCHEMAS.check(event, action, payload)
+    assert check.outcome in ("valid", "invalid", "unvalidated")
+    if check.outcome == "invalid":
+        steps = re.findall(r"\.([^.\[]+)|\[(\d+)\]", (check.path or "$")[1:])
+        assert all(name in SCHEMAS._names or name == "*" or index for name, index in steps)
