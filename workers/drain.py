@@ -414,7 +414,9 @@ class DeliveryProcessor:
         if check.outcome != INVALID:
             return None
         path, rule = check.path or "$", check.rule or "schema"
-        self.deliveries.record_invalid(record.delivery_id, record.event, record.action,
+        # An action the schema refused is payload text: it is not recorded.
+        action = None if path == "$.action" else record.action
+        self.deliveries.record_invalid(record.delivery_id, record.event, action,
                                        record.work_item, path, rule)
         log.warning("delivery=%s event=%s work_item=%s invalid payload at %s (%s); "
                     "acknowledged, not processed", record.delivery_id, record.event,

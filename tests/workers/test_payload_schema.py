@@ -162,12 +162,15 @@ def test_an_action_the_schema_does_not_list_is_invalid_at_the_action(env):
     list for the event is recorded at ``$.action``."""
     _, processor, queue, ns = env
     payload = load_payload("installation", "created")
-    payload["action"] = "frobnicated"
+    payload["action"] = PLANTED
     bad = deliver(queue, "installation", payload)
     work(ns, processor)
     [entry] = processor.deliveries.invalid()
     assert (entry["delivery"], entry["path"], entry["rule"]) == (bad, "$.action", "enum")
+    assert entry["action"] is None  # the refused action is payload text
     assert processor.deliveries.failed() == []
+    out = CliRunner().invoke(main, ["deliveries", "failed"])
+    assert bad in out.output and PLANTED not in out.output
 
 
 def test_an_invalid_delivery_is_never_retried_even_once(env):
