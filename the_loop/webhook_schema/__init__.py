@@ -3,7 +3,8 @@
 The schema is ``@octokit/webhooks-schemas`` (:data:`SCHEMA_VERSION`), vendored as
 ``schema.json`` beside this module (see its ``README.md``: version, digest, licence).
 One definition is compiled per ``(event, action)`` with fastjsonschema on first use and
-kept for the life of the process, so a check costs well under a millisecond once warm.
+kept for the life of the process (shared by every instance), so a check costs well under
+a millisecond once warm.
 
 What a check says (:class:`SchemaCheck`):
 
@@ -25,9 +26,9 @@ payload is never changed (no defaults filled in).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,25 +78,21 @@ class PayloadSchemas:
             is then ``unvalidated``.
         path: the schema document (default :data:`SCHEMA_PATH`).
 
-    No I/O in the constructor: the document is read on the first check. Thread-safe.
+    No I/O in the constructor: the document is read on the first check. The document and
+    the compiled definitions are kept per process (every instance shares them).
+    Thread-safe.
     """
 
     def __init__(self, *, enterprise: bool = False, path: Path = SCHEMA_PATH) -> None:
         self.enterprise = enterprise
         self._path = path
-        self._definitions: dict[str, Any] | None = None
-        self._names: frozenset[str] = frozenset()
-        self._compiled: dict[str, Callable[[Any], Any]] = {}
-        self._guard = threading.Lock()
 
     def _load(self) -> dict[str, Any]:
-        if self._definitions is None:
-            with self._guard:
-                if self._definitions is None:
-                    document = json.loads(self._path.read_text(encoding="utf-8"))
-                    self._names = frozenset(_declared_names(document))
-                    self._definitions = document["definitions"]
-        return self._definitions
+        return _document(self._path)[0]
+
+    @property
+    def _names(self) -> frozenset[str]:
+        return _document(self._path)[1]
 
     def definition(self, event: str, action: str | None) -> str | None:
         """The name of the definition a payload of ``(event, action)`` must match
@@ -109,18 +106,6 @@ class PayloadSchemas:
             if name in definitions:
                 return name
         return None
-
-    def _validator(self, name: str) -> Callable[[Any], Any]:
-        validator = self._compiled.get(name)
-        if validator is None:
-            with self._guard:
-                validator = self._compiled.get(name)
-                if validator is None:
-                    validator = fastjsonschema.compile(
-                        {"$ref": f"#/definitions/{name}", "definitions": self._definitions},
-                        use_formats=False, use_default=False)
-                    self._compiled[name] = validator
-        return validator
 
     def check(self, event: str, action: str | None, payload: Any) -> SchemaCheck:
         """Check ``payload`` (the parsed body) of an ``event`` delivery whose ``action``
@@ -143,7 +128,7 @@ class PayloadSchemas:
             rule = "required" if not action else "enum"
             return SchemaCheck(INVALID, "$.action", rule, _reason("$.action", rule))
         try:
-            self._validator(name)(payload)
+            _validator(self._path, name)(payload)
         except fastjsonschema.JsonSchemaValueException as error:
             path, rule = self._where(error)
             return SchemaCheck(INVALID, path, rule, _reason(path, rule))
@@ -168,6 +153,22 @@ class PayloadSchemas:
         if _INDEX.fullmatch(text):
             return f"[{text}]"
         return f".{text}" if text in self._names else ".*"
+
+
+@functools.cache
+def _document(path: Path) -> tuple[dict[str, Any], frozenset[str]]:
+    """The schema document's definitions and every property name it declares."""
+    document = json.loads(path.read_text(encoding="utf-8"))
+    return document["definitions"], frozenset(_declared_names(document))
+
+
+@functools.cache
+def _validator(path: Path, name: str) -> Callable[[Any], Any]:
+    """Definition ``name`` of the document at ``path``, compiled (formats not checked,
+    no defaults filled in)."""
+    return fastjsonschema.compile(
+        {"$ref": f"#/definitions/{name}", "definitions": _document(path)[0]},
+        use_formats=False, use_default=False)
 
 
 def _reason(path: str, rule: str) -> str:
