@@ -121,3 +121,17 @@ def test_a_good_redis_url_with_an_encoded_password_is_taken():
     sock = "unix:///run/redis.sock?db=2"
     assert Settings.from_env({**BASE, "REDIS_URL": sock}, process="receiver"
                              ).receiver.redis_url == sock
+
+
+def test_the_worker_transports_name_their_variable_not_the_value():
+    """The Slack and Jira transports are chosen when the worker builds its providers."""
+    from integrations.providers import ProviderConfigError, jira_provider, slack_provider
+    from integrations.providers import resolve_github_transport as github_transport
+
+    github = Settings.from_env({**BASE, "GH_TOKEN": "x"}, process="worker").require_github()
+    for build, name in ((lambda: slack_provider(TOKEN), "THE_LOOP_SLACK_TRANSPORT"),
+                        (lambda: jira_provider(TOKEN), "THE_LOOP_JIRA_TRANSPORT"),
+                        (lambda: github_transport(TOKEN, github), "THE_LOOP_GITHUB_TRANSPORT")):
+        with pytest.raises(ProviderConfigError) as caught:
+            build()
+        assert name in str(caught.value) and TOKEN.lower() not in str(caught.value).lower()
