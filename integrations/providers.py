@@ -138,7 +138,7 @@ def resolve_github_transport(
     if chosen not in ("auto", "api", "cli"):
         raise ProviderConfigError(
             f"{ENV_GITHUB_TRANSPORT} (integrations.github.transport) must be auto, api or "
-            f"cli, got {transport!r}"
+            f"cli, e.g. {ENV_GITHUB_TRANSPORT}=auto"
         )
     if chosen != "auto":
         return chosen, f"{chosen} (configured)"
@@ -245,7 +245,7 @@ def slack_provider(
         return SlackWebhook(webhook_url, timeout=timeout)
     raise ProviderConfigError(
         f"{ENV_SLACK_TRANSPORT} (integrations.slack.transport) must be sdk or webhook, "
-        f"got {transport!r}"
+        f"e.g. {ENV_SLACK_TRANSPORT}=sdk"
     )
 
 
@@ -292,5 +292,5 @@ def jira_provider(
         return JiraCli(binary, env=env)
     raise ProviderConfigError(
         f"{ENV_JIRA_TRANSPORT} (integrations.jira.transport) must be api or cli, "
-        f"got {transport!r}"
+        f"e.g. {ENV_JIRA_TRANSPORT}=api"
     )

@@ -86,6 +86,15 @@ def act_as(payload: dict[str, Any], login: str, *, sender_only: bool = False,
     return payload
 
 
+def gh_label(name: str) -> dict[str, Any]:
+    """A label object as GitHub puts it in a payload (every field its schema requires),
+    named ``name``: what a test adds to a fixture's ``labels`` or sets as its ``label``."""
+    import json
+
+    label: dict[str, Any] = json.loads(load_fixture("issues", "labeled"))["label"]
+    return {**label, "name": name}
+
+
 def load_fixture(event: str, name: str, host: str = "api.github.com") -> bytes:
     """Raw bytes of ``<fixtures>/<host>/<event>/<name>``.
 

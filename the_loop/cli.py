@@ -55,8 +55,8 @@ def open_operator(settings: Settings | None = None) -> Operator:
     settings = settings or read_settings()
     try:
         return build_operator(settings)
-    except ValueError as exc:  # redis-py refusing the URL
-        raise click.ClickException(f"REDIS_URL: {exc}; it must look like "
+    except ValueError:  # redis-py refusing the URL: its text may quote a piece of it
+        raise click.ClickException("REDIS_URL cannot be parsed; it must look like "
                                    "redis://HOST:PORT/DB") from None
 
 

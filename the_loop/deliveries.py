@@ -1,7 +1,8 @@
 """Dead letters and redelivery from the command line.
 
 * ``the-loop deliveries failed [--json]`` -- the parked deliveries (and those waiting
-  for a retry).
+  for a retry), and the deliveries acknowledged as invalid: their payload did not match
+  its event's schema (the failing JSON path and rule; never processed, nothing held).
 * ``the-loop deliveries retry ID`` -- put a parked delivery back at the head of its work
   item's inbox and run it again.
 * ``the-loop deliveries discard ID`` -- drop a parked delivery for good; its work item's
@@ -44,18 +45,21 @@ def deliveries_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def failed_cmd(as_json: bool) -> None:
     """List the parked deliveries (dead letters): id, event, work item, attempts, age and
-    reason. Those still waiting for a retry are counted (listed with --json)."""
+    reason. Those still waiting for a retry are counted (listed with --json). Deliveries
+    whose payload did not match its event's schema follow, newest first, with the failing
+    JSON path and rule: acknowledged, never processed, nothing to retry."""
     import redis
 
     ledger = _deliveries()
     try:
         parked = ledger.failed()
         retrying = ledger.retrying()
+        invalid = ledger.invalid()
     except redis.RedisError as exc:
         raise _redis_down(exc) from None
     if as_json:
         emit("deliveries.failed", True, "parked" if parked else "none",
-             failed=[p.to_dict() for p in parked], retrying=retrying)
+             failed=[p.to_dict() for p in parked], retrying=retrying, invalid=invalid)
         return
     now = time.time()
     for p in parked:
@@ -66,6 +70,15 @@ def failed_cmd(as_json: bool) -> None:
         click.echo("no parked deliveries")
     if retrying:
         click.echo(f"{len(retrying)} deliveries waiting for a retry")
+    if invalid:
+        click.echo(f"{len(invalid)} invalid deliveries (payload does not match its event's "
+                   "schema; acknowledged, not processed):")
+    for entry in invalid:
+        kind = ".".join(str(part) for part in (entry.get("event"), entry.get("action"))
+                        if part)
+        click.echo(f"{entry.get('delivery')}  {kind or '-'}  {entry.get('work_item') or '-'}  "
+                   f"{int(now - float(entry.get('at') or now))}s ago  invalid at "
+                   f"{entry.get('path')} ({entry.get('rule')})")
 
 
 def _operate(action: str, delivery_id: str, as_json: bool) -> None:

@@ -789,10 +789,14 @@ class _Reader:
         return secrets
 
     def redis_url(self) -> str:
+        """``REDIS_URL``, checked here as redis-py will parse it (its own errors would
+        quote a piece of the URL, which may be a password with an unescaped ``/``)."""
         url = self.get("REDIS_URL") or DEFAULT_REDIS_URL
-        if not url.startswith(("redis://", "rediss://", "unix://")):
+        if not url.startswith(("redis://", "rediss://", "unix://")) or not _redis_url_parses(url):
             raise SettingsError(
-                "REDIS_URL must be a redis://, rediss:// or unix:// URL, "
+                "REDIS_URL must be redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (rediss:// for "
+                "TLS) or unix://PATH, with a port and a database number as digits and any "
+                "/ ? # @ : in the password percent-encoded (%2F %3F %23 %40 %3A), "
                 "e.g. REDIS_URL=redis://127.0.0.1:6379/0"
             )
         return url
@@ -934,15 +938,15 @@ class _Reader:
         fmt = (self.get("THE_LOOP_LOG_FORMAT") or "json").lower()
         if fmt not in LOG_FORMATS:
             raise SettingsError(
-                f"THE_LOOP_LOG_FORMAT must be json or text, not {fmt!r}: "
-                "e.g. THE_LOOP_LOG_FORMAT=json"
+                "THE_LOOP_LOG_FORMAT must be json or text, e.g. THE_LOOP_LOG_FORMAT=json"
             )
         import logging
 
         level = (self.get("THE_LOOP_LOG_LEVEL") or "INFO").upper()
         if not isinstance(logging.getLevelName(level), int):
             raise SettingsError(
-                f"THE_LOOP_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, not {level!r}"
+                "THE_LOOP_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, "
+                "e.g. THE_LOOP_LOG_LEVEL=INFO"
             )
         return LogSettings(fmt, level)
 
@@ -1056,7 +1060,7 @@ class _Reader:
         adapter = (self.get(ENV_HARNESS) or config.adapter).lower()
         if adapter not in HARNESS_ADAPTERS:
             raise SettingsError(
-                f"{ENV_HARNESS} must be one of {', '.join(HARNESS_ADAPTERS)}, got {adapter!r}: "
+                f"{ENV_HARNESS} must be one of {', '.join(HARNESS_ADAPTERS)}, "
                 f"e.g. {ENV_HARNESS}=claude-code (or unset it to use harness.adapter in "
                 f"{source})")
         binary = self.get(ENV_HARNESS_BINARY)
@@ -1133,7 +1137,7 @@ class _Reader:
         if transport not in GITHUB_TRANSPORTS:
             raise SettingsError(
                 f"{ENV_GITHUB_TRANSPORT} (integrations.github.transport) must be auto, api, "
-                f"cli or none, got {transport!r}")
+                f"cli or none, e.g. {ENV_GITHUB_TRANSPORT}=auto")
         base_url = None if api.base_url.rstrip("/") == DEFAULT_API_URL else api.base_url
         api_url = _api_url(self.get(ENV_API_URL) or base_url)
         app_id = _int_setting(ENV_APP_ID, self.first(ENV_APP_ID, api.app_id_env),
@@ -1218,8 +1222,7 @@ def _api_url(value: str | None) -> str:
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise SettingsError(
             f"{ENV_API_URL} (integrations.github.api.baseUrl) must be an http(s) URL such "
-            f"as {DEFAULT_API_URL} or, for GitHub Enterprise Server, https://HOST/api/v3 "
-            f"(got {value!r})"
+            f"as {DEFAULT_API_URL} or, for GitHub Enterprise Server, https://HOST/api/v3"
         )
     host = parsed.hostname.lower()
     github_hosted = host == "api.github.com" or host.endswith(".ghe.com")
@@ -1228,9 +1231,8 @@ def _api_url(value: str | None) -> str:
         # A GitHub Enterprise Server's REST API lives under /api/v3 ("REST API endpoints
         # ... GitHub Enterprise Server"); its root answers with web pages.
         raise SettingsError(
-            f"{ENV_API_URL} (integrations.github.api.baseUrl) {value!r} has no path: a "
-            "GitHub Enterprise Server's REST API root is https://HOST/api/v3; set "
-            f"{ENV_API_URL}={value.rstrip('/')}/api/v3"
+            f"{ENV_API_URL} (integrations.github.api.baseUrl) has no path: a GitHub "
+            "Enterprise Server's REST API root is https://HOST/api/v3; add /api/v3 to it"
         )
     return value.rstrip("/")
 
@@ -1247,15 +1249,31 @@ def _web_url(api_url: str) -> str:
     return urlunsplit((parts.scheme, host, path, "", "")).rstrip("/")
 
 
+def _redis_url_parses(url: str) -> bool:
+    """Whether redis-py's ``from_url`` will take ``url``'s host, port and database
+    (``redis.connection.parse_url``: the port an integer in range, the path a number)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    except ValueError:
+        return False
+    if parts.scheme == "unix":
+        return bool(parts.path)
+    database = parts.path.strip("/")
+    return bool(parts.hostname) and (database == "" or database.isdigit())
+
+
 def _int_setting(name: str, value: str | None, *, minimum: int, what: str) -> int | None:
     if value is None:
         return None
     try:
         number = int(value)
     except ValueError:
-        raise SettingsError(f"{name} must be an integer ({what}), got {value!r}") from None
+        raise SettingsError(
+            f"{name} must be a whole number >= {minimum} ({what}); fix it or unset it") from None
     if number < minimum:
-        raise SettingsError(f"{name} must be >= {minimum} ({what}), got {number}")
+        raise SettingsError(
+            f"{name} must be a whole number >= {minimum} ({what}); fix it or unset it")
     return number
 
 
@@ -1266,10 +1284,9 @@ def _float_setting(name: str, value: str | None, default: float) -> float:
         number = float(value)
     except ValueError:
         raise SettingsError(
-            f"{name} must be a number of seconds such as {default}, got {value!r}"
-        ) from None
+            f"{name} must be a number of seconds >= 0, e.g. {name}={default}") from None
     if not number >= 0:  # also rejects NaN
-        raise SettingsError(f"{name} must be >= 0 seconds, got {value!r}")
+        raise SettingsError(f"{name} must be a number of seconds >= 0, e.g. {name}={default}")
     return number
 
 

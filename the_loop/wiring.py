@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from integrations.providers import GitHubProvider
     from integrations.throttle import WriteThrottle
     from the_loop.settings import WorkerSettings
+    from the_loop.webhook_schema import PayloadSchemas
     from workers.drain import DeliveryProcessor
     from workers.repo_context import Classifier
     from workers.routes import GitHubFactory
@@ -280,12 +281,14 @@ def build_worker(
     graph = load_graph(worker.graph_path)
     # mcp-call runs the harness here, in the worker: checked now, failing closed.
     mcp = check_mcp(settings.harness, graph, settings.environ, settings.runner.home_dir)
+    schemas = payload_schemas(settings)
     if settings.require_github().transport == "none":
         # An explicit choice (never a fallback): acknowledge deliveries, advance nothing.
         log.warning("THE_LOOP_GITHUB_TRANSPORT=none: no GitHub transport; deliveries are "
                     "acknowledged and every labelled work item's delivery fails, naming "
                     "the variables to set")
-        return build_processor(worker, conn, graph, None, classifier=classifier, mcp=mcp)
+        return build_processor(worker, conn, graph, None, classifier=classifier, mcp=mcp,
+                               schemas=schemas)
     needed = required_operations(graph)
     providers = build_providers(settings, needed=needed,
                                 throttle=write_throttle(settings, conn), which=which)
@@ -302,7 +305,18 @@ def build_worker(
     return build_processor(worker, conn, graph, factory, integrations=observed,
                            classifier=classifier, turns=turn_records(settings, conn),
                            max_turns=settings.harness.max_turns,
-                           cost_cap_usd=settings.harness.cost_cap_usd, mcp=mcp)
+                           cost_cap_usd=settings.harness.cost_cap_usd, mcp=mcp,
+                           schemas=schemas)
+
+
+def payload_schemas(settings: Settings) -> PayloadSchemas:
+    """The schemas the worker checks payloads against: github.com's, or none on GitHub
+    Enterprise Server (``THE_LOOP_GITHUB_API_URL`` other than ``https://api.github.com``),
+    whose older payload shapes the vendored schemas do not describe."""
+    from the_loop.settings import DEFAULT_API_URL
+    from the_loop.webhook_schema import PayloadSchemas
+
+    return PayloadSchemas(enterprise=settings.require_github().api_url != DEFAULT_API_URL)
 
 
 def turn_records(settings: Settings, connection: redis.Redis) -> TurnRecords | None:
@@ -330,6 +344,7 @@ def build_processor(
     max_turns: int = 5,
     cost_cap_usd: float | None = None,
     mcp: McpTools | None = None,
+    schemas: PayloadSchemas | None = None,
 ) -> DeliveryProcessor:
     """The worker's processor from parts already made: every collaborator (the state
     store, the runtime, the repository context, the notices, the inboxes, retries and
@@ -348,6 +363,7 @@ def build_processor(
             turns), or ``None`` (no harness).
         max_turns, cost_cap_usd: ``harness.maxTurns`` and ``harness.costCapUsd``.
         mcp: the harness's MCP tool calls for ``mcp-call`` hooks, or ``None``.
+        schemas: the payload schemas (default: github.com's, :func:`payload_schemas`).
 
     No I/O happens here.
     """
@@ -381,7 +397,7 @@ def build_processor(
                   installations=Installations(connection, keys),
                   forward=partial(forward, queue))
     return DeliveryProcessor(settings, connection, agent, inboxes,
-                             Deliveries(connection, settings, store, inboxes))
+                             Deliveries(connection, settings, store, inboxes), schemas)
 
 
 # ----------------------------------------------------------------------------- runner

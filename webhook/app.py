@@ -5,7 +5,8 @@ Checks run in this order (as Prow's hook server does), each failing fast:
 
 1. ``X-GitHub-Event`` and ``X-GitHub-Delivery`` present and sane      -> 400
 2. ``X-Hub-Signature-256`` present                                     -> 401
-3. body no larger than ``max_body_bytes`` (Content-Length, then read)  -> 413
+3. body no larger than ``max_body_bytes`` (Content-Length, then read)  -> 413;
+   a body whose chunked framing is malformed or cut short               -> 400
 4. HMAC-SHA256 of the raw body matches a secret                        -> 401
 5. content type supported, body a JSON object                         -> 415 / 400
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 import redis as redis_lib
 from flask import Flask, Response, request
+from gunicorn.http.errors import NoMoreData, ParseException
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from the_loop.inbox.enqueue import DeliveryQueue
@@ -36,6 +38,7 @@ from the_loop.observability.logs import clear as clear_log_context
 from the_loop.redis_client import RECEIVER, connect
 from the_loop.settings import ReceiverSettings
 from webhook.events import (
+    BadPayloadError,
     DeliveryError,
     PayloadTooLargeError,
     QueueUnavailableError,
@@ -61,6 +64,8 @@ _OK_BODY = b'{"ok": true}'
 _PING_BODY = b'{"ok": true, "event": "ping"}'
 _QUEUED_BODY = b'{"ok": true, "delivery": "%s", "queued": true}'
 _DUPLICATE_BODY = b'{"ok": true, "delivery": "%s", "duplicate": true}'
+#: What reading a malformed request body raises from the WSGI server's input stream.
+_BODY_ERRORS = (ParseException, NoMoreData)
 
 
 @dataclass(frozen=True)
@@ -182,6 +187,10 @@ def create_app(
                 body = request.get_data(cache=False)
             except RequestEntityTooLarge:
                 raise PayloadTooLargeError() from None
+            except _BODY_ERRORS:
+                # The server's input stream refused the body framing (gunicorn: a bad or
+                # missing chunk size or terminator, a body cut short): the client's error.
+                raise BadPayloadError("malformed request body") from None
             if len(body) > max_body:  # chunked body (no Content-Length) over the limit
                 raise PayloadTooLargeError()
             verify_signature(body, signature, secrets)

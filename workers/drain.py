@@ -38,6 +38,7 @@ from the_loop.inbox.record import DeliveryRecord
 from the_loop.observability.logs import bind as bind_log_context
 from the_loop.observability.logs import clear as clear_log_context
 from the_loop.settings import WorkerSettings
+from the_loop.webhook_schema import INVALID, UNVALIDATED, PayloadSchemas
 from workers import metrics as worker_metrics
 from workers.notices import Notices
 from workers.repo_context import RepoContext
@@ -72,13 +73,18 @@ class DeliveryProcessor:
             notices, the GitHub provider, the fan-out).
         inboxes: the inboxes, ready list and wake-ups (the drain steps).
         deliveries: retries and parked deliveries.
+        schemas: the payload schemas every routed delivery is checked against before
+            it is processed (default: github.com's).
 
     No I/O happens in the constructor.
     """
 
     def __init__(self, settings: WorkerSettings, connection: redis.Redis, agent: Agent,
-                 inboxes: Inboxes, deliveries: Deliveries) -> None:
+                 inboxes: Inboxes, deliveries: Deliveries,
+                 schemas: PayloadSchemas | None = None) -> None:
         self.settings = settings
+        self.schemas = schemas or PayloadSchemas()
+        self._unvalidated_noted: set[str] = set()
         self.redis = connection
         self.agent = agent
         self.inboxes = inboxes
@@ -357,7 +363,8 @@ class DeliveryProcessor:
                 directly): routed here.
 
         The body is read (from Redis when the drain step left it out) and parsed once,
-        into a :class:`the_loop.events.GitHubEvent`, only for a routed event.
+        into a :class:`the_loop.events.GitHubEvent`, only for a routed event, after it
+        was checked against its event's schema (:meth:`_invalid`).
 
         Raises whatever the handler raises (the caller retries or parks the delivery).
         """
@@ -377,13 +384,45 @@ class DeliveryProcessor:
             if body is None:
                 return Handled(record.delivery_id, "ignored", "delivery record expired")
             record = replace(record, body=body)
+        payload = record.payload()
+        invalid = self._invalid(record, payload)
+        if invalid is not None:
+            return invalid
         # The work item is the record's (the receiver derived it, or a fan-out set it).
-        event = GitHubEvent.parse(record.event, record.payload(),
+        event = GitHubEvent.parse(record.event, payload,
                                   WorkItemRef.parse_or_none(record.work_item))
         admitted = admit(self.agent, Delivery(record, event, replay))
         if isinstance(admitted, Handled):
             return admitted
         return HANDLERS[kind](self.agent, admitted)
+
+    def _invalid(self, record: DeliveryRecord, payload: Any) -> Handled | None:
+        """Check ``payload`` against its event's schema (:mod:`the_loop.webhook_schema`);
+        for one that does not match, record it (``the-loop deliveries failed`` lists it),
+        log the failing path and return its ``invalid`` outcome: acknowledged, never
+        processed, retried or parked, holding nothing. ``None``: go on. A record the
+        worker queued itself (``derived``) was checked as the delivery it came from."""
+        if record.derived:
+            return None
+        check = self.schemas.check(record.event, record.action, payload)
+        worker_metrics.count_payload_check(record.event, check.outcome)
+        if check.outcome == UNVALIDATED:
+            if record.event not in self._unvalidated_noted:  # once per event and process
+                self._unvalidated_noted.add(record.event)
+                log.info("event=%s payloads pass unvalidated: %s", record.event,
+                         check.reason)
+            return None
+        if check.outcome != INVALID:
+            return None
+        path, rule = check.path or "$", check.rule or "schema"
+        # An action the schema refused is payload text: it is not recorded.
+        action = None if path == "$.action" else record.action
+        self.deliveries.record_invalid(record.delivery_id, record.event, action,
+                                       record.work_item, path, rule)
+        log.warning("delivery=%s event=%s work_item=%s invalid payload at %s (%s); "
+                    "acknowledged, not processed", record.delivery_id, record.event,
+                    record.work_item or "-", path, rule)
+        return Handled(record.delivery_id, "invalid", check.reason)
 
 
 def retry_wait(exc: IntegrationError, now: float | None = None) -> float:
@@ -407,7 +446,7 @@ def forward(queue: DeliveryQueue, record: DeliveryRecord, ref: str) -> int:
     it already (the id ``<delivery>-to`` is deduplicated as any delivery id)."""
     return int(queue.put(replace(record, delivery_id=f"{record.delivery_id}-to",
                                  received_at=time.time(), work_item=ref, attempts=0,
-                                 last_error=None)))
+                                 last_error=None, derived=True)))
 
 
 def fan_out(queue: DeliveryQueue, record: DeliveryRecord, refs: list[str]) -> int:
@@ -419,5 +458,5 @@ def fan_out(queue: DeliveryQueue, record: DeliveryRecord, refs: list[str]) -> in
     for i, ref in enumerate(sorted(refs)):
         count += queue.put(replace(record, delivery_id=f"{record.delivery_id}-w{i}",
                                    received_at=time.time(), work_item=ref,
-                                   attempts=0, last_error=None))
+                                   attempts=0, last_error=None, derived=True))
     return count

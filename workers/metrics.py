@@ -8,7 +8,11 @@
   ``dispatch`` for a wake-up job (it drains many work items' deliveries), the GitHub
   event for a job of the job-per-delivery days;
 - ``the_loop_worker_deliveries_total{event, outcome}``: deliveries handled, ``outcome``
-  ``advanced``, ``ignored`` or ``failed``;
+  ``advanced``, ``ignored``, ``failed``, ``escalated`` or ``invalid`` (its payload did not
+  match its event's schema);
+- ``the_loop_worker_payload_checks_total{event, result}``: payloads checked against their
+  event's schema (:mod:`the_loop.webhook_schema`), ``result`` ``valid``, ``invalid`` or
+  ``unvalidated`` (no schema for the event, or GitHub Enterprise Server);
 - ``the_loop_hook_results_total{hook, status}``: hook results (``pass``, ``block``,
   ``wait``, ``skip``) of every chain the runtime ran, counted from its ``AdvanceResult``;
 - the transport metrics of :mod:`integrations.metrics`, and prometheus-client's own
@@ -29,6 +33,7 @@ from the_loop.observability.metric_labels import OTHER, event_label
 
 __all__ = [
     "count_handled",
+    "count_payload_check",
     "event_of_job",
     "is_dispatch",
     "observe_advance",
@@ -38,7 +43,8 @@ __all__ = [
 
 log = logging.getLogger("the_loop.worker")
 
-OUTCOMES = frozenset({"advanced", "ignored", "failed", "escalated"})
+OUTCOMES = frozenset({"advanced", "ignored", "failed", "escalated", "invalid"})
+CHECK_RESULTS = frozenset({"valid", "invalid", "unvalidated"})
 HOOK_STATUSES = frozenset({"pass", "block", "wait", "skip"})
 
 disable_created_metrics()
@@ -53,6 +59,11 @@ DELIVERIES = Counter(
     "the_loop_worker_deliveries",
     "Deliveries handled by the worker by GitHub event and outcome.",
     ("event", "outcome"),
+)
+PAYLOAD_CHECKS = Counter(
+    "the_loop_worker_payload_checks",
+    "Payloads checked against their event's published JSON Schema, by event and result.",
+    ("event", "result"),
 )
 HOOK_RESULTS = Counter(
     "the_loop_hook_results",
@@ -86,6 +97,12 @@ def observe_job(job: Any, seconds: float) -> None:
 def count_handled(event: str, outcome: str) -> None:
     """Count one handled delivery."""
     DELIVERIES.labels(event_label(event), outcome if outcome in OUTCOMES else "other").inc()
+
+
+def count_payload_check(event: str, result: str) -> None:
+    """Count one payload schema check (``valid``, ``invalid`` or ``unvalidated``)."""
+    PAYLOAD_CHECKS.labels(event_label(event),
+                          result if result in CHECK_RESULTS else "other").inc()
 
 
 def observe_advance(result: AdvanceResult) -> None:

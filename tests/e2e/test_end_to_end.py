@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from graph.state import Past
 from integrations.github_fake_http import HttpFakeGitHub, serve
-from tests.conftest import FIXTURES_DIR, act_as, load_payload, sign_body
+from tests.conftest import act_as, FIXTURES_DIR, gh_label, load_payload, sign_body
 from tests.support.processes import start, stop
 from workers.state import RedisStateStore
 
@@ -134,14 +134,14 @@ def with_install(payload):
 
 def enrol_payload():
     p = with_install(load_payload("issues", "labeled"))
-    p["label"] = {"name": "the-loop"}
-    p["issue"]["labels"].append({"name": "the-loop"})
+    p["label"] = gh_label("the-loop")
+    p["issue"]["labels"].append(gh_label("the-loop"))
     return p
 
 
 def comment_payload(login, body):
     p = with_install(load_payload("issue_comment", "created"))
-    p["issue"]["labels"].append({"name": "the-loop"})
+    p["issue"]["labels"].append(gh_label("the-loop"))
     act_as(p, login)
     p["comment"]["body"] = body
     return p
@@ -217,8 +217,8 @@ def test_a_pull_request_gate_records_the_review_in_the_artifact(stack):
       entry lands in requirements.md's '## Review comments' on the pull request branch."""
     fake, url, env, store, _ = stack
     pr = with_install(load_payload("pull_request", "labeled"))
-    pr["label"] = {"name": "the-loop"}
-    pr["pull_request"]["labels"].append({"name": "the-loop"})
+    pr["label"] = gh_label("the-loop")
+    pr["pull_request"]["labels"].append(gh_label("the-loop"))
     head = pr["pull_request"]["head"]
     fake.add_pull(REPO, 2, head_sha=head["sha"], head_ref=head["ref"], files=["src/app.py"])
     for ref in (head["sha"], head["ref"]):
@@ -230,7 +230,7 @@ def test_a_pull_request_gate_records_the_review_in_the_artifact(stack):
 
     review = with_install(load_payload("pull_request_review", "submitted"))
     review["review"].update(state="approved", commit_id=head["sha"])
-    review["pull_request"]["labels"].append({"name": "the-loop"})
+    review["pull_request"]["labels"].append(gh_label("the-loop"))
     act_as(review, "mallory")
     assert post(url, "pull_request_review", review)[0].status_code == 202
     wait_until(lambda: any(e.type == "delivery.received" and e.data["actor"] == "mallory"

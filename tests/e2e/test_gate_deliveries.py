@@ -10,7 +10,7 @@ import pytest
 
 from graph.markers import find_effect
 from graph.state import Past
-from tests.conftest import act_as, load_payload
+from tests.conftest import act_as, gh_label, load_payload
 from tests.e2e.test_end_to_end import (
     COLLABORATORS,
     REPO,
@@ -84,7 +84,7 @@ def test_the_same_comment_under_two_delivery_ids_decides_once(stack):
     before = fake.actions
     send(url, ns, "issue_comment", approve())  # a new delivery id, the same comment
     edited = with_install(load_payload("issue_comment", "edited"))
-    edited["issue"]["labels"].append({"name": "the-loop"})
+    edited["issue"]["labels"].append(gh_label("the-loop"))
     edited["comment"].update(id=4242, body="/approve\n\nthanks")
     act_as(edited, "Codertocat")
     send(url, ns, "issue_comment", edited)
@@ -99,9 +99,9 @@ def test_the_same_comment_under_two_delivery_ids_decides_once(stack):
 
 def pull_request(fake, *, draft=False, action="labeled"):
     pr = with_install(load_payload("pull_request", "labeled"))
-    pr["label"] = {"name": "the-loop"}
+    pr["label"] = gh_label("the-loop")
     pr["action"] = action
-    pr["pull_request"]["labels"].append({"name": "the-loop"})
+    pr["pull_request"]["labels"].append(gh_label("the-loop"))
     pr["pull_request"]["draft"] = draft
     head = pr["pull_request"]["head"]
     if fake.lookup(REPO) is not None and 2 not in fake.repo(REPO).pulls:
@@ -115,7 +115,7 @@ def review(pr, state="approved", action="submitted", rid=5151):
     p = with_install(load_payload("pull_request_review", "submitted"))
     p["action"] = action
     p["review"].update(id=rid, state=state, commit_id=pr["pull_request"]["head"]["sha"])
-    p["pull_request"]["labels"].append({"name": "the-loop"})
+    p["pull_request"]["labels"].append(gh_label("the-loop"))
     p["pull_request"]["draft"] = pr["pull_request"]["draft"]
     act_as(p, "Codertocat")
     return p
@@ -158,7 +158,8 @@ def test_an_approval_then_a_push_changing_the_artifact_asks_again(stack):
     new_head = "b" * 40
     fake.add_file(REPO, "specs/2/requirements.md", REQUIREMENTS.replace("y\n", "z\n"),
                   ref=new_head)
-    push = dict(pr, action="synchronize")
+    push = {k: v for k, v in pr.items() if k != "label"}
+    push.update(action="synchronize", before=pr["pull_request"]["head"]["sha"], after=new_head)
     push["pull_request"] = {**pr["pull_request"],
                             "head": {**pr["pull_request"]["head"], "sha": new_head}}
     send(url, ns, "pull_request", push)

@@ -88,8 +88,9 @@ def test_argv_as_a_string_is_refused(tmp_path: Path) -> None:
     ("runner: {gitUrl: 'https://github.com/x.git'}\n", {}, "{repo}"),
     ("", {"THE_LOOP_HARNESS": "aider"}, "THE_LOOP_HARNESS must be one of"),
     ("", {"THE_LOOP_HARNESS_BINARY": "claude -p"}, "THE_LOOP_HARNESS_BINARY must name one"),
-    ("", {"THE_LOOP_RUNNER_CONCURRENCY": "0"}, "THE_LOOP_RUNNER_CONCURRENCY must be >= 1"),
-    ("", {"THE_LOOP_RUNNER_CONCURRENCY": "many"}, "THE_LOOP_RUNNER_CONCURRENCY must be an"),
+    ("", {"THE_LOOP_RUNNER_CONCURRENCY": "0"},
+     "THE_LOOP_RUNNER_CONCURRENCY must be a whole number >= 1"),
+    ("", {"THE_LOOP_RUNNER_CONCURRENCY": "many"}, "THE_LOOP_RUNNER_CONCURRENCY must be a whole"),
 ])
 def test_bad_values_are_refused_naming_the_fix(tmp_path: Path, text: str, env: dict[str, str],
                                                words: str) -> None:

@@ -118,9 +118,11 @@ def test_a_401_drops_the_installation_token_and_mints_a_new_one_once(rsa_pem, ca
 
 
 def test_a_ghes_base_url_without_api_v3_is_refused_with_the_fix():
-    with pytest.raises(SettingsError, match=r"THE_LOOP_GITHUB_API_URL=https://ghe.example.com/api/v3"):
+    with pytest.raises(SettingsError, match=r"THE_LOOP_GITHUB_API_URL .*has no path: .*add "
+                       r"/api/v3 to it") as refused:
         Settings.from_env({"THE_LOOP_GITHUB_API_URL": "https://ghe.example.com",
                            "GH_TOKEN": "x"}, process="worker")
+    assert "ghe.example.com" not in str(refused.value)  # the value is never echoed
     ok = Settings.from_env({"THE_LOOP_GITHUB_API_URL": "https://ghe.example.com/api/v3",
                             "GH_TOKEN": "x"}, process="worker")
     assert ok.require_github().api_url == "https://ghe.example.com/api/v3"

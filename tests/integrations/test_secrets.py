@@ -16,7 +16,7 @@ from rq import Queue
 
 import integrations.github  # noqa: F401  (PyGithub sets its log level on import: first)
 from integrations.github_fake_http import HttpFakeGitHub, serve
-from tests.conftest import act_as, load_payload, sign_body
+from tests.conftest import act_as, gh_label, load_payload, sign_body
 from the_loop.settings import Settings
 from the_loop.wiring import build_receiver, build_worker
 from workers.state import RedisStateStore
@@ -45,7 +45,7 @@ def _pem() -> str:
 def _payload(event: str, name: str, **changes: Any) -> dict[str, Any]:
     p = load_payload(event, name)
     p["installation"] = {"id": INSTALLATION}
-    p["issue"]["labels"].append({"name": "the-loop"})
+    p["issue"]["labels"].append(gh_label("the-loop"))
     return p
 
 
@@ -130,7 +130,7 @@ def test_context_carries_no_secret_values(
         processor.repos.hook_config = capture  # type: ignore[method-assign]
 
         enrol = _payload("issues", "labeled")
-        enrol["label"] = {"name": "the-loop"}
+        enrol["label"] = gh_label("the-loop")
         approve = _payload("issue_comment", "created")
         act_as(approve, "Codertocat")
         approve["comment"]["body"] = "/approve"

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from rq import Queue
 
 from integrations.github_fake import FakeGitHub
-from tests.conftest import REPO_ROOT, load_fixture, load_payload, signed_post
+from tests.conftest import REPO_ROOT, gh_label, load_fixture, load_payload, signed_post
 from the_loop.cli import main
 from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
@@ -94,7 +94,7 @@ def test_worker_lines_carry_delivery_id_and_work_item(redis_ns, json_lines):
     queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
                           prefix=redis_ns.prefix)
     payload = load_payload("issue_comment", "created")
-    payload["issue"]["labels"].append({"name": "the-loop"})
+    payload["issue"]["labels"].append(gh_label("the-loop"))
     marker = f"do-not-log-{uuid.uuid4().hex}"
     payload["comment"]["body"] = f"/approve {marker}"
     delivery = str(uuid.uuid4())

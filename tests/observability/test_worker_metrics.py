@@ -17,7 +17,7 @@ from graph.ports import IntegrationError, NotFound, RateLimited
 from integrations.github import GitHubApi
 from integrations.github_fake import FakeGitHub
 from integrations.metrics import ObservedFactory, ObservedIntegration, outcome_of
-from tests.conftest import load_payload
+from tests.conftest import gh_label, load_payload
 from tests.observability.helpers import free_port, samples
 from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
@@ -54,8 +54,8 @@ def deliver(queue, event: str, payload: dict) -> str:
 
 def enrol_payload() -> dict:
     p = load_payload("issues", "labeled")
-    p["label"] = {"name": "the-loop"}
-    p["issue"]["labels"].append({"name": "the-loop"})
+    p["label"] = gh_label("the-loop")
+    p["issue"]["labels"].append(gh_label("the-loop"))
     return p
 
 

@@ -58,7 +58,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from graph.markers import find_effect
 from integrations import github_fake as fakes
 from integrations.github_fake_http import HttpFakeGitHub, serve
-from tests.conftest import act_as, load_payload, sign_body
+from tests.conftest import act_as, gh_label, load_payload, sign_body
 from tests.support import processes
 from tests.support.blackhole import BlackHoleProxy
 from the_loop.inbox.keys import Keys
@@ -142,7 +142,7 @@ def _place(p: dict[str, Any], item: int) -> dict[str, Any]:
     p["repository"]["full_name"] = repo(item)
     p["repository"]["name"] = repo(item).split("/")[1]
     p["repository"]["id"] = 100_000 + item
-    p["installation"] = {"id": item}
+    p["installation"] = {"id": item, "node_id": f"MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9u{item}"}
     return p
 
 
@@ -162,16 +162,16 @@ DURING_THE_RUN = "2100-01-01T00:00:00Z"
 
 def _enrol(item: int) -> dict[str, Any]:
     p = load_payload("issues", "labeled")
-    p["label"] = {"name": "the-loop"}
+    p["label"] = gh_label("the-loop")
     p["issue"]["number"] = item
-    p["issue"]["labels"].append({"name": "the-loop"})
+    p["issue"]["labels"].append(gh_label("the-loop"))
     return _place(p, item)
 
 
 def _comment(item: int, k: int, login: str, kind: str, body: str) -> dict[str, Any]:
     p = load_payload("issue_comment", "created")
     p["issue"]["number"] = item
-    p["issue"]["labels"].append({"name": "the-loop"})
+    p["issue"]["labels"].append(gh_label("the-loop"))
     act_as(p, login)
     p["sender"]["type"] = p["comment"]["user"]["type"] = kind
     p["comment"]["body"] = body

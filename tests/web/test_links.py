@@ -11,7 +11,7 @@ import pytest
 from graph.model import WorkItem
 from graph.status import render_status
 from integrations.github_fake import FakeGitHub
-from tests.conftest import load_fixture
+from tests.conftest import gh_label, load_fixture
 from tests.workers.test_processing import deliver, work
 from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
@@ -35,8 +35,8 @@ def enrol_pull_request(redis_ns, public_url: str | None) -> FakeGitHub:
     queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
                           prefix=redis_ns.prefix)
     payload = json.loads(load_fixture("pull_request", "labeled"))
-    payload["label"] = {"name": "the-loop"}
-    payload["pull_request"]["labels"].append({"name": "the-loop"})
+    payload["label"] = gh_label("the-loop")
+    payload["pull_request"]["labels"].append(gh_label("the-loop"))
     deliver(queue, "pull_request", payload)
     work(redis_ns, processor)
     return gh

@@ -17,7 +17,7 @@ from graph.markers import find_effect
 from graph.ports import Transport
 from graph.state import Past
 from integrations.github_fake import FakeGitHub
-from tests.conftest import act_as, load_payload
+from tests.conftest import act_as, gh_label, load_payload
 from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
@@ -99,13 +99,13 @@ def make(redis_ns, tmp_path):
 def labelled(p: dict[str, Any]) -> dict[str, Any]:
     item = p.get("issue") or p.get("pull_request")
     if item is not None:
-        item.setdefault("labels", []).append({"name": "the-loop"})
+        item.setdefault("labels", []).append(gh_label("the-loop"))
     return p
 
 
 def enrol(deliver) -> None:
     p = labelled(load_payload("issues", "labeled"))
-    p["label"] = {"name": "the-loop"}
+    p["label"] = gh_label("the-loop")
     deliver("issues", p)
 
 
@@ -227,8 +227,10 @@ def test_a_deleted_comment_that_decided_nothing_is_ignored_silently(make):
 
 def pull_request(gh, deliver, store, *, draft=False, action="labeled"):
     pr = labelled(load_payload("pull_request", "labeled"))
-    pr["label"] = {"name": "the-loop"}
+    pr["label"] = gh_label("the-loop")
     pr["action"] = action
+    if action not in ("labeled", "unlabeled"):
+        del pr["label"]  # only a label change names one (GitHub's payload schema)
     pr["pull_request"]["draft"] = draft
     head = pr["pull_request"]["head"]
     if not gh.repo(REPO).pulls.get(2):
@@ -348,7 +350,9 @@ def test_two_approvers_are_needed_and_changes_requested_wins(make, tmp_path):
 
 
 def synchronize(pr, sha):
-    p = dict(pr, action="synchronize")
+    # As GitHub sends it: the head before and after the push, no label.
+    p = {k: v for k, v in pr.items() if k != "label"}
+    p.update(action="synchronize", before=pr["pull_request"]["head"]["sha"], after=sha)
     p["pull_request"] = {**pr["pull_request"], "head": {**pr["pull_request"]["head"],
                                                         "sha": sha}}
     return p

@@ -12,7 +12,7 @@ import pytest
 from graph.markers import find_effect
 from graph.state import Past
 from integrations.github_fake import FakeGitHub
-from tests.conftest import act_as, load_payload
+from tests.conftest import act_as, gh_label, load_payload
 from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
@@ -53,13 +53,13 @@ def fixture(event, name, *, enrol=True):
     p = load_payload(event, name)
     item = p.get("issue") or p.get("pull_request")
     if enrol and item is not None:
-        item.setdefault("labels", []).append({"name": "the-loop"})
+        item.setdefault("labels", []).append(gh_label("the-loop"))
     return p
 
 
 def enrol(deliver):
     p = fixture("issues", "labeled")
-    p["label"] = {"name": "the-loop"}
+    p["label"] = gh_label("the-loop")
     deliver("issues", p)
 
 
@@ -119,12 +119,12 @@ def test_harness_config_on_the_default_branch_sets_label_and_spec_dir(env):
                 "version: 1\nenrolment: {label: pdlc}\nspecs: {directory: 'docs/{number}'}\n",
                 ref="master")
     p = fixture("issues", "labeled", enrol=False)
-    p["label"] = {"name": "the-loop"}
-    p["issue"]["labels"].append({"name": "the-loop"})
+    p["label"] = gh_label("the-loop")
+    p["issue"]["labels"].append(gh_label("the-loop"))
     handled = deliver("issues", p)
     assert handled[-1].outcome == "ignored" and "'pdlc'" in handled[-1].detail
-    p["label"] = {"name": "pdlc"}
-    p["issue"]["labels"].append({"name": "pdlc"})
+    p["label"] = gh_label("pdlc")
+    p["issue"]["labels"].append(gh_label("pdlc"))
     deliver("issues", p)
     state = store.load(REF1)
     assert "docs/1/requirements.md" in state.parked_reason
@@ -133,7 +133,7 @@ def test_harness_config_on_the_default_branch_sets_label_and_spec_dir(env):
 def test_a_review_of_an_older_commit_is_stale_and_the_item_says_why(env):
     gh, processor, store, deliver = env
     pr = fixture("pull_request", "labeled")
-    pr["label"] = {"name": "the-loop"}
+    pr["label"] = gh_label("the-loop")
     head = pr["pull_request"]["head"]
     for ref in (head["sha"], head["ref"]):
         gh.add_file(REPO, "specs/2/requirements.md", REQUIREMENTS, ref=ref)
@@ -177,7 +177,7 @@ def test_phase_label_drift_is_noticed_once_and_never_fought(env):
     before = list(gh.actions)
     for _ in range(2):
         p = fixture("issues", "unlabeled")
-        p["label"] = {"name": "phase:requirements-approval"}
+        p["label"] = gh_label("phase:requirements-approval")
         deliver("issues", p)
     drift = [e for e in store.events(REF1) if e.type == "labels.drift"]
     assert len(drift) == 2 and drift[0].data["action"] == "unlabeled"
@@ -201,8 +201,8 @@ def test_repository_config_is_read_at_the_default_branch_head_a_push_announces(e
     assert "config refreshed" in handled[-1].detail
     p = fixture("issues", "labeled", enrol=False)
     p["issue"]["number"] = 5
-    p["label"] = {"name": "pdlc"}
-    p["issue"]["labels"].append({"name": "pdlc"})
+    p["label"] = gh_label("pdlc")
+    p["issue"]["labels"].append(gh_label("pdlc"))
     deliver("issues", p)
     assert store.load(f"github:{REPO}#5") is not None  # enrolled by the new label
 
@@ -223,7 +223,7 @@ def test_an_approval_whose_review_record_moves_the_branch_evaluates_the_new_head
     gh.add_git_repo(REPO, tmp_path / "git", {".the-loop/collaborators.yaml": COLLABORATORS},
                     default_branch="master")
     pr = fixture("pull_request", "labeled")
-    pr["label"] = {"name": "the-loop"}
+    pr["label"] = gh_label("the-loop")
     branch = pr["pull_request"]["head"]["ref"]
     gh.add_file(REPO, "specs/2/requirements.md", REQUIREMENTS, ref=branch)
     gh.add_file(REPO, "specs/2/design.md", DESIGN, ref=branch)

@@ -13,7 +13,7 @@ from rq import Queue
 
 from graph.state import Past
 from integrations.github_fake import FakeGitHub
-from tests.conftest import act_as, fixture_files, load_fixture, load_payload
+from tests.conftest import act_as, fixture_files, gh_label, load_fixture, load_payload
 from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
@@ -57,14 +57,14 @@ def work(ns, processor):
 
 def enrol_payload():
     p = load_payload("issues", "labeled")
-    p["label"] = {"name": "the-loop"}
-    p["issue"]["labels"].append({"name": "the-loop"})
+    p["label"] = gh_label("the-loop")
+    p["issue"]["labels"].append(gh_label("the-loop"))
     return p
 
 
 def comment_payload(login, body):
     p = load_payload("issue_comment", "created")
-    p["issue"]["labels"].append({"name": "the-loop"})
+    p["issue"]["labels"].append(gh_label("the-loop"))
     act_as(p, login)
     p["comment"]["body"] = body
     return p
@@ -120,7 +120,7 @@ def test_every_fixture_goes_through_the_worker_without_exception(env, event, pat
     payload = json.loads(path.read_bytes())
     for key in ("issue", "pull_request"):
         if isinstance(payload.get(key), dict):
-            payload[key].setdefault("labels", []).append({"name": "the-loop"})
+            payload[key].setdefault("labels", []).append(gh_label("the-loop"))
     delivery = deliver(queue, event, payload)
     handled = processor.drain(parse_delivery(
         {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery + "x",
@@ -186,8 +186,8 @@ def test_a_commit_status_re_drives_the_work_item_whose_head_it_names(env):
     gh.operations = gh.operations | {"list-pull-files"}
     gh.list_pull_files = lambda repo, number: {"files": ["app.py"]}
     pr = load_payload("pull_request", "labeled")
-    pr["label"] = {"name": "the-loop"}
-    pr["pull_request"]["labels"].append({"name": "the-loop"})
+    pr["label"] = gh_label("the-loop")
+    pr["pull_request"]["labels"].append(gh_label("the-loop"))
     head = pr["pull_request"]["head"]["sha"]
     ref = f"github:{REPO}#2"
     gh.add_pull(REPO, 2, head_sha=head, head_ref="changes", base_ref="master")

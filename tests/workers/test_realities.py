@@ -20,6 +20,7 @@ from graph.runtime import Runtime, with_moved_head
 from graph.state import MemoryStateStore, WorkItemState
 from integrations.github_fake import FakeGitHub
 from integrations.slack import SlackSdk
+from tests.conftest import gh_label, load_payload
 from tests.graph.test_effects import Files
 from tests.support import slack_fake
 from tests.workers.test_processing import deliver
@@ -89,7 +90,7 @@ def env(redis_ns):
 
 
 def installed(payload: dict[str, Any]) -> dict[str, Any]:
-    payload["installation"] = {"id": INSTALLATION}
+    payload["installation"] = {"id": INSTALLATION, "node_id": "MDIzOkludGVncmF0aW9uNDI="}
     return payload
 
 
@@ -100,8 +101,10 @@ def renamed(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def lifecycle(event: str, action: str, **extra: Any) -> dict[str, Any]:
-    return {"action": action, "installation": {"id": INSTALLATION},
-            "sender": {"login": "octocat", "type": "User"}, **extra}
+    """GitHub's ``event.action`` example payload, of installation 42."""
+    payload = load_payload(event, action)
+    payload["installation"]["id"] = INSTALLATION
+    return {**payload, **extra}
 
 
 # -- 1: identity ------------------------------------------------------------------------
@@ -173,7 +176,8 @@ def test_a_deleted_installation_and_a_removed_repository_end_as_no_ops(env):
     repository_id = json.loads(record("issues", enrolment()).body)["repository"]["id"]
     removed = processor.handle(record("installation_repositories", lifecycle(
         "installation_repositories", "removed",
-        repositories_removed=[{"id": repository_id, "full_name": REPO}])))
+        repositories_removed=[{"id": repository_id, "node_id": "R_1", "name": "Hello-World",
+                               "full_name": REPO, "private": False}])))
     assert "1 repositories removed" in removed.detail
     later = processor.handle(record("issue_comment", installed(comment("/approve"))))
     assert later.detail == f"repository {REPO} was removed from the installation"
@@ -264,11 +268,10 @@ def test_a_check_suite_from_a_fork_reaches_the_work_item_whose_head_it_is(env, m
     sha = "b" * 40
     processor.store.save(WorkItemState.new(REF1, GRAPH.digest, "implementation"))
     processor.repos.ci(REPO).remember(sha, REF1)
-    suite = {"action": "completed", "repository": {"full_name": REPO, "id": 9},
-             "installation": {"id": INSTALLATION},
-             "check_suite": {"head_sha": sha, "status": "completed", "conclusion": "success",
-                             "app": {"slug": "ci"}, "pull_requests": [],
-                             "updated_at": "2024-05-01T11:00:00Z"}}
+    suite = installed(load_payload("check_suite", "completed"))
+    suite["check_suite"].update(head_sha=sha, status="completed", conclusion="success",
+                                pull_requests=[], updated_at="2024-05-01T11:00:00Z")
+    suite["check_suite"]["app"]["slug"] = "ci"
     fanned = processor.handle(record("check_suite", suite))
     assert fanned.detail.endswith("re-driving 1 work item(s)")
     seen: list[WorkItem] = []
@@ -320,8 +323,8 @@ def test_phase_labels_of_any_case_are_removed_on_the_next_move():
 def test_the_enrolment_label_matches_without_regard_to_case(env):
     _, processor, _ = env
     payload = installed(enrolment())
-    payload["label"] = {"name": "The-Loop"}
-    payload["issue"]["labels"] = [{"name": "THE-LOOP"}]
+    payload["label"] = gh_label("The-Loop")
+    payload["issue"]["labels"] = [gh_label("THE-LOOP")]
     assert processor.handle(record("issues", payload)).outcome == "advanced"
 
 

@@ -18,7 +18,7 @@ from rq.registry import FailedJobRegistry, StartedJobRegistry
 
 from graph.ports import IntegrationError
 from integrations.github_fake import FakeGitHub
-from tests.conftest import act_as, load_payload
+from tests.conftest import act_as, gh_label, load_payload
 from the_loop.graphs import load_graph
 from the_loop.inbox.dead import DeliveryCommandError
 from the_loop.inbox.enqueue import DeliveryQueue
@@ -60,15 +60,15 @@ def deliver(queue, ns, event, payload):
 
 def enrol_payload(number=1):
     p = load_payload("issues", "labeled")
-    p["label"] = {"name": "the-loop"}
-    p["issue"]["labels"].append({"name": "the-loop"})
+    p["label"] = gh_label("the-loop")
+    p["issue"]["labels"].append(gh_label("the-loop"))
     p["issue"]["number"] = number
     return p
 
 
 def comment_payload(login, body, number=1):
     p = load_payload("issue_comment", "created")
-    p["issue"]["labels"].append({"name": "the-loop"})
+    p["issue"]["labels"].append(gh_label("the-loop"))
     p["issue"]["number"] = number
     act_as(p, login)
     p["comment"]["body"] = body

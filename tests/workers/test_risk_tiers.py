@@ -13,7 +13,7 @@ import pytest
 from graph.markers import find_effect
 from graph.state import Past
 from integrations.github_fake import FakeGitHub
-from tests.conftest import act_as
+from tests.conftest import act_as, gh_label
 from tests.workers.test_gate_feedback import COLLABORATORS, REF1, REPO, REQUIREMENTS, fixture
 from the_loop.config.repository import load_harness_config
 from the_loop.graphs import load_graph
@@ -67,7 +67,7 @@ def env(redis_ns):
 
 def labelled(payload, *labels):
     subject = payload.get("issue") or payload.get("pull_request")
-    subject["labels"] = [{"name": "the-loop"}, *({"name": n} for n in labels)]
+    subject["labels"] = [gh_label("the-loop"), *(gh_label(n) for n in labels)]
     return payload
 
 
@@ -89,7 +89,7 @@ def test_a_risk_label_sets_the_tier_and_a_reserved_tier_refuses_a_models_approva
     Then the gate keeps waiting, and its status comment names the reservation."""
     gh, store, deliver = env
     enrol = labelled(fixture("issues", "labeled"), "risk/3")
-    enrol["label"] = {"name": "the-loop"}
+    enrol["label"] = gh_label("the-loop")
     deliver("issues", enrol)
     state = store.load(REF1)
     assert (state.current_node, state.risk_tier) == ("requirements-approval", 3)
@@ -114,7 +114,7 @@ def test_the_default_tier_lets_a_models_approval_satisfy_an_agent_tier_gate(env)
     Then the gate is satisfied, and no reservation is named."""
     gh, store, deliver = env
     enrol = labelled(fixture("issues", "labeled"))
-    enrol["label"] = {"name": "the-loop"}
+    enrol["label"] = gh_label("the-loop")
     deliver("issues", enrol)
     assert store.load(REF1).risk_tier == 2
     assert "reserved for a person" not in status_body(gh)

@@ -17,7 +17,7 @@ from graph.markers import find_effect
 from graph.ports import Unavailable
 from graph.refs import WorkItemRef
 from integrations.github_fake import FakeGitHub
-from tests.conftest import act_as, load_payload
+from tests.conftest import act_as, gh_label, load_payload
 from the_loop.events import GitHubEvent
 from the_loop.graphs import load_graph
 from the_loop.inbox.record import DeliveryRecord
@@ -86,13 +86,13 @@ def fixture(event: str, name: str, *, enrol: bool = True) -> dict[str, Any]:
     payload = load_payload(event, name)
     item = payload.get("issue") or payload.get("pull_request")
     if enrol and item is not None:
-        item.setdefault("labels", []).append({"name": "the-loop"})
+        item.setdefault("labels", []).append(gh_label("the-loop"))
     return payload
 
 
 def enrolment() -> dict[str, Any]:
     payload = fixture("issues", "labeled")
-    payload["label"] = {"name": "the-loop"}
+    payload["label"] = gh_label("the-loop")
     return payload
 
 
@@ -114,7 +114,7 @@ def enrolled(processor: DeliveryProcessor) -> None:
 def phase_label_by_hand(action: str = "unlabeled", login: str = "octocat",
                         sender_type: str = "User") -> dict[str, Any]:
     payload = fixture("issues", action)
-    payload["label"] = {"name": "phase:requirements-approval"}
+    payload["label"] = gh_label("phase:requirements-approval")
     payload["sender"].update(login=login, type=sender_type)
     return payload
 

@@ -440,11 +440,6 @@ def closest(word: str, choices: Sequence[str]) -> str | None:
     return normal[match[0]] if match else None
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def _issues(
     err: ValidationError, doc: Any, source: str, root: Mapping[str, Any]
 ) -> list[ConfigIssue]:
@@ -484,6 +479,8 @@ def _issues(
         return [ConfigIssue(source, key, line, f"must be {want}, not {_type_word(err.instance)}",
                             fix)]
     if kind == "enum":
+        # The value is never echoed (a misplaced secret must not reach a log); the
+        # suggestion is one of the schema's own options.
         options = [o for o in err.validator_value]
         shown = ", ".join("null" if o is None else str(o) for o in options)
         fix = hint
@@ -495,7 +492,7 @@ def _issues(
                 and f"{err.instance:+d}" in options:
             fix = f"quote it: \"{err.instance:+d}\" (unquoted, YAML reads a number)"
         return [ConfigIssue(source, key, line,
-                            f"must be one of {shown}, not {_short(err.instance)}",
+                            f"must be one of {shown}",
                             fix or f"use one of {shown}")]
     if kind == "pattern":
         # Never echo the value: a misplaced secret must not reach a log.

@@ -45,6 +45,8 @@ from the_loop.inbox.wake import FAILURE_TTL
 
 log = logging.getLogger("the_loop.worker")
 
+#: Schema-invalid deliveries kept for ``the-loop deliveries failed`` (the newest).
+INVALID_KEPT = 1000
 
 
 class DeadLetterSettings(DrainSettings, Protocol):
@@ -148,6 +150,33 @@ class Deliveries:
         self.redis.set(self.keys.parked(ref), delivery_id)
         log.error("delivery=%s event=%s work_item=%s parked after %d attempts: %s",
                   delivery_id, event, ref, attempts, reason)
+
+    def record_invalid(self, delivery_id: str, event: str, action: str | None,
+                       ref: str | None, path: str, rule: str) -> None:
+        """Note that ``delivery_id``'s payload does not match its event's schema: it is
+        acknowledged and never processed, retried or parked, and holds nothing. The entry
+        (``P:deliveries:invalid``, the newest :data:`INVALID_KEPT`) holds the failing
+        JSON path and rule (see :class:`the_loop.webhook_schema.SchemaCheck`), never a
+        payload value."""
+        entry = json.dumps({"delivery": delivery_id, "event": event, "action": action,
+                            "work_item": ref, "path": path, "rule": rule, "at": time.time()})
+        with self.redis.pipeline() as pipe:
+            pipe.lpush(self.keys.invalid, entry)
+            pipe.ltrim(self.keys.invalid, 0, INVALID_KEPT - 1)
+            pipe.execute()
+
+    def invalid(self) -> list[dict[str, Any]]:
+        """The schema-invalid deliveries, newest first: ``{delivery, event, action,
+        work_item, path, rule, at}``."""
+        out = []
+        for raw in self.redis.lrange(self.keys.invalid, 0, -1):
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                out.append(entry)
+        return out
 
     # -- requeueing -------------------------------------------------------------------
 

@@ -19,6 +19,8 @@ The delivery protocol (:mod:`the_loop.inbox`):
 - ``P:parked:REF``          the parked delivery that holds a work item
 - ``P:deliveries:failed``   hash: parked delivery id -> JSON reason
 - ``P:deliveries:retry``    sorted set: delivery id -> due time
+- ``P:deliveries:invalid``  list of JSON entries, newest first (at most
+  ``INVALID_KEPT``): deliveries whose payload did not match its event's schema
 - ``P:workers``             set of registered ``the-loop worker`` names
 - ``P:worker:NAME``         a worker's liveness key; expires
 - ``P:reaper``              who runs this reaper round (short lock)
@@ -171,6 +173,12 @@ class Keys:
     def retry(self) -> str:
         """``P:deliveries:retry``: deliveries waiting for a retry (id -> due time)."""
         return self._("deliveries", "retry")
+
+    @property
+    def invalid(self) -> str:
+        """``P:deliveries:invalid``: deliveries acknowledged as schema-invalid (JSON list,
+        newest first)."""
+        return self._("deliveries", "invalid")
 
     @property
     def workers(self) -> str:

@@ -9,7 +9,9 @@ The hash's fields (:data:`STORED`; absent values are stored as ""):
 float), ``installation_id``, ``repository`` (``OWNER/NAME``), ``work_item``
 (``github:OWNER/REPO#N``) and ``body`` (the JSON document); the drain adds ``attempts``
 (counted before each attempt), ``started`` (set on the first start) and ``last_error``
-(the-loop's own reason of the last failed attempt, at most 500 characters).
+(the-loop's own reason of the last failed attempt, at most 500 characters). A record the
+worker queued itself (a fan-out, a forward, a re-drive) also has ``derived`` ("1"); the
+receiver never writes it.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ STORED = ("delivery_id", "event", "action", "received_at", "installation_id", "r
           "work_item", "body")
 #: The fields a drain step reads before it knows whether it needs the body.
 FIELDS = ("delivery_id", "event", "action", "received_at", "installation_id", "repository",
-          "work_item", "attempts", "started", "last_error")
+          "work_item", "attempts", "started", "last_error", "derived")
 
 
 def text(value: Any) -> str:
@@ -77,6 +79,8 @@ class DeliveryRecord:
             step leaves it out for deliveries the router ignores).
         attempts: attempts counted so far (0 before the first).
         last_error: the reason the last attempt failed, or ``None``.
+        derived: queued by the worker itself from a delivery it had already checked
+            (a fan-out, a forward, a re-drive); the receiver never sets it.
     """
 
     delivery_id: str
@@ -89,6 +93,7 @@ class DeliveryRecord:
     body: bytes | None = field(default=None, repr=False)
     attempts: int = 0
     last_error: str | None = None
+    derived: bool = False
 
     @classmethod
     def of(cls, delivery: Delivery, received_at: float) -> DeliveryRecord:
@@ -99,8 +104,8 @@ class DeliveryRecord:
 
     def to_redis(self) -> list[bytes | str]:
         """The stored fields (:data:`STORED`) as a flat ``[field, value, ...]`` list for
-        ``HSET``; absent values are ``""``."""
-        return [
+        ``HSET``; absent values are ``""`` (``derived`` is written only when set)."""
+        fields: list[bytes | str] = [
             "delivery_id", self.delivery_id,
             "event", self.event,
             "action", self.action or "",
@@ -110,6 +115,9 @@ class DeliveryRecord:
             "work_item", self.work_item or "",
             "body", b"" if self.body is None else self.body,
         ]
+        if self.derived:
+            fields += ["derived", "1"]
+        return fields
 
     @classmethod
     def from_redis(cls, fields: Mapping[Any, Any],
@@ -147,6 +155,7 @@ class DeliveryRecord:
             body=body.encode() if isinstance(body, str) else body,
             attempts=int(get("attempts") or 0),
             last_error=get("last_error"),
+            derived=bool(get("derived")),
         )
 
     def payload(self) -> Any:
