@@ -115,6 +115,13 @@ class _Prefetched(io.BytesIO):
             raise self._error
         return data
 
+    def readinto(self, buffer: Any) -> int:
+        # werkzeug's LimitedStream (a max_content_length is set) reads through here.
+        count = super().readinto(buffer)
+        if self._error is not None and not count:
+            raise self._error
+        return count
+
     def readline(self, size: int | None = -1) -> bytes:
         line = super().readline(size)
         if self._error is not None and not line:

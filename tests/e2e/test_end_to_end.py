@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from graph.state import Past
 from integrations.github_fake_http import HttpFakeGitHub, serve
-from tests.conftest import act_as, FIXTURES_DIR, gh_label, load_payload, sign_body
+from tests.conftest import FIXTURES_DIR, act_as, gh_label, load_payload, sign_body
 from tests.support.processes import start, stop
 from workers.state import RedisStateStore
 

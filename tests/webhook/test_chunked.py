@@ -48,7 +48,7 @@ def exchange(port: int, data: bytes, *, half_close: bool = False) -> bytes:
         return answer
 
 
-@pytest.fixture(scope="module", params=["1", "4"], ids=["sync", "gthread"])
+@pytest.fixture(scope="module", params=["1", "4"], ids=["gevent", "gthread"])
 def receiver(request, tmp_path_factory) -> Iterator[tuple[int, Path, RedisNamespace]]:
     client = redis.Redis.from_url(TEST_REDIS_URL, socket_timeout=5)
     token = f"t{uuid.uuid4().hex}"
