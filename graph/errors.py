@@ -17,8 +17,9 @@ exception class in the packages is in this tree, and drawn here::
     │   ├── GraphMismatch (RuntimeError)           runtime.py
     │   ├── ForceError (ValueError)                runtime.py: `graph force`/`state migrate` refused
     │   ├── TaskPlanError (ValueError)             tasks.py: a task list is not a valid plan
-    │   └── EnvelopeError (ValueError)             envelope.py: an envelope that does not hold
-    │       └── EnvelopeLimitError                 past the the-loop.graph/v1 limits
+    │   ├── EnvelopeError (ValueError)             envelope.py: an envelope that does not hold
+    │   │   └── EnvelopeLimitError                 past the the-loop.graph/v1 limits
+    │   └── SigningKeyError (ValueError)           signing.py: not an Ed25519 key as expected
     ├── IntegrationError                           ports.py: an external system refused/failed
     │   ├── NotFound                               404, or not visible
     │   ├── RateLimited (retry_after, reset_at)    429 / 403 rate limit; retriable

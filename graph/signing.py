@@ -29,6 +29,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
+from graph.errors import LoopError
+
 VERSION = 1
 #: Every key of a record (``v`` is :data:`VERSION`): the work item ref, the gate (node
 #: id) and its visit, the outcome, the reviewer's GitHub user id (``None`` when unknown)
@@ -42,7 +44,7 @@ MAX_RECORD_CHARS = 4096
 SIGNATURE_RE = re.compile(r"(ed25519-[0-9a-f]{16}):([A-Za-z0-9_-]{86})")
 
 
-class SigningKeyError(ValueError):
+class SigningKeyError(LoopError, ValueError):
     """A key that is not an Ed25519 key in the expected encoding (the message names the
     source and the fix, never the key)."""
 

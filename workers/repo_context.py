@@ -251,7 +251,10 @@ class RepoContext:
         # Only the work item's own pull request makes it a draft (an issue's draft pull
         # request, where its agent turns push, is the-loop's workspace, not a review).
         draft = bool(event.draft) if event.pull_number == ref.number else False
-        if event.kind != "issue" and not (head and head_ref):
+        # A review's payload omits maintainer_can_modify: a fork's pull request is read.
+        unknown_edits = (event.maintainer_can_modify is None and head_repo is not None
+                         and not same_repo(repo, head_repo))
+        if event.kind != "issue" and (not (head and head_ref) or unknown_edits):
             try:
                 pull = github.get_pull_request(repo=repo, number=ref.number)
             except NotFound:

@@ -21,7 +21,7 @@ from graph.model import Status
 from graph.runtime import Runtime
 from graph.state import DECIDED_KEPT, Past, WorkItemState
 from integrations.github_fake import FakeGitHub
-from tests.conftest import load_payload
+from tests.conftest import act_as, gh_label, load_payload
 from the_loop.cli import main
 from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
@@ -66,16 +66,16 @@ class Item:
 
     def comment(self, body: str) -> DeliveryRecord:
         p = load_payload("issue_comment", "created")
-        p["issue"].setdefault("labels", []).append({"name": "the-loop"})
+        p["issue"].setdefault("labels", []).append(gh_label("the-loop"))
         self.cid += 1
         p["comment"].update(id=self.cid, body=body)
-        p["sender"]["login"] = p["comment"]["user"]["login"] = "Codertocat"
+        act_as(p, "Codertocat")
         return self.deliver("issue_comment", p)
 
     def enrol(self) -> None:
         p = load_payload("issues", "labeled")
-        p["issue"].setdefault("labels", []).append({"name": "the-loop"})
-        p["label"] = {"name": "the-loop"}
+        p["issue"].setdefault("labels", []).append(gh_label("the-loop"))
+        p["label"] = gh_label("the-loop")
         self.deliver("issues", p)
         assert self.at() == ("requirements-approval", "waiting")
 

@@ -12,7 +12,7 @@ from graph.markers import find_effect
 from graph.ports import IntegrationError
 from graph.state import Past
 from integrations.github_fake import FakeGitHub
-from tests.conftest import TEST_SIGNER, load_payload, signed_review
+from tests.conftest import TEST_SIGNER, gh_label, load_payload, signed_review
 from the_loop.graphs import load_graph
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.keys import SHARED_INBOX
@@ -65,8 +65,8 @@ def make_env(redis_ns, *, signer=TEST_SIGNER, default_branch="master", gh=None):
 
 def labeled_pr(**head):
     pr = load_payload("pull_request", "labeled")
-    pr["label"] = {"name": "the-loop"}
-    pr["pull_request"].setdefault("labels", []).append({"name": "the-loop"})
+    pr["label"] = gh_label("the-loop")
+    pr["pull_request"].setdefault("labels", []).append(gh_label("the-loop"))
     pr["pull_request"]["head"].update(head)
     return pr
 
@@ -74,9 +74,7 @@ def labeled_pr(**head):
 def approving_review(pr):
     review = load_payload("pull_request_review", "submitted")
     review["pull_request"]["head"] = pr["pull_request"]["head"]
-    review["pull_request"]["maintainer_can_modify"] = pr["pull_request"].get(
-        "maintainer_can_modify")
-    review["pull_request"].setdefault("labels", []).append({"name": "the-loop"})
+    review["pull_request"].setdefault("labels", []).append(gh_label("the-loop"))
     review["review"]["commit_id"] = pr["pull_request"]["head"]["sha"]
     review["review"]["state"] = "approved"
     return review
@@ -157,7 +155,10 @@ def fork_env(redis_ns, *, signer=TEST_SIGNER, maintainer_can_modify=False, gh=No
     fork's own branch also called `main`."""
     gh, store, deliver = make_env(redis_ns, signer=signer, default_branch="main", gh=gh)
     gh.add_file(REPO, REQ, REQUIREMENTS, ref="main")  # the base's namesake branch
-    pr = labeled_pr(ref="main", repo={"full_name": FORK, "fork": True})
+    pr = labeled_pr(ref="main")
+    fork = pr["pull_request"]["head"]["repo"]  # the base repository's object, as the fork
+    fork.update(full_name=FORK, fork=True, id=fork["id"] + 1,
+                owner={**fork["owner"], "login": "forker", "id": fork["owner"]["id"] + 1})
     pr["repository"]["default_branch"] = "main"
     pr["pull_request"]["maintainer_can_modify"] = maintainer_can_modify
     head = pr["pull_request"]["head"]
