@@ -25,7 +25,8 @@ Then it checks, against a clean serial run of the same deliveries (in process, n
 faults, an in-memory GitHub):
 
 * no lost or doubled event: every delivery's ``delivery.received`` is in its work item's
-  log exactly once, in the order sent, and nothing is parked;
+  log exactly once, in the order sent, no log entry is there twice (its id), and
+  nothing is parked;
 * no duplicate effect at the fake: every marked comment of the-loop exists once, no bot
   comment lacks a marker, labels match the clean run (and phase labels were added in the
   same order, never flipped back and forth);
@@ -564,7 +565,12 @@ def _check(report: Report, store: Any, fake: HttpFakeGitHub, clean_gh: fakes.Fak
     problems = report.problems
     for item, seq in by_item.items():
         r = ref(item)
-        received = [e.caused_by for e in store.events(r) if e.type == "delivery.received"]
+        log = store.events(r)
+        # Each entry has its own id: one seen twice is one append that landed twice.
+        replayed = [i for i, n in collections.Counter(e.id for e in log).items() if n > 1]
+        if replayed:
+            problems.append(f"{r}: {len(replayed)} log entries appended twice")
+        received = [e.caused_by for e in log if e.type == "delivery.received"]
         sent = [p.delivery for p in seq]
         if received != sent:
             lost = [d for d in sent if d not in received]
