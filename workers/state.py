@@ -12,7 +12,7 @@ Keys (:mod:`the_loop.inbox.keys`):
   on the delivery path reads the whole log.
 
 Fencing: every write to a work item's state or log (:meth:`RedisStateStore.save`,
-``save_effect``, ``append_event``) is one Lua call that begins with ``fence.lua``. A
+``save_effect``, ``append_event``, ``quarantine``) is one Lua call that begins with ``fence.lua``. A
 worker draining a work item's inbox holds its lock (``P:lock:REF``) and tells the store
 its token (:meth:`RedisStateStore.fence`); the script refuses the write unless the lock
 still holds that token (:class:`LockLost`: another worker took the work item over, and
@@ -58,6 +58,10 @@ CAUSED_TTL = SEVEN_DAYS
 #: Write numbers of this process: increasing across every store of the process, so that
 #: one writer's later write always carries a higher number (``fence.lua``).
 _WRITES = itertools.count(1)
+#: One writer's writes to one work item are sent one at a time, in the order of their
+#: numbers (a lock per stripe of refs), so no write overtakes an older one on the way
+#: and the live caller never has its write taken for a late copy.
+_IN_ORDER = tuple(threading.Lock() for _ in range(64))
 
 
 class LockLost(LoopError):
@@ -102,6 +106,7 @@ class RedisStateStore:
         scripts = Scripts(connection)
         self._append = scripts.append_event
         self._save = scripts.save_state
+        self._quarantine = scripts.quarantine
         # ref -> the lock token this process holds for it (fence(); the heartbeat's
         # thread and the drain's share the store).
         self._fences: dict[str, str] = {}
@@ -129,9 +134,10 @@ class RedisStateStore:
         round trip): returns the write's reply, or raises :class:`LockLost`."""
         with self._fences_guard:
             token = self._fences.get(ref, "")
-        n = next(_WRITES)
-        reply = script(keys=[self.keys.lock(ref), self.keys.fence(ref), *keys],
-                       args=[token, token or self._writer, n, *args])
+        with _IN_ORDER[hash(ref) % len(_IN_ORDER)]:
+            n = next(_WRITES)
+            reply = script(keys=[self.keys.lock(ref), self.keys.fence(ref), *keys],
+                           args=[token, token or self._writer, n, *args])
         what = _text(reply[0])
         if what == "lost":
             raise LockLost(ref)
@@ -205,13 +211,15 @@ class RedisStateStore:
                 self.keys.event_types(ref)]
 
     def quarantine(self, ref: str) -> str | None:
-        key = self.state_key(ref)
+        """Move ``ref``'s unreadable state record aside, fenced; returns its new key, or
+        ``None`` when there was none.
+
+        Raises:
+            LockLost: the work item's lock is held by another worker now.
+        """
         aside = self.keys.state_corrupt(int(now()), ref)
-        try:
-            self.redis.rename(key, aside)
-        except redis.ResponseError:  # no such key
-            return None
-        return aside
+        moved = self._write(self._quarantine, ref, [self.state_key(ref), aside], [])
+        return aside if moved is not None and int(moved) else None
 
     def append_event(
         self, ref: str, type: str, data: Mapping[str, Any], caused_by: str | None = None

@@ -194,3 +194,26 @@ def test_a_drain_whose_lock_is_taken_over_mid_delivery_stops_and_acknowledges_no
     assert [h.outcome for h in processor.drain(REF)] == ["advanced"]
     assert received(processor) == [first, second]
     assert processor.store.load(REF).current_node == "design"
+
+
+def test_unreadable_state_is_moved_aside_only_by_the_locks_holder(two_workers):
+    """Given an unreadable state record and worker A holding the work item's lock
+    When A moves it aside, and later, after worker B took the lock over and saved new
+      state, A tries to move the state aside again
+    Then the first move keeps the record under its quarantine key, and the second is
+      refused with B's state left in place."""
+    a, b, lock, client = two_workers
+    client.set(lock, "worker-a|1")
+    a.fence(REF, "worker-a|1")
+    client.set(a.state_key(REF), "not json")
+    aside = a.quarantine(REF)
+    assert aside is not None and client.get(aside) == b"not json"
+    assert not client.exists(a.state_key(REF))
+    assert a.quarantine(REF) is None  # nothing left to move
+
+    client.set(lock, "worker-b|2")
+    b.fence(REF, "worker-b|2")
+    b.save(state("design"))
+    with pytest.raises(LockLost):
+        a.quarantine(REF)
+    assert b.load(REF).current_node == "design"

@@ -14,8 +14,9 @@
 - ``ci_record.lua``: store a CI result unless a newer one is stored
   (:class:`workers.ci.RedisCI`);
 - ``append_event.lua``: append to a work item's event log and index the entry, and
-  ``save_state.lua``: save its state record or one record of its outbox
-  (:class:`workers.state.RedisStateStore`); both begin with ``fence.lua``, the fence of
+  ``save_state.lua``: save its state record or one record of its outbox, and
+  ``quarantine.lua``: move its unreadable state record aside
+  (:class:`workers.state.RedisStateStore`); all three begin with ``fence.lua``, the fence of
   a work item's writes (:func:`fenced_source`).
 
 Scripts never spell a key name: they get keys through ``KEYS`` and the per-ref key
@@ -105,3 +106,4 @@ class Scripts:
         self.ci_record: Script = connection.register_script(source("ci_record"))
         self.append_event: Script = connection.register_script(fenced_source("append_event"))
         self.save_state: Script = connection.register_script(fenced_source("save_state"))
+        self.quarantine: Script = connection.register_script(fenced_source("quarantine"))
