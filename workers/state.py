@@ -12,16 +12,16 @@ Keys (:mod:`the_loop.inbox.keys`):
   on the delivery path reads the whole log.
 
 Fencing: every write to a work item's state or log (:meth:`RedisStateStore.save`,
-``save_effect``, ``append_event``, ``quarantine``) is one Lua call that begins with ``fence.lua``. A
-worker draining a work item's inbox holds its lock (``P:lock:REF``) and tells the store
-its token (:meth:`RedisStateStore.fence`); the script refuses the write unless the lock
-still holds that token (:class:`LockLost`: another worker took the work item over, and
-this one must stop without acknowledging its delivery). Each write also carries its
-writer and a write number, increasing in the process; ``P:fence:REF`` keeps the last
-applied, so a copy of a write that reaches Redis again (redis-py retried it after a
-timeout, and the first copy, held up on a silently dropped connection, arrives too)
-or late (after a newer write of the same writer) is skipped: nothing lands twice and
-nothing older overwrites newer. An operator's command holds no lock: its writes are
+``save_effect``, ``append_event``, ``quarantine``) is one Lua call that begins with
+``fence.lua``. A worker draining a work item's inbox holds its lock (``P:lock:REF``) and
+tells the store its token (:meth:`RedisStateStore.fence`); the script refuses the write
+unless the lock still holds that token (:class:`LockLost`: another worker took the work
+item over, and this one must stop without acknowledging its delivery). Each write also
+carries its writer and a write number, increasing in the process; ``P:fence:REF`` keeps
+the last applied, so a copy of a write that reaches Redis again (redis-py retried it
+after a timeout, and the first copy, held up on a silently dropped connection, arrives
+too) or late (after a newer write of the same writer) is skipped: nothing lands twice
+and nothing older overwrites newer. An operator's command holds no lock: its writes are
 not fenced on a token but are deduplicated the same way.
 
 Retention: once a work item is done its event log (and the index of its types) expires
