@@ -44,6 +44,7 @@ from workers.notices import Notices
 from workers.repo_context import RepoContext
 from workers.router import IGNORE, Route, route
 from workers.routes import HANDLERS, Agent, Delivery, GitHubFactory, Handled, admit
+from workers.state import LockLost, RedisStateStore
 
 __all__ = ["DISPATCH_SKIP", "DeliveryProcessor", "GitHubFactory", "Handled", "fan_out",
            "forward", "retry_wait"]
@@ -141,11 +142,15 @@ class DeliveryProcessor:
         lock.local.token = token.encode()
         with self._held_guard:
             self._held[ref] = lock
+        if isinstance(self.store, RedisStateStore):
+            self.store.fence(ref, token)  # its writes now need the lock to hold token
 
     def _unhold(self, ref: str | None) -> None:
         if ref is not None:
             with self._held_guard:
                 self._held.pop(ref, None)
+            if isinstance(self.store, RedisStateStore):
+                self.store.fence(ref, None)
 
     def _let_go(self, ref: str | None, token: str) -> None:
         """After an error mid-drain: release ``ref``'s lock and list it as ready again."""
@@ -165,7 +170,14 @@ class DeliveryProcessor:
             # Only bookkeeping left of an expired record (or nothing): drop it, pop it.
             handled = Handled(delivery_id, "ignored", "delivery record expired or already handled")
             return handled, (ref, delivery_id, True, step.leftover, "more")
-        handled = self._handle_record(record, step.attempt, not step.first, step.route)
+        try:
+            handled = self._handle_record(record, step.attempt, not step.first, step.route)
+        except LockLost as exc:
+            # Another worker holds the work item now and handles this delivery: stop,
+            # acknowledge nothing (the step finds the lock not ours and leaves it all).
+            log.warning("delivery=%s %s; stopping that work item", delivery_id, exc)
+            handled = Handled(delivery_id, "lost", "the work item's lock was taken over")
+            return handled, (ref, delivery_id, False, False, "release")
         succeeded = handled.outcome not in ("retrying", "failed")
         # A failed attempt stays at its inbox head (the retry drains on) -- except in the
         # shared inbox, whose deliveries keep no order: the retry puts it back there.
@@ -290,6 +302,8 @@ class DeliveryProcessor:
         else:
             try:
                 handled = self.handle(record, replay=replay, route_kind=route_kind)
+            except LockLost:
+                raise  # not this delivery's failure: another worker has its work item
             except IntegrationError as exc:
                 # Our own message (operation, status, the fix); never a response body.
                 reason = f"{exc.integration} {exc.op}: {exc}"

@@ -82,8 +82,8 @@ GitHubFactory = Callable[[int | None], GitHub]
 @dataclass(frozen=True)
 class Handled:
     """What happened to one delivery: ``outcome`` is ``advanced``, ``ignored``,
-    ``retrying`` or ``failed``; ``detail`` is the-loop's own reason or the work item's
-    status."""
+    ``retrying``, ``failed`` or ``lost`` (another worker took its work item over);
+    ``detail`` is the-loop's own reason or the work item's status."""
 
     delivery_id: str
     outcome: str

@@ -11,6 +11,19 @@ Keys (:mod:`the_loop.inbox.keys`):
   delivery ID caused, expiring after :data:`CAUSED_TTL`): the log's indexes, so nothing
   on the delivery path reads the whole log.
 
+Fencing: every write to a work item's state or log (:meth:`RedisStateStore.save`,
+``save_effect``, ``append_event``, ``quarantine``) is one Lua call that begins with
+``fence.lua``. A worker draining a work item's inbox holds its lock (``P:lock:REF``) and
+tells the store its token (:meth:`RedisStateStore.fence`); the script refuses the write
+unless the lock still holds that token (:class:`LockLost`: another worker took the work
+item over, and this one must stop without acknowledging its delivery). Each write also
+carries its writer and a write number, increasing in the process; ``P:fence:REF`` keeps
+the last applied, so a copy of a write that reaches Redis again (redis-py retried it
+after a timeout, and the first copy, held up on a silently dropped connection, arrives
+too) or late (after a newer write of the same writer) is skipped: nothing lands twice
+and nothing older overwrites newer. An operator's command holds no lock: its writes are
+not fenced on a token but are deduplicated the same way.
+
 Retention: once a work item is done its event log (and the index of its types) expires
 after ``retention`` seconds (``THE_LOOP_RETENTION``); ``the-loop state export`` saves it
 before. The state record and its effects stay (small, and they say the item is done); a
@@ -19,12 +32,19 @@ work item that leaves ``done`` keeps its log again.
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Mapping
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis
+from redis.commands.core import Script
 
+from graph.errors import LoopError
 from graph.model import Status
 from graph.state import LogEvent, WorkItemState, new_event_id, now
 from the_loop.inbox.enqueue import SEVEN_DAYS
@@ -34,6 +54,30 @@ from the_loop.inbox.scripts import Scripts
 #: Seconds the entries a delivery caused stay indexed: as long as its record can be
 #: retried (the receiver keeps a delivery, and its dedupe marker, seven days).
 CAUSED_TTL = SEVEN_DAYS
+
+#: Write numbers of this process: increasing across every store of the process, so that
+#: one writer's later write always carries a higher number (``fence.lua``).
+_WRITES = itertools.count(1)
+#: One writer's writes to one work item are sent one at a time, in the order of their
+#: numbers (a lock per stripe of refs), so no write overtakes an older one on the way
+#: and the live caller never has its write taken for a late copy.
+_IN_ORDER = tuple(threading.Lock() for _ in range(64))
+
+
+class LockLost(LoopError):
+    """A write to a work item was refused: its lock no longer holds the token of the
+    worker that wrote (the lock expired, or the reaper judged the worker dead, and
+    another worker took the work item over). The drain stops that work item and leaves
+    its delivery unacknowledged at the inbox head, for the lock's holder.
+
+    Attributes:
+        ref: the work item.
+    """
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(f"work item {ref}: its lock is held by another worker now; "
+                         "this worker's write was refused")
+        self.ref = ref
 
 
 def _text(raw: bytes | str) -> str:
@@ -59,7 +103,46 @@ class RedisStateStore:
         self.prefix = prefix
         self.keys = Keys(prefix)
         self.retention = retention
-        self._append = Scripts(connection).append_event
+        scripts = Scripts(connection)
+        self._append = scripts.append_event
+        self._save = scripts.save_state
+        self._quarantine = scripts.quarantine
+        # ref -> the lock token this process holds for it (fence(); the heartbeat's
+        # thread and the drain's share the store).
+        self._fences: dict[str, str] = {}
+        self._fences_guard = threading.Lock()
+        # Who writes when no lock is held (an operator's command, the reaper).
+        self._writer = f"op|{socket.gethostname()}:{os.getpid()}|{uuid.uuid4().hex}"
+
+    def fence(self, ref: str, token: str | None) -> None:
+        """Fence every later write to ``ref`` on the lock token ``token`` (the drain
+        took ``ref``'s lock), or lift the fence (``None``: it let go).
+
+        Args:
+            ref: the work item.
+            token: the value of ``P:lock:REF`` while this process holds it.
+        """
+        with self._fences_guard:
+            if token is None:
+                self._fences.pop(ref, None)
+            else:
+                self._fences[ref] = token
+
+    def _write(self, script: Script, ref: str, keys: Sequence[str],
+               args: Sequence[Any]) -> Any:
+        """Run one fenced write of ``ref`` (``script``: ``fence.lua`` in front of it; one
+        round trip): returns the write's reply, or raises :class:`LockLost`."""
+        with self._fences_guard:
+            token = self._fences.get(ref, "")
+        with _IN_ORDER[hash(ref) % len(_IN_ORDER)]:
+            n = next(_WRITES)
+            reply = script(keys=[self.keys.lock(ref), self.keys.fence(ref), *keys],
+                           args=[token, token or self._writer, n, *args])
+        what = _text(reply[0])
+        if what == "lost":
+            raise LockLost(ref)
+        # 'stale' only ever answers a copy nobody waits for (the writer moved on).
+        return reply[1] if len(reply) > 1 else None
 
     def state_key(self, ref: str) -> str:
         """Redis key of ``ref``'s state."""
@@ -88,41 +171,55 @@ class RedisStateStore:
         return state
 
     def save(self, state: WorkItemState) -> None:
+        """Save ``state`` (with its outbox when ``effects_reset``), fenced.
+
+        Raises:
+            LockLost: the work item's lock is held by another worker now.
+        """
         state.updated_at = now()
         ref = state.ref
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.set(self.state_key(ref), state.to_json(effects=False))
-        if state.effects_reset:
-            pipe.delete(self.effects_key(ref))
-            if state.effects:
-                pipe.hset(self.effects_key(ref), mapping={
-                    k: json.dumps(v, sort_keys=True) for k, v in state.effects.items()})
+        retention = ""
         if self.retention is not None:
-            logs = (self.events_key(ref), self.keys.event_types(ref))
-            for key in logs:
-                if state.status == Status.DONE:
-                    # Counted from when it was first saved done, not from the last save.
-                    pipe.expire(key, max(1, int(self.retention)), nx=True)
-                else:
-                    pipe.persist(key)
-        pipe.execute()
+            # A done item's log expires counted from its first save done, not the last.
+            retention = (str(max(1, int(self.retention))) if state.status == Status.DONE
+                         else "persist")
+        outbox: list[str] = []
+        if state.effects_reset:
+            outbox = ["1", *itertools.chain.from_iterable(
+                (k, json.dumps(v, sort_keys=True)) for k, v in state.effects.items())]
+        self._write(self._save, ref, self._saved_keys(ref),
+                    [state.to_json(effects=False), retention, *(outbox or [""])])
         state.effects_reset = False
 
     def save_effect(self, state: WorkItemState, effect: str) -> None:
+        """Save one record of ``state``'s outbox, fenced.
+
+        Raises:
+            LockLost: the work item's lock is held by another worker now.
+        """
         if state.effects_reset:
             self.save(state)  # a new visit's outbox: written whole, with the record
             return
-        self.redis.hset(self.effects_key(state.ref), effect,
-                        json.dumps(state.effects[effect], sort_keys=True))
+        ref = state.ref
+        self._write(self._save, ref, self._saved_keys(ref),
+                    ["", "", "effect", effect, json.dumps(state.effects[effect],
+                                                          sort_keys=True)])
+
+    def _saved_keys(self, ref: str) -> list[str]:
+        """``save_state.lua``'s keys after the fence's: state, outbox, log, log types."""
+        return [self.state_key(ref), self.effects_key(ref), self.events_key(ref),
+                self.keys.event_types(ref)]
 
     def quarantine(self, ref: str) -> str | None:
-        key = self.state_key(ref)
+        """Move ``ref``'s unreadable state record aside, fenced; returns its new key, or
+        ``None`` when there was none.
+
+        Raises:
+            LockLost: the work item's lock is held by another worker now.
+        """
         aside = self.keys.state_corrupt(int(now()), ref)
-        try:
-            self.redis.rename(key, aside)
-        except redis.ResponseError:  # no such key
-            return None
-        return aside
+        moved = self._write(self._quarantine, ref, [self.state_key(ref), aside], [])
+        return aside if moved is not None and int(moved) else None
 
     def append_event(
         self, ref: str, type: str, data: Mapping[str, Any], caused_by: str | None = None
@@ -134,8 +231,8 @@ class RedisStateStore:
         if caused_by:
             keys.append(self.keys.events_by(caused_by, ref))
         # The list position is the sequence number; the script returns it atomically.
-        seq = int(self._append(keys=keys, args=[json.dumps(envelope, sort_keys=True), type,
-                                                CAUSED_TTL]))
+        envelope_json = json.dumps(envelope, sort_keys=True)
+        seq = int(self._write(self._append, ref, keys, [envelope_json, type, CAUSED_TTL]) or 0)
         return LogEvent(seq, event_id, type, dict(data), caused_by, at)
 
     def events(self, ref: str) -> list[LogEvent]:

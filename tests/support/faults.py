@@ -17,13 +17,16 @@ sent twice (the same delivery id, as a GitHub redelivery). Meanwhile
   (:mod:`tests.support.blackhole`) that black-holes their connections now and then: the
   connections open at that moment go dead for good, silently (no reset: the clients
   must notice and reconnect), and every other time new connections hang too for
-  ``black_hole_seconds`` (a full outage) before they get through again.
+  ``black_hole_seconds`` (a full outage) before they get through again; with
+  ``black_hole_resume`` the dead connections come back after ``black_hole_seconds``,
+  so what the clients sent into them (and retried elsewhere) reaches Redis late.
 
 Then it checks, against a clean serial run of the same deliveries (in process, no
 faults, an in-memory GitHub):
 
 * no lost or doubled event: every delivery's ``delivery.received`` is in its work item's
-  log exactly once, in the order sent, and nothing is parked;
+  log exactly once, in the order sent, no log entry is there twice (its id), and
+  nothing is parked;
 * no duplicate effect at the fake: every marked comment of the-loop exists once, no bot
   comment lacks a marker, labels match the clean run (and phase labels were added in the
   same order, never flipped back and forth);
@@ -99,6 +102,14 @@ class Scenario:
         black_holes: black holes of the processes' Redis connections, spread over the
             run (0: no proxy).
         black_hole_seconds: how long an outage (every other black hole) lasts.
+        black_hole_resume: the black-holed connections forward again after
+            ``black_hole_seconds`` (the path came back): what their clients sent into
+            them, timed out on and retried on fresh connections, reaches Redis then, late
+            and a second time. Otherwise they stay dead for good.
+        worker_ttl: ``THE_LOOP_WORKER_TTL`` (and a lock timeout twice as long) instead of
+            the scenario's default (3 s, or 30 s with black holes, which outlasts the
+            longest a Redis command can stall): shorter, a worker cut off from Redis is
+            taken over while it still retries its writes.
     """
 
     items: int = 50
@@ -112,6 +123,8 @@ class Scenario:
     timeout: float = 300.0
     black_holes: int = 0
     black_hole_seconds: float = 6.0
+    black_hole_resume: bool = False
+    worker_ttl: int | None = None
 
     @property
     def unique(self) -> int:
@@ -292,6 +305,7 @@ class Report:
     github_requests: int = 0
     retries: int = 0
     reaped: int = 0
+    fenced: int = 0
     parked: int = 0
     notices_missing: int = 0
     problems: list[str] = field(default_factory=list)
@@ -307,6 +321,7 @@ class Report:
             "black_holed_connections": self.black_holed_connections,
             "github_requests": self.github_requests, "github_faults": self.faults,
             "delivery_retries": self.retries, "jobs_reaped": self.reaped,
+            "writes_refused_lock_lost": self.fenced,
             "parked": self.parked, "notices_missing": self.notices_missing,
             "elapsed_s": round(self.elapsed, 1),
             "problems": len(self.problems),
@@ -353,6 +368,9 @@ class Stack:
             # the longest a command can stall and be retried (the_loop.redis_client), or
             # another worker takes its work item while its last write is still retried.
             self.env.update({"THE_LOOP_WORKER_TTL": "30", "THE_LOOP_LOCK_TIMEOUT": "60"})
+        if sc.worker_ttl is not None:
+            self.env.update({"THE_LOOP_WORKER_TTL": str(sc.worker_ttl),
+                             "THE_LOOP_LOCK_TIMEOUT": str(2 * sc.worker_ttl)})
         self.web: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
         self._started = 0
@@ -494,9 +512,9 @@ def run(sc: Scenario, client: redis.Redis, redis_url: str, prefix: str, queue: s
                     outage = report.black_holes % 2 == 1
                     report.black_holed_connections += proxy.black_hole(stall_new=outage)
                     report.black_holes += 1
-                    if outage:
+                    if outage or sc.black_hole_resume:
                         time.sleep(sc.black_hole_seconds)
-                        proxy.heal(thaw=False)
+                        proxy.heal(thaw=sc.black_hole_resume)
             time.sleep(0.05)
         for t in senders:
             t.join(timeout=max(1.0, deadline - time.monotonic()))
@@ -523,6 +541,8 @@ def run(sc: Scenario, client: redis.Redis, redis_url: str, prefix: str, queue: s
     # Taken back by a reaper: jobs of dead workers, and inboxes a dead dispatcher held.
     report.reaped = sum(log_text.count(mark) for mark in (
         "reaper: job", "reaper: wake-up job", "nobody on it; ready again"))
+    # Writes of a worker whose work item another worker had taken over (workers.state).
+    report.fenced = log_text.count("this worker's write was refused")
     store = RedisStateStore(client, prefix)
     report.parked = int(client.hlen(Keys(prefix).failed))
     if report.parked:
@@ -545,7 +565,12 @@ def _check(report: Report, store: Any, fake: HttpFakeGitHub, clean_gh: fakes.Fak
     problems = report.problems
     for item, seq in by_item.items():
         r = ref(item)
-        received = [e.caused_by for e in store.events(r) if e.type == "delivery.received"]
+        log = store.events(r)
+        # Each entry has its own id: one seen twice is one append that landed twice.
+        replayed = [i for i, n in collections.Counter(e.id for e in log).items() if n > 1]
+        if replayed:
+            problems.append(f"{r}: {len(replayed)} log entries appended twice")
+        received = [e.caused_by for e in log if e.type == "delivery.received"]
         sent = [p.delivery for p in seq]
         if received != sent:
             lost = [d for d in sent if d not in received]

@@ -28,7 +28,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -272,12 +273,23 @@ class Deliveries:
             self.store.save(state)
         self.store.append_event(ref, what, {"delivery": delivery_id}, delivery_id)
 
-    def _with_lock(self, ref: str):  # type: ignore[no-untyped-def]
+    @contextmanager
+    def _with_lock(self, ref: str) -> Iterator[None]:
+        """Hold ``ref``'s drain lock (as a worker would), its state writes fenced on the
+        lock's token while held (a store that fences: ``fence(ref, token)``)."""
         lock = self.redis.lock(self.keys.lock(ref), timeout=self.settings.lock_timeout,
                                thread_local=False)
         if not lock.acquire(blocking=True, blocking_timeout=max(30, self.settings.worker_ttl)):
             raise DeliveryCommandError(f"work item {ref} is busy (its lock is held); try again")
-        return lock
+        fence = getattr(self.store, "fence", None)
+        if fence is not None:
+            fence(ref, text(lock.local.token))
+        try:
+            yield
+        finally:
+            if fence is not None:
+                fence(ref, None)
+            lock.release()
 
     def retry(self, delivery_id: str) -> dict[str, Any]:
         """Put parked ``delivery_id`` back at the head of its work item's inbox, with its
@@ -296,15 +308,12 @@ class Deliveries:
                 "7 days); ask GitHub to send it again: `the-loop redeliver --since 7d`")
         ref = entry.get("work_item") or None
         if ref:
-            lock = self._with_lock(ref)
-            try:
+            with self._with_lock(ref):
                 inbox = self.keys.inbox(ref)
                 if self.redis.lpos(inbox, delivery_id) is None:
                     self.redis.lpush(inbox, delivery_id)
                 self.redis.hset(key, "attempts", 0)
                 self._unhold(ref, delivery_id, "delivery.retried")
-            finally:
-                lock.release()
         else:
             self.redis.hset(key, "attempts", 0)
         self._forget(delivery_id)
@@ -322,13 +331,10 @@ class Deliveries:
         ref = entry.get("work_item") or None
         job_id = None
         if ref:
-            lock = self._with_lock(ref)
-            try:
+            with self._with_lock(ref):
                 self.redis.lrem(self.keys.inbox(ref), 0, delivery_id)
                 self._unhold(ref, delivery_id, "delivery.discarded")
                 head = self.redis.lindex(self.keys.inbox(ref), 0)
-            finally:
-                lock.release()
             if head is not None:
                 job_id = self.requeue(text(head), ref)
         self.redis.delete(self.keys.delivery(delivery_id))

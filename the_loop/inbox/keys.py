@@ -30,6 +30,9 @@ The worker's own data:
 
 - ``P:state:REF``, ``P:state-corrupt:T:REF``, ``P:events:REF``: work item state and log
 - ``P:effects:REF``         hash: effect id -> record, the outbox of the current visit
+- ``P:fence:REF``           hash: ``writer``, ``n``, ``reply`` of the last write applied to
+  the work item's state or log (``fence.lua``: a late or repeated copy of a write is
+  recognised and skipped)
 - ``P:event-types:REF``     set of the entry types of the log; ``P:events-by:ID:REF`` list
   of the entries delivery ID caused (expires): the log's indexes
 - ``P:head:OWNER/REPO``     the default branch's head commit (from ``push``)
@@ -268,6 +271,11 @@ class Keys:
         """``P:effects:REF``: hash, effect id -> JSON record: the outbox of the work
         item's current node visit (one field per effect, apart from the state)."""
         return self._("effects", ref)
+
+    def fence(self, ref: str) -> str:
+        """``P:fence:REF``: hash, the last write applied to the work item's state or log
+        (who wrote it, its write number, its reply)."""
+        return self._("fence", ref)
 
     def event_types(self, ref: str) -> str:
         """``P:event-types:REF``: set of the entry types the work item's log holds."""

@@ -125,7 +125,8 @@ class Reaper:
             log.warning("THE_LOOP_WORKER_TTL and THE_LOOP_LOCK_TIMEOUT should exceed %.0f s "
                         "(a heartbeat interval and the longest a Redis command can stall and "
                         "be retried); shorter, another worker may take over the work item of "
-                        "a worker cut off from Redis while its last write is retried", outlast)
+                        "a worker cut off from Redis while its last write is retried (that "
+                        "write is then refused and the delivery handled again)", outlast)
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="the-loop-reaper", daemon=True)
         self._thread.start()

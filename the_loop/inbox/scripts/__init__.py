@@ -13,8 +13,11 @@
   (:class:`workers.identities.Repositories`);
 - ``ci_record.lua``: store a CI result unless a newer one is stored
   (:class:`workers.ci.RedisCI`);
-- ``append_event.lua``: append to a work item's event log and index the entry
-  (:class:`workers.state.RedisStateStore`).
+- ``append_event.lua``: append to a work item's event log and index the entry, and
+  ``save_state.lua``: save its state record or one record of its outbox, and
+  ``quarantine.lua``: move its unreadable state record aside
+  (:class:`workers.state.RedisStateStore`); all three begin with ``fence.lua``, the fence of
+  a work item's writes (:func:`fenced_source`).
 
 Scripts never spell a key name: they get keys through ``KEYS`` and the per-ref key
 prefixes through ``ARGV`` (:meth:`the_loop.inbox.keys.Keys.per_ref`). Two tables are
@@ -35,7 +38,7 @@ from redis.commands.core import Script
 
 from the_loop.inbox.record import FIELDS
 
-__all__ = ["Routed", "Scripts", "lua_string", "source", "step_source"]
+__all__ = ["Routed", "Scripts", "fenced_source", "lua_string", "source", "step_source"]
 
 #: The router's table as the step script takes it: ``(event, action) -> route``, or only
 #: the pairs (action ``None``: every action of the event).
@@ -52,6 +55,13 @@ def lua_string(text: str) -> str:
     """``text`` as a Lua string literal (anything but ``[A-Za-z0-9_-. *]`` escaped)."""
     return '"' + "".join(c if c.isalnum() or c in "_-. *" else f"\\{ord(c):03d}"
                          for c in text) + '"'
+
+
+def fenced_source(name: str) -> str:
+    """``scripts/<name>.lua`` behind ``fence.lua``: a write that first checks the work
+    item's lock still holds the writer's token and that it is not a copy of a write
+    already applied (see ``fence.lua``)."""
+    return source("fence") + "\n" + source(name)
 
 
 def step_source(routed: Routed) -> str:
@@ -94,4 +104,6 @@ class Scripts:
         self.reserve_write: Script = connection.register_script(source("reserve_write"))
         self.repository: Script = connection.register_script(source("repository"))
         self.ci_record: Script = connection.register_script(source("ci_record"))
-        self.append_event: Script = connection.register_script(source("append_event"))
+        self.append_event: Script = connection.register_script(fenced_source("append_event"))
+        self.save_state: Script = connection.register_script(fenced_source("save_state"))
+        self.quarantine: Script = connection.register_script(fenced_source("quarantine"))

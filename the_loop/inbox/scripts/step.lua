@@ -91,18 +91,20 @@ local done = ''
 local ref = ARGV[8]
 if ref ~= '' then
   local lock, inbox = LOCK .. ref, INBOX .. ref
-  if ARGV[11] == '1' then
+  -- A lock no longer ours: its holder has the delivery; acknowledge nothing.
+  local ours = redis.call('GET', lock) == token
+  if ours and ARGV[11] == '1' then
     redis.call('DEL', DELIVERY .. ARGV[9])
   end
   local popped = true
-  if ARGV[10] == '1' then
+  if ours and ARGV[10] == '1' then
     if redis.call('LINDEX', inbox, 0) == ARGV[9] then
       redis.call('LPOP', inbox)
     else
       popped = false
     end
   end
-  if redis.call('GET', lock) ~= token then
+  if not ours then
     done = 'lost'
   elseif not popped then
     redis.call('DEL', lock)
