@@ -1366,7 +1366,12 @@ class Runtime:
             role = node.role
 
             def authorized(login: str, user_id: int | None) -> bool:
-                return bool(role) and config.collaborators.is_authorized(login, str(role))
+                if not role or not config.collaborators.is_authorized(login, str(role)):
+                    return False
+                # The login is the same person only while its account is (user id).
+                known = (config.account_id(login)
+                         if config.account_id is not None and user_id is not None else None)
+                return known is None or known == user_id
             elsewhere = tuple(config.records_elsewhere()) if config.records_elsewhere else ()
             for name in reviewed:
                 path = self.artifacts_for(work_item, name)

@@ -125,6 +125,34 @@ def test_a_rebuild_counts_an_entry_the_service_signed(redis_ns):
     assert store.load(REF2).current_node == "design-approval"
 
 
+@pytest.mark.parametrize("account", ["the login's", "another"])
+def test_a_rebuild_counts_a_signed_entry_only_for_the_account_that_has_the_login(redis_ns,
+                                                                                account):
+    """Given an entry the service signed for @Codertocat with a user id: the id GitHub
+    gives that login, or another account's (the login was since taken by someone else)
+    When unreadable state is rebuilt
+    Then only the entry of the login's own account passes the gate."""
+    gh, store, deliver = make_env(redis_ns)
+    pr = labeled_pr()
+    head = pr["pull_request"]["head"]
+    uid = gh.user_id("Codertocat") + (0 if account == "the login's" else 1)
+    signed = signed_review(REQUIREMENTS, work_item=REF2, path=REQ, login="Codertocat",
+                           reviewer_id=uid)
+    for ref in (head["sha"], head["ref"]):
+        gh.add_file(REPO, REQ, signed, ref=ref)
+        gh.add_file(REPO, "specs/2/design.md", DESIGN, ref=ref)
+    deliver("pull_request", pr)
+    redis_ns.client.set(store.state_key(REF2), b"{not json")
+    deliver("pull_request", pr)
+    state = store.load(REF2)
+    if account == "the login's":
+        assert state.current_node == "design-approval"
+    else:
+        assert state.current_node == "requirements-approval"
+        [rebuilt] = [e for e in store.events(REF2) if e.type == "state.reconstructed"]
+        assert [f["code"] for f in rebuilt.data["findings"]] == ["record-unauthorized"]
+
+
 def test_the_record_the_worker_commits_is_signed_and_verifies(redis_ns):
     """An approval on a same-repository pull request: the entry committed to its branch
     carries a signed record naming the work item, gate, reviewer and the approved
