@@ -264,7 +264,8 @@ class HookEffects:
             # Persist BEFORE the side effect: a crash from here on leaves it pending.
             self.store.save(self.state)
         try:
-            result = self._reconcile(integration, op, params, record, effect) if retry else None
+            result = (self._reconcile(integration, op, params, record, effect, previous)
+                      if retry else None)
             if result is None:
                 result = _method(integration, name, op)(**params)
         except IntegrationError as exc:
@@ -298,7 +299,9 @@ class HookEffects:
                 previous: Mapping[str, Any] | None) -> dict[str, Any]:
         before = dict((previous or {}).get("target") or {})
         if op == "comment":
-            return {"marker": find_effect(params.get("body")), "number": params.get("number")}
+            body = params.get("body")
+            return {"marker": find_effect(body), "number": params.get("number"),
+                    "digest": digest(body) if isinstance(body, str) else None}
         if op == "put-file":
             digests = list(before.get("digests") or [])
             text = params.get("text")
@@ -307,19 +310,50 @@ class HookEffects:
             return {"path": params.get("path"), "branch": params.get("branch"),
                     "digests": digests[-5:]}
         if op == "create-check-run":
-            return {"name": params.get("name"), "head_sha": params.get("head_sha")}
+            return {"name": params.get("name"), "head_sha": params.get("head_sha"),
+                    "status": params.get("status")}
         # When the first attempt was made: where a read-back of the target starts.
         return {"since": before.get("since") or time.time()}
 
     def _reconcile(self, integration: Integration, op: str, params: dict[str, Any],
-                   record: Mapping[str, Any], effect: str) -> dict[str, Any] | None:
+                   record: Mapping[str, Any], effect: str,
+                   previous: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
         """For a pending effect: what the target already holds, made current; ``None``
-        when it has to be performed."""
+        when it has to be performed.
+
+        A comment or check run an earlier attempt made is edited by the id it recorded
+        (one request, and none when the comment's body is unchanged), never searched for
+        again; only when that id is gone (404) is the target searched (comments by
+        marker, check runs by head SHA and name)."""
         ops = integration.operations
         target = record.get("target") or {}
         github = cast(GitHub, integration)
+        known = _known_id(op, previous, target)
+        if op == "comment" and known is not None:
+            before = (previous or {}).get("target") or {}
+            if before.get("digest") and before.get("digest") == target.get("digest"):
+                return {"id": known, "reused": True, "unchanged": True}
+            if "update-comment" in ops:
+                try:
+                    updated = github.update_comment(repo=params["repo"], comment_id=known,
+                                                    body=params["body"])
+                    return {**updated, "id": updated.get("id", known), "reused": True}
+                except NotFound:
+                    pass  # deleted by someone: search by marker, else post anew
         if op == "comment" and "list-comments" in ops and target.get("marker"):
             return _reuse_comment(integration, params, str(target["marker"]))
+        if op == "create-check-run" and known is not None and "update-check-run" in ops:
+            before = (previous or {}).get("target") or {}
+            if before.get("status") == "completed" and params.get("conclusion") is None:
+                return None  # a completed run is not reopened: a new one says so
+            changes = {k: v for k, v in params.items()
+                       if k not in ("repo", "head_sha", "name")}
+            try:
+                run = github.update_check_run(repo=params["repo"], check_run_id=known,
+                                              **changes)
+                return {**run, "id": run.get("id", known)}
+            except NotFound:
+                pass
         if op == "put-file" and "get-file" in ops:
             try:
                 got = github.get_file(repo=params["repo"], path=params["path"],
@@ -338,6 +372,25 @@ class HookEffects:
             if found.get("found"):
                 return dict(found.get("result") or {})
         return None
+
+
+def _known_id(op: str, previous: Mapping[str, Any] | None,
+              target: Mapping[str, Any]) -> int | None:
+    """The id of the comment or check run an earlier attempt of this effect made (its
+    recorded result), when it was made on the same issue (same marker) or the same head
+    SHA and name; else ``None``."""
+    if not previous or previous.get("op") != op or previous.get("status") != "done":
+        return None
+    result = previous.get("result") or {}
+    before = previous.get("target") or {}
+    ident = result.get("id")
+    if isinstance(ident, bool) or not isinstance(ident, int) or result.get("unconfirmed"):
+        return None
+    same = (("marker", "number") if op == "comment" else
+            ("name", "head_sha") if op == "create-check-run" else None)
+    if same is None or any(before.get(k) != target.get(k) for k in same):
+        return None
+    return ident
 
 
 def _reuse_comment(integration: Integration, params: Mapping[str, Any],

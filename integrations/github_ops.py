@@ -25,7 +25,7 @@ import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from graph.ports import OPERATIONS as PORT_OPERATIONS
 from graph.ports import (
@@ -53,8 +53,10 @@ from graph.ports import (
     Transport,
     Unavailable,
 )
+from integrations.github_cache import memo
 
 if TYPE_CHECKING:
+    from integrations.github_cache import ConditionalCache
     from integrations.throttle import WriteThrottle
 
 log = logging.getLogger("the_loop.integrations.github")
@@ -98,11 +100,13 @@ _NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 
 @dataclass(frozen=True)
 class Reply:
-    """One successful REST answer: lower-cased ``headers`` and the decoded JSON ``data``
-    (``None`` for an empty body)."""
+    """One successful REST answer: lower-cased ``headers``, the decoded JSON ``data``
+    (``None`` for an empty body) and the HTTP ``status`` (304: not modified, ``data``
+    is then the cached body)."""
 
     headers: Mapping[str, str] = field(default_factory=dict)
     data: Any = None
+    status: int = 200
 
 
 class GitHubOperations(Transport):
@@ -130,8 +134,11 @@ class GitHubOperations(Transport):
     transport = "?"
     operations: frozenset[str] = frozenset(OPERATIONS)
 
-    #: Cross-worker write spacing (``None``: only the transport's own pacing).
+    #: Cross-worker write spacing and primary-limit pacing (``None``: only the
+    #: transport's own pacing).
     throttle: WriteThrottle | None = None
+    #: The shared conditional-request cache of ``GET`` answers (``None``: none).
+    cache: ConditionalCache | None = None
     #: The throttle bucket: ``installation:<id>``, ``token`` or ``cli``.
     throttle_key: str = "token"
 
@@ -146,9 +153,14 @@ class GitHubOperations(Transport):
         target: str,
         query: Mapping[str, Any] | None = None,
         body: Any = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Reply:
         """Send one request. ``path`` is ``/repos/...`` (relative to the API root) or an
-        absolute URL GitHub handed out (a pagination link).
+        absolute URL GitHub handed out (a pagination link); ``headers`` are sent besides
+        the transport's own (the conditional ``If-None-Match``/``If-Modified-Since``).
+
+        Returns:
+            the answer; a 304 comes back as ``Reply(status=304)`` (no data).
 
         Raises:
             IntegrationError / NotFound: built with :func:`http_error` for HTTP errors.
@@ -166,17 +178,68 @@ class GitHubOperations(Transport):
         body: Any = None,
         expected: frozenset[int] = frozenset(),
     ) -> Reply:
-        """Throttle a write, send, and log a failure: 401/403 and rate limits as warnings,
-        404 at info (a repository the App cannot see answers 404) -- unless its status is
-        ``expected`` by the operation (a label that is not there)."""
-        if method in WRITE_METHODS and self.throttle is not None:
-            self.throttle.acquire(self.throttle_key, op=op)
+        """Send one request the way GitHub's budget wants it, and log a failure.
+
+        * a ``GET`` made already within this delivery is answered from its memo
+          (:func:`integrations.github_cache.memo`), with no request;
+        * a ``GET`` with a cached answer is sent conditionally; a 304 is answered with the
+          cached body (:class:`integrations.github_cache.ConditionalCache`);
+        * a write waits for its slot (:meth:`WriteThrottle.acquire`) and drops what it
+          may change from the memo; any request that counts against the primary rate
+          limit waits as :meth:`WriteThrottle.pace` says, and every answer's
+          ``x-ratelimit-*`` headers are kept (:meth:`WriteThrottle.observe`);
+        * every request is counted (:func:`integrations.metrics.observe_request`).
+
+        Failures: 401/403 and rate limits are logged as warnings, 404 at info (a
+        repository the App cannot see answers 404) -- unless its status is ``expected``
+        by the operation (a label that is not there)."""
+        from integrations import metrics
+
+        bucket = self.throttle_key
+        url = _url_key(path, query)
+        delivery = memo()
+        cached = None
+        if method == "GET":
+            if delivery is not None:
+                remembered = delivery.get(bucket, url)
+                if remembered is not None:
+                    return cast(Reply, remembered)
+            cached = self.cache.get(bucket, url) if self.cache is not None else None
+        elif delivery is not None:
+            delivery.wrote(bucket, url)
+        conditional = cached.validators() if cached is not None else {}
+        if self.throttle is not None:
+            if method in WRITE_METHODS:
+                self.throttle.acquire(bucket, op=op)
+            if not conditional:  # a conditional GET answered 304 costs nothing
+                self.throttle.pace(bucket, op=op)
         try:
-            return self._send(op, method, path, target=target, query=query, body=body)
+            reply = self._send(op, method, path, target=target, query=query, body=body,
+                               headers=conditional or None)
         except IntegrationError as exc:
+            metrics.observe_request(self.installation_label, op, method, exc.status)
             if exc.status not in expected:
                 _log_failure(exc)
             raise
+        metrics.observe_request(self.installation_label, op, method, reply.status,
+                                reply.headers)
+        if self.throttle is not None:
+            self.throttle.observe(bucket, reply.headers)
+        if method == "GET":
+            if reply.status == 304 and cached is not None:
+                reply = Reply({**reply.headers, "link": cached.link} if cached.link
+                              else reply.headers, cached.data, 304)
+            elif self.cache is not None and reply.status == 200:
+                self.cache.put(bucket, url, reply.headers, reply.data)
+            if delivery is not None:
+                delivery.put(bucket, url, reply)
+        return reply
+
+    @property
+    def installation_label(self) -> str:
+        """The ``installation`` label of this identity's metrics (its id, ``token`` or
+        ``cli``)."""
+        return self.throttle_key.removeprefix("installation:")
 
     def _paginate(
         self,
@@ -920,6 +983,16 @@ def says_rate_limit(data: Any) -> bool:
     """Whether a GitHub error body's ``message`` names a (primary or secondary) rate limit."""
     message = data.get("message") if isinstance(data, dict) else None
     return isinstance(message, str) and "rate limit" in message.lower()
+
+
+def _url_key(path: str, query: Mapping[str, Any] | None) -> str:
+    """``path`` with its query in a fixed order: the identity of a ``GET`` for the cache
+    and the memo."""
+    if not query:
+        return path
+    sep = "&" if "?" in path else "?"
+    return path + sep + urllib.parse.urlencode(sorted((str(k), str(v))
+                                                      for k, v in query.items()))
 
 
 def next_link(header: str | None) -> str | None:
