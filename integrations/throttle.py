@@ -156,15 +156,14 @@ class WriteThrottle:
         reset = _int(headers.get("x-ratelimit-reset"))
         if remaining is None or reset is None:
             return
-        fields: dict[str | bytes, bytes | str | int | float] = {"remaining": remaining,
-                                                              "reset": reset}
         limit = _int(headers.get("x-ratelimit-limit"))
-        if limit is not None:
-            fields["limit"] = limit
         key = self._keys.budget(bucket)
         try:
             pipe = self.redis.pipeline(transaction=True)
-            pipe.hset(key, mapping=fields)
+            pipe.hset(key, "remaining", remaining)
+            pipe.hset(key, "reset", reset)
+            if limit is not None:
+                pipe.hset(key, "limit", limit)
             pipe.expireat(key, reset + 60)
             pipe.execute()
         except redis.RedisError:
