@@ -168,9 +168,9 @@ def measure(comments: int) -> dict[str, Any]:
     import redis
 
     from integrations.github_fake_http import HttpFakeGitHub, serve
+    from tests.conftest import sign_body
     from the_loop.settings import Settings
     from the_loop.wiring import build_receiver, build_worker
-    from tests.conftest import sign_body
 
     fake = HttpFakeGitHub()
     fake.add_repo(REPO, default_branch="master")

@@ -328,6 +328,10 @@ class HookEffects:
         ops = integration.operations
         target = record.get("target") or {}
         github = cast(GitHub, integration)
+        if op == "create-check-run":
+            # The latest run any effect made on this head SHA under this name (GitHub
+            # shows one run per head and name): edited by its id, not listed again.
+            previous = _latest_check_run(self.state.effects, effect, target, previous)
         known = _known_id(op, previous, target)
         if op == "comment" and known is not None:
             before = (previous or {}).get("target") or {}
@@ -344,8 +348,11 @@ class HookEffects:
             return _reuse_comment(integration, params, str(target["marker"]))
         if op == "create-check-run" and known is not None and "update-check-run" in ops:
             before = (previous or {}).get("target") or {}
-            if before.get("status") == "completed" and params.get("conclusion") is None:
+            if "status" not in before:
+                known = None  # recorded before runs kept their status: list them
+            elif before.get("status") == "completed" and params.get("conclusion") is None:
                 return None  # a completed run is not reopened: a new one says so
+        if op == "create-check-run" and known is not None and "update-check-run" in ops:
             changes = {k: v for k, v in params.items()
                        if k not in ("repo", "head_sha", "name")}
             try:
@@ -391,6 +398,26 @@ def _known_id(op: str, previous: Mapping[str, Any] | None,
     if same is None or any(before.get(k) != target.get(k) for k in same):
         return None
     return ident
+
+
+def _latest_check_run(effects: Mapping[str, Any], effect: str, target: Mapping[str, Any],
+                      previous: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The latest done ``create-check-run`` record on ``target``'s head SHA and name:
+    ``previous`` (this effect's own earlier record) or another effect's; ``None`` when
+    there is none."""
+    best: Mapping[str, Any] | None = None
+    candidates = [(k, r) for k, r in effects.items() if k != effect]
+    for key, record in [*candidates, (effect, previous)]:
+        if (not isinstance(record, Mapping)
+                or record.get("op") != "create-check-run" or record.get("status") != "done"):
+            continue
+        before = record.get("target") or {}
+        if (before.get("name"), before.get("head_sha")) != (target.get("name"),
+                                                             target.get("head_sha")):
+            continue
+        if best is None or float(record.get("at") or 0) >= float(best.get("at") or 0):
+            best = record
+    return best
 
 
 def _reuse_comment(integration: Integration, params: Mapping[str, Any],

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from graph.errors import LoopError
 from graph.model import Status
+from graph.status import status_effect
 
 STATE_VERSION = 1
 
@@ -164,7 +165,11 @@ class WorkItemState:
         self.visits[node_id] = self.visits.get(node_id, 0) + 1
         self.votes.pop(node_id, None)  # a new visit is decided afresh
         # Effects key on the node visit: those of the visit just left are never replayed.
-        self.effects = {}
+        # The status publications (kept current in place, not made once) stay: their
+        # records hold the ids of the status comment and check run, edited by id.
+        kept = status_effect(self.ref)
+        self.effects = {k: v for k, v in self.effects.items()
+                        if k == kept or k.startswith(f"{kept}/")}
         self.history.append({"node": node_id, "via": via, "at": now(), "forced": forced})
 
     @property

@@ -159,6 +159,8 @@ class ConditionalCache:
 
 _REPO = re.compile(r"^(?:https?://[^/]+)?(?:/api/v3)?/repos/([^/]+/[^/]+)(/[^?]*)?")
 _ITEM = re.compile(r"^/(?:issues|pulls)/(\d+)(?:/|$)")
+_COMMENTS = re.compile(r"^/issues/(\d+)/comments/?$")
+_COMMENT = re.compile(r"^/issues/comments/\d+/?$")
 
 
 def _parts(url: str) -> tuple[str, str] | None:
@@ -219,11 +221,53 @@ class DeliveryMemo:
         with self._lock:
             self._replies[(bucket, url)] = reply
 
-    def wrote(self, bucket: str, url: str) -> None:
-        """A write to ``url`` was sent (or tried): forget what it may have changed."""
+    def wrote(self, bucket: str, url: str, method: str = "", data: Any = None) -> None:
+        """A write to ``url`` was sent (or tried): forget what it may have changed.
+
+        A comment created (``POST /issues/N/comments``) or edited (``PATCH
+        /issues/comments/ID``), with GitHub's answer ``data``, is written through
+        instead: a remembered one-page comment list of that issue gets the comment added
+        or replaced, so the-loop's own comment does not make it read the list again."""
         with self._lock:
+            if isinstance(data, dict) and "id" in data and self._write_through(
+                    bucket, url, method, data):
+                return
             for key in [k for k in self._replies if k[0] == bucket and stale(url, k[1])]:
                 del self._replies[key]
+
+    def _write_through(self, bucket: str, url: str, method: str,
+                       comment: dict[str, Any]) -> bool:
+        parts = _parts(url)
+        if parts is None:
+            return False
+        repo, path = parts
+        created = _COMMENTS.match(path) if method == "POST" else None
+        edited = method == "PATCH" and _COMMENT.match(path) is not None
+        if created is None and not edited:
+            return False
+        for key, reply in list(self._replies.items()):
+            read = _parts(key[1])
+            if key[0] != bucket or read is None or read[0] != repo:
+                continue
+            listed = _COMMENTS.match(read[1])
+            if listed is None or not isinstance(reply.data, list):
+                if read[1].startswith(("/issues/comments", "/pulls/comments")):
+                    del self._replies[key]  # a single comment read: forget it
+                continue
+            items = [c for c in reply.data if isinstance(c, dict)]
+            if created is not None:
+                if listed.group(1) != created.group(1):
+                    continue
+                if 'rel="next"' in str(reply.headers.get("link", "")):
+                    del self._replies[key]  # not the last page: where it lands is unknown
+                    continue
+                self._replies[key] = type(reply)(reply.headers, [*items, comment],
+                                                 reply.status)
+            elif any(c.get("id") == comment["id"] for c in items):
+                self._replies[key] = type(reply)(
+                    reply.headers, [comment if c.get("id") == comment["id"] else c
+                                    for c in items], reply.status)
+        return True
 
 
 _scope_lock = threading.Lock()

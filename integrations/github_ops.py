@@ -205,8 +205,6 @@ class GitHubOperations(Transport):
                 if remembered is not None:
                     return cast(Reply, remembered)
             cached = self.cache.get(bucket, url) if self.cache is not None else None
-        elif delivery is not None:
-            delivery.wrote(bucket, url)
         conditional = cached.validators() if cached is not None else {}
         if self.throttle is not None:
             if method in WRITE_METHODS:
@@ -218,6 +216,8 @@ class GitHubOperations(Transport):
                                headers=conditional or None)
         except IntegrationError as exc:
             metrics.observe_request(self.installation_label, op, method, exc.status)
+            if delivery is not None and method != "GET":
+                delivery.wrote(bucket, url)  # it may have landed all the same
             if exc.status not in expected:
                 _log_failure(exc)
             raise
@@ -233,6 +233,8 @@ class GitHubOperations(Transport):
                 self.cache.put(bucket, url, reply.headers, reply.data)
             if delivery is not None:
                 delivery.put(bucket, url, reply)
+        elif delivery is not None:
+            delivery.wrote(bucket, url, method, reply.data)
         return reply
 
     @property
