@@ -406,8 +406,7 @@ def _latest_check_run(effects: Mapping[str, Any], effect: str, target: Mapping[s
     ``previous`` (this effect's own earlier record) or another effect's; ``None`` when
     there is none."""
     best: Mapping[str, Any] | None = None
-    candidates = [(k, r) for k, r in effects.items() if k != effect]
-    for key, record in [*candidates, (effect, previous)]:
+    for record in [*(r for k, r in effects.items() if k != effect), previous]:
         if (not isinstance(record, Mapping)
                 or record.get("op") != "create-check-run" or record.get("status") != "done"):
             continue
