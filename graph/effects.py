@@ -315,6 +315,17 @@ class HookEffects:
         # When the first attempt was made: where a read-back of the target starts.
         return {"since": before.get("since") or time.time()}
 
+    def _visit_since(self, effect: str) -> str | None:
+        """For a comment of the current node visit (its marker names the visit), when
+        the visit began (ISO 8601, a minute early for clock skew): it cannot be older, so
+        the search need not page through the comments before it; ``None`` for any other
+        comment (the status comment dates from the enrolment)."""
+        state = self.state
+        if not effect.startswith(f"{state.ref}/{state.current_node}/{state.visit}/"):
+            return None
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                             time.gmtime(max(0.0, state.visit_started_at - 60)))
+
     def _reconcile(self, integration: Integration, op: str, params: dict[str, Any],
                    record: Mapping[str, Any], effect: str,
                    previous: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
@@ -345,7 +356,8 @@ class HookEffects:
                 except NotFound:
                     pass  # deleted by someone: search by marker, else post anew
         if op == "comment" and "list-comments" in ops and target.get("marker"):
-            return _reuse_comment(integration, params, str(target["marker"]))
+            return _reuse_comment(integration, params, str(target["marker"]),
+                                  since=self._visit_since(str(target["marker"])))
         if op == "create-check-run" and known is not None and "update-check-run" in ops:
             before = (previous or {}).get("target") or {}
             if "status" not in before:
@@ -420,12 +432,14 @@ def _latest_check_run(effects: Mapping[str, Any], effect: str, target: Mapping[s
 
 
 def _reuse_comment(integration: Integration, params: Mapping[str, Any],
-                   effect: str) -> dict[str, Any] | None:
+                   effect: str, since: str | None = None) -> dict[str, Any] | None:
     """"Post this comment once": the comment on ``params``' issue whose marker carries
-    ``effect``, updated to ``params["body"]`` when it differs; ``None`` when there is none
-    (post it)."""
+    ``effect`` (among those updated since ``since``, ISO 8601, when given), updated to
+    ``params["body"]`` when it differs; ``None`` when there is none (post it)."""
     github = cast(GitHub, integration)
-    listed = github.list_comments(repo=params["repo"], number=params["number"])
+    listed = (github.list_comments(repo=params["repo"], number=params["number"])
+              if since is None else
+              github.list_comments(repo=params["repo"], number=params["number"], since=since))
     for comment in listed.get("comments", []):
         if find_effect(comment.get("body")) == effect:
             if comment.get("body") != params["body"] and "update-comment" in integration.operations:

@@ -910,7 +910,9 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
             r = lookup(owner, name)
             if r is None:
                 return _error(404, "Not Found")
-            return paged(fake.comments_on(r.full_name, number), comment_json)
+            since = request.args.get("since")  # ISO 8601: compared as GitHub's own stamps
+            return paged([c for c in fake.comments_on(r.full_name, number)
+                          if not since or c["updated_at"] >= since], comment_json)
 
     @bp.post("/repos/<owner>/<name>/issues/<int:number>/comments")
     def create_comment(owner: str, name: str, number: int) -> Response:

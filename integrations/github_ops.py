@@ -608,9 +608,11 @@ class GitHubOperations(Transport):
         ).data
         return {"id": data["id"], "url": data["html_url"]}
 
-    def list_comments(self, repo: str, number: int) -> Comments:
+    def list_comments(self, repo: str, number: int, since: str | None = None) -> Comments:
         """``list-comments``: ``GET /repos/{owner}/{repo}/issues/{issue_number}/comments``
-        ("List issue comments"), 100 per page, following ``Link: rel="next"`` to the end.
+        ("List issue comments"), 100 per page, following ``Link: rel="next"`` to the end;
+        with ``since`` (ISO 8601 ``YYYY-MM-DDTHH:MM:SSZ``) only the comments updated at or
+        after it.
 
         Returns:
             ``{"comments": [{"id": int, "user": str, "body": str}, ...]}`` oldest first;
@@ -619,10 +621,11 @@ class GitHubOperations(Transport):
         op = "list-comments"
         n = _number(op, "number", number)
         path = f"{_repo_path(op, repo)}/issues/{n}/comments"
+        query = {"since": _text(op, "since", since)} if since is not None else None
         return {
             "comments": [
                 {"id": c["id"], "user": _login(c.get("user")), "body": c.get("body") or ""}
-                for c in self._paginate(op, path, target=f"{repo}#{n}")
+                for c in self._paginate(op, path, target=f"{repo}#{n}", query=query)
                 if isinstance(c, dict)
             ]
         }
