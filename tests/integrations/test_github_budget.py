@@ -16,20 +16,20 @@ from hypothesis import strategies as st
 from prometheus_client import REGISTRY, generate_latest
 
 from graph.context import HookConfig
+from graph.model import WorkItem
 from graph.ports import RateLimited
 from graph.runtime import Runtime
 from graph.state import MemoryStateStore
-from graph.model import WorkItem
 from integrations.github import GitHubClients
 from integrations.github_cache import ConditionalCache, delivery_scope, stale
 from integrations.github_fake import FakeGitHub
 from integrations.github_fake_http import HttpFakeGitHub, serve
 from integrations.throttle import WriteThrottle
+from tests.graph.test_contract import COLLABORATORS, REQUIREMENTS, Files, comment
 from the_loop.config.repository import Collaborators
 from the_loop.graphs import load_graph
 from the_loop.settings import GitHubSettings, Settings
 from the_loop.wiring import write_throttle
-from tests.graph.test_contract import COLLABORATORS, REQUIREMENTS, Files, comment
 
 API = "https://api.github.com:443"
 REPO = "Codertocat/Hello-World"
@@ -147,7 +147,7 @@ def test_what_a_write_makes_stale():
     assert stale(f"{base}/contents/specs/2/a.md", f"{base}/pulls/3")  # a commit moves heads
     assert stale(f"{base}/check-runs/5", f"{base}/commits/abc/check-runs")
     assert not stale(f"{base}/check-runs/5", f"{base}/issues/2/comments")
-    assert not stale(f"/repos/other/repo/issues/2/labels", f"{base}/pulls/2")
+    assert not stale("/repos/other/repo/issues/2/labels", f"{base}/pulls/2")
 
 
 # --------------------------------------------------------------------------- stored ids
@@ -280,5 +280,6 @@ def test_requests_304s_and_the_remaining_budget_are_exposed(redis_ns, fake_api):
     assert sample("the_loop_github_requests_total", **labels, status="304") == not_modified + 1
     text = generate_latest(REGISTRY).decode()
     for name in ("the_loop_github_requests_total", "the_loop_github_not_modified_total",
-                 "the_loop_github_rate_limit_remaining", "the_loop_github_rate_limit_reset_seconds"):
+                 "the_loop_github_rate_limit_remaining",
+                 "the_loop_github_rate_limit_reset_seconds"):
         assert name in text
