@@ -34,6 +34,7 @@ import json
 import logging
 import re
 import threading
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -158,9 +159,13 @@ class ConditionalCache:
 # --------------------------------------------------------------------------- the memo
 
 _REPO = re.compile(r"^(?:https?://[^/]+)?(?:/api/v3)?/repos/([^/]+/[^/]+)(/[^?]*)?")
-_ITEM = re.compile(r"^/(?:issues|pulls)/(\d+)(?:/|$)")
+_ITEM = re.compile(r"^/(?:issues|pulls)/(\d+)(?:/([^/]+))?")
 _COMMENTS = re.compile(r"^/issues/(\d+)/comments/?$")
 _COMMENT = re.compile(r"^/issues/comments/\d+/?$")
+_RUNS = re.compile(r"^/commits/([^/]+)/check-runs/?$")
+_RUN = re.compile(r"^/check-runs(?:/\d+)?/?$")
+#: What a commit may change besides the files: heads, branches, pull requests.
+_COMMITTED = ("/contents", "/git", "/commits", "/branches", "/pulls", "/compare")
 
 
 def _parts(url: str) -> tuple[str, str] | None:
@@ -176,12 +181,13 @@ def stale(write: str, read: str) -> bool:
 
     Writes to an issue or pull request (``/issues/N/...``, ``/pulls/N/...``: labels,
     comments, reviewers, the pull request itself) touch that number only (an issue and a
-    pull request share one number); an edit of a comment by id (``/issues/comments/ID``)
+    pull request share one number): the issue or pull request itself and what is under
+    the same part (a label write, ``/labels``, leaves the comments alone); an edit of a comment by id (``/issues/comments/ID``)
     touches every comment list; a check run write touches the check runs; a label
-    created touches the repository's labels; anything else (a commit through
-    ``/contents``, which also moves a pull request's head) the whole repository. A URL
-    outside ``/repos/`` (``/user``, ``/app``) is stale after any write outside
-    ``/repos/``."""
+    created touches the repository's labels; a commit (``/contents``, ``/git``) touches
+    files, commits, branches and pull requests (their heads move) and the repository
+    itself; anything else the whole repository. A URL outside ``/repos/`` (``/user``,
+    ``/app``) is stale after any write outside ``/repos/``."""
     w, r = _parts(write), _parts(read)
     if w is None or r is None:
         return w is None and r is None
@@ -190,13 +196,18 @@ def stale(write: str, read: str) -> bool:
     wpath, rpath = w[1], r[1]
     witem, ritem = _ITEM.match(wpath), _ITEM.match(rpath)
     if witem is not None:
-        return ritem is not None and ritem.group(1) == witem.group(1)
+        if ritem is None or ritem.group(1) != witem.group(1):
+            return False
+        wsub, rsub = witem.group(2) or "", ritem.group(2) or ""
+        return not rsub or not wsub or rsub == wsub
     if wpath.startswith("/issues/comments/"):
         return "/comments" in rpath
     if "check-runs" in wpath:
         return "check-runs" in rpath
     if wpath.startswith("/labels"):
         return rpath.startswith("/labels")
+    if wpath.startswith(("/contents/", "/git/")):  # a commit: files, heads, the repository
+        return rpath == "/" or rpath.startswith(_COMMITTED)
     return True
 
 
@@ -224,10 +235,12 @@ class DeliveryMemo:
     def wrote(self, bucket: str, url: str, method: str = "", data: Any = None) -> None:
         """A write to ``url`` was sent (or tried): forget what it may have changed.
 
-        A comment created (``POST /issues/N/comments``) or edited (``PATCH
-        /issues/comments/ID``), with GitHub's answer ``data``, is written through
-        instead: a remembered one-page comment list of that issue gets the comment added
-        or replaced, so the-loop's own comment does not make it read the list again."""
+        Two writes of the-loop's own, with GitHub's answer ``data``, are written through
+        instead, so they do not make it read a list again: a comment created (``POST
+        /issues/N/comments``) or edited (``PATCH /issues/comments/ID``) goes into the
+        remembered one-page comment lists of that issue, and a check run created
+        (``POST /check-runs``) or edited (``PATCH /check-runs/ID``) into those of its
+        head commit (``GET /commits/SHA/check-runs``, filtered by name or not)."""
         with self._lock:
             if isinstance(data, dict) and "id" in data and self._write_through(
                     bucket, url, method, data):
@@ -236,38 +249,63 @@ class DeliveryMemo:
                 del self._replies[key]
 
     def _write_through(self, bucket: str, url: str, method: str,
-                       comment: dict[str, Any]) -> bool:
+                       item: dict[str, Any]) -> bool:
         parts = _parts(url)
-        if parts is None:
+        if parts is None or method not in ("POST", "PATCH"):
             return False
         repo, path = parts
-        created = _COMMENTS.match(path) if method == "POST" else None
-        edited = method == "PATCH" and _COMMENT.match(path) is not None
-        if created is None and not edited:
+        created = method == "POST"
+        comments = _COMMENTS.match(path) if created else _COMMENT.match(path)
+        runs = _RUN.match(path) is not None
+        if comments is None and not runs:
             return False
         for key, reply in list(self._replies.items()):
             read = _parts(key[1])
             if key[0] != bucket or read is None or read[0] != repo:
                 continue
-            listed = _COMMENTS.match(read[1])
-            if listed is None or not isinstance(reply.data, list):
-                if read[1].startswith(("/issues/comments", "/pulls/comments")):
-                    del self._replies[key]  # a single comment read: forget it
+            if comments is not None:
+                listed = _COMMENTS.match(read[1])
+                belongs = listed is not None and (not created
+                                                  or listed.group(1) == comments.group(1))
+                single = read[1].startswith(("/issues/comments", "/pulls/comments"))
+            else:
+                listed = _RUNS.match(read[1])
+                belongs = listed is not None and listed.group(1) == item.get("head_sha") \
+                    and _query(key[1]).get("check_name", item.get("name")) == item.get("name")
+                single = read[1].startswith("/check-runs")
+            if single:
+                del self._replies[key]  # one item read by id: read it again if need be
+            if not belongs:
                 continue
-            items = [c for c in reply.data if isinstance(c, dict)]
-            if created is not None:
-                if listed.group(1) != created.group(1):
-                    continue
-                if 'rel="next"' in str(reply.headers.get("link", "")):
-                    del self._replies[key]  # not the last page: where it lands is unknown
-                    continue
-                self._replies[key] = type(reply)(reply.headers, [*items, comment],
-                                                 reply.status)
-            elif any(c.get("id") == comment["id"] for c in items):
-                self._replies[key] = type(reply)(
-                    reply.headers, [comment if c.get("id") == comment["id"] else c
-                                    for c in items], reply.status)
+            updated = _with_item(reply.data, item, created=created)
+            more = 'rel="next"' in str(reply.headers.get("link", ""))
+            if updated is None or (created and more):
+                del self._replies[key]  # not a shape it knows, or not the last page
+            else:
+                self._replies[key] = type(reply)(reply.headers, updated, reply.status)
         return True
+
+
+def _query(url: str) -> dict[str, str]:
+    return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
+
+
+def _with_item(data: Any, item: dict[str, Any], *, created: bool) -> Any:
+    """A listed page (a JSON list, or GitHub's ``{"total_count", "check_runs"}``) with
+    ``item`` appended (``created``) or put in place of the one with its id; ``None`` for
+    another shape."""
+    envelope = isinstance(data, dict) and isinstance(data.get("check_runs"), list)
+    items = data["check_runs"] if envelope else data
+    if not isinstance(items, list):
+        return None
+    if created:
+        new = [*items, item]
+    else:
+        new = [item if isinstance(c, dict) and c.get("id") == item["id"] else c
+               for c in items]
+    if envelope:
+        return {**data, "check_runs": new, "total_count": len(new)}
+    return new
 
 
 _scope_lock = threading.Lock()

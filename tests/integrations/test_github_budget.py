@@ -144,6 +144,8 @@ def test_what_a_write_makes_stale():
     base = f"/repos/{REPO}"
     assert stale(f"{base}/issues/2/labels", f"{base}/pulls/2")
     assert not stale(f"{base}/issues/2/labels", f"{base}/pulls/3")
+    assert not stale(f"{base}/issues/2/labels", f"{base}/issues/2/comments")
+    assert stale(f"{base}/pulls/2", f"{base}/pulls/2/files")
     assert stale(f"{base}/contents/specs/2/a.md", f"{base}/pulls/3")  # a commit moves heads
     assert stale(f"{base}/check-runs/5", f"{base}/commits/abc/check-runs")
     assert not stale(f"{base}/check-runs/5", f"{base}/issues/2/comments")
