@@ -14,7 +14,10 @@ The flow (default graph ``graph/pdlc.yaml``, App mode, installation 1):
   approving review -> ``done``.
 
 ``--comments N`` first puts N comments by someone else on each work item (the status
-comment's cost must not grow with them).
+comment's cost must not grow with them). The repository has the ``phase:`` labels
+already (the steady state of a repository the-loop has worked in); ``--cold`` leaves
+them out, so the run also pays their one-time creation (``POST /labels``, one per
+phase).
 
 Each delivery is sent to the receiver (:func:`the_loop.wiring.build_receiver`, Flask's test
 client) and handled by the worker (:func:`the_loop.wiring.build_worker`, one
@@ -164,7 +167,11 @@ def _shape(path: str) -> str:
     return "/".join("N" if p.isdigit() else p for p in parts[4:]) or path
 
 
-def measure(comments: int) -> dict[str, Any]:
+PHASES = ("requirements", "requirements-approval", "design", "design-approval", "tasks",
+          "implementation", "review", "done")
+
+
+def measure(comments: int, *, cold: bool = False) -> dict[str, Any]:
     import redis
 
     from integrations.github_fake_http import HttpFakeGitHub, serve
@@ -175,6 +182,9 @@ def measure(comments: int) -> dict[str, Any]:
     fake = HttpFakeGitHub()
     fake.add_repo(REPO, default_branch="master")
     fake.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS)
+    if not cold:
+        for phase in PHASES:
+            fake.add_repo_label(REPO, f"phase:{phase}", color="5319e7")
     for name, text in SPECS.items():
         fake.add_file(REPO, f"specs/1/{name}", text)
     _, pr = pull_enrol()
@@ -242,7 +252,7 @@ def measure(comments: int) -> dict[str, Any]:
         for member in conn.smembers("rq:queues"):
             if token in member.decode():
                 conn.srem("rq:queues", member)
-    return summarize(deliveries, nodes, comments)
+    return summarize(deliveries, nodes, comments) | {"cold": cold}
 
 
 def summarize(deliveries: list[dict[str, Any]], nodes: dict[str, Any],
@@ -294,13 +304,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="comments by someone else on each work item first")
     parser.add_argument("--code", type=Path, default=HERE,
                         help="checkout whose the-loop is measured (default: this one)")
+    parser.add_argument("--cold", action="store_true",
+                        help="the repository has no phase: labels yet")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(args.code.resolve()))
     import logging
 
     logging.disable(logging.WARNING)
-    result = measure(args.comments)
+    result = measure(args.comments, cold=args.cold)
     result["code"] = str(args.code)
     if args.json:
         json.dump(result, sys.stdout, indent=2)
