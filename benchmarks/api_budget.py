@@ -13,8 +13,8 @@ The flow (default graph ``graph/pdlc.yaml``, App mode, installation 1):
   waits for its check; the check run ``tests`` completes successfully -> ``review``; an
   approving review -> ``done``.
 
-``--comments N`` first puts N comments by someone else on each work item (the status
-comment's cost must not grow with them). The repository has the ``phase:`` labels
+``--comments N`` first puts N comments by someone else on each work item, made long
+before (the status comment's cost must not grow with them). The repository has the ``phase:`` labels
 already (the steady state of a repository the-loop has worked in); ``--cold`` leaves
 them out, so the run also pays their one-time creation (``POST /labels``, one per
 phase).
@@ -195,7 +195,9 @@ def measure(comments: int, *, cold: bool = False) -> dict[str, Any]:
             fake.add_file(REPO, f"specs/2/{name}", text, ref=ref)
     for number in (1, 2):
         for i in range(comments):
-            fake.add_comment(REPO, number, f"comment {i}", user="octocat")
+            made = fake.comment_store[fake.add_comment(REPO, number, f"comment {i}",
+                                                       user="octocat")]
+            made["created_at"] = made["updated_at"] = "2020-01-01T00:00:00Z"  # long ago
     api_url, stop = serve(fake)
     token = f"budget{uuid.uuid4().hex[:12]}"
     redis_url = os.environ.get("THE_LOOP_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")

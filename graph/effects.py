@@ -310,8 +310,10 @@ class HookEffects:
             return {"path": params.get("path"), "branch": params.get("branch"),
                     "digests": digests[-5:]}
         if op == "create-check-run":
+            shown = {k: params.get(k) for k in sorted(params) if k not in ("repo", "effect")}
             return {"name": params.get("name"), "head_sha": params.get("head_sha"),
-                    "status": params.get("status")}
+                    "status": params.get("status"),
+                    "digest": digest(repr(sorted(shown.items())))}
         # When the first attempt was made: where a read-back of the target starts.
         return {"since": before.get("since") or time.time()}
 
@@ -364,6 +366,8 @@ class HookEffects:
                 known = None  # recorded before runs kept their status: list them
             elif before.get("status") == "completed" and params.get("conclusion") is None:
                 return None  # a completed run is not reopened: a new one says so
+            elif before.get("digest") and before.get("digest") == target.get("digest"):
+                return {"id": known, "unchanged": True}  # it shows this already
         if op == "create-check-run" and known is not None and "update-check-run" in ops:
             changes = {k: v for k, v in params.items()
                        if k not in ("repo", "head_sha", "name")}

@@ -179,8 +179,8 @@ class HttpFakeGitHub(FakeGitHub):
     ``If-None-Match`` matches (or, without one, whose ``If-Modified-Since`` is not older)
     is answered ``304 Not Modified`` with no body. Every API answer carries
     ``x-ratelimit-limit``/``-remaining``/``-used``/``-reset``/``-resource``; each request
-    but a 304 counts against the caller's budget (per installation, else per login):
-    :meth:`set_rate_limit` sets it.
+    but a 304 counts against the caller's budget (per installation, else per login),
+    renewed every hour: :meth:`set_rate_limit` sets it.
     """
 
     #: Files larger than this (bytes) come back from the contents API with
@@ -590,6 +590,9 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
             who = (f"installation:{g.installation}" if g.get("installation") is not None
                    else g.get("login") or request.remote_addr or "anonymous")
             with fake.lock:
+                if datetime.now(UTC).timestamp() >= fake._rate_reset:  # a new hour
+                    fake._rate_used.clear()
+                    fake._rate_reset = int(datetime.now(UTC).timestamp()) + 3600
                 if resp.status_code != 304:
                     fake._rate_used[who] += 1
                 used = fake._rate_used[who]
