@@ -216,7 +216,10 @@ class HttpFakeGitHub(FakeGitHub):
         self._members: dict[tuple[str, str | None], dict[str, str]] = {}  # -> login: state
         #: ETag -> when a body with it was first served (its Last-Modified).
         self._first_served: dict[str, datetime] = {}
-        self.rate_limit = 5000
+        #: The primary limit per hour the fake reports: GitHub's for an installation of
+        #: a GitHub Enterprise Cloud organization ("Rate limits for the REST API"), so
+        #: long tests keep full speed; :meth:`set_rate_limit` brings it down.
+        self.rate_limit = 15000
         self._rate_used: collections.Counter[str] = collections.Counter()
         self._rate_reset = int(datetime.now(UTC).timestamp()) + 3600
         self.app = _create_app(self)
