@@ -183,8 +183,8 @@ def stale(write: str, read: str) -> bool:
     comments, reviewers, the pull request itself) touch that number only (an issue and a
     pull request share one number): the issue or pull request itself and what is under
     the same part (a label write, ``/labels``, leaves the comments alone); an edit of a
-    comment by id (``/issues/comments/ID``) touches every comment list; a check run write touches the check runs; a label
-    created touches the repository's labels; a commit (``/contents``, ``/git``) touches
+    comment by id (``/issues/comments/ID``) touches every comment list; a check run
+    write touches the check runs; a label created touches the repository's labels; a commit (``/contents``, ``/git``) touches
     files, commits, branches and pull requests (their heads move) and the repository
     itself; anything else the whole repository. A URL outside ``/repos/`` (``/user``,
     ``/app``) is stale after any write outside ``/repos/``."""
