@@ -182,12 +182,13 @@ def stale(write: str, read: str) -> bool:
     Writes to an issue or pull request (``/issues/N/...``, ``/pulls/N/...``: labels,
     comments, reviewers, the pull request itself) touch that number only (an issue and a
     pull request share one number): the issue or pull request itself and what is under
-    the same part (a label write, ``/labels``, leaves the comments alone); an edit of a
+    the same part (a label write, ``/labels``, leaves the comments alone). An edit of a
     comment by id (``/issues/comments/ID``) touches every comment list; a check run
-    write touches the check runs; a label created touches the repository's labels; a commit (``/contents``, ``/git``) touches
-    files, commits, branches and pull requests (their heads move) and the repository
-    itself; anything else the whole repository. A URL outside ``/repos/`` (``/user``,
-    ``/app``) is stale after any write outside ``/repos/``."""
+    write touches the check runs; a label created touches the repository's labels; a
+    commit (``/contents``, ``/git``) touches files, commits, branches and pull requests
+    (their heads move) and the repository itself; anything else the whole repository. A
+    URL outside ``/repos/`` (``/user``, ``/app``) is stale after any write outside
+    ``/repos/``."""
     w, r = _parts(write), _parts(read)
     if w is None or r is None:
         return w is None and r is None
