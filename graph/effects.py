@@ -321,10 +321,13 @@ class HookEffects:
         """For a comment of the current node visit (its marker names the visit), when
         the visit began (ISO 8601, a minute early for clock skew): it cannot be older, so
         the search need not page through the comments before it; ``None`` for any other
-        comment (the status comment dates from the enrolment)."""
+        comment (the status comment dates from the enrolment) and in a visit the state
+        was rebuilt into (the comment may come from before the rebuild)."""
         state = self.state
         if not effect.startswith(f"{state.ref}/{state.current_node}/{state.visit}/"):
             return None
+        if state.history and state.history[-1].get("via") == "reconstructed":
+            return None  # a visit rebuilt from the artifacts: its comments may be older
         return time.strftime("%Y-%m-%dT%H:%M:%SZ",
                              time.gmtime(max(0.0, state.visit_started_at - 60)))
 

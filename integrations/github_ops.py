@@ -53,6 +53,7 @@ from graph.ports import (
     Transport,
     Unavailable,
 )
+from integrations import metrics
 from integrations.github_cache import memo
 
 if TYPE_CHECKING:
@@ -193,8 +194,6 @@ class GitHubOperations(Transport):
         Failures: 401/403 and rate limits are logged as warnings, 404 at info (a
         repository the App cannot see answers 404) -- unless its status is ``expected``
         by the operation (a label that is not there)."""
-        from integrations import metrics
-
         bucket = self.throttle_key
         url = _url_key(path, query)
         delivery = memo()

@@ -285,3 +285,20 @@ def test_requests_304s_and_the_remaining_budget_are_exposed(redis_ns, fake_api):
                  "the_loop_github_rate_limit_remaining",
                  "the_loop_github_rate_limit_reset_seconds"):
         assert name in text
+
+
+def test_a_comment_of_the_visit_is_searched_since_the_visit_began_unless_rebuilt():
+    from graph.effects import HookEffects
+    from graph.state import WorkItemState
+
+    ref = f"github:{REPO}#1"
+    state = WorkItemState.new(ref, "digest", "requirements")
+    state.enter("requirements-approval", via="pass")
+    outbox = HookEffects(state, MemoryStateStore(), f"{ref}/requirements-approval/1/x")
+    since = outbox._visit_since(f"{ref}/requirements-approval/1/decision")
+    assert since == time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                  time.gmtime(state.visit_started_at - 60))
+    assert outbox._visit_since(f"{ref}/status") is None  # from the enrolment on
+    assert outbox._visit_since(f"{ref}/requirements/1/decision") is None  # another visit
+    state.enter("design", via="reconstructed")
+    assert outbox._visit_since(f"{ref}/design/1/decision") is None
