@@ -897,7 +897,8 @@ def http_error(
     * 404: :class:`NotFound`;
     * 429, and 403 with ``x-ratelimit-remaining: 0``, a ``retry-after`` header or
       ``rate_limited`` (the body said "rate limit"): :class:`RateLimited`, with
-      ``retry_after`` (seconds, when GitHub said) and ``reset_at`` (``x-ratelimit-reset``);
+      ``retry_after`` (seconds, when GitHub said) and ``reset_at`` (``x-ratelimit-reset``,
+      only when ``x-ratelimit-remaining`` is 0: the primary limit is used up);
     * 5xx: :class:`Unavailable` (retriable);
     * anything else: a plain :class:`IntegrationError`, not retriable -- in particular a
       repository the App cannot see (404, or 403 "Resource not accessible by integration").
@@ -920,10 +921,14 @@ def http_error(
     if limited:
         reset = lower.get("retry-after") or lower.get("x-ratelimit-reset")
         message += " (rate limited" + (f"; retry-after/reset {reset}" if reset else "") + ")"
+        # GitHub ("Rate limits for the REST API"): wait ``retry-after`` seconds when it
+        # is given; wait for ``x-ratelimit-reset`` only when ``x-ratelimit-remaining`` is
+        # 0 (every answer carries the primary window's reset, a secondary limit too).
+        exhausted = lower.get("x-ratelimit-remaining") == "0"
         return RateLimited(
             message, integration="github", op=op, status=status, codes=codes,
             retry_after=_seconds(lower.get("retry-after")),
-            reset_at=_seconds(lower.get("x-ratelimit-reset")),
+            reset_at=_seconds(lower.get("x-ratelimit-reset")) if exhausted else None,
         )
     if isinstance(status, int) and status >= 500:
         return Unavailable(message, integration="github", op=op, status=status, codes=codes)

@@ -302,3 +302,17 @@ def test_a_comment_of_the_visit_is_searched_since_the_visit_began_unless_rebuilt
     assert outbox._visit_since(f"{ref}/requirements/1/decision") is None  # another visit
     state.enter("design", via="reconstructed")
     assert outbox._visit_since(f"{ref}/design/1/decision") is None
+
+
+def test_a_secondary_limit_waits_for_retry_after_not_for_the_primary_reset():
+    from integrations.github_ops import http_error
+
+    reset = str(int(time.time()) + 3000)
+    secondary = http_error("comment", REPO, 403, {"Retry-After": "1",
+                                                   "X-RateLimit-Remaining": "4321",
+                                                   "X-RateLimit-Reset": reset})
+    assert isinstance(secondary, RateLimited)
+    assert (secondary.retry_after, secondary.reset_at) == (1.0, None)
+    primary = http_error("comment", REPO, 403, {"X-RateLimit-Remaining": "0",
+                                                 "X-RateLimit-Reset": reset})
+    assert isinstance(primary, RateLimited) and primary.reset_at == float(reset)
