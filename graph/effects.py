@@ -274,7 +274,8 @@ class HookEffects:
             # Persist BEFORE the side effect: a crash from here on leaves it pending.
             self.store.save_effect(self.state, effect)
         try:
-            result = self._reconcile(integration, op, params, record, effect) if retry else None
+            result = (self._reconcile(integration, op, params, record, effect, previous)
+                      if retry else None)
             if result is None:
                 result = _method(integration, name, op)(**params)
         except IntegrationError as exc:
@@ -308,7 +309,9 @@ class HookEffects:
                 previous: Mapping[str, Any] | None) -> dict[str, Any]:
         before = dict((previous or {}).get("target") or {})
         if op == "comment":
-            return {"marker": find_effect(params.get("body")), "number": params.get("number")}
+            body = params.get("body")
+            return {"marker": find_effect(body), "number": params.get("number"),
+                    "digest": digest(body) if isinstance(body, str) else None}
         if op == "put-file":
             digests = list(before.get("digests") or [])
             text = params.get("text")
@@ -317,19 +320,76 @@ class HookEffects:
             return {"path": params.get("path"), "branch": params.get("branch"),
                     "digests": digests[-5:]}
         if op == "create-check-run":
-            return {"name": params.get("name"), "head_sha": params.get("head_sha")}
+            shown = {k: params.get(k) for k in sorted(params) if k not in ("repo", "effect")}
+            return {"name": params.get("name"), "head_sha": params.get("head_sha"),
+                    "status": params.get("status"),
+                    "digest": digest(repr(sorted(shown.items())))}
         # When the first attempt was made: where a read-back of the target starts.
         return {"since": before.get("since") or time.time()}
 
+    def _visit_since(self, effect: str) -> str | None:
+        """For a comment of the current node visit (its marker names the visit), when
+        the visit began (ISO 8601, a minute early for clock skew): it cannot be older, so
+        the search need not page through the comments before it; ``None`` for any other
+        comment (the status comment dates from the enrolment) and in a visit the state
+        was rebuilt into (the comment may come from before the rebuild)."""
+        state = self.state
+        if not effect.startswith(f"{state.ref}/{state.current_node}/{state.visit}/"):
+            return None
+        if state.visit_via == "reconstructed":
+            return None  # a visit rebuilt from the artifacts: its comments may be older
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                             time.gmtime(max(0.0, state.visit_started_at - 60)))
+
     def _reconcile(self, integration: Integration, op: str, params: dict[str, Any],
-                   record: Mapping[str, Any], effect: str) -> dict[str, Any] | None:
+                   record: Mapping[str, Any], effect: str,
+                   previous: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
         """For a pending effect: what the target already holds, made current; ``None``
-        when it has to be performed."""
+        when it has to be performed.
+
+        A comment or check run an earlier attempt made is edited by the id it recorded
+        (one request, and none when the comment's body is unchanged), never searched for
+        again; only when that id is gone (404) is the target searched (comments by
+        marker, check runs by head SHA and name)."""
         ops = integration.operations
         target = record.get("target") or {}
         github = cast(GitHub, integration)
+        if op == "create-check-run":
+            # The latest run any effect made on this head SHA under this name (GitHub
+            # shows one run per head and name): edited by its id, not listed again.
+            previous = _latest_check_run(self.state.effects, effect, target, previous)
+        known = _known_id(op, previous, target)
+        if op == "comment" and known is not None:
+            before = (previous or {}).get("target") or {}
+            if before.get("digest") and before.get("digest") == target.get("digest"):
+                return {"id": known, "reused": True, "unchanged": True}
+            if "update-comment" in ops:
+                try:
+                    updated = github.update_comment(repo=params["repo"], comment_id=known,
+                                                    body=params["body"])
+                    return {**updated, "id": updated.get("id", known), "reused": True}
+                except NotFound:
+                    pass  # deleted by someone: search by marker, else post anew
         if op == "comment" and "list-comments" in ops and target.get("marker"):
-            return _reuse_comment(integration, params, str(target["marker"]), self.own)
+            return _reuse_comment(integration, params, str(target["marker"]), self.own,
+                                  since=self._visit_since(str(target["marker"])))
+        if op == "create-check-run" and known is not None and "update-check-run" in ops:
+            before = (previous or {}).get("target") or {}
+            if "status" not in before:
+                known = None  # recorded before runs kept their status: list them
+            elif before.get("status") == "completed" and params.get("conclusion") is None:
+                return None  # a completed run is not reopened: a new one says so
+            elif before.get("digest") and before.get("digest") == target.get("digest"):
+                return {"id": known, "unchanged": True}  # it shows this already
+        if op == "create-check-run" and known is not None and "update-check-run" in ops:
+            changes = {k: v for k, v in params.items()
+                       if k not in ("repo", "head_sha", "name")}
+            try:
+                run = github.update_check_run(repo=params["repo"], check_run_id=known,
+                                              **changes)
+                return {**run, "id": run.get("id", known)}
+            except NotFound:
+                pass
         if op == "put-file" and "get-file" in ops:
             try:
                 got = github.get_file(repo=params["repo"], path=params["path"],
@@ -350,14 +410,55 @@ class HookEffects:
         return None
 
 
+def _known_id(op: str, previous: Mapping[str, Any] | None,
+              target: Mapping[str, Any]) -> int | None:
+    """The id of the comment or check run an earlier attempt of this effect made (its
+    recorded result), when it was made on the same issue (same marker) or the same head
+    SHA and name; else ``None``."""
+    if not previous or previous.get("op") != op or previous.get("status") != "done":
+        return None
+    result = previous.get("result") or {}
+    before = previous.get("target") or {}
+    ident = result.get("id")
+    if isinstance(ident, bool) or not isinstance(ident, int) or result.get("unconfirmed"):
+        return None
+    same = (("marker", "number") if op == "comment" else
+            ("name", "head_sha") if op == "create-check-run" else None)
+    if same is None or any(before.get(k) != target.get(k) for k in same):
+        return None
+    return ident
+
+
+def _latest_check_run(effects: Mapping[str, Any], effect: str, target: Mapping[str, Any],
+                      previous: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The latest done ``create-check-run`` record on ``target``'s head SHA and name:
+    ``previous`` (this effect's own earlier record) or another effect's; ``None`` when
+    there is none."""
+    best: Mapping[str, Any] | None = None
+    for record in [*(r for k, r in effects.items() if k != effect), previous]:
+        if (not isinstance(record, Mapping)
+                or record.get("op") != "create-check-run" or record.get("status") != "done"):
+            continue
+        before = record.get("target") or {}
+        if (before.get("name"), before.get("head_sha")) != (target.get("name"),
+                                                             target.get("head_sha")):
+            continue
+        if best is None or float(record.get("at") or 0) >= float(best.get("at") or 0):
+            best = record
+    return best
+
+
 def _reuse_comment(integration: Integration, params: Mapping[str, Any],
-                   effect: str, own: OwnAccounts) -> dict[str, Any] | None:
+                   effect: str, own: OwnAccounts,
+                   since: str | None = None) -> dict[str, Any] | None:
     """"Post this comment once": the comment on ``params``' issue that ``own`` wrote and
-    whose marker carries ``effect``, updated to ``params["body"]`` when it differs;
-    ``None`` when there is none (post it). Someone else's comment carrying the marker is
-    never taken (nor edited)."""
+    whose marker carries ``effect`` (among those updated since ``since``, ISO 8601, when
+    given), updated to ``params["body"]`` when it differs; ``None`` when there is none
+    (post it). Someone else's comment carrying the marker is never taken (nor edited)."""
     github = cast(GitHub, integration)
-    listed = github.list_comments(repo=params["repo"], number=params["number"])
+    listed = (github.list_comments(repo=params["repo"], number=params["number"])
+              if since is None else
+              github.list_comments(repo=params["repo"], number=params["number"], since=since))
     for comment in listed.get("comments", []):
         if own_effect(comment.get("body"), comment.get("user"), comment.get("user_id"),
                       own) == effect:

@@ -337,8 +337,10 @@ class GitHubComments(Protocol):
         ...
 
     @read
-    def list_comments(self, *, repo: str, number: int) -> Comments:
-        """``{"comments": [{"id": int, "user": login, "body": str}, ...]}`` oldest first."""
+    def list_comments(self, *, repo: str, number: int, since: str | None = None) -> Comments:
+        """``{"comments": [{"id": int, "user": login, "body": str}, ...]}`` oldest first;
+        ``since`` (ISO 8601, ``2024-01-01T12:00:00Z``): only those updated at or after it
+        (GitHub's ``since`` of "List issue comments")."""
         ...
 
     @write

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from graph.errors import LoopError
 from graph.model import Status
+from graph.status import status_effect
 
 STATE_VERSION = 1
 #: Decisions whose sources the state keeps for "one reply decides once".
@@ -66,6 +67,8 @@ class WorkItemState:
         parked_reason: why the item is waiting or blocked, in the-loop's words.
         visit_started: when the current node visit began (Unix seconds); the nodes
             entered before are in the event log (``node.entered``, :class:`Past`).
+        visit_via: how the current visit began (an edge's outcome, ``forced``,
+            ``reconstructed``...: the ``via`` of its ``node.entered`` entry).
         sessions: node id -> the harness session bound to it (``session: inherit`` gates
             reuse their producing node's).
         next_input: node id -> what the node's work gets next: ``block`` (the hook and
@@ -136,6 +139,7 @@ class WorkItemState:
     session: dict[str, Any] | None = None
     parked_reason: str | None = None
     visit_started: float = 0.0
+    visit_via: str = ""
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
     next_input: dict[str, dict[str, Any]] = field(default_factory=dict)
     last_block: dict[str, str] = field(default_factory=dict)
@@ -200,9 +204,14 @@ class WorkItemState:
         self.visits[node_id] = self.visits.get(node_id, 0) + 1
         self.votes.pop(node_id, None)  # a new visit is decided afresh
         # Effects key on the node visit: those of the visit just left are never replayed.
-        self.effects = {}
+        # The status publications (kept current in place, not made once) stay: their
+        # records hold the ids of the status comment and check run, edited by id.
+        kept = status_effect(self.ref)
+        self.effects = {k: v for k, v in self.effects.items()
+                        if k == kept or k.startswith(f"{kept}/")}
         self.effects_reset = True
         self.visit_started = now()
+        self.visit_via = via
         return {"node": node_id, "via": via, "at": self.visit_started, "forced": forced,
                 "visit": self.visits[node_id]}
 
@@ -335,6 +344,7 @@ def _upgrade(state: WorkItemState, data: Mapping[str, Any]) -> None:
     entered = [h for h in legacy.get("history", ()) if h.get("node") == state.current_node]
     if entered:
         state.visit_started = float(entered[-1].get("at") or 0.0)
+        state.visit_via = str(entered[-1].get("via") or "")
     for decision in legacy.get("decisions", ()):
         state.record_decision(decision)
     forced = legacy.get("forced", [])

@@ -26,6 +26,7 @@ across every worker through Redis.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import requests
 from github import Auth, Github, GithubException
 from github.GithubException import RateLimitExceededException as _RateLimited
+from github.Requester import Requester
 from urllib3.util.retry import Retry
 
 from graph.errors import LoopError
@@ -54,6 +56,7 @@ from integrations.retry import MAX_RATE_LIMIT_WAIT, BoundedRetry
 from the_loop.settings import DEFAULT_API_URL, GitHubSettings
 
 if TYPE_CHECKING:
+    from integrations.github_cache import ConditionalCache
     from integrations.throttle import WriteThrottle
 
 __all__ = [
@@ -107,6 +110,8 @@ class GitHubClients:
             urllib3 retries), a ``urllib3.Retry``, or ``None`` for the settings' policy.
         throttle: cross-worker write spacing handed to every :class:`GitHubApi` (keyed by
             installation id), or ``None``.
+        cache: the shared conditional-request cache handed to every :class:`GitHubApi`,
+            or ``None``.
 
     Raises:
         GitHubConfigError: at construction, when the settings hold no credentials at all.
@@ -121,6 +126,7 @@ class GitHubClients:
         *,
         retry: int | Retry | None = None,
         throttle: WriteThrottle | None = None,
+        cache: ConditionalCache | None = None,
     ) -> None:
         if settings.mode is None:
             raise GitHubConfigError(
@@ -131,6 +137,7 @@ class GitHubClients:
         self.settings = settings
         self._retry: int | Retry = retry if retry is not None else _retry_policy(settings.retries)
         self.throttle = throttle
+        self.cache = cache
         self._lock = threading.Lock()
         self._apis: dict[int | None, GitHubApi] = {}
         self._app_auth: Auth.AppAuth | None = None
@@ -179,6 +186,7 @@ class GitHubClients:
                 api = GitHubApi(
                     self._new_github(key), installation_id=key, throttle=self.throttle,
                     app=self.for_app if self._app_auth is not None else None,
+                    cache=self.cache,
                 )
                 self._apis[key] = api
             return api
@@ -311,6 +319,7 @@ class GitHubApi(GitHubOperations):
         throttle: cross-worker write spacing, keyed by installation.
         app: makes the client acting as the App itself (App mode), for ``get-app``;
             ``None``: a token, which has no App (it has ``get-authenticated-user``).
+        cache: the shared conditional-request cache (``None``: every GET is sent whole).
     """
 
     transport = "api"
@@ -325,6 +334,7 @@ class GitHubApi(GitHubOperations):
         installation_id: int | None = None,
         throttle: WriteThrottle | None = None,
         app: Callable[[], GitHubAppApi] | None = None,
+        cache: ConditionalCache | None = None,
     ) -> None:
         self._gh = gh
         self._app = app
@@ -333,6 +343,7 @@ class GitHubApi(GitHubOperations):
             "get-app" if app is not None else "get-authenticated-user"}
         self.installation_id = installation_id
         self.throttle = throttle
+        self.cache = cache
         self.throttle_key = (
             f"installation:{installation_id}" if installation_id is not None else "token"
         )
@@ -383,17 +394,23 @@ class GitHubApi(GitHubOperations):
         target: str,
         query: Mapping[str, Any] | None = None,
         body: Any = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Reply:
         """One request; a 401 answered to an installation token drops the token, mints a
         new one and sends the request once more (a token GitHub revoked or expired
         early); an HTML answer (a web page: the base URL is not the API root) is a clear,
-        not retriable error."""
+        not retriable error. A 304 (to a conditional ``headers``) is ``Reply(status=304)``.
+        """
+        sent = {**self.request_headers, **(headers or {})}
         for attempt in (1, 2):
             try:
-                headers, data = self._gh.requester.requestJsonAndCheck(
+                status, answer, output = self._gh.requester.requestJson(
                     method, path, parameters=dict(query) if query else None,
-                    headers=dict(self.request_headers) or None, input=body
+                    headers=dict(sent) or None, input=body
                 )
+                data = _decoded(output)
+                if status >= 400:
+                    raise Requester.createException(status, answer, data)
             except GithubException as exc:
                 html = _html_answer(op, target, exc.status, exc.headers)
                 if html is not None:
@@ -410,11 +427,11 @@ class GitHubApi(GitHubOperations):
                     integration=self.name,
                     op=op,
                 ) from exc
-            lower = {str(k).lower(): str(v) for k, v in (headers or {}).items()}
-            html = _html_answer(op, target, 200, lower)
+            lower = {str(k).lower(): str(v) for k, v in (answer or {}).items()}
+            html = _html_answer(op, target, status, lower)
             if html is not None:
                 raise html
-            return Reply(lower, data)
+            return Reply(lower, data, status)
         raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -466,6 +483,19 @@ class GitHubAppApi(GitHubApi):
         an app webhook"; 202: queued by GitHub). Never retried by the transport."""
         self._request("redeliver-hook-delivery", "POST",
                       f"/app/hook/deliveries/{int(delivery_id)}/attempts", target="the App")
+
+
+def _decoded(output: str) -> Any:
+    """A REST answer's JSON body as PyGithub decodes it (``None`` when empty; a body that
+    is not JSON comes back as ``{"data": text}``)."""
+    if not output:
+        return None
+    try:
+        return json.loads(output)
+    except ValueError:
+        if output.lstrip().startswith(("{", "[")):
+            raise
+        return {"data": output}
 
 
 def _html_answer(op: str, target: str, status: int | None,

@@ -48,6 +48,7 @@ from integrations.github_ops import (
 from integrations.retry import MAX_RATE_LIMIT_WAIT, BoundedRetry
 
 if TYPE_CHECKING:
+    from integrations.github_cache import ConditionalCache
     from integrations.throttle import WriteThrottle
 
 __all__ = ["DEFAULT_BINARY", "GitHubCli"]
@@ -85,6 +86,7 @@ class GitHubCli(GitHubOperations):
         max_output: bytes of output accepted per run.
         retries: retries of rate-limited requests and of idempotent requests answered 5xx.
         throttle: cross-worker write spacing (bucket ``cli``).
+        cache: the shared conditional-request cache of ``GET`` answers (bucket ``cli``).
     """
 
     transport = "cli"
@@ -99,8 +101,10 @@ class GitHubCli(GitHubOperations):
         max_output: int = DEFAULT_MAX_OUTPUT,
         retries: int = 2,
         throttle: WriteThrottle | None = None,
+        cache: ConditionalCache | None = None,
     ) -> None:
         self.binary = binary
+        self.cache = cache
         base = dict(env or {})
         if host:
             base["GH_HOST"] = host
@@ -134,8 +138,9 @@ class GitHubCli(GitHubOperations):
 
     # -- transport ----------------------------------------------------------------------
 
-    def argv(self, method: str, endpoint: str, *, with_body: bool) -> list[str]:
-        """The ``gh api`` argument array for one request."""
+    def argv(self, method: str, endpoint: str, *, with_body: bool,
+             headers: Mapping[str, str] | None = None) -> list[str]:
+        """The ``gh api`` argument array for one request (``headers``: more ``-H``)."""
         args = [
             self.binary,
             "api",
@@ -146,6 +151,8 @@ class GitHubCli(GitHubOperations):
             "Accept: application/vnd.github+json",
             "-H",
             f"X-GitHub-Api-Version: {API_VERSION}",
+            *[arg for name, value in (headers or {}).items()
+              for arg in ("-H", f"{name}: {value}")],
             endpoint,
         ]
         if with_body:
@@ -161,12 +168,13 @@ class GitHubCli(GitHubOperations):
         target: str,
         query: Mapping[str, Any] | None = None,
         body: Any = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Reply:
         endpoint = path if "://" in path else path.lstrip("/")
         if query:
             sep = "&" if "?" in endpoint else "?"
             endpoint += sep + urllib.parse.urlencode({k: str(v) for k, v in query.items()})
-        argv = self.argv(method, endpoint, with_body=body is not None)
+        argv = self.argv(method, endpoint, with_body=body is not None, headers=headers)
         stdin = json.dumps(body).encode("utf-8") if body is not None else None
         retry: Retry = self._retry
         while True:
@@ -174,14 +182,14 @@ class GitHubCli(GitHubOperations):
                 argv, stdin=stdin, timeout=self.timeout, max_output=self.max_output,
                 env=self._env,
             )
-            status, headers, raw = self._parse(op, target, result)
+            status, answer, raw = self._parse(op, target, result)
             data = _json(raw)
             if status < 400:
-                return Reply(headers, data)
-            if not retry.is_retry(method, status, "retry-after" in headers):
+                return Reply(answer, data, status)
+            if not retry.is_retry(method, status, "retry-after" in answer):
                 break
             response = HTTPResponse(
-                body=io.BytesIO(raw), headers=headers, status=status, preload_content=False,
+                body=io.BytesIO(raw), headers=answer, status=status, preload_content=False,
                 request_method=method,
             )
             try:
@@ -192,7 +200,7 @@ class GitHubCli(GitHubOperations):
                 raise _from_github(op, target, exc) from None
             retry.sleep(response)
         raise http_error(
-            op, target, status, headers, rate_limited=says_rate_limit(data),
+            op, target, status, answer, rate_limited=says_rate_limit(data),
             codes=error_codes(data),
         )
 

@@ -695,10 +695,11 @@ class FakeGitHub(Transport):
             self.record(f"{c['repo']}:update-comment:{comment_id}")
         return {"id": comment_id, "url": self.comment_url(c)}
 
-    def list_comments(self, repo: str, number: int) -> Comments:
+    def list_comments(self, repo: str, number: int, since: str | None = None) -> Comments:
         return {"comments": [Comment(id=c["id"], user=c["user"], user_id=c.get("user_id"),
                                      body=c["body"])
-                             for c in self.comments_on(repo, number)]}
+                             for c in self.comments_on(repo, number)
+                             if since is None or c["updated_at"] >= since]}
 
     def add_reaction(self, repo: str, comment_id: int, content: str) -> Created:
         """Adding the same reaction twice returns the existing one, as GitHub does. The

@@ -124,12 +124,16 @@ DOCS = "https://docs.github.com/rest"
 
 
 class RecordedRequest(NamedTuple):
-    """One request as the fake saw it. ``auth`` is bearer, token, basic, none or other."""
+    """One request as the fake saw it. ``auth`` is bearer, token, basic, none or other;
+    ``conditional``: it carried ``If-None-Match`` or ``If-Modified-Since``; ``status``:
+    the status answered (0 until the answer is made)."""
 
     method: str
     path: str
     auth: str
     query: str = ""
+    conditional: bool = False
+    status: int = 0
 
 
 @dataclass
@@ -171,6 +175,16 @@ class HttpFakeGitHub(FakeGitHub):
     :attr:`requests`, :attr:`token_requests`, :meth:`clear_records`; faults:
     :meth:`fail_next`, :meth:`chaos` (counted in :attr:`injected`); installations:
     :meth:`suspend_installation`, :meth:`expire_tokens`; renames: ``rename_repo``.
+
+    Conditional requests and the primary rate limit, as GitHub answers them ("Best
+    practices for using the REST API": use conditional requests; "Rate limits for the REST
+    API"): every successful ``GET`` carries an ``ETag`` (a digest of the body) and a
+    ``Last-Modified`` (when that body was first served); a ``GET`` whose
+    ``If-None-Match`` matches (or, without one, whose ``If-Modified-Since`` is not older)
+    is answered ``304 Not Modified`` with no body. Every API answer carries
+    ``x-ratelimit-limit``/``-remaining``/``-used``/``-reset``/``-resource``; each request
+    but a 304 counts against the caller's budget (per installation, else per login),
+    renewed every hour: :meth:`set_rate_limit` sets it.
     """
 
     #: Files larger than this (bytes) come back from the contents API with
@@ -204,7 +218,27 @@ class HttpFakeGitHub(FakeGitHub):
         self._codes: dict[str, tuple[str, str, str]] = {}  # code -> (client, redirect, login)
         self._user_tokens: dict[str, str] = {}  # user access token -> login
         self._members: dict[tuple[str, str | None], dict[str, str]] = {}  # -> login: state
+        #: ETag -> when a body with it was first served (its Last-Modified).
+        self._first_served: dict[str, datetime] = {}
+        #: The primary limit per hour the fake reports: GitHub's for an installation of
+        #: a GitHub Enterprise Cloud organization ("Rate limits for the REST API"), so
+        #: long tests keep full speed; :meth:`set_rate_limit` brings it down.
+        self.rate_limit = 15000
+        self._rate_used: collections.Counter[str] = collections.Counter()
+        self._rate_reset = int(datetime.now(UTC).timestamp()) + 3600
         self.app = _create_app(self)
+
+    # -- the primary rate limit ---------------------------------------------------------
+
+    def set_rate_limit(self, *, remaining: int, reset_in: float = 3600.0,
+                       who: str | None = None) -> None:
+        """Make ``x-ratelimit-remaining`` ``remaining`` for ``who`` (``installation:ID``
+        or a login; ``None``: every caller seen so far and the installations' default),
+        resetting ``reset_in`` seconds from now."""
+        with self.lock:
+            self._rate_reset = int(datetime.now(UTC).timestamp() + reset_in)
+            for key in ([who] if who else [*self._rate_used, "installation:1"]):
+                self._rate_used[key] = max(0, self.rate_limit - remaining)
 
     # -- installations ----------------------------------------------------------------
 
@@ -502,9 +536,12 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
     def gate() -> Response | None:
         kind, credential = _auth_kind(request.headers.get("Authorization"))
         with fake.lock:
+            g.request_index = len(fake._requests)
             fake._requests.append(
                 RecordedRequest(
-                    request.method, request.path, kind, request.query_string.decode("latin-1")
+                    request.method, request.path, kind, request.query_string.decode("latin-1"),
+                    conditional=bool(request.headers.get("If-None-Match")
+                                     or request.headers.get("If-Modified-Since")),
                 )
             )
             fault = fake._take_fault(request.method, request.path)
@@ -543,6 +580,48 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
         elif request.method != "GET":
             return _error(401, "Requires authentication")
         return None
+
+    @app.after_request
+    def conditional(resp: Response) -> Response:
+        """ETag / Last-Modified on a successful GET, 304 for a matching conditional GET
+        (werkzeug's ``make_conditional``), the rate-limit headers on every API answer,
+        and the status in the request log. Registered before ``lose_answer``, so it sees
+        the final answer (Flask runs these in reverse)."""
+        api = not (_GIT_PATH.match(request.path) or request.path.startswith("/login/oauth/"))
+        if (request.method == "GET" and resp.status_code == 200 and api
+                and not resp.is_streamed and resp.mimetype == "application/json"):
+            resp.add_etag(weak=True)
+            etag = str(resp.headers.get("ETag"))
+            with fake.lock:
+                first = fake._first_served.setdefault(etag, datetime.now(UTC).replace(
+                    microsecond=0))
+            resp.last_modified = first
+            resp.make_conditional(request)
+        if api:
+            who = (f"installation:{g.installation}" if g.get("installation") is not None
+                   else g.get("login") or request.remote_addr or "anonymous")
+            with fake.lock:
+                if datetime.now(UTC).timestamp() >= fake._rate_reset:  # a new hour
+                    fake._rate_used.clear()
+                    fake._rate_reset = int(datetime.now(UTC).timestamp()) + 3600
+                if resp.status_code != 304:
+                    fake._rate_used[who] += 1
+                used = fake._rate_used[who]
+                reset = fake._rate_reset
+            for header, value in (
+                    ("x-ratelimit-limit", fake.rate_limit),
+                    ("x-ratelimit-remaining", max(0, fake.rate_limit - used)),
+                    ("x-ratelimit-used", used), ("x-ratelimit-reset", reset),
+                    ("x-ratelimit-resource", "core")):
+                if header not in resp.headers:  # an injected fault's own headers win
+                    resp.headers[header] = str(value)
+        index = g.get("request_index")
+        if index is not None:
+            with fake.lock:
+                if index < len(fake._requests):
+                    fake._requests[index] = fake._requests[index]._replace(
+                        status=resp.status_code)
+        return resp
 
     @app.after_request
     def lose_answer(resp: Response) -> Response:
@@ -880,7 +959,9 @@ def _create_app(fake: HttpFakeGitHub) -> Flask:
             r = lookup(owner, name)
             if r is None:
                 return _error(404, "Not Found")
-            return paged(fake.comments_on(r.full_name, number), comment_json)
+            since = request.args.get("since")  # ISO 8601: compared as GitHub's own stamps
+            return paged([c for c in fake.comments_on(r.full_name, number)
+                          if not since or c["updated_at"] >= since], comment_json)
 
     @bp.post("/repos/<owner>/<name>/issues/<int:number>/comments")
     def create_comment(owner: str, name: str, number: int) -> Response:

@@ -25,7 +25,7 @@ import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from graph.ports import OPERATIONS as PORT_OPERATIONS
 from graph.ports import (
@@ -54,8 +54,11 @@ from graph.ports import (
     Unavailable,
     User,
 )
+from integrations import metrics
+from integrations.github_cache import memo
 
 if TYPE_CHECKING:
+    from integrations.github_cache import ConditionalCache
     from integrations.throttle import WriteThrottle
 
 log = logging.getLogger("the_loop.integrations.github")
@@ -100,11 +103,13 @@ _NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 
 @dataclass(frozen=True)
 class Reply:
-    """One successful REST answer: lower-cased ``headers`` and the decoded JSON ``data``
-    (``None`` for an empty body)."""
+    """One successful REST answer: lower-cased ``headers``, the decoded JSON ``data``
+    (``None`` for an empty body) and the HTTP ``status`` (304: not modified, ``data``
+    is then the cached body)."""
 
     headers: Mapping[str, str] = field(default_factory=dict)
     data: Any = None
+    status: int = 200
 
 
 class GitHubOperations(Transport):
@@ -132,8 +137,11 @@ class GitHubOperations(Transport):
     transport = "?"
     operations: frozenset[str] = frozenset(OPERATIONS)
 
-    #: Cross-worker write spacing (``None``: only the transport's own pacing).
+    #: Cross-worker write spacing and primary-limit pacing (``None``: only the
+    #: transport's own pacing).
     throttle: WriteThrottle | None = None
+    #: The shared conditional-request cache of ``GET`` answers (``None``: none).
+    cache: ConditionalCache | None = None
     #: The throttle bucket: ``installation:<id>``, ``token`` or ``cli``.
     throttle_key: str = "token"
 
@@ -148,9 +156,14 @@ class GitHubOperations(Transport):
         target: str,
         query: Mapping[str, Any] | None = None,
         body: Any = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Reply:
         """Send one request. ``path`` is ``/repos/...`` (relative to the API root) or an
-        absolute URL GitHub handed out (a pagination link).
+        absolute URL GitHub handed out (a pagination link); ``headers`` are sent besides
+        the transport's own (the conditional ``If-None-Match``/``If-Modified-Since``).
+
+        Returns:
+            the answer; a 304 comes back as ``Reply(status=304)`` (no data).
 
         Raises:
             IntegrationError / NotFound: built with :func:`http_error` for HTTP errors.
@@ -168,17 +181,68 @@ class GitHubOperations(Transport):
         body: Any = None,
         expected: frozenset[int] = frozenset(),
     ) -> Reply:
-        """Throttle a write, send, and log a failure: 401/403 and rate limits as warnings,
-        404 at info (a repository the App cannot see answers 404) -- unless its status is
-        ``expected`` by the operation (a label that is not there)."""
-        if method in WRITE_METHODS and self.throttle is not None:
-            self.throttle.acquire(self.throttle_key, op=op)
+        """Send one request the way GitHub's budget wants it, and log a failure.
+
+        * a ``GET`` made already within this delivery is answered from its memo
+          (:func:`integrations.github_cache.memo`), with no request;
+        * a ``GET`` with a cached answer is sent conditionally; a 304 is answered with the
+          cached body (:class:`integrations.github_cache.ConditionalCache`);
+        * a write waits for its slot (:meth:`WriteThrottle.acquire`) and drops what it
+          may change from the memo; any request that counts against the primary rate
+          limit waits as :meth:`WriteThrottle.pace` says, and every answer's
+          ``x-ratelimit-*`` headers are kept (:meth:`WriteThrottle.observe`);
+        * every request is counted (:func:`integrations.metrics.observe_request`).
+
+        Failures: 401/403 and rate limits are logged as warnings, 404 at info (a
+        repository the App cannot see answers 404) -- unless its status is ``expected``
+        by the operation (a label that is not there)."""
+        bucket = self.throttle_key
+        url = _url_key(path, query)
+        delivery = memo()
+        cached = None
+        if method == "GET":
+            if delivery is not None:
+                remembered = delivery.get(bucket, url)
+                if remembered is not None:
+                    return cast(Reply, remembered)
+            cached = self.cache.get(bucket, url) if self.cache is not None else None
+        conditional = cached.validators() if cached is not None else {}
+        if self.throttle is not None:
+            if method in WRITE_METHODS:
+                self.throttle.acquire(bucket, op=op)
+            if not conditional:  # a conditional GET answered 304 costs nothing
+                self.throttle.pace(bucket, op=op)
         try:
-            return self._send(op, method, path, target=target, query=query, body=body)
+            reply = self._send(op, method, path, target=target, query=query, body=body,
+                               headers=conditional or None)
         except IntegrationError as exc:
+            metrics.observe_request(self.installation_label, op, method, exc.status)
+            if delivery is not None and method != "GET":
+                delivery.wrote(bucket, url)  # it may have landed all the same
             if exc.status not in expected:
                 _log_failure(exc)
             raise
+        metrics.observe_request(self.installation_label, op, method, reply.status,
+                                reply.headers)
+        if self.throttle is not None:
+            self.throttle.observe(bucket, reply.headers)
+        if method == "GET":
+            if reply.status == 304 and cached is not None:
+                reply = Reply({**reply.headers, "link": cached.link} if cached.link
+                              else reply.headers, cached.data, 304)
+            elif self.cache is not None and reply.status == 200:
+                self.cache.put(bucket, url, reply.headers, reply.data)
+            if delivery is not None:
+                delivery.put(bucket, url, reply)
+        elif delivery is not None:
+            delivery.wrote(bucket, url, method, reply.data)
+        return reply
+
+    @property
+    def installation_label(self) -> str:
+        """The ``installation`` label of this identity's metrics (its id, ``token`` or
+        ``cli``)."""
+        return self.throttle_key.removeprefix("installation:")
 
     def _paginate(
         self,
@@ -573,9 +637,11 @@ class GitHubOperations(Transport):
         ).data
         return {"id": data["id"], "url": data["html_url"]}
 
-    def list_comments(self, repo: str, number: int) -> Comments:
+    def list_comments(self, repo: str, number: int, since: str | None = None) -> Comments:
         """``list-comments``: ``GET /repos/{owner}/{repo}/issues/{issue_number}/comments``
-        ("List issue comments"), 100 per page, following ``Link: rel="next"`` to the end.
+        ("List issue comments"), 100 per page, following ``Link: rel="next"`` to the end;
+        with ``since`` (ISO 8601 ``YYYY-MM-DDTHH:MM:SSZ``) only the comments updated at or
+        after it.
 
         Returns:
             ``{"comments": [{"id": int, "user": str, "user_id": int | None, "body":
@@ -585,11 +651,12 @@ class GitHubOperations(Transport):
         op = "list-comments"
         n = _number(op, "number", number)
         path = f"{_repo_path(op, repo)}/issues/{n}/comments"
+        query = {"since": _text(op, "since", since)} if since is not None else None
         return {
             "comments": [
                 {"id": c["id"], "user": _login(c.get("user")),
                  "user_id": _user_id(c.get("user")), "body": c.get("body") or ""}
-                for c in self._paginate(op, path, target=f"{repo}#{n}")
+                for c in self._paginate(op, path, target=f"{repo}#{n}", query=query)
                 if isinstance(c, dict)
             ]
         }
@@ -862,7 +929,8 @@ def http_error(
     * 404: :class:`NotFound`;
     * 429, and 403 with ``x-ratelimit-remaining: 0``, a ``retry-after`` header or
       ``rate_limited`` (the body said "rate limit"): :class:`RateLimited`, with
-      ``retry_after`` (seconds, when GitHub said) and ``reset_at`` (``x-ratelimit-reset``);
+      ``retry_after`` (seconds, when GitHub said) and ``reset_at`` (``x-ratelimit-reset``,
+      only when ``x-ratelimit-remaining`` is 0: the primary limit is used up);
     * 5xx: :class:`Unavailable` (retriable);
     * anything else: a plain :class:`IntegrationError`, not retriable -- in particular a
       repository the App cannot see (404, or 403 "Resource not accessible by integration").
@@ -885,10 +953,14 @@ def http_error(
     if limited:
         reset = lower.get("retry-after") or lower.get("x-ratelimit-reset")
         message += " (rate limited" + (f"; retry-after/reset {reset}" if reset else "") + ")"
+        # GitHub ("Rate limits for the REST API"): wait ``retry-after`` seconds when it
+        # is given; wait for ``x-ratelimit-reset`` only when ``x-ratelimit-remaining`` is
+        # 0 (every answer carries the primary window's reset, a secondary limit too).
+        exhausted = lower.get("x-ratelimit-remaining") == "0"
         return RateLimited(
             message, integration="github", op=op, status=status, codes=codes,
             retry_after=_seconds(lower.get("retry-after")),
-            reset_at=_seconds(lower.get("x-ratelimit-reset")),
+            reset_at=_seconds(lower.get("x-ratelimit-reset")) if exhausted else None,
         )
     if isinstance(status, int) and status >= 500:
         return Unavailable(message, integration="github", op=op, status=status, codes=codes)
@@ -952,6 +1024,16 @@ def says_rate_limit(data: Any) -> bool:
     """Whether a GitHub error body's ``message`` names a (primary or secondary) rate limit."""
     message = data.get("message") if isinstance(data, dict) else None
     return isinstance(message, str) and "rate limit" in message.lower()
+
+
+def _url_key(path: str, query: Mapping[str, Any] | None) -> str:
+    """``path`` with its query in a fixed order: the identity of a ``GET`` for the cache
+    and the memo."""
+    if not query:
+        return path
+    sep = "&" if "?" in path else "?"
+    return path + sep + urllib.parse.urlencode(sorted((str(k), str(v))
+                                                      for k, v in query.items()))
 
 
 def next_link(header: str | None) -> str | None:

@@ -13,7 +13,14 @@ of Prometheus. Metrics (labels in braces):
   call, retries and pacing included;
 - ``the_loop_github_rate_limit_remaining{installation}``: GitHub's
   ``X-RateLimit-Remaining`` after the last answer, per App installation id (``token``
-  for a personal token), for a transport that reports it (``rate_limit_remaining``).
+  for a personal token, ``cli`` for gh), and ``the_loop_github_rate_limit_reset_seconds
+  {installation}`` its ``X-RateLimit-Reset`` (epoch seconds);
+- ``the_loop_github_requests_total{installation, operation, method, status}``: every
+  REST request a GitHub transport sent (a read answered from the delivery's memo is
+  none), by the status GitHub answered (``error`` when no answer came);
+- ``the_loop_github_not_modified_total{installation, operation}``: of those, the
+  conditional ``GET`` requests answered 304 (they do not count against the primary
+  rate limit: GitHub's "Best practices for using the REST API").
 
 ``operation`` is one of the integration's own ``operations`` (else ``other``).
 """
@@ -22,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -38,7 +45,7 @@ from graph.ports import (
     Unsupported,
 )
 
-__all__ = ["ObservedFactory", "ObservedIntegration", "outcome_of"]
+__all__ = ["ObservedFactory", "ObservedIntegration", "observe_request", "outcome_of"]
 
 OTHER = "other"
 
@@ -61,6 +68,44 @@ RATE_LIMIT_REMAINING = Gauge(
     ("installation",),
     multiprocess_mode="mostrecent",
 )
+
+RATE_LIMIT_RESET = Gauge(
+    "the_loop_github_rate_limit_reset_seconds",
+    "GitHub's X-RateLimit-Reset (epoch seconds) after the last answer, per installation.",
+    ("installation",),
+    multiprocess_mode="mostrecent",
+)
+REQUESTS = Counter(
+    "the_loop_github_requests",
+    "GitHub REST requests sent, by installation, operation, method and answered status.",
+    ("installation", "operation", "method", "status"),
+)
+NOT_MODIFIED = Counter(
+    "the_loop_github_not_modified",
+    "Conditional GitHub GET requests answered 304 Not Modified (free of the primary "
+    "rate limit).",
+    ("installation", "operation"),
+)
+
+
+def observe_request(installation: str, operation: str, method: str, status: int | None,
+                    headers: Mapping[str, str] | None = None) -> None:
+    """Count one REST request a GitHub transport sent (``status``: GitHub's answer, or
+    ``None`` when none came) and keep the rate limit its lower-cased ``headers``
+    report."""
+    REQUESTS.labels(installation, operation, method,
+                    "error" if status is None else str(status)).inc()
+    if status == 304:
+        NOT_MODIFIED.labels(installation, operation).inc()
+    remaining = (headers or {}).get("x-ratelimit-remaining")
+    reset = (headers or {}).get("x-ratelimit-reset")
+    try:
+        if remaining is not None:
+            RATE_LIMIT_REMAINING.labels(installation).set(int(float(remaining)))
+        if reset is not None:
+            RATE_LIMIT_RESET.labels(installation).set(int(float(reset)))
+    except ValueError:
+        pass
 
 
 def outcome_of(exc: BaseException | None) -> str:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from graph.errors import LoopError
 from graph.ports import Integration
 from integrations.github import DEFAULT_API_URL, GitHubApi, GitHubClients, GitHubSettings
+from integrations.github_cache import ConditionalCache
 from integrations.github_cli import DEFAULT_BINARY, DEFAULT_MAX_OUTPUT, GitHubCli
 from integrations.github_ops import OPERATIONS as GITHUB_OPERATIONS
 from integrations.jira import JiraApi, JiraCli
@@ -161,6 +162,7 @@ def github_provider(
     cli: GitHubCliSettings | None = None,
     *,
     throttle: WriteThrottle | None = None,
+    cache: ConditionalCache | None = None,
     env: Mapping[str, str] | None = None,
     which: Callable[[str], str | None] = shutil.which,
 ) -> GitHubProvider:
@@ -171,6 +173,8 @@ def github_provider(
         cli: gh settings (binary, host); ``host`` defaults to the host of a GitHub
             Enterprise Server ``settings.api_url``.
         throttle: cross-worker write spacing for either transport.
+        cache: the shared conditional-request cache of ``GET`` answers, for either
+            transport.
         env: the complete environment gh runs with (``None``: an empty one).
 
     Raises:
@@ -181,7 +185,7 @@ def github_provider(
     cli = cli or GitHubCliSettings()
     chosen, reason = resolve_github_transport(transport, settings, cli.binary, which=which)
     if chosen == "api":
-        clients = GitHubClients(settings, throttle=throttle)
+        clients = GitHubClients(settings, throttle=throttle, cache=cache)
         return GitHubProvider(
             "api", clients.for_installation, reason, GitHubApi.operations,
             closers=[clients.close], clients=clients)
@@ -199,6 +203,7 @@ def github_provider(
         max_output=cli.max_output,
         retries=cli.retries,
         throttle=throttle,
+        cache=cache,
     )
     return GitHubProvider("cli", lambda _installation: gh, reason, gh.operations)
 

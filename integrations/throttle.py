@@ -12,13 +12,22 @@ caller sleeps until its slot and then sends.
 Bursts: up to ``burst`` writes go out back to back, then the steady pace applies. The pace
 is chosen so that no window of one minute (one hour) holds more than ``per_minute``
 (``per_hour``) writes: ``interval = window / (limit - burst)``.
+
+The primary rate limit (5,000 requests an hour per installation, "Rate limits for the
+REST API") is read from GitHub's answers: :meth:`WriteThrottle.observe` keeps the last
+``x-ratelimit-remaining`` / ``x-ratelimit-reset`` / ``x-ratelimit-limit`` of a bucket in
+Redis (``P:github:budget:BUCKET``, shared by every worker), and :meth:`WriteThrottle.pace`
+slows requests down *before* the budget runs out: once fewer than ``low_water`` (a share
+of the limit) remain, each request waits ``(reset - now) / remaining`` seconds, so what is
+left is spread over the time to the reset instead of spent at once and then answered 403.
+With nothing left it does not send at all (a retriable RateLimited until the reset).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import redis
@@ -50,7 +59,11 @@ class WriteThrottle:
         max_wait: longest sleep (seconds) for a slot; a later slot is not reserved and
             the write fails with a retriable RateLimited instead, so the job queue
             waits rather than a worker.
+        low_water: share of the primary rate limit (0-1) below which :meth:`pace`
+            spreads the remaining requests over the time to the reset.
         sleep: the sleep function (tests pass a recorder).
+        clock: the wall clock (seconds since the epoch) ``x-ratelimit-reset`` is read
+            against.
     """
 
     def __init__(
@@ -62,10 +75,16 @@ class WriteThrottle:
         per_hour: int = 500,
         burst: int = 10,
         max_wait: float = 30.0,
+        low_water: float = 0.1,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if not 0 < burst < per_minute <= per_hour:
             raise ValueError("need 0 < burst < per_minute <= per_hour")
+        if not 0 <= low_water < 1:
+            raise ValueError("need 0 <= low_water < 1")
+        self.low_water = low_water
+        self._clock = clock
         self.redis = connection
         self.prefix = prefix
         self._keys = Keys(prefix)
@@ -124,6 +143,95 @@ class WriteThrottle:
         if wait > 0:
             self._sleep(wait)
         return wait
+
+
+    # -- the primary rate limit, as GitHub reports it ----------------------------------
+
+    def observe(self, bucket: str, headers: Mapping[str, str]) -> None:
+        """Keep the primary rate limit GitHub reported in an answer (``headers``
+        lower-cased: ``x-ratelimit-remaining``, ``-reset`` (epoch seconds), ``-limit``)
+        for ``bucket``; an answer without them changes nothing. The hash expires a minute
+        after the reset. Redis being unreachable is ignored (logged by :meth:`acquire`)."""
+        remaining = _int(headers.get("x-ratelimit-remaining"))
+        reset = _int(headers.get("x-ratelimit-reset"))
+        if remaining is None or reset is None:
+            return
+        limit = _int(headers.get("x-ratelimit-limit"))
+        key = self._keys.budget(bucket)
+        try:
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.hset(key, "remaining", remaining)
+            pipe.hset(key, "reset", reset)
+            if limit is not None:
+                pipe.hset(key, "limit", limit)
+            pipe.expireat(key, reset + 60)
+            pipe.execute()
+        except redis.RedisError:
+            return
+
+    def budget(self, bucket: str) -> tuple[int, int, int] | None:
+        """``(remaining, reset, limit)`` last reported for ``bucket`` (``reset`` in epoch
+        seconds), or ``None`` when unknown or past its reset."""
+        try:
+            raw = self.redis.hgetall(self._keys.budget(bucket))
+        except redis.RedisError:
+            return None
+        fields = {(k.decode() if isinstance(k, bytes) else str(k)): _int(v)
+                  for k, v in raw.items()}
+        remaining, reset = fields.get("remaining"), fields.get("reset")
+        if remaining is None or reset is None or reset <= self._clock():
+            return None
+        return remaining, reset, fields.get("limit") or PRIMARY_LIMIT
+
+    def pace_wait(self, bucket: str) -> float:
+        """Seconds the next request of ``bucket`` should wait to keep the primary limit:
+        0 while more than ``low_water`` of the limit remains, else the time to the reset
+        spread over the requests left (``inf`` when none is left)."""
+        known = self.budget(bucket)
+        if known is None:
+            return 0.0
+        remaining, reset, limit = known
+        if remaining >= self.low_water * limit:
+            return 0.0
+        left = max(0.0, reset - self._clock())
+        return float("inf") if remaining <= 0 else left / remaining
+
+    def pace(self, bucket: str, *, op: str = "request") -> float:
+        """Wait as :meth:`pace_wait` says before a request that counts against the
+        primary limit; return the seconds slept.
+
+        Raises:
+            RateLimited: retriable, with ``reset_at``: the wait is longer than
+                ``max_wait`` (nothing is left before the reset), so the job queue waits
+                rather than a worker.
+        """
+        wait = self.pace_wait(bucket)
+        if wait <= 0:
+            return 0.0
+        if wait > self.max_wait:
+            known = self.budget(bucket)
+            raise RateLimited(
+                f"github {op}: the primary rate limit of {bucket} is nearly used up "
+                f"({known[0] if known else 0} requests left until the reset); the delivery "
+                "is retried later",
+                integration="github", op=op,
+                reset_at=float(known[1]) if known else None,
+            )
+        self._sleep(wait)
+        return wait
+
+
+#: GitHub's primary limit for an installation when an answer does not say.
+PRIMARY_LIMIT = 5000
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bytes):
+        value = value.decode()
+    try:
+        return int(float(str(value)))
+    except (TypeError, ValueError):
+        return None
 
 
 def _limit(window_ms: int, limit: int, burst: int) -> _Limit:

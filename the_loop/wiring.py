@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from graph.ports import GitHub, Integration
     from graph.runtime import Runtime
     from integrations.github import GitHubAppApi
+    from integrations.github_cache import ConditionalCache
     from integrations.providers import GitHubProvider
     from integrations.throttle import WriteThrottle
     from the_loop.settings import WorkerSettings
@@ -105,7 +106,8 @@ def _which(settings: Settings) -> Which:
 
 
 def write_throttle(settings: Settings, connection: redis.Redis) -> WriteThrottle:
-    """GitHub writes spaced per installation across every worker and command."""
+    """GitHub writes spaced per installation across every worker and command (and
+    requests slowed before the primary rate limit runs out)."""
     from integrations.throttle import WriteThrottle
 
     return WriteThrottle(connection, settings.worker.prefix,
@@ -113,8 +115,16 @@ def write_throttle(settings: Settings, connection: redis.Redis) -> WriteThrottle
                          per_hour=settings.limits.per_hour)
 
 
+def request_cache(settings: Settings, connection: redis.Redis) -> ConditionalCache:
+    """GitHub's ``GET`` answers with their ETags, shared by every worker and command."""
+    from integrations.github_cache import ConditionalCache
+
+    return ConditionalCache(connection, settings.worker.prefix)
+
+
 def github_provider(
-    settings: Settings, *, throttle: WriteThrottle | None = None, which: Which | None = None
+    settings: Settings, *, throttle: WriteThrottle | None = None,
+    cache: ConditionalCache | None = None, which: Which | None = None
 ) -> GitHubProvider | None:
     """The configured GitHub transport (installation id -> integration), or ``None``
     when the settings say ``transport: none``.
@@ -135,7 +145,7 @@ def github_provider(
                             timeout=float(max(github.timeout * 2, 30)),
                             retries=github.retries)
     try:
-        return build(github.transport, github, cli, throttle=throttle,
+        return build(github.transport, github, cli, throttle=throttle, cache=cache,
                      env=settings.child_env(), which=which or _which(settings))
     except (ProviderConfigError, GitHubConfigError) as exc:
         raise NoGitHubClient(str(exc)) from None
@@ -170,6 +180,7 @@ def build_providers(
     *,
     needed: Mapping[str, Any] = {},  # noqa: B006 (read only)
     throttle: WriteThrottle | None = None,
+    cache: ConditionalCache | None = None,
     which: Which | None = None,
 ) -> dict[str, Any]:
     """GitHub always; Slack and Jira when configured (a token, URL or transport in the
@@ -187,7 +198,7 @@ def build_providers(
 
     which = which or _which(settings)
     providers: dict[str, Any] = {}
-    github = github_provider(settings, throttle=throttle, which=which)
+    github = github_provider(settings, throttle=throttle, cache=cache, which=which)
     if github is not None:
         providers["github"] = github
     slack, jira = settings.slack, settings.jira
@@ -291,7 +302,8 @@ def build_worker(
                                schemas=schemas)
     needed = required_operations(graph)
     providers = build_providers(settings, needed=needed,
-                                throttle=write_throttle(settings, conn), which=which)
+                                throttle=write_throttle(settings, conn),
+                                cache=request_cache(settings, conn), which=which)
     # Slack and Jira are opt-in: unconfigured, their hooks skip (notify without Slack).
     check_capabilities(needed, providers, hooks=hooks_needing(graph),
                        optional=OPTIONAL_INTEGRATIONS)
@@ -457,7 +469,8 @@ def build_runner(settings: Settings, connection: redis.Redis | None = None) -> T
     if github_settings.transport != "none":
         needed = {"github": frozenset({"create-pull-request", "find-pull-request"})}
         providers = build_providers(settings, needed=needed,
-                                    throttle=write_throttle(settings, conn))
+                                    throttle=write_throttle(settings, conn),
+                                    cache=request_cache(settings, conn))
         check_capabilities(needed, providers, hooks={}, optional=OPTIONAL_INTEGRATIONS)
         github = providers["github"]
         factory = cast("Callable[[int | None], GitHub]", github)
@@ -561,7 +574,7 @@ def build_operator(
     error: str | None = None
     try:
         github = github_provider(settings, throttle=write_throttle(settings, conn),
-                                 which=which)
+                                 cache=request_cache(settings, conn), which=which)
         if github is None:
             error = ("THE_LOOP_GITHUB_TRANSPORT (integrations.github.transport) is none: "
                      "set it to auto, api or cli")

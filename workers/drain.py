@@ -30,6 +30,7 @@ from graph.ports import Integration, IntegrationError
 from graph.refs import WorkItemRef
 from graph.runtime import Runtime
 from graph.state import StateStore
+from integrations.github_cache import delivery_scope
 from the_loop.events import GitHubEvent
 from the_loop.inbox.dead import Deliveries
 from the_loop.inbox.drain import SHARED_INBOX, Inboxes, Step
@@ -405,10 +406,11 @@ class DeliveryProcessor:
         # The work item is the record's (the receiver derived it, or a fan-out set it).
         event = GitHubEvent.parse(record.event, payload,
                                   WorkItemRef.parse_or_none(record.work_item))
-        admitted = admit(self.agent, Delivery(record, event, replay))
-        if isinstance(admitted, Handled):
-            return admitted
-        return HANDLERS[kind](self.agent, admitted)
+        with delivery_scope():  # a GitHub resource is read once per delivery
+            admitted = admit(self.agent, Delivery(record, event, replay))
+            if isinstance(admitted, Handled):
+                return admitted
+            return HANDLERS[kind](self.agent, admitted)
 
     def _invalid(self, record: DeliveryRecord, payload: Any) -> Handled | None:
         """Check ``payload`` against its event's schema (:mod:`the_loop.webhook_schema`);

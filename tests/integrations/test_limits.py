@@ -184,6 +184,12 @@ class Recorder:
         self.calls.append((bucket, op))
         return 0.0
 
+    def pace(self, bucket: str, *, op: str = "request") -> float:
+        return 0.0  # the primary-limit pacing: not what this records
+
+    def observe(self, bucket: str, headers) -> None:
+        pass
+
 
 def test_every_write_method_goes_through_the_throttle_reads_do_not(rs) -> None:
     throttle = Recorder()

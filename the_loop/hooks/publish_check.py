@@ -3,8 +3,11 @@ current phase and gate state, so a repository can require it before merge (GitHu
 "About status checks"; check runs need a GitHub App with ``checks: write``).
 
 The run is created or updated through the outbox (``create-check-run`` is reconciled by
-head SHA and name there, see :mod:`graph.effects`): on entering the node, and again, via
-the registration's ``on_status``, whenever the node then waits, blocks or escalates.
+head SHA and name there, see :mod:`graph.effects`) through the registration's
+``on_status``: whenever the runtime publishes the node's status (it waits, blocks,
+escalates, is done, or has an agent turn out), once per change; and on entering the
+terminal node, where it concludes ``success``. A run already showing the same is not
+written again (:mod:`graph.effects` compares the parameters it last sent).
 """
 
 from __future__ import annotations
@@ -53,11 +56,18 @@ def publish_check(ctx: HookContext, status: Status, summary: str = "") -> int | 
 @hook(NAME, requires={"github": {"list-check-runs", "create-check-run", "update-check-run"}},
       boundaries={"entry"}, on_status=publish_check)
 def publish_check_hook(ctx: HookContext) -> HookResult:
-    """On entering a node, show the phase as in progress (success on the terminal node's
-    entry, which has no exit chain). Returns ``skip`` without a pull request head."""
-    status = Status.DONE if not ctx.node.exit and ctx.node.actor == "system" else Status.ACTIVE
-    run_id = publish_check(ctx, status)
+    """On entering the terminal node (no exit chain): the run concludes ``success``
+    here, so a failure to write it is retried with the delivery. On entering any other
+    node nothing is written here: the runtime publishes the status when the node stops
+    (it waits, blocks, escalates or has an agent turn out) and calls
+    :func:`publish_check` (``on_status``) with the status as it is then; a write here
+    would be replaced by that one within the same delivery (a write GitHub's secondary
+    rate limit counts for nothing). Returns ``skip`` without a pull request head."""
+    if ctx.config.github is None or ctx.work_item.repository is None or not ctx.config.head_sha:
+        return HookResult.skipped(NAME, "no pull request head to put a check on")
+    if ctx.node.exit or ctx.node.actor != "system":
+        return HookResult.passed(NAME, head_sha=ctx.config.head_sha, published="on status")
+    run_id = publish_check(ctx, Status.DONE)
     if run_id is None:
         return HookResult.skipped(NAME, "no pull request head to put a check on")
-    return HookResult.passed(NAME, check_run_id=run_id, status=str(status))
-
+    return HookResult.passed(NAME, check_run_id=run_id, status=str(Status.DONE))

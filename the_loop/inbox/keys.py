@@ -39,6 +39,10 @@ The worker's own data:
 - ``P:ci:OWNER/REPO:SHA``   hash: check name -> conclusion
 - ``P:sha:OWNER/REPO:SHA``  set of work items whose pull request head is SHA
 - ``P:github:writes:BUCKET`` hash: the write throttle's schedule of an installation
+- ``P:github:etag:BUCKET:DIGEST`` hash: a cached GitHub ``GET`` answer (``etag``,
+  ``last_modified``, ``data``, ``link``) of one URL; expires unused
+- ``P:github:budget:BUCKET`` hash: GitHub's last ``x-ratelimit-remaining``/``-reset``/
+  ``-limit`` for an installation; expires at the reset
 - ``P:ci-order:OWNER/REPO:SHA`` hash: check name -> the order of the stored result
   (``run_attempt`` and time; an older result never replaces a newer one)
 
@@ -341,3 +345,11 @@ class Keys:
     def writes(self, bucket: str) -> str:
         """``P:github:writes:BUCKET``: the write throttle's schedule of one bucket."""
         return self._("github", "writes", bucket)
+
+    def etag(self, bucket: str, digest: str) -> str:
+        """``P:github:etag:BUCKET:DIGEST``: the cached ``GET`` answer of one URL."""
+        return self._("github", "etag", bucket, digest)
+
+    def budget(self, bucket: str) -> str:
+        """``P:github:budget:BUCKET``: GitHub's primary rate limit as last reported."""
+        return self._("github", "budget", bucket)
