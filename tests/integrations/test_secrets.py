@@ -129,13 +129,20 @@ def test_context_carries_no_secret_values(
 
         processor.repos.hook_config = capture  # type: ignore[method-assign]
 
-        enrol = _payload("issues", "labeled")
-        enrol["label"] = gh_label("the-loop")
-        approve = _payload("issue_comment", "created")
-        act_as(approve, "Codertocat")
-        approve["comment"]["body"] = "/approve"
-        for event, payload in (("issues", enrol), ("issue_comment", approve)):
-            body = json.dumps(payload).encode()
+        def enrol() -> dict[str, Any]:
+            payload = _payload("issues", "labeled")
+            payload["label"] = gh_label("the-loop")
+            return payload
+
+        def approve() -> dict[str, Any]:
+            # Stamped once the enrolment is processed: a reply made before the gate
+            # visit began never decides it.
+            payload = act_as(_payload("issue_comment", "created"), "Codertocat")
+            payload["comment"]["body"] = "/approve"
+            return payload
+
+        for event, make in (("issues", enrol), ("issue_comment", approve)):
+            body = json.dumps(make()).encode()
             response = client.post("/webhook", data=body, headers={
                 "Content-Type": "application/json",
                 "X-GitHub-Event": event,
