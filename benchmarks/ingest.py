@@ -1,7 +1,7 @@
 """Ingest benchmark: the-loop's receiver side by side with a bare Flask app.
 
 Both apps run under gunicorn with the same settings (``-c python:webhook.gunicorn_conf``,
-``THE_LOOP_WEB_WORKERS`` workers, sync worker class) on free loopback ports; the receiver
+``THE_LOOP_WEB_WORKERS`` workers, its gevent worker class) on free loopback ports; the receiver
 is started exactly as in production (``the-loop serve``), the baseline is
 ``benchmarks/bare_app.py`` (verify the signature, answer 202). The body is the real
 15,500-byte ``issue_comment``/``created`` delivery, signed; every request has a unique
