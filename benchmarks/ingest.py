@@ -1,7 +1,7 @@
 """Ingest benchmark: the-loop's receiver side by side with a bare Flask app.
 
 Both apps run under gunicorn with the same settings (``-c python:webhook.gunicorn_conf``,
-``THE_LOOP_WEB_WORKERS`` workers, sync worker class) on free loopback ports; the receiver
+``THE_LOOP_WEB_WORKERS`` workers, its gevent worker class) on free loopback ports; the receiver
 is started exactly as in production (``the-loop serve``), the baseline is
 ``benchmarks/bare_app.py`` (verify the signature, answer 202). The body is the real
 15,500-byte ``issue_comment``/``created`` delivery, signed; every request has a unique
@@ -334,11 +334,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         by_payload: dict[str, Any] = {}
         for event, _ in payloads:
             by_payload[event] = {"runs": {n: [] for n in names}, "ratio_bare": [],
-                                 "ratio_node": []}
+                                 "ratio_node": [], "cpu_ratio_bare": [],
+                                 "cpu_ratio_node": []}
         for r in range(args.rounds):
             order = names[r % len(names):] + names[:r % len(names)]
             for event, path in payloads:
                 rps: dict[str, float] = {}
+                cpu: dict[str, float] = {}
                 for name in order:
                     busy = c.wait_quiet(args.wait_quiet)
                     rcpu0 = redis_cpu(conn)
@@ -352,6 +354,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         c.cleanup_redis(conn, token)
                     by_payload[event]["runs"][name].append(run)
                     rps[name] = run["rps"]
+                    cpu[name] = run["app_cpu_us_per_request"]
                     print(f"  ingest {event:14s} {name:8s} round {r + 1}: {run['rps']:8.1f} "
                           f"req/s (CPU {run['app_cpu_us_per_request']} us/req, "
                           f"machine {busy}% busy before)", file=sys.stderr)
@@ -360,6 +363,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     by_payload[event]["ratio_bare"].append(round(rps["receiver"] / rps["bare"], 3))
                 if rps.get("node"):
                     by_payload[event]["ratio_node"].append(round(rps["receiver"] / rps["node"], 3))
+                # The same comparison by CPU per request (peer's / receiver's): what the
+                # throughput ratio would be if every peer were CPU-bound; it moves far less
+                # with the machine's other load than requests/s do.
+                for peer in ("bare", "node"):
+                    if cpu.get(peer) and cpu.get("receiver"):
+                        by_payload[event][f"cpu_ratio_{peer}"].append(
+                            round(cpu[peer] / cpu["receiver"], 3))
         all_bare: list[float] = []
         all_node: list[float] = []
         for entry in by_payload.values():
@@ -371,6 +381,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             all_node += entry["ratio_node"]
             entry["ratio_bare_median"] = _median(entry["ratio_bare"])
             entry["ratio_node_median"] = _median(entry["ratio_node"])
+            entry["cpu_ratio_bare_median"] = _median(entry["cpu_ratio_bare"])
+            entry["cpu_ratio_node_median"] = _median(entry["cpu_ratio_node"])
         first = by_payload[first_event]
         result["throughput"] = {
             "receiver_rps": first["receiver_rps"], "bare_rps": first["bare_rps"],
@@ -422,6 +434,10 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
             f"{e['bare_rps']:>10}{e.get('node_rps') or '-':>10}"
             f"{e['ratio_bare_median'] or 0:>8.1%}{e['ratio_node_median'] or 0:>8.1%}")
         lines.append(f"{'  per-round ratios /bare, /node':<34}{e['ratio_bare']} {e['ratio_node']}")
+        lines.append(
+            f"{'  CPU us/req; CPU ratio /bare, /node':<34}{e['receiver_cpu_us_per_request']:>10}"
+            f"{e['bare_cpu_us_per_request']:>10}{e.get('node_cpu_us_per_request') or '-':>10}"
+            f"{e['cpu_ratio_bare_median'] or 0:>8.1%}{e['cpu_ratio_node_median'] or 0:>8.1%}")
     lines.append(f"{'all rounds: median /bare, /node':<34}{t['ratio'] or 0:>8.1%}"
                  f"{t['ratio_node'] or 0:>8.1%}")
     f = result["fixed_rate"]

@@ -25,7 +25,7 @@ from tests.conftest import (
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.settings import ReceiverSettings, Settings, SettingsError
 from the_loop.wiring import build_receiver
-from webhook.app import EXTENSION_KEY, ReceiverState, create_app
+from webhook.app import EXTENSION_KEY, ReceiverState, WebhookDispatcher, create_app
 
 SECRET = b"test-secret-\xe2\x9c\x93"
 OLD_SECRET = b"old-secret"
@@ -251,6 +251,23 @@ def test_body_at_limit_accepted(redis_ns) -> None:
     r = signed_post(app.test_client(), body, event="issues", secret=SECRET,
                     delivery=redis_ns.new_id())
     assert r.status_code == 202
+
+
+def test_webhook_served_in_front_of_flask_and_by_its_route_alike(app, redis_ns) -> None:
+    # POST /webhook is answered by the WSGI dispatcher in front of Flask; the Flask route
+    # (reached when the dispatcher is bypassed) answers the same way.
+    assert isinstance(app.wsgi_app, WebhookDispatcher)
+    body = load_fixture("issues", "opened")
+    fast = signed_post(app.test_client(), body, event="issues", secret=SECRET,
+                       delivery=redis_ns.new_id())
+    app.wsgi_app = app.wsgi_app.fallback
+    slow = signed_post(app.test_client(), body, event="issues", secret=SECRET,
+                       delivery=redis_ns.new_id())
+    assert (fast.status_code, slow.status_code) == (202, 202)
+    assert fast.headers["Content-Type"] == slow.headers["Content-Type"] == "application/json"
+    assert fast.get_json()["queued"] is slow.get_json()["queued"] is True
+    bad = app.test_client().post("/webhook", data=b"{}", headers={"X-GitHub-Event": "issues"})
+    assert_error(bad, 400)
 
 
 def test_flask_errors_are_json(client) -> None:
