@@ -44,6 +44,7 @@ exception class in the packages is in this tree, and drawn here::
     │   ├── WorkspaceError                         workspace.py: a git step of a checkout
     │   │   └── MergeConflict                      a task's branch conflicts with its item's
     │   ├── TurnAbandoned                          runner.py: another attempt took the turn
+    │   ├── LockLost                               state.py: a write's work item lock was taken over
     │   └── WorkerLoopEnded (redis ConnectionError) worker.py
     └── the_loop
         ├── SettingsError (ValueError)             settings.py: a bad variable or key
