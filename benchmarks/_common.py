@@ -220,3 +220,27 @@ def wait_http_ok(url: str, timeout: float = 30.0) -> bool:
         except OSError:
             time.sleep(0.1)
     return False
+
+
+def gh_label(name: str) -> dict[str, Any]:
+    """A label as GitHub puts it in a payload (``tests.conftest.gh_label``: every field
+    the webhook schema requires); a bare ``{"name"}`` in a checkout that predates it."""
+    try:
+        from tests.conftest import gh_label as label
+    except ImportError:
+        return {"name": name}
+    return label(name)
+
+
+def act_as(payload: dict[str, Any], login: str) -> dict[str, Any]:
+    """``login`` as the payload's sender and author, with the user id the fake GitHub
+    gives it (``tests.conftest.act_as``); logins only in a checkout that predates it."""
+    try:
+        from tests.conftest import act_as as act
+    except ImportError:
+        payload["sender"]["login"] = login
+        for key in ("comment", "review"):
+            if isinstance(payload.get(key), dict):
+                payload[key]["user"]["login"] = login
+        return payload
+    return act(payload, login)

@@ -66,6 +66,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as c  # noqa: E402  (the shared payload helpers)
 
 REPO = "Codertocat/Hello-World"
 SECRET = "budget-secret"
@@ -95,21 +97,21 @@ def payload(event: str, action: str) -> dict[str, Any]:
     from tests.conftest import load_payload
 
     p = load_payload(event, action)
-    p["installation"] = {"id": 1}
+    p["installation"] = {"id": 1, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="}
     return p
 
 
 def issue_enrol() -> tuple[str, dict[str, Any]]:
     p = payload("issues", "labeled")
-    p["label"] = {"name": "the-loop"}
-    p["issue"]["labels"].append({"name": "the-loop"})
+    p["label"] = c.gh_label("the-loop")
+    p["issue"]["labels"].append(c.gh_label("the-loop"))
     return "issues", p
 
 
 def issue_approve(cid: int) -> tuple[str, dict[str, Any]]:
     p = payload("issue_comment", "created")
-    p["issue"]["labels"].append({"name": "the-loop"})
-    p["sender"]["login"] = p["comment"]["user"]["login"] = "Codertocat"
+    p["issue"]["labels"].append(c.gh_label("the-loop"))
+    c.act_as(p, "Codertocat")
     p["comment"]["body"] = "/approve"
     p["comment"]["id"] = cid
     return "issue_comment", p
@@ -117,16 +119,16 @@ def issue_approve(cid: int) -> tuple[str, dict[str, Any]]:
 
 def pull_enrol() -> tuple[str, dict[str, Any]]:
     p = payload("pull_request", "labeled")
-    p["label"] = {"name": "the-loop"}
-    p["pull_request"]["labels"].append({"name": "the-loop"})
+    p["label"] = c.gh_label("the-loop")
+    p["pull_request"]["labels"].append(c.gh_label("the-loop"))
     return "pull_request", p
 
 
 def pull_review(head_sha: str, rid: int) -> tuple[str, dict[str, Any]]:
     p = payload("pull_request_review", "submitted")
     p["review"].update(state="approved", commit_id=head_sha, id=rid)
-    p["pull_request"]["labels"].append({"name": "the-loop"})
-    p["sender"]["login"] = p["review"]["user"]["login"] = "Codertocat"
+    p["pull_request"]["labels"].append(c.gh_label("the-loop"))
+    c.act_as(p, "Codertocat")
     return "pull_request_review", p
 
 

@@ -76,10 +76,10 @@ def delivery(number: int) -> bytes:
     from tests.conftest import load_fixture
 
     payload = json.loads(load_fixture("issues", "labeled"))
-    payload["label"] = {"name": "the-loop"}
-    payload["issue"]["labels"].append({"name": "the-loop"})
+    payload["label"] = c.gh_label("the-loop")
+    payload["issue"]["labels"].append(c.gh_label("the-loop"))
     payload["issue"]["number"] = number
-    payload["installation"] = {"id": 1}
+    payload["installation"] = {"id": 1, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="}
     return json.dumps(payload).encode()
 
 

@@ -98,12 +98,14 @@ class Bench:
     # -- deliveries ------------------------------------------------------------------
 
     def _payload(self, event: str, name: str, number: int) -> dict[str, Any]:
+        import _common as c
+
         from tests.conftest import load_payload
 
         p = load_payload(event, name)
         issue = p["issue"]
         issue["number"] = number
-        issue.setdefault("labels", []).append({"name": "the-loop"})
+        issue.setdefault("labels", []).append(c.gh_label("the-loop"))
         return p
 
     def record(self, event: str, payload: dict[str, Any]) -> Any:
@@ -123,16 +125,20 @@ class Bench:
         return cpu(lambda: self.processor.drain(parsed.work_item)), record
 
     def comment(self, number: int, body: str) -> tuple[float, Any]:
+        import _common as c
+
         p = self._payload("issue_comment", "created", number)
         self.comment_id += 1
         p["comment"]["id"] = self.comment_id
         p["comment"]["body"] = body
-        p["sender"]["login"] = p["comment"]["user"]["login"] = "Codertocat"
+        c.act_as(p, "Codertocat")
         return self.deliver("issue_comment", p)
 
     def enrol(self, number: int) -> None:
+        import _common as c
+
         p = self._payload("issues", "labeled", number)
-        p["label"] = {"name": "the-loop"}
+        p["label"] = c.gh_label("the-loop")
         self.deliver("issues", p)
 
     def node(self, number: int) -> str:

@@ -175,11 +175,11 @@ class Stack:
 def enrol_delivery(token: str, number: int, tag: str = "") -> tuple[dict[str, str], bytes]:
     """The ``issues.labeled`` fixture adding the enrolment label to issue ``number``."""
     payload = json.loads((c.FIXTURES / "issues" / "labeled.payload.json").read_bytes())
-    payload["label"] = {"name": "the-loop"}
-    payload["issue"]["labels"].append({"name": "the-loop"})
+    payload["label"] = c.gh_label("the-loop")
+    payload["issue"]["labels"].append(c.gh_label("the-loop"))
     payload["issue"]["number"] = number
     payload["issue"]["title"] = f"Work item {number}"
-    payload["installation"] = {"id": 1}
+    payload["installation"] = {"id": 1, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="}
     headers = {"X-GitHub-Event": "issues", "X-GitHub-Delivery": f"{token}{tag}-{number}",
                "Content-Type": "application/json"}
     return headers, json.dumps(payload).encode()

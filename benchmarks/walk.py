@@ -50,6 +50,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as c  # noqa: E402  (the shared payload helpers)
 
 REPO = "Codertocat/Hello-World"
 SECRET = "walk-secret"
@@ -180,9 +182,9 @@ def delivery() -> tuple[bytes, dict[str, str]]:
     from tests.conftest import load_fixture, sign_body
 
     payload = json.loads(load_fixture("issues", "labeled"))
-    payload["label"] = {"name": "the-loop"}
-    payload["issue"]["labels"].append({"name": "the-loop"})
-    payload["installation"] = {"id": 1}
+    payload["label"] = c.gh_label("the-loop")
+    payload["issue"]["labels"].append(c.gh_label("the-loop"))
+    payload["installation"] = {"id": 1, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="}
     body = json.dumps(payload).encode()
     return body, {"Content-Type": "application/json", "X-GitHub-Event": "issues",
                   "X-GitHub-Delivery": str(uuid.uuid4()),
