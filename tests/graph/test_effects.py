@@ -155,20 +155,27 @@ def test_state_never_holds_a_comment_body():
 
 
 def test_a_transient_failure_is_retried_later_not_escalated():
-    """Given GitHub answers 502 to the add-label of the first entry chain
+    """Given GitHub answers 502 to the add-label of the phase label
     When the item is enrolled
     Then the runtime raises RetryLater (no block, no escalation, nothing decided), and
-      a second attempt completes the entry chain."""
+      a second attempt completes the label.
+
+    The label is written once, for the node the delivery leaves the work item at
+    (``requirements-approval``), after the walk stopped there: so the failure comes
+    with the work item already waiting at the gate, its label effect pending."""
     gh, flaky, config, item, runtime = setup()
     flaky.faults["add-label"] = ["before"]
     with pytest.raises(RetryLater):
         runtime.enrol(item, config, None)
     state = runtime.store.load(REF)
-    assert state.status == "active" and state.escalated is None and state.entry_pending
+    assert state.current_node == "requirements-approval"
+    assert state.status == "waiting" and state.escalated is None
     pending = [e for e in state.effects.values() if e["status"] == "pending"]
     assert [e["op"] for e in pending] == ["add-label"]
+    assert gh.labels(REPO, 1) == []
     result = runtime.enrol(item, config, None)
     assert (result.status, result.node) == ("waiting", "requirements-approval")
+    assert gh.labels(REPO, 1) == ["phase:requirements-approval"]
 
 
 def test_a_comment_whose_answer_was_lost_is_found_by_its_marker_not_posted_twice():
@@ -266,16 +273,20 @@ def test_the_same_delivery_again_is_a_tick_one_approve_never_approves_two_gates(
 
 
 def test_a_crash_after_the_decision_replays_only_what_was_left():
-    """Given the approval's next node entry fails transiently after the edge was taken
+    """Given the phase label of the node the approval moved to fails transiently after
+      it reached GitHub (the label is written once the delivery's walk stopped there,
+      after the edge was taken and the entry chain ran)
     When the delivery is retried
-    Then the decision is recorded once and the entry chain finishes."""
+    Then the decision is recorded once and the label swap finishes."""
     gh, flaky, config, item, runtime = setup()
     runtime.enrol(item, config, None)
     flaky.faults["add-label"] = ["after"]
     with pytest.raises(RetryLater):
         runtime.advance(item, config, approve())
     state = runtime.store.load(REF)
-    assert state.current_node == "design" and state.entry_pending
+    assert state.current_node == "design"
+    assert [e["op"] for e in state.effects.values() if e["status"] == "pending"] == [
+        "add-label"]
     runtime.advance(item, config, approve())
     state = runtime.store.load(REF)
     assert [d["node"] for d in Past.read(runtime.store, REF).decisions] == ["requirements-approval"]
