@@ -317,6 +317,56 @@ def test_an_abandoned_hook_run_performs_no_further_effect():
     assert not [a for a in gh.actions if "late" in a]
 
 
+# -- phase labels: once per delivery, for the node it leaves the work item at -------------
+
+
+def label_writes(gh):
+    return [a.split(":", 1)[1] for a in gh.actions if "-label:" in a and "#1:" in a]
+
+
+def test_a_delivery_labels_only_the_node_it_leaves_the_work_item_at():
+    """Given the default graph
+    When the enrolment passes through requirements to the gate, and /approve moves the
+      work item to design (where it blocks: no design.md)
+    Then each delivery makes one label swap, for the node it stops at: requirements,
+      passed through, never gets a label; a later delivery at the same node visit and a
+      replay of the approval write no label."""
+    gh, flaky, config, item, runtime = setup()
+    runtime.enrol(item, config, None)
+    assert label_writes(gh) == ["add-label:phase:requirements-approval"]
+    runtime.advance(item, config, approve())
+    assert runtime.store.load(REF).current_node == "design"
+    assert label_writes(gh)[1:] == ["add-label:phase:design",
+                                    "remove-label:phase:requirements-approval"]
+    assert gh.labels(REPO, 1) == ["phase:design"]
+    runtime.advance(item, config, approve())  # the same delivery again
+    runtime.advance(item, config, approve("d-later"))
+    assert len(label_writes(gh)) == 3
+    assert gh.labels(REPO, 1) == ["phase:design"]
+
+
+def test_a_crash_between_the_label_add_and_the_remove_converges_on_the_retry():
+    """Given the stale label's removal fails transiently (the new label is added)
+    When the delivery is retried
+    Then the retry removes the stale label, and the add it made is not made again."""
+    gh, flaky, config, item, runtime = setup()
+    runtime.enrol(item, config, None)
+    flaky.faults["remove-label"] = ["before"]
+    with pytest.raises(RetryLater):
+        runtime.advance(item, config, approve())
+    assert set(gh.labels(REPO, 1)) == {"phase:requirements-approval", "phase:design"}
+    runtime.advance(item, config, approve())
+    assert gh.labels(REPO, 1) == ["phase:design"]
+    assert label_writes(gh).count("add-label:phase:design") == 1
+
+
+def test_a_forced_move_labels_its_target():
+    gh, flaky, config, item, runtime = setup()
+    runtime.enrol(item, config, None)
+    runtime.force(item, config, "tasks", "the design was agreed elsewhere")
+    assert gh.labels(REPO, 1) == ["phase:tasks"]
+
+
 # -- the runtime's own effects go through the outbox too ---------------------------------
 
 
