@@ -433,6 +433,13 @@ class HookDef:
         records: where the hook records a gate's decision, if it does.
         on_status: called when the work item's published status changes while it is at a
             node whose chains call this hook (e.g. to update a check run).
+        on_settle: a hook function (context -> HookResult) the runtime calls instead of
+            writing on entry: once, when a delivery (or a forced move) leaves the work
+            item at a node whose entry chain calls this hook, with its integrations
+            wrapped by the outbox under the entry call's effect ids. For what shows where
+            the work item is (its phase label): a node passed through within the same
+            delivery gets no write nobody could see. A ``block`` it returns (it raised)
+            parks the work item as an entry block would.
     """
 
     name: str
@@ -450,6 +457,7 @@ class HookDef:
     shown_waits: frozenset[str] = frozenset()
     records: DecisionRecord | None = None
     on_status: StatusFn | None = None
+    on_settle: HookFn | None = None
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ class HookRegistry:
         shown_waits: set[str] | frozenset[str] = frozenset(),
         records: DecisionRecord | None = None,
         on_status: StatusFn | None = None,
+        on_settle: HookFn | None = None,
     ) -> Callable[[HookFn], HookFn]:
         """Decorator registering a hook function under ``name``; see :class:`HookDef`."""
 
@@ -78,6 +79,7 @@ class HookRegistry:
                     shown_waits=frozenset(shown_waits),
                     records=records,
                     on_status=on_status,
+                    on_settle=on_settle,
                 )
             )
             return fn

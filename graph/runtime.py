@@ -454,6 +454,58 @@ class Runtime:
         event: InboundEvent | None,
         repo: Path | None,
     ) -> AdvanceResult:
+        """Walk the graph on ``event`` (:meth:`_walk`), then settle what shows the node
+        the walk left the work item at (:meth:`_settle`): once per delivery, so a node
+        passed through gets no label of its own. A retried delivery settles again, and
+        the outbox makes that converge (done effects are not made twice)."""
+        result = self._walk(state, work_item, config, event, repo)
+        moved = with_moved_head(config, [r for c in result.chains for r in c.results])
+        blocked = self._settle(state, work_item, moved)
+        if blocked is not None:
+            return self._park(state, work_item, moved, blocked, result)
+        return result
+
+    def _settle(self, state: WorkItemState, work_item: WorkItem,
+                config: HookConfig) -> ChainResult | None:
+        """Call ``HookDef.on_settle`` of each hook in the current node's entry chain
+        (``set-phase-label``: the phase label swap), through the outbox under that entry
+        call's effect ids ``<ref>/<node>/<visit>/<hook>/<n>``: within one node visit a
+        done effect is not made again, a pending one (a crash) is made again.
+
+        Returns:
+            the ``block`` (an entry chain of the settling results) when one did not
+            settle (it raised, or ran past its timeout), for :meth:`_park`; else ``None``.
+
+        Raises:
+            RetryLater: a transient failure (the delivery is retried).
+        """
+        node = self.graph.nodes.get(state.current_node)
+        if node is None:  # the deployed graph dropped it: held until it is migrated
+            return None
+        scope = self._effects(node, "entry", state, work_item)
+        ctx = self._context(node, "entry", {}, state, work_item, config)
+        for position, call in enumerate(node.entry):
+            settle = call.definition.on_settle
+            if settle is None:
+                continue
+            outbox = scope(position, call)
+            settling = dataclasses.replace(
+                call, definition=dataclasses.replace(call.definition, fn=settle))
+            result = call_hook(settling, dataclasses.replace(
+                ctx, params=call.params, config=outbox.wrap(config)),
+                on_timeout=outbox.close)
+            if result.status == "block":
+                return ChainResult(node.id, "entry", "block", "block", (result,))
+        return None
+
+    def _walk(
+        self,
+        state: WorkItemState,
+        work_item: WorkItem,
+        config: HookConfig,
+        event: InboundEvent | None,
+        repo: Path | None,
+    ) -> AdvanceResult:
         held = self._check_graph(state)
         if state.risk_tier != work_item.risk_tier:
             self._log(state, "work-item.risk-tier",
@@ -1248,7 +1300,8 @@ class Runtime:
         entry = self._run(node, "entry", state, work_item, config, None, repo)
         if entry.status == "pass":
             state.entry_pending = False
-        else:
+            entry = self._settle(state, work_item, config) or entry
+        if entry.status != "pass":
             state.status = Status.BLOCKED
         self.store.save(state)
         return ForceResult(source, target, warnings, bypassed, entry)
@@ -1557,7 +1610,8 @@ class Runtime:
                               None, repo)
             if entry.status == "pass":
                 state.entry_pending = False
-            else:
+                entry = self._settle(state, work_item, config) or entry
+            if entry.status != "pass":
                 state.status = Status.BLOCKED
             self.store.save(state)
         return {**record, "dry_run": False}

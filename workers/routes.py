@@ -700,8 +700,8 @@ def _logged(agent: Agent, ref: str, type_: str, delivery_id: str) -> bool:
 def labels(agent: Agent, delivery: Delivery) -> Handled:
     """Phase labels changed by a person are noticed, not fought: the drift is recorded
     in the event log and the work item is told once how to move the phase properly.
-    The-loop never re-adds the label in a loop (it sets labels only on entering a
-    node)."""
+    The-loop never re-adds the label in a loop (it sets labels only when a delivery
+    leaves the work item at a new node visit)."""
     ref, event = delivery.ref, delivery.event
     if ref is None:
         return delivery.ignored("no issue or pull request in this delivery")

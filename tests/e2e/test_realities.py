@@ -189,7 +189,10 @@ def test_a_secondary_rate_limit_delays_the_retry_at_least_retry_after(stack):
     assert "outcome=retrying" in handled(stack, delivery)
     assert "retry in 120 s" in handled(stack, delivery)
     assert stack.fake.injected == {"403": 1}
-    # The decision is taken; the entry chain of design waits for the retry.
+    # The decision is taken; the label is written once the walk stopped at design (the
+    # node the delivery leaves the work item at), and that write waits for the retry.
     state = stack.store.load(REF)
-    assert state.current_node == "design" and state.entry_pending
+    assert state.current_node == "design"
+    assert "add-label" in [e["op"] for e in state.effects.values()
+                           if e["status"] == "pending"]
     assert "phase:design" not in stack.fake.labels(REPO, 1)

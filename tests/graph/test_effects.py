@@ -155,20 +155,27 @@ def test_state_never_holds_a_comment_body():
 
 
 def test_a_transient_failure_is_retried_later_not_escalated():
-    """Given GitHub answers 502 to the add-label of the first entry chain
+    """Given GitHub answers 502 to the add-label of the phase label
     When the item is enrolled
     Then the runtime raises RetryLater (no block, no escalation, nothing decided), and
-      a second attempt completes the entry chain."""
+      a second attempt completes the label.
+
+    The label is written once, for the node the delivery leaves the work item at
+    (``requirements-approval``), after the walk stopped there: so the failure comes
+    with the work item already waiting at the gate, its label effect pending."""
     gh, flaky, config, item, runtime = setup()
     flaky.faults["add-label"] = ["before"]
     with pytest.raises(RetryLater):
         runtime.enrol(item, config, None)
     state = runtime.store.load(REF)
-    assert state.status == "active" and state.escalated is None and state.entry_pending
+    assert state.current_node == "requirements-approval"
+    assert state.status == "waiting" and state.escalated is None
     pending = [e for e in state.effects.values() if e["status"] == "pending"]
     assert [e["op"] for e in pending] == ["add-label"]
+    assert gh.labels(REPO, 1) == []
     result = runtime.enrol(item, config, None)
     assert (result.status, result.node) == ("waiting", "requirements-approval")
+    assert gh.labels(REPO, 1) == ["phase:requirements-approval"]
 
 
 def test_a_comment_whose_answer_was_lost_is_found_by_its_marker_not_posted_twice():
@@ -266,16 +273,20 @@ def test_the_same_delivery_again_is_a_tick_one_approve_never_approves_two_gates(
 
 
 def test_a_crash_after_the_decision_replays_only_what_was_left():
-    """Given the approval's next node entry fails transiently after the edge was taken
+    """Given the phase label of the node the approval moved to fails transiently after
+      it reached GitHub (the label is written once the delivery's walk stopped there,
+      after the edge was taken and the entry chain ran)
     When the delivery is retried
-    Then the decision is recorded once and the entry chain finishes."""
+    Then the decision is recorded once and the label swap finishes."""
     gh, flaky, config, item, runtime = setup()
     runtime.enrol(item, config, None)
     flaky.faults["add-label"] = ["after"]
     with pytest.raises(RetryLater):
         runtime.advance(item, config, approve())
     state = runtime.store.load(REF)
-    assert state.current_node == "design" and state.entry_pending
+    assert state.current_node == "design"
+    assert [e["op"] for e in state.effects.values() if e["status"] == "pending"] == [
+        "add-label"]
     runtime.advance(item, config, approve())
     state = runtime.store.load(REF)
     assert [d["node"] for d in Past.read(runtime.store, REF).decisions] == ["requirements-approval"]
@@ -304,6 +315,56 @@ def test_an_abandoned_hook_run_performs_no_further_effect():
     assert result.status == "blocked"
     time.sleep(0.5)
     assert not [a for a in gh.actions if "late" in a]
+
+
+# -- phase labels: once per delivery, for the node it leaves the work item at -------------
+
+
+def label_writes(gh):
+    return [a.split(":", 1)[1] for a in gh.actions if "-label:" in a and "#1:" in a]
+
+
+def test_a_delivery_labels_only_the_node_it_leaves_the_work_item_at():
+    """Given the default graph
+    When the enrolment passes through requirements to the gate, and /approve moves the
+      work item to design (where it blocks: no design.md)
+    Then each delivery makes one label swap, for the node it stops at: requirements,
+      passed through, never gets a label; a later delivery at the same node visit and a
+      replay of the approval write no label."""
+    gh, flaky, config, item, runtime = setup()
+    runtime.enrol(item, config, None)
+    assert label_writes(gh) == ["add-label:phase:requirements-approval"]
+    runtime.advance(item, config, approve())
+    assert runtime.store.load(REF).current_node == "design"
+    assert label_writes(gh)[1:] == ["add-label:phase:design",
+                                    "remove-label:phase:requirements-approval"]
+    assert gh.labels(REPO, 1) == ["phase:design"]
+    runtime.advance(item, config, approve())  # the same delivery again
+    runtime.advance(item, config, approve("d-later"))
+    assert len(label_writes(gh)) == 3
+    assert gh.labels(REPO, 1) == ["phase:design"]
+
+
+def test_a_crash_between_the_label_add_and_the_remove_converges_on_the_retry():
+    """Given the stale label's removal fails transiently (the new label is added)
+    When the delivery is retried
+    Then the retry removes the stale label, and the add it made is not made again."""
+    gh, flaky, config, item, runtime = setup()
+    runtime.enrol(item, config, None)
+    flaky.faults["remove-label"] = ["before"]
+    with pytest.raises(RetryLater):
+        runtime.advance(item, config, approve())
+    assert set(gh.labels(REPO, 1)) == {"phase:requirements-approval", "phase:design"}
+    runtime.advance(item, config, approve())
+    assert gh.labels(REPO, 1) == ["phase:design"]
+    assert label_writes(gh).count("add-label:phase:design") == 1
+
+
+def test_a_forced_move_labels_its_target():
+    gh, flaky, config, item, runtime = setup()
+    runtime.enrol(item, config, None)
+    runtime.force(item, config, "tasks", "the design was agreed elsewhere")
+    assert gh.labels(REPO, 1) == ["phase:tasks"]
 
 
 # -- the runtime's own effects go through the outbox too ---------------------------------

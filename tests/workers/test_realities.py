@@ -37,7 +37,7 @@ from the_loop.config.repository import Collaborators
 from the_loop.events import CIResult, GitHubEvent
 from the_loop.graphs import load_graph
 from the_loop.hooks.notify import notify
-from the_loop.hooks.set_phase_label import set_phase_label
+from the_loop.hooks.set_phase_label import settle_phase_label
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.settings import WorkerSettings
 from the_loop.wiring import build_processor
@@ -315,7 +315,7 @@ def test_phase_labels_of_any_case_are_removed_on_the_next_move():
     gh = FakeGitHub()
     gh.add_repo(REPO)
     gh.set_issue_labels(REPO, 1, ["Phase:Requirements", "the-loop"])
-    result = set_phase_label(hook_ctx("design", gh))
+    result = settle_phase_label(hook_ctx("design", gh))
     assert result.data["removed"] == ["Phase:Requirements"]
     assert gh.labels(REPO, 1) == ["the-loop", "phase:design"]
 
@@ -463,7 +463,7 @@ def test_a_phase_change_labels_and_moves_the_linked_jira_issue():
     gh.add_repo(REPO)
     harness = {"ticketing": {"system": "jira",
                              "jira": {"transitions": {"design": "In Design"}}}}
-    result = set_phase_label(hook_ctx("design", gh, jira=jira, tickets=("ABC-7",),
+    result = settle_phase_label(hook_ctx("design", gh, jira=jira, tickets=("ABC-7",),
                                       harness=harness))
     assert jira.calls == [
         ("add-label", {"issue": "ABC-7", "label": "phase:design", "replace_prefix": "phase:"}),

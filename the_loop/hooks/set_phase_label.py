@@ -1,6 +1,15 @@
 """``set-phase-label``: label the work item ``phase:<phase>``, removing older phase labels
 (of any case); on GitHub and, when the work item has a Jira issue, on Jira too
-(:mod:`the_loop.hooks.jira_ticket`)."""
+(:mod:`the_loop.hooks.jira_ticket`).
+
+The label shows the phase the work item is at, so it is written once per delivery, for
+the node the delivery leaves the work item at (the registration's ``on_settle``, called
+by the runtime when the walk stops): a node passed through within the same delivery
+(``design`` on the way from ``requirements-approval`` to ``design-approval``) gets no
+label nobody could see, and a swap costs one add and one remove per delivery instead of
+per node entered. The writes go through the outbox under the entry call's effect ids, so
+a retried delivery converges to the same labels and a settled visit writes nothing again.
+"""
 
 from __future__ import annotations
 
@@ -9,25 +18,21 @@ from graph.model import HookContext, HookResult
 from graph.registry import hook
 from the_loop.hooks.jira_ticket import jira_phase
 
+NAME = "set-phase-label"
 PHASE_COLOR = "5319e7"
 
 
-@hook(
-    "set-phase-label",
-    requires={"github": {"ensure-label", "add-label", "remove-label"}},
-    boundaries={"entry"},
-)
-def set_phase_label(ctx: HookContext) -> HookResult:
+def settle_phase_label(ctx: HookContext) -> HookResult:
     """Add ``phase:<node.phase>`` (creating the label if missing), then remove every other
     ``phase:`` label, read from the labels GitHub returns (not the event's stale list).
 
     Returns ``skip`` for a work item with no GitHub repository (local CLI use). Raises
-    whatever the integration raises (the chain turns it into a block).
+    whatever the integration raises (the runtime parks it as an entry block).
     """
     github = ctx.config.github
     repo, number = ctx.work_item.repository, ctx.work_item.id
     if github is None or repo is None or number is None:
-        return HookResult.skipped("set-phase-label", "no GitHub repository for this work item")
+        return HookResult.skipped(NAME, "no GitHub repository for this work item")
     label = f"{PHASE_PREFIX}{ctx.node.phase}"
     github.ensure_label(
         repo=repo,
@@ -46,5 +51,22 @@ def set_phase_label(ctx: HookContext) -> HookResult:
                 and old.casefold() != label.casefold()):
             github.remove_label(repo=repo, number=number, label=old)
             removed.append(old)
-    result = HookResult.passed("set-phase-label", label=label, removed=removed)
+    result = HookResult.passed(NAME, label=label, removed=removed)
     return jira_phase(ctx, result)
+
+
+@hook(
+    NAME,
+    requires={"github": {"ensure-label", "add-label", "remove-label"}},
+    boundaries={"entry"},
+    on_settle=settle_phase_label,
+)
+def set_phase_label(ctx: HookContext) -> HookResult:
+    """On entering a node nothing is written here: the runtime calls
+    :func:`settle_phase_label` when the delivery leaves the work item at this node.
+    Returns ``pass`` with the label it will show, ``skip`` for a work item with no
+    GitHub repository."""
+    if ctx.config.github is None or ctx.work_item.repository is None or ctx.work_item.id is None:
+        return HookResult.skipped(NAME, "no GitHub repository for this work item")
+    return HookResult.passed(NAME, label=f"{PHASE_PREFIX}{ctx.node.phase}",
+                             published="on settle")
