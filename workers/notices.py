@@ -204,6 +204,14 @@ class Reactions:
         self.comment_id = comment_id
         self.contents = contents
         self.pending: list[str] = []
+        # "started" waits for the end of the delivery: when the delivery also ends in
+        # "completed" or "error", that one reaction says it all (one write, not two).
+        self.started_due = False
+
+    def begin(self) -> None:
+        """The delivery is being handled: ``started`` is made when it ends without
+        ``completed`` or ``error`` (at :meth:`settle`)."""
+        self.started_due = self.comment_id is not None
 
     def react(self, stage: str, state: WorkItemState | None = None) -> bool:
         """React for ``stage`` (``started``, ``completed``, ``error``) through the
@@ -217,6 +225,8 @@ class Reactions:
         repo, comment_id = self.item.repository, self.comment_id
         if repo is None or comment_id is None:
             return False
+        if stage != "started":
+            self.started_due = False
         content = str(self.contents[stage])
         if state is None:
             state = self.notices.store.load(self.item.ref)
@@ -241,7 +251,12 @@ class Reactions:
             return False
 
     def settle(self) -> None:
-        """Try the reactions that failed transiently once more (in order)."""
+        """At the end of the delivery: make ``started`` if it is still due (see
+        :meth:`begin`), then try the reactions that failed transiently once more (in
+        order)."""
+        if self.started_due:
+            self.started_due = False
+            self.react("started")
         pending, self.pending = self.pending, []
         for stage in pending:
             if not self.react(stage):

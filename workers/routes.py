@@ -469,7 +469,7 @@ def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
                                         dict(settings.reactions),
                                         live=_live(state, inbound, act_on_edits=act_on_edits),
                                         account_id=config.account_id)
-    reactions.react("started")
+    reactions.begin()
     try:
         special = _gate_event(agent, state, item, config, github, inbound, event, ref)
         if special is not None:

@@ -450,8 +450,20 @@ def test_reactions_only_for_a_command_line_of_an_authorized_person(make):
     assert not [a for a in gh.actions if "reaction" in a]
     assert store.load(REF1).current_node == "requirements-approval"
     deliver("issue_comment", comment("LGTM\n/approve", cid=1205))
+    # It decided in the same delivery: "completed" alone says so (one write, not two).
+    assert [a for a in gh.actions if "reaction" in a] == [f"{REPO}:add-reaction:1205:hooray"]
+
+
+def test_a_command_that_decides_nothing_yet_gets_the_started_reaction(make, tmp_path):
+    gh, slack, store, deliver = make(graph=two_approvers_graph(tmp_path))
+    enrol(deliver)
+    deliver("issue_comment", comment("/approve", cid=1211))  # 1 of 2 approvals
+    assert store.load(REF1).current_node == "requirements-approval"
+    assert [a for a in gh.actions if "reaction" in a] == [f"{REPO}:add-reaction:1211:eyes"]
+    deliver("issue_comment", comment("/approve", login="octocat", cid=1212))  # decides
+    assert store.load(REF1).current_node == "design"
     assert [a for a in gh.actions if "reaction" in a] == [
-        f"{REPO}:add-reaction:1205:eyes", f"{REPO}:add-reaction:1205:hooray"]
+        f"{REPO}:add-reaction:1211:eyes", f"{REPO}:add-reaction:1212:hooray"]
 
 
 def test_a_review_comment_gets_its_reaction_at_the_review_comment_endpoint(make):
@@ -465,6 +477,6 @@ def test_a_review_comment_gets_its_reaction_at_the_review_comment_endpoint(make)
     p["comment"].update(id=1301, body="/approve")
     deliver("pull_request_review_comment", p)
     reactions = [a for a in gh.actions if "reaction" in a]
-    assert reactions[0] == f"{REPO}:add-review-comment-reaction:1301:eyes"
+    assert reactions == [f"{REPO}:add-review-comment-reaction:1301:hooray"]
     assert not [a for a in reactions if ":add-reaction:" in a]
     assert store.load(REF2).current_node == "design"
