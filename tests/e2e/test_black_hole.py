@@ -9,11 +9,10 @@ live in :mod:`tests.support.faults`.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
-from tests.support.faults import Scenario, logs_dir, run
+from tests.support.faults import Scenario, run_logged
 
 pytestmark = pytest.mark.e2e
 
@@ -30,14 +29,7 @@ def test_deliveries_survive_black_holed_redis_connections(redis_ns):
         posts=int(os.environ.get("THE_LOOP_FAULT_POSTS", "300")),
         workers=2, kills=0, fault_rate=0.0, black_holes=2, black_hole_seconds=6.0,
         timeout=150.0)
-    keep = os.environ.get("THE_LOOP_E2E_LOGS")
-    with logs_dir(Path(keep) if keep else None) as logs:
-        report = run(sc, redis_ns.client, redis_ns.url, redis_ns.prefix, redis_ns.queue_name,
-                     redis_ns.token, logs)
-        if report.problems and os.environ.get("THE_LOOP_E2E_SHOW_LOGS"):
-            for f in sorted(logs.iterdir()):
-                print(f"--- {f.name}\n{f.read_text(errors='replace')[-20000:]}")
-    print(report.figures())
+    report = run_logged(sc, redis_ns)
     assert not report.problems, "\n".join(report.problems[:20])
     assert report.black_holes == 2
     assert report.black_holed_connections > 0  # the processes' connections were cut
@@ -60,14 +52,7 @@ def test_deliveries_survive_black_holed_connections_that_resume(redis_ns, worker
         posts=int(os.environ.get("THE_LOOP_FAULT_POSTS", "300")),
         workers=2, kills=0, fault_rate=0.0, black_holes=6, black_hole_seconds=8.0,
         black_hole_resume=True, worker_ttl=worker_ttl, timeout=240.0)
-    keep = os.environ.get("THE_LOOP_E2E_LOGS")
-    with logs_dir(Path(keep) if keep else None) as logs:
-        report = run(sc, redis_ns.client, redis_ns.url, redis_ns.prefix, redis_ns.queue_name,
-                     redis_ns.token, logs)
-        if report.problems and os.environ.get("THE_LOOP_E2E_SHOW_LOGS"):
-            for f in sorted(logs.iterdir()):
-                print(f"--- {f.name}\n{f.read_text(errors='replace')[-20000:]}")
-    print(report.figures())
+    report = run_logged(sc, redis_ns)
     assert not report.problems, "\n".join(report.problems[:20])
     assert report.black_holes == sc.black_holes
     assert report.black_holed_connections > 0

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from tests.support.faults import Scenario, logs_dir, run
+from tests.support.faults import Scenario, run_logged
 
 pytestmark = pytest.mark.e2e
 
@@ -29,13 +29,7 @@ def test_deliveries_survive_kills_faults_and_duplicates(redis_ns):
         items=int(os.environ.get("THE_LOOP_FAULT_ITEMS", "50")),
         posts=int(os.environ.get("THE_LOOP_FAULT_POSTS", "500")),
         workers=3, kills=3, fault_rate=0.06, after_share=0.33, timeout=150.0)
-    with logs_dir() as logs:
-        report = run(sc, redis_ns.client, redis_ns.url, redis_ns.prefix, redis_ns.queue_name,
-                     redis_ns.token, logs)
-        if report.problems and os.environ.get("THE_LOOP_E2E_SHOW_LOGS"):
-            for f in sorted(logs.iterdir()):
-                print(f"--- {f.name}\n{f.read_text(errors='replace')[-20000:]}")
-    print(report.figures())
+    report = run_logged(sc, redis_ns)
     assert not report.problems, "\n".join(report.problems[:20])
     assert report.kills == sc.kills
     assert report.duplicates_answered == sc.posts - sc.unique

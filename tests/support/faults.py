@@ -637,3 +637,18 @@ def logs_dir(path: Path | None = None) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="the-loop-faults-") as tmp:
         yield Path(tmp)
+
+
+def run_logged(sc: Scenario, ns: Any) -> Report:
+    """:func:`run` for a test, on the Redis namespace ``ns`` (``tests.conftest``'s
+    ``redis_ns``): the processes' logs go to ``THE_LOOP_E2E_LOGS`` when set (else a
+    temporary folder), are printed when the run found a problem and
+    ``THE_LOOP_E2E_SHOW_LOGS`` is set, and the run's figures are printed."""
+    keep = os.environ.get("THE_LOOP_E2E_LOGS")
+    with logs_dir(Path(keep) if keep else None) as logs:
+        report = run(sc, ns.client, ns.url, ns.prefix, ns.queue_name, ns.token, logs)
+        if report.problems and os.environ.get("THE_LOOP_E2E_SHOW_LOGS"):
+            for f in sorted(logs.iterdir()):
+                print(f"--- {f.name}\n{f.read_text(errors='replace')[-20000:]}")
+    print(report.figures())
+    return report
