@@ -1,9 +1,13 @@
-"""Ingest benchmark: the-loop's receiver side by side with a bare Flask app.
+"""Ingest benchmark: the-loop's receiver side by side with a bare Flask app, a floor app
+and @octokit/webhooks (Node).
 
-Both apps run under gunicorn with the same settings (``-c python:webhook.gunicorn_conf``,
+The Python apps run under gunicorn with the same settings (``-c python:webhook.gunicorn_conf``,
 ``THE_LOOP_WEB_WORKERS`` workers, its gevent worker class) on free loopback ports; the receiver
 is started exactly as in production (``the-loop serve``), the baseline is
-``benchmarks/bare_app.py`` (verify the signature, answer 202). The body is the real
+``benchmarks/bare_app.py`` (verify the signature, answer 202), the floor
+``benchmarks/floor_app.py`` (verify, one ``SET`` of the body in Redis, answer 202: the
+least a receiver that stores a delivery before answering does), the Node peer
+``benchmarks/node_peer/server.mjs`` (one process). The body is the real
 15,500-byte ``issue_comment``/``created`` delivery, signed; every request has a unique
 ``X-GitHub-Delivery``, so every receiver request is a real dedupe + enqueue.
 
@@ -209,6 +213,8 @@ def redis_cpu(conn: redis.Redis) -> float:
 
 
 NODE_PEER = HERE / "node_peer"
+#: The apps the receiver is compared with (those that ran).
+PEERS = ("bare", "floor", "node")
 #: The payloads of the side-by-side runs: event and fixture (15.5 KB and 31.9 KB).
 PAYLOADS = (
     ("issue_comment", c.ISSUE_COMMENT),
@@ -256,6 +262,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         "issue_comment and the 31.9 KB pull_request fixtures)")
     p.add_argument("--no-node", action="store_true",
                    help="leave out the Node peer (also left out when node is missing)")
+    p.add_argument("--no-floor", action="store_true",
+                   help="leave out the floor app (benchmarks/floor_app.py)")
     p.add_argument("--wait-quiet", type=float, default=0.0,
                    help="before each measured phase, wait up to this many seconds for the "
                         "machine to be < 25%% busy (default 0: only record how busy it was)")
@@ -313,6 +321,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "bare", [c.PYTHON, "-m", "gunicorn", "-c", "python:webhook.gunicorn_conf",
                      "--bind", f"127.0.0.1:{bare_port}", "--pythonpath", str(HERE),
                      "bare_app:app"], env, bare_port, log_dir)
+        if not args.no_floor:
+            floor_port = c.free_port()
+            apps["floor"] = App(
+                "floor", [c.PYTHON, "-m", "gunicorn", "-c", "python:webhook.gunicorn_conf",
+                          "--bind", f"127.0.0.1:{floor_port}", "--pythonpath", str(HERE),
+                          "floor_app:app"], env, floor_port, log_dir)
         if node_argv:
             node_port = c.free_port()
             apps["node"] = App("node", node_argv, {**env, "PORT": str(node_port)},
@@ -333,9 +347,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         names = list(apps)
         by_payload: dict[str, Any] = {}
         for event, _ in payloads:
-            by_payload[event] = {"runs": {n: [] for n in names}, "ratio_bare": [],
-                                 "ratio_node": [], "cpu_ratio_bare": [],
-                                 "cpu_ratio_node": []}
+            by_payload[event] = {"runs": {n: [] for n in names},
+                                 **{f"{kind}_{peer}": [] for peer in PEERS
+                                    for kind in ("ratio", "cpu_ratio")},
+                                 "floor_ratio_bare": []}
         for r in range(args.rounds):
             order = names[r % len(names):] + names[:r % len(names)]
             for event, path in payloads:
@@ -351,6 +366,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     if name == "receiver":
                         # Every 202 is one delivery in an inbox; wrk counts answered requests.
                         run["queued"] = queued()
+                    if name in ("receiver", "floor"):
                         c.cleanup_redis(conn, token)
                     by_payload[event]["runs"][name].append(run)
                     rps[name] = run["rps"]
@@ -358,20 +374,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     print(f"  ingest {event:14s} {name:8s} round {r + 1}: {run['rps']:8.1f} "
                           f"req/s (CPU {run['app_cpu_us_per_request']} us/req, "
                           f"machine {busy}% busy before)", file=sys.stderr)
-                # Ratios within one round: the three ran back to back on the same load.
-                if rps.get("bare"):
-                    by_payload[event]["ratio_bare"].append(round(rps["receiver"] / rps["bare"], 3))
-                if rps.get("node"):
-                    by_payload[event]["ratio_node"].append(round(rps["receiver"] / rps["node"], 3))
-                # The same comparison by CPU per request (peer's / receiver's): what the
-                # throughput ratio would be if every peer were CPU-bound; it moves far less
-                # with the machine's other load than requests/s do.
-                for peer in ("bare", "node"):
+                # Ratios within one round: the apps ran back to back on the same load.
+                entry = by_payload[event]
+                for peer in PEERS:
+                    if rps.get(peer):
+                        entry[f"ratio_{peer}"].append(round(rps["receiver"] / rps[peer], 3))
+                    # The same comparison by CPU per request (peer's / receiver's): what
+                    # the throughput ratio would be if every peer were CPU-bound; it moves
+                    # far less with the machine's other load than requests/s do.
                     if cpu.get(peer) and cpu.get("receiver"):
-                        by_payload[event][f"cpu_ratio_{peer}"].append(
-                            round(cpu[peer] / cpu["receiver"], 3))
+                        entry[f"cpu_ratio_{peer}"].append(round(cpu[peer] / cpu["receiver"], 3))
+                # The floor against the bare app: the most any receiver that stores each
+                # delivery before answering could reach.
+                if rps.get("floor") and rps.get("bare"):
+                    entry["floor_ratio_bare"].append(round(rps["floor"] / rps["bare"], 3))
         all_bare: list[float] = []
         all_node: list[float] = []
+        all_floor: list[float] = []
+        all_floor_bare: list[float] = []
         for entry in by_payload.values():
             for name in names:
                 entry[f"{name}_rps"] = _median([x["rps"] for x in entry["runs"][name]])
@@ -379,15 +399,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     [x["app_cpu_us_per_request"] for x in entry["runs"][name]])
             all_bare += entry["ratio_bare"]
             all_node += entry["ratio_node"]
-            entry["ratio_bare_median"] = _median(entry["ratio_bare"])
-            entry["ratio_node_median"] = _median(entry["ratio_node"])
-            entry["cpu_ratio_bare_median"] = _median(entry["cpu_ratio_bare"])
-            entry["cpu_ratio_node_median"] = _median(entry["cpu_ratio_node"])
+            all_floor += entry["ratio_floor"]
+            all_floor_bare += entry["floor_ratio_bare"]
+            for key in [f"{kind}_{peer}" for peer in PEERS for kind in ("ratio", "cpu_ratio")] \
+                    + ["floor_ratio_bare"]:
+                entry[f"{key}_median"] = _median(entry[key])
         first = by_payload[first_event]
         result["throughput"] = {
             "receiver_rps": first["receiver_rps"], "bare_rps": first["bare_rps"],
             "node_rps": first.get("node_rps"),
             "ratio": _median(all_bare), "ratio_node": _median(all_node),
+            "ratio_floor": _median(all_floor), "floor_ratio_bare": _median(all_floor_bare),
             "by_payload": by_payload,
         }
         result["rss_after_throughput_kib"] = {k: a.rss() for k, a in apps.items()}
@@ -406,7 +428,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   f"p99 {lat['p99']} ms, achieved {fixed[name]['achieved_rate']} req/s",
                   file=sys.stderr)
         result["fixed_rate"] = fixed
-        result["rss_kib"] = {k: a.rss() for k, a in apps.items() if k != "node"}
+        result["rss_kib"] = {k: a.rss() for k, a in apps.items() if k in ("receiver", "bare")}
     finally:
         for app in apps.values():
             app.stop()
@@ -426,20 +448,26 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     """A compact human-readable summary of :func:`main`'s result."""
     t = result["throughput"]
     lines = [f"{'ingest (median of rounds)':<34}{'receiver':>10}{'bare':>10}{'node':>10}"
-             f"{'/bare':>8}{'/node':>8}"]
+             f"{'floor':>10}{'/bare':>8}{'/node':>8}{'/floor':>8}"]
     for event, e in t["by_payload"].items():
         size = result["settings"]["payloads"][event]["bytes"]
         lines.append(
             f"{f'{event} ({size / 1000:.1f} KB), req/s':<34}{e['receiver_rps']:>10}"
-            f"{e['bare_rps']:>10}{e.get('node_rps') or '-':>10}"
-            f"{e['ratio_bare_median'] or 0:>8.1%}{e['ratio_node_median'] or 0:>8.1%}")
+            f"{e['bare_rps']:>10}{e.get('node_rps') or '-':>10}{e.get('floor_rps') or '-':>10}"
+            f"{e['ratio_bare_median'] or 0:>8.1%}{e['ratio_node_median'] or 0:>8.1%}"
+            f"{e['ratio_floor_median'] or 0:>8.1%}")
         lines.append(f"{'  per-round ratios /bare, /node':<34}{e['ratio_bare']} {e['ratio_node']}")
+        lines.append(f"{'  floor / bare per round':<34}{e['floor_ratio_bare']}")
         lines.append(
             f"{'  CPU us/req; CPU ratio /bare, /node':<34}{e['receiver_cpu_us_per_request']:>10}"
             f"{e['bare_cpu_us_per_request']:>10}{e.get('node_cpu_us_per_request') or '-':>10}"
-            f"{e['cpu_ratio_bare_median'] or 0:>8.1%}{e['cpu_ratio_node_median'] or 0:>8.1%}")
+            f"{e.get('floor_cpu_us_per_request') or '-':>10}"
+            f"{e['cpu_ratio_bare_median'] or 0:>8.1%}{e['cpu_ratio_node_median'] or 0:>8.1%}"
+            f"{e['cpu_ratio_floor_median'] or 0:>8.1%}")
     lines.append(f"{'all rounds: median /bare, /node':<34}{t['ratio'] or 0:>8.1%}"
                  f"{t['ratio_node'] or 0:>8.1%}")
+    lines.append(f"{'all rounds: /floor; floor / bare':<34}{t['ratio_floor'] or 0:>8.1%}"
+                 f"{t['floor_ratio_bare'] or 0:>8.1%}")
     f = result["fixed_rate"]
     if f:
         rate = result["settings"]["rate"]

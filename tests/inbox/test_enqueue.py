@@ -246,6 +246,27 @@ def test_failure_inside_script_leaves_nothing_half_written(redis_ns: RedisNamesp
     assert q.enqueue(d) is True
 
 
+def test_a_wrong_ready_list_fails_an_activation_before_any_write(
+        redis_ns: RedisNamespace) -> None:
+    """The ready list and the inbox index are written only when the inbox was empty, and
+    then their types are checked first: nothing is written, nothing marked seen; an
+    inbox that already holds deliveries never touches them."""
+    q = make_queue(redis_ns)
+    first, second = make_delivery(redis_ns), make_delivery(redis_ns)
+    redis_ns.client.set(q.keys.ready, "not a list")
+    before = snapshot(redis_ns)
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        q.enqueue(first)
+    assert snapshot(redis_ns) == before
+    assert not redis_ns.client.exists(q.keys.seen(first.delivery_id))
+    # With a delivery already in the inbox the append is no activation: queued.
+    redis_ns.client.rpush(q.keys.inbox(first.work_item), "earlier")
+    assert q.enqueue(second) is True
+    assert redis_ns.client.lrange(q.keys.inbox(first.work_item), 0, -1) == [
+        b"earlier", second.delivery_id.encode()]
+    assert redis_ns.client.get(q.keys.ready) == b"not a list"
+
+
 def test_concurrent_duplicates_enqueue_once(redis_ns: RedisNamespace) -> None:
     q = make_queue(redis_ns)
     d = make_delivery(redis_ns)

@@ -14,7 +14,7 @@ RQ's, PyGithub's). Nothing here logs payload bodies or secrets; callers never pa
 Used by ``webhook/gunicorn_conf.py`` (``logconfig_dict``) and by ``the-loop worker``
 (:func:`configure`), with the settings :class:`the_loop.settings.Settings` read and
 validated. This module imports only the standard library (and, when the JSON
-format is configured, ``python-json-logger``): gunicorn's master loads it.
+format is configured, ``python-json-logger`` and ``orjson``): gunicorn's master loads it.
 """
 
 from __future__ import annotations
@@ -78,10 +78,12 @@ class ContextFilter(logging.Filter):
 
 def json_formatter() -> logging.Formatter:
     """One JSON object per record: ``timestamp``, ``level``, ``logger``, ``message``, then
-    ``delivery_id``/``work_item`` (when bound), any ``extra=`` fields and ``exc_info``."""
-    from pythonjsonlogger.json import JsonFormatter
+    ``delivery_id``/``work_item`` (when bound), any ``extra=`` fields and ``exc_info``.
+    Encoded by orjson (python-json-logger's ``OrjsonFormatter``): UTF-8 as is, no spaces,
+    about half the CPU of the standard library's encoder on the receiver's line."""
+    from pythonjsonlogger.orjson import OrjsonFormatter
 
-    return JsonFormatter(_JSON_FIELDS, rename_fields=dict(_JSON_RENAMES), timestamp=True)
+    return OrjsonFormatter(_JSON_FIELDS, rename_fields=dict(_JSON_RENAMES), timestamp=True)
 
 
 def text_formatter() -> logging.Formatter:

@@ -16,12 +16,15 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
 -- Check types before the first write: a script error after a write would leave
--- half a delivery behind (Redis does not roll scripts back).
+-- half a delivery behind (Redis does not roll scripts back). LLEN fails on anything but
+-- a list, and tells whether this append activates the inbox; only then are the ready
+-- list and the inbox index written, so only then are their types checked.
+local queued = redis.call('LLEN', KEYS[3])
 local function holds(key, kind)
   local t = redis.call('TYPE', key)['ok']
   return t == 'none' or t == kind
 end
-if not (holds(KEYS[3], 'list') and holds(KEYS[4], 'list') and holds(KEYS[5], 'set')) then
+if queued == 0 and not (holds(KEYS[4], 'list') and holds(KEYS[5], 'set')) then
   return redis.error_reply('WRONGTYPE the-loop enqueue: queue or inbox key has the wrong type')
 end
 -- Start from a clean hash: an expired marker may leave an old record behind.
@@ -29,7 +32,8 @@ redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], unpack(ARGV, 6))
 redis.call('EXPIRE', KEYS[2], ARGV[3])
 local result = 1
-if redis.call('RPUSH', KEYS[3], ARGV[1]) == 1 then
+redis.call('RPUSH', KEYS[3], ARGV[1])
+if queued == 0 then
   -- Activation: the inbox was empty, so nobody is on it. List it as ready.
   redis.call('RPUSH', KEYS[4], ARGV[2])
   redis.call('SADD', KEYS[5], ARGV[2])
