@@ -10,6 +10,12 @@ no header checks, no JSON parsing, no dedupe, no inbox, no log line, no metrics:
 the bare app does plus one durable write, and nothing else. 401 on a bad signature,
 503 when Redis fails.
 
+``THE_LOOP_FLOOR_STEPS`` (comma-separated) adds the receiver's own steps one by one, to
+see what each costs under the same load: ``parse`` (the JSON parse and the delivery's
+envelope: :func:`webhook.events.decode_body`, :func:`webhook.events.build_delivery`),
+``log`` (the receiver's log line), ``enqueue`` (the receiver's dedupe + inbox script,
+:class:`the_loop.inbox.enqueue.DeliveryQueue`, instead of the ``SET``; implies ``parse``).
+
 Run (same gunicorn settings as the receiver)::
 
     THE_LOOP_WEBHOOK_SECRET=s REDIS_URL=redis://127.0.0.1:6379/13 THE_LOOP_REDIS_PREFIX=p \\
@@ -19,14 +25,17 @@ Run (same gunicorn settings as the receiver)::
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import redis
 
+from the_loop.inbox.enqueue import DeliveryQueue
+from the_loop.observability.logs import lean_records
 from the_loop.redis_client import RECEIVER, connect
-from webhook.events import SignatureError
+from webhook.events import SignatureError, build_delivery, decode_body
 from webhook.signature import verify_signature
 
 _SECRETS = tuple(
@@ -38,6 +47,14 @@ if not _SECRETS or not _URL:
     raise SystemExit("floor_app: set THE_LOOP_WEBHOOK_SECRET and REDIS_URL")
 _PREFIX = os.environ.get("THE_LOOP_REDIS_PREFIX", "the-loop")
 _REDIS = connect(_URL, RECEIVER)
+_STEPS = {s.strip() for s in os.environ.get("THE_LOOP_FLOOR_STEPS", "").split(",") if s.strip()}
+if "enqueue" in _STEPS:
+    _STEPS.add("parse")
+_QUEUE = DeliveryQueue(_REDIS, queue_name=os.environ.get("THE_LOOP_QUEUE", "the-loop"),
+                       prefix=_PREFIX)
+_log = logging.getLogger("the_loop.webhook")
+if "log" in _STEPS:
+    lean_records()  # as the receiver's webhook/wsgi.py does
 _JSON = [("Content-Type", "application/json")]
 
 
@@ -49,9 +66,20 @@ def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable
     except SignatureError:
         start_response("401 UNAUTHORIZED", [*_JSON, ("Content-Length", "13")])
         return [b'{"ok": false}']
-    delivery = environ.get("HTTP_X_GITHUB_DELIVERY", "-")
+    delivery_id = environ.get("HTTP_X_GITHUB_DELIVERY", "-")
     try:
-        _REDIS.set(f"{_PREFIX}:floor:{delivery}", body, ex=600)
+        if "parse" in _STEPS:
+            document, payload = decode_body(environ.get("CONTENT_TYPE"), body)
+            delivery = build_delivery(environ.get("HTTP_X_GITHUB_EVENT", "-"), delivery_id,
+                                      document, payload)
+        if "enqueue" in _STEPS:
+            _QUEUE.enqueue(delivery)
+        else:
+            _REDIS.set(f"{_PREFIX}:floor:{delivery_id}", body, ex=600)
+        if "log" in _STEPS:
+            _log.info("webhook delivery=%s event=%s action=%s outcome=%s status=%d",
+                      delivery_id, delivery.event if "parse" in _STEPS else "-", "-",
+                      "queued", 202)
     except redis.RedisError:
         start_response("503 SERVICE UNAVAILABLE", [*_JSON, ("Content-Length", "13")])
         return [b'{"ok": false}']

@@ -12,17 +12,13 @@ from __future__ import annotations
 import logging
 import os
 
-from the_loop.observability.logs import configure
+from the_loop.observability.logs import configure, lean_records
 from the_loop.settings import Settings
 from the_loop.wiring import build_receiver
 
 settings = Settings.from_env(os.environ, process="receiver")
 if not logging.getLogger().handlers:
     configure(settings.logging)
-# No log line of the receiver shows a thread or process (the-loop's formats name neither):
-# skip looking them up for every record, which under gevent costs more than the format.
-logging.logThreads = False
-logging.logProcesses = False
-logging.logMultiprocessing = False
+lean_records()
 
 app = build_receiver(settings)
