@@ -3,9 +3,9 @@ Redis before it answers can do on this stack.
 
 ``POST /webhook``: verify ``X-Hub-Signature-256`` (:func:`webhook.signature.verify_signature`,
 secrets from ``THE_LOOP_WEBHOOK_SECRET``), one ``SET`` of the raw body under
-``$THE_LOOP_REDIS_PREFIX:floor:<X-GitHub-Delivery>`` (10 minutes' expiry) with a client
-made as the receiver's is (:func:`the_loop.redis_client.connect`, its ``RECEIVER``
-profile), answer 202. A plain WSGI callable like the receiver's fast path, without Flask;
+``$THE_LOOP_REDIS_PREFIX:floor:<X-GitHub-Delivery>`` (10 minutes' expiry) on a held
+connection (:class:`the_loop.redis_client.HeldConnections`, the receiver's own Redis
+path), answer 202. A plain WSGI callable like the receiver's fast path, without Flask;
 no header checks, no JSON parsing, no dedupe, no inbox, no log line, no metrics: what
 the bare app does plus one durable write, and nothing else. 401 on a bad signature,
 503 when Redis fails.
@@ -34,7 +34,7 @@ import redis
 
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.observability.logs import lean_records
-from the_loop.redis_client import RECEIVER, connect
+from the_loop.redis_client import RECEIVER, HeldConnections, connect
 from webhook.events import SignatureError, build_delivery, decode_body
 from webhook.signature import verify_signature
 
@@ -47,6 +47,7 @@ if not _SECRETS or not _URL:
     raise SystemExit("floor_app: set THE_LOOP_WEBHOOK_SECRET and REDIS_URL")
 _PREFIX = os.environ.get("THE_LOOP_REDIS_PREFIX", "the-loop")
 _REDIS = connect(_URL, RECEIVER)
+_HELD = HeldConnections(_REDIS)
 _STEPS = {s.strip() for s in os.environ.get("THE_LOOP_FLOOR_STEPS", "").split(",") if s.strip()}
 if "enqueue" in _STEPS:
     _STEPS.add("parse")
@@ -75,7 +76,7 @@ def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable
         if "enqueue" in _STEPS:
             _QUEUE.enqueue(delivery)
         else:
-            _REDIS.set(f"{_PREFIX}:floor:{delivery_id}", body, ex=600)
+            _HELD.execute("SET", f"{_PREFIX}:floor:{delivery_id}", body, "EX", 600)
         if "log" in _STEPS:
             _log.info("webhook delivery=%s event=%s action=%s outcome=%s status=%d",
                       delivery_id, delivery.event if "parse" in _STEPS else "-", "-",

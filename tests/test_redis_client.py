@@ -18,6 +18,7 @@ from the_loop.redis_client import (
     HEALTH_CHECK_INTERVAL,
     RECEIVER,
     SERVICE,
+    HeldConnections,
     blocking,
     connect,
 )
@@ -122,6 +123,72 @@ def test_the_blocking_twin_reaches_the_same_redis(redis_ns):
     client.set(key, "1", ex=60)
     assert twin.get(key) == b"1"
     assert twin.blpop([f"{redis_ns.prefix}:empty"], timeout=1) is None  # under the timeout
+
+
+def _client_ids(held: HeldConnections, n: int = 3) -> set[int]:
+    """The server-side ids of the connections ``n`` commands in a row were sent on."""
+    return {held.execute("CLIENT", "ID") for _ in range(n)}
+
+
+def test_held_connections_reuse_one_connection_with_the_clients_options(redis_ns):
+    client = connect(redis_ns.url, RECEIVER)
+    held = HeldConnections(client)
+    key = f"{redis_ns.prefix}:held"
+    assert held.execute("SET", key, b"v", "EX", 60) == b"OK"
+    assert held.execute("GET", key) == b"v"
+    assert len(_client_ids(held)) == 1  # one after another: the same connection
+    (connection,) = held._idle
+    assert connection.socket_timeout == RECEIVER.socket_timeout
+    assert connection.socket_keepalive is True
+    assert connection.health_check_interval == HEALTH_CHECK_INTERVAL
+
+
+def test_a_held_connection_survives_an_error_reply(redis_ns):
+    held = HeldConnections(connect(redis_ns.url, RECEIVER))
+    key = f"{redis_ns.prefix}:held-list"
+    before = _client_ids(held, 1)
+    held.execute("SET", key, "a string", "EX", 60)
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        held.execute("LPUSH", key, "x")
+    assert _client_ids(held, 1) == before  # kept, and in step with its replies
+
+
+def test_a_held_connection_killed_by_the_server_is_replaced_by_the_retry(redis_ns):
+    held = HeldConnections(connect(redis_ns.url, RECEIVER))
+    (old,) = _client_ids(held, 1)
+    assert redis_ns.client.client_kill_filter(_id=old) == 1
+    (new,) = _client_ids(held, 1)  # the send or the read fails, the retry reconnects
+    assert new != old
+
+
+def test_held_connections_fail_fast_when_redis_is_unreachable():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the with ends: nothing listens
+    held = HeldConnections(connect(f"redis://127.0.0.1:{port}/14", RECEIVER))
+    with pytest.raises(redis.ConnectionError):
+        held.execute("PING")
+    assert held._idle == []  # a failed connection is not kept
+
+
+def test_held_connections_load_a_script_the_server_does_not_know(redis_ns):
+    client = connect(redis_ns.url, RECEIVER)
+    # A script text no one has loaded yet: its EVALSHA answers NOSCRIPT first.
+    script = client.register_script(f"return '{redis_ns.token}' .. ARGV[1]")
+    assert client.script_exists(script.sha) == [False]
+    held = HeldConnections(client)
+    assert held.run_script(script, (), ("-x",)) == f"{redis_ns.token}-x".encode()
+    assert client.script_exists(script.sha) == [True]
+
+
+def test_after_a_fork_held_connections_leave_the_parents_alone(redis_ns, monkeypatch):
+    held = HeldConnections(connect(redis_ns.url, RECEIVER))
+    parent_ids = _client_ids(held, 1)
+    (parent_connection,) = held._idle
+    monkeypatch.setattr(redis_client.os, "getpid", lambda: -1)  # as in a forked child
+    assert _client_ids(held, 1).isdisjoint(parent_ids)
+    assert parent_connection not in held._idle
+    assert parent_connection._sock is not None  # not closed: the parent still uses it
 
 
 def test_no_production_module_builds_a_redis_client_but_the_owner():

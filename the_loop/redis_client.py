@@ -16,6 +16,13 @@ Each client gets
 * a retry policy (redis-py's ``Retry`` with exponential backoff and jitter) on
   connection errors and timeouts, each retry on a fresh connection.
 
+A hot path that sends one command per request (the receiver's enqueue) can send it on
+a :class:`HeldConnections` instead of the client: the same connections (made by the
+client's pool's connection class, with its timeouts, keepalive and health checks) and the
+same retry policy, without the pool's per-command work (its lock, the readiness poll of
+every checked-out connection, the observability hooks), which under gevent cost about as
+much CPU as the command itself.
+
 A client that sends blocking commands (RQ's worker waits for jobs with ``BLMOVE``/
 ``BLPOP`` for up to its dequeue timeout) needs a socket timeout longer than the block, or
 every idle wait would end in a timeout: :func:`blocking` makes that client's twin, and
@@ -27,16 +34,20 @@ then hang for seven minutes.
 
 from __future__ import annotations
 
+import os
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import redis
+from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
 __all__ = ["CLI", "DEQUEUE_TIMEOUT", "HEALTH_CHECK_INTERVAL", "KEEPALIVE", "RECEIVER",
-           "SERVICE", "BoundedDequeue", "Profile", "blocking", "connect"]
+           "SERVICE", "BoundedDequeue", "HeldConnections", "Profile", "blocking", "connect"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +162,95 @@ def blocking(client: redis.Redis, block: float) -> redis.Redis:
     kwargs["socket_timeout"] = (kwargs.get("socket_timeout") or SERVICE.socket_timeout) + block
     return redis.Redis(connection_pool=redis.ConnectionPool(
         connection_class=pool.connection_class, **kwargs))
+
+
+class HeldConnections:
+    """Commands sent straight on connections held here, past ``client``'s pool.
+
+    Each command takes an idle connection (or makes one with the pool's connection class
+    and options: the client's timeouts, keepalive, health checks, credentials), sends,
+    reads the reply, and gives the connection back only after a whole reply was read, so
+    a held connection never has unread data and needs no readiness check before its next
+    command (the pool polls every connection it hands out, for connections users return
+    half-read). Connection errors and timeouts are retried with the client's retry policy
+    (:func:`connect`'s), each retry on the same connection reconnected, as redis-py's
+    client does. Safe for greenlets and threads: a connection is used by one caller at a
+    time; after a fork the child never uses the parent's connections: it drops its copies
+    (redis-py shuts a socket down only in the process that opened it) and makes new ones.
+
+    Args:
+        client: the client whose connection class, options and retry policy to use.
+    """
+
+    def __init__(self, client: redis.Redis) -> None:
+        pool = client.connection_pool
+        self._connection_class = pool.connection_class
+        self._connection_kwargs = dict(pool.connection_kwargs)
+        self._retry = client.get_retry() or _retry(SERVICE)
+        self._idle: list[Any] = []
+        self._pid = os.getpid()
+
+    def _take(self) -> Any:
+        if self._pid != os.getpid():
+            self._idle = []  # the parent's sockets: never to be used here
+            self._pid = os.getpid()
+        try:
+            return self._idle.pop()
+        except IndexError:
+            return self._connection_class(**self._connection_kwargs)
+
+    def execute(self, *args: Any) -> Any:
+        """Send one command and return its reply (parsed by the connection's parser: bytes,
+        ints, lists; no response callbacks).
+
+        Args:
+            args: the command and its arguments, e.g. ``("EVALSHA", sha, 1, key)``.
+
+        Returns:
+            The reply.
+
+        Raises:
+            redis.ResponseError: the server answered with an error (the connection stays
+                usable and is kept).
+            redis.ConnectionError, redis.TimeoutError: still failing after the retries;
+                the connection is dropped.
+        """
+        connection = self._take()
+
+        def attempt() -> Any:
+            connection.send_command(*args)
+            return connection.read_response()
+
+        try:
+            reply = self._retry.call_with_retry(attempt, lambda _error: connection.disconnect())
+        except redis.ResponseError:
+            self._idle.append(connection)
+            raise
+        except BaseException:
+            connection.disconnect()
+            raise
+        self._idle.append(connection)
+        return reply
+
+    def run_script(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """``EVALSHA`` of a registered script (redis-py's :class:`~redis.commands.core.Script`),
+        loading it once if the server does not know it (a restart, ``SCRIPT FLUSH``).
+
+        Args:
+            script: the script (``client.register_script(text)``).
+            keys, args: its ``KEYS`` and ``ARGV``.
+
+        Returns:
+            The script's reply.
+
+        Raises:
+            redis.RedisError: as :meth:`execute`.
+        """
+        try:
+            return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            self.execute("SCRIPT", "LOAD", script.script)
+            return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
 
 
 class BoundedDequeue:

@@ -15,6 +15,7 @@ from tests.conftest import RedisNamespace, load_fixture
 from tests.inbox import jobs
 from the_loop.inbox.enqueue import DeliveryQueue
 from the_loop.inbox.wake import DISPATCH_FUNC, WAKE_TTL_MS
+from the_loop.redis_client import HeldConnections
 from webhook.events import parse_delivery
 
 TEST_JOB_FUNC = "tests.inbox.jobs.record_wake"
@@ -161,20 +162,27 @@ def test_inbox_keeps_arrival_order(redis_ns: RedisNamespace) -> None:
 
 
 def round_trips(client: redis.Redis, monkeypatch) -> list[object]:
-    """Record every round trip of ``client``: a command's name, or ``PIPELINE``."""
+    """Record every round trip of ``client`` and of the held connections made from it: a
+    command's name, or ``PIPELINE``."""
     trips: list[object] = []
     original = client.execute_command
     pipeline_execute = redis.client.Pipeline.execute
+    held_execute = HeldConnections.execute
 
     def counting(*args, **kwargs):
         trips.append(args[0])
         return original(*args, **kwargs)
+
+    def counting_held(self, *args):
+        trips.append(args[0])
+        return held_execute(self, *args)
 
     def counting_pipeline(self, *args, **kwargs):
         trips.append("PIPELINE")
         return pipeline_execute(self, *args, **kwargs)
 
     monkeypatch.setattr(client, "execute_command", counting)
+    monkeypatch.setattr(HeldConnections, "execute", counting_held)
     monkeypatch.setattr(redis.client.Pipeline, "execute", counting_pipeline)
     return trips
 
@@ -214,19 +222,23 @@ def test_a_lost_wake_up_does_not_lose_the_delivery(redis_ns: RedisNamespace,
 
 
 def test_script_loaded_after_script_flush(redis_ns: RedisNamespace, monkeypatch) -> None:
-    """NOSCRIPT (e.g. Redis restarted) is recovered by redis-py loading the script."""
+    """NOSCRIPT (e.g. Redis restarted) is recovered by loading the script, then the same
+    EVALSHA again: the delivery is queued once."""
     q = make_queue(redis_ns)
-    real_evalsha = redis_ns.client.evalsha
-    calls = {"n": 0}
+    real_execute = HeldConnections.execute
+    sent: list[object] = []
 
-    def evalsha_once_missing(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 1:
-            raise redis.exceptions.NoScriptError("NOSCRIPT")
-        return real_evalsha(*args, **kwargs)
+    def first_evalsha_missing(self, *args):
+        sent.append(args[0])
+        if sent == ["EVALSHA"]:
+            raise redis.exceptions.NoScriptError("NOSCRIPT No matching script.")
+        return real_execute(self, *args)
 
-    monkeypatch.setattr(redis_ns.client, "evalsha", evalsha_once_missing)
-    assert q.enqueue(make_delivery(redis_ns)) is True
+    monkeypatch.setattr(HeldConnections, "execute", first_evalsha_missing)
+    d = make_delivery(redis_ns)
+    assert q.enqueue(d) is True
+    assert sent == ["EVALSHA", "SCRIPT", "EVALSHA"]
+    assert redis_ns.client.lrange(q.keys.inbox(d.work_item), 0, -1) == [d.delivery_id.encode()]
 
 
 def test_failure_inside_script_leaves_nothing_half_written(redis_ns: RedisNamespace) -> None:

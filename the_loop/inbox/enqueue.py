@@ -40,6 +40,7 @@ from the_loop.inbox.keys import SHARED_INBOX, Keys
 from the_loop.inbox.record import Delivery, DeliveryRecord
 from the_loop.inbox.scripts import Scripts
 from the_loop.inbox.wake import DISPATCH_FUNC, FAILURE_TTL, JOB_TIMEOUT, WAKE_TTL_MS, WakeUps
+from the_loop.redis_client import HeldConnections
 
 __all__ = ["SEVEN_DAYS", "DeliveryQueue"]
 
@@ -93,6 +94,9 @@ class DeliveryQueue:
                                failure_ttl=failure_ttl)
         self.queue_key: str = self.wakeups.queue.key
         self._script = Scripts(connection).enqueue
+        # The receiver's one command per delivery: on held connections, past the pool's
+        # per-command checks (the_loop.redis_client.HeldConnections).
+        self._held = HeldConnections(connection)
 
     def enqueue(self, delivery: Delivery, *, received_at: float | None = None) -> bool:
         """Enqueue ``delivery`` unless its delivery id was seen within ``seen_ttl``.
@@ -118,11 +122,12 @@ class DeliveryQueue:
         delivery_id = record.delivery_id
         keys = self.keys
         wake_id = f"{delivery_id}-wake"
-        result = self._script(
-            keys=(keys.seen(delivery_id), keys.delivery(delivery_id), keys.inbox(record.work_item),
-                  keys.ready, keys.inboxes, keys.wake),
-            args=(delivery_id, record.work_item or SHARED_INBOX, self.seen_ttl,
-                  self.wake_ttl_ms, wake_id, *record.to_redis()))
+        result = self._held.run_script(
+            self._script,
+            (keys.seen(delivery_id), keys.delivery(delivery_id), keys.inbox(record.work_item),
+             keys.ready, keys.inboxes, keys.wake),
+            (delivery_id, record.work_item or SHARED_INBOX, self.seen_ttl,
+             self.wake_ttl_ms, wake_id, *record.to_redis()))
         if result == 2:
             try:
                 self.wakeups.enqueue(wake_id)
