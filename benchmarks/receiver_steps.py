@@ -117,10 +117,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "steps": STEPS[name], "rps": statistics.median(x["rps"] for x in rs),
             "cpu_us_per_request": statistics.median(x["app_cpu_us_per_request"] for x in rs),
             "rps_over_floor": round(statistics.median(
-                x["rps"] / f["rps"] for x, f in zip(rs, floor)), 3),
+                x["rps"] / f["rps"] for x, f in zip(rs, floor, strict=True)), 3),
             "cpu_over_floor": round(statistics.median(
                 x["app_cpu_us_per_request"] / f["app_cpu_us_per_request"]
-                for x, f in zip(rs, floor)), 3),
+                for x, f in zip(rs, floor, strict=True)), 3),
         }
     result = {"machine": c.machine(), "code": c.code_version(),
               "settings": {"rounds": args.rounds, "seconds": args.seconds,

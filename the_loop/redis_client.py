@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+from redis.backoff import ExponentialWithJitterBackoff
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
-from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
 __all__ = ["CLI", "DEQUEUE_TIMEOUT", "HEALTH_CHECK_INTERVAL", "KEEPALIVE", "RECEIVER",
