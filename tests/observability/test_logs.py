@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import runpy
+import sys
 import uuid
 from pathlib import Path
 
@@ -179,3 +180,23 @@ def test_gunicorn_conf_logs_json_and_manages_the_metrics_directory(monkeypatch, 
     monkeypatch.setenv("THE_LOOP_LOG_FORMAT", "csv")
     with pytest.raises(SystemExit, match="THE_LOOP_LOG_FORMAT"):
         runpy.run_path(str(CONF))
+
+
+def test_a_json_line_keeps_text_orjson_would_refuse(capsys) -> None:
+    """A lone surrogate (the standard library's JSON parser lets one into a payload's
+    text) and an integer past 64 bits still give a JSON line, not a logging error."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logs.json_formatter())
+    logger = logging.getLogger("the_loop.test.surrogate")
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    try:
+        logger.info("label %s", json.loads('"\\ud800x"'), extra={"big": 2**70})
+    finally:
+        logger.removeHandler(handler)
+    out = capsys.readouterr()
+    line = json.loads(out.out.strip())
+    assert line["message"] == "label \ud800x"
+    assert line["big"] == 2**70
+    assert "Logging error" not in out.err

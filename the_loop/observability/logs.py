@@ -14,7 +14,7 @@ RQ's, PyGithub's). Nothing here logs payload bodies or secrets; callers never pa
 Used by ``webhook/gunicorn_conf.py`` (``logconfig_dict``) and by ``the-loop worker``
 (:func:`configure`), with the settings :class:`the_loop.settings.Settings` read and
 validated. This module imports only the standard library (and, when the JSON
-format is configured, ``python-json-logger`` and ``orjson``): gunicorn's master loads it.
+format is configured, ``python-json-logger``): gunicorn's master loads it.
 """
 
 from __future__ import annotations
@@ -80,11 +80,12 @@ class ContextFilter(logging.Filter):
 def json_formatter() -> logging.Formatter:
     """One JSON object per record: ``timestamp``, ``level``, ``logger``, ``message``, then
     ``delivery_id``/``work_item`` (when bound), any ``extra=`` fields and ``exc_info``.
-    Encoded by orjson (python-json-logger's ``OrjsonFormatter``): UTF-8 as is, no spaces,
-    about half the CPU of the standard library's encoder on the receiver's line."""
-    from pythonjsonlogger.orjson import OrjsonFormatter
+    The standard library's encoder, not orjson's: orjson refuses a lone surrogate in a
+    string (which the standard library's JSON parser lets into a payload's text) and an
+    integer past 64 bits, and the line would be lost."""
+    from pythonjsonlogger.json import JsonFormatter
 
-    return OrjsonFormatter(_JSON_FIELDS, rename_fields=dict(_JSON_RENAMES), timestamp=True)
+    return JsonFormatter(_JSON_FIELDS, rename_fields=dict(_JSON_RENAMES), timestamp=True)
 
 
 def lean_records() -> None:
