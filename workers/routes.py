@@ -43,8 +43,8 @@ from graph.ports import GitHub, IntegrationError
 from graph.refs import WorkItemRef
 from graph.runtime import AdvanceResult, Runtime
 from graph.state import StateError, StateStore, WorkItemState
+from graph.status import render_withdrawn_request
 from the_loop.events import GitHubEvent
-from the_loop.hooks.request_review import render_withdrawn
 from the_loop.inbox.record import DeliveryRecord
 from the_loop.settings import WorkerSettings
 from workers import metrics as worker_metrics
@@ -581,7 +581,7 @@ def _gate_event(agent: Agent, state: WorkItemState | None, item: WorkItem,
     if (inbound.kind == "pull_request.converted_to_draft" and event.pull_number == ref.number
             and node.is_gate and not state.entry_pending):
         effect = effect_id(item.ref, node.id, state.visit, "request-review")
-        agent.notices.comment(github, item, effect, render_withdrawn(node.phase, effect),
+        agent.notices.comment(github, item, effect, render_withdrawn_request(node.phase, effect),
                               state)
         return agent.runtime.reopen(
             item, config, node.id, via="draft", code="draft", event=inbound,

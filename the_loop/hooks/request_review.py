@@ -44,19 +44,6 @@ def render_request(ctx: HookContext, visit: int) -> str:
     return "\n".join(lines)
 
 
-def render_withdrawn(phase: str, effect: str) -> str:
-    """The review-request comment of a visit once it is withdrawn (the pull request was
-    converted to a draft), keeping its marker so it stays the one comment of ``effect``."""
-    return "\n".join([
-        f"~~**the-loop** · phase `{phase}` is waiting for a decision.~~",
-        "",
-        "**Withdrawn**: the pull request was converted to a draft. The review is requested "
-        "again when it is marked ready for review; decisions made before then do not count.",
-        "",
-        marker(effect),
-    ])
-
-
 @hook(
     "request-review",
     requires={"github": {"comment", "list-comments", "update-comment"}},
