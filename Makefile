@@ -48,7 +48,7 @@ run: venv
 
 lint: venv
 	$(BIN)/ruff check .
-	$(BIN)/mypy graph integrations the_loop webhook workers
+	$(BIN)/mypy graph foundation integrations webhook workers runner the_loop
 
 test: venv lint
 	$(BIN)/python -m pytest -q

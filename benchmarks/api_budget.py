@@ -22,7 +22,7 @@ phase).
 Each delivery is sent to the receiver (:func:`the_loop.wiring.build_receiver`, Flask's test
 client) and handled by the worker (:func:`the_loop.wiring.build_worker`, one
 :meth:`~workers.drain.DeliveryProcessor.dispatch` after another until the queue is
-idle); the fake's request log (:attr:`integrations.github_fake_http.HttpFakeGitHub.requests`)
+idle); the fake's request log (:attr:`the_loop.sandbox.fakegithub.http.HttpFakeGitHub.requests`)
 is split per delivery into **reads** (``GET`` answered with a body), **304s**
 (conditional ``GET`` answered Not Modified: free of the primary rate limit) and **writes**
 (POST/PATCH/PUT/DELETE); installation-token requests and git traffic are left out.
@@ -176,9 +176,9 @@ PHASES = ("requirements", "requirements-approval", "design", "design-approval", 
 def measure(comments: int, *, cold: bool = False) -> dict[str, Any]:
     import redis
 
-    from integrations.github_fake_http import HttpFakeGitHub, serve
+    from foundation.settings import Settings
     from tests.conftest import sign_body
-    from the_loop.settings import Settings
+    from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
     from the_loop.wiring import build_receiver, build_worker
 
     fake = HttpFakeGitHub()

@@ -7,7 +7,7 @@ No header checks, no JSON parsing, no Redis, no logging.
 
 Run (same gunicorn settings as the receiver)::
 
-    THE_LOOP_WEBHOOK_SECRET=s .venv/bin/python -m gunicorn -c python:webhook.gunicorn_conf \\
+    THE_LOOP_WEBHOOK_SECRET=s .venv/bin/python -m gunicorn -c python:the_loop.gunicorn_conf \\
         --bind 127.0.0.1:8001 --pythonpath benchmarks bare_app:app
 """
 

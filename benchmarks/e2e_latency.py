@@ -1,8 +1,8 @@
 """End-to-end latency: from the receiver's 202 to the first visible write on GitHub.
 
-Real processes: the receiver (``the-loop serve``: gunicorn with webhook/gunicorn_conf.py)
+Real processes: the receiver (``the-loop serve``: gunicorn with the_loop/gunicorn_conf.py)
 and ONE worker (``the-loop worker``), against the loopback fake GitHub
-(``integrations/github_fake_http.py``, served from this process). An open-loop client
+(``the_loop/sandbox/fakegithub/http.py``, served from this process). An open-loop client
 sends ``--rate`` signed ``issues.labeled`` deliveries a second for ``--seconds``, each
 adding the enrolment label (``the-loop``) to a new issue, so each one enrols a work item
 whose first node writes its ``phase:`` label. Request *i* is sent at ``t0 + i/rate``
@@ -43,7 +43,7 @@ import redis
 from ingest import App
 from turns import private_key
 
-from integrations.github_fake_http import HttpFakeGitHub, serve
+from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 from webhook.signature import sign
 
 REPO = "Codertocat/Hello-World"

@@ -4,7 +4,7 @@ Redis before it answers can do on this stack.
 ``POST /webhook``: verify ``X-Hub-Signature-256`` (:func:`webhook.signature.verify_signature`,
 secrets from ``THE_LOOP_WEBHOOK_SECRET``), one ``SET`` of the raw body under
 ``$THE_LOOP_REDIS_PREFIX:floor:<X-GitHub-Delivery>`` (10 minutes' expiry) on a held
-connection (:class:`the_loop.redis_client.HeldConnections`, the receiver's own Redis
+connection (:class:`foundation.redis_client.HeldConnections`, the receiver's own Redis
 path), answer 202. A plain WSGI callable like the receiver's fast path, without Flask;
 no header checks, no JSON parsing, no dedupe, no inbox, no log line, no metrics: what
 the bare app does plus one durable write, and nothing else. 401 on a bad signature,
@@ -14,12 +14,12 @@ the bare app does plus one durable write, and nothing else. 401 on a bad signatu
 see what each costs under the same load: ``parse`` (the JSON parse and the delivery's
 envelope: :func:`webhook.events.decode_body`, :func:`webhook.events.build_delivery`),
 ``log`` (the receiver's log line), ``enqueue`` (the receiver's dedupe + inbox script,
-:class:`the_loop.inbox.enqueue.DeliveryQueue`, instead of the ``SET``; implies ``parse``).
+:class:`foundation.inbox.enqueue.DeliveryQueue`, instead of the ``SET``; implies ``parse``).
 
 Run (same gunicorn settings as the receiver)::
 
     THE_LOOP_WEBHOOK_SECRET=s REDIS_URL=redis://127.0.0.1:6379/13 THE_LOOP_REDIS_PREFIX=p \\
-        .venv/bin/python -m gunicorn -c python:webhook.gunicorn_conf \\
+        .venv/bin/python -m gunicorn -c python:the_loop.gunicorn_conf \\
         --bind 127.0.0.1:8003 --pythonpath benchmarks floor_app:app
 """
 
@@ -32,9 +32,9 @@ from typing import Any
 
 import redis
 
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.observability.logs import lean_records
-from the_loop.redis_client import RECEIVER, HeldConnections, connect
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.observability.logs import lean_records
+from foundation.redis_client import RECEIVER, HeldConnections, connect
 from webhook.events import SignatureError, build_delivery, decode_body
 from webhook.signature import verify_signature
 
@@ -55,7 +55,7 @@ _QUEUE = DeliveryQueue(_REDIS, queue_name=os.environ.get("THE_LOOP_QUEUE", "the-
                        prefix=_PREFIX)
 _log = logging.getLogger("the_loop.webhook")
 if "log" in _STEPS:
-    lean_records()  # as the receiver's webhook/wsgi.py does
+    lean_records()  # as the receiver's the_loop/wsgi.py does
 _JSON = [("Content-Type", "application/json")]
 
 

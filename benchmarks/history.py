@@ -2,7 +2,7 @@
 
 Each sample is one work item of ``Codertocat/Hello-World`` walked by the real worker
 (``the_loop.wiring.build_processor``: routes, runtime, hooks, outbox, Redis state store)
-against the in-process fake GitHub (``integrations.github_fake.FakeGitHub``), Redis
+against the in-process fake GitHub (``the_loop.sandbox.fakegithub.state.FakeGitHub``), Redis
 database 13. The item is enrolled with its requirements in place, taken twice around the
 changes-requested loop for real (``/request-changes``, the artifact changed, back at the
 gate), and then given ``N`` prior events: the entries of its event log are repeated in
@@ -72,10 +72,10 @@ class Bench:
     def __init__(self, redis_url: str) -> None:
         import redis
 
-        from integrations.github_fake import FakeGitHub
+        from foundation.inbox.enqueue import DeliveryQueue
+        from foundation.settings import WorkerSettings
         from the_loop.graphs import load_graph
-        from the_loop.inbox.enqueue import DeliveryQueue
-        from the_loop.settings import WorkerSettings
+        from the_loop.sandbox.fakegithub.state import FakeGitHub
         from the_loop.wiring import build_processor
         from workers.state import RedisStateStore
 
@@ -109,7 +109,7 @@ class Bench:
         return p
 
     def record(self, event: str, payload: dict[str, Any]) -> Any:
-        from the_loop.inbox.record import DeliveryRecord
+        from foundation.inbox.record import DeliveryRecord
         from webhook.events import parse_delivery
 
         body = json.dumps(payload).encode()

@@ -1,7 +1,7 @@
 """Ingest benchmark: the-loop's receiver side by side with a bare Flask app, a floor app
 and @octokit/webhooks (Node).
 
-The Python apps run under gunicorn with the same settings (``-c python:webhook.gunicorn_conf``,
+The Python apps run under gunicorn with the same settings (``-c python:the_loop.gunicorn_conf``,
 ``THE_LOOP_WEB_WORKERS`` workers, its gevent worker class) on free loopback ports; the receiver
 is started exactly as in production (``the-loop serve``), the baseline is
 ``benchmarks/bare_app.py`` (verify the signature, answer 202), the floor
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "payloads": {e: {"path": str(f.relative_to(c.REPO)) if f.is_relative_to(c.REPO)
                              else str(f), "bytes": f.stat().st_size} for e, f in payloads},
             "web_workers": args.web_workers,
-            "gunicorn_config": "python:webhook.gunicorn_conf",
+            "gunicorn_config": "python:the_loop.gunicorn_conf",
             "gunicorn_cmd_args": os.environ.get("GUNICORN_CMD_ARGS"),
             "receiver_log_level": args.log_level, "wrk_threads": args.threads,
             "wrk_connections": args.connections, "seconds": args.seconds,
@@ -318,13 +318,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                          "--host", "127.0.0.1"], env, port, log_dir)
         bare_port = c.free_port()
         apps["bare"] = App(
-            "bare", [c.PYTHON, "-m", "gunicorn", "-c", "python:webhook.gunicorn_conf",
+            "bare", [c.PYTHON, "-m", "gunicorn", "-c", "python:the_loop.gunicorn_conf",
                      "--bind", f"127.0.0.1:{bare_port}", "--pythonpath", str(HERE),
                      "bare_app:app"], env, bare_port, log_dir)
         if not args.no_floor:
             floor_port = c.free_port()
             apps["floor"] = App(
-                "floor", [c.PYTHON, "-m", "gunicorn", "-c", "python:webhook.gunicorn_conf",
+                "floor", [c.PYTHON, "-m", "gunicorn", "-c", "python:the_loop.gunicorn_conf",
                           "--bind", f"127.0.0.1:{floor_port}", "--pythonpath", str(HERE),
                           "floor_app:app"], env, floor_port, log_dir)
         if node_argv:

@@ -26,9 +26,9 @@ from typing import Any
 
 import _common as c
 
+from foundation.hooks.classify_feedback import parse_command
+from foundation.hooks.commands import rendered
 from tests.support.adversarial import SIZE, corpus
-from the_loop.hooks.classify_feedback import parse_command
-from the_loop.hooks.commands import rendered
 
 TARGET_MS = 50.0
 
@@ -87,10 +87,10 @@ def commands(rounds: int) -> list[dict[str, Any]]:
 def artifacts(rounds: int) -> list[dict[str, Any]]:
     """The artifact readers on hostile artifact text of :data:`SIZE` characters (CPU
     ms)."""
+    from foundation.hooks.record_feedback import follow_ups
+    from foundation.hooks.review import entries, fingerprint
+    from foundation.hooks.validate_artifacts import headings
     from graph import tasks
-    from the_loop.hooks.record_feedback import follow_ups
-    from the_loop.hooks.review import entries, fingerprint
-    from the_loop.hooks.validate_artifacts import headings
 
     n = SIZE
     inputs = {

@@ -1,6 +1,6 @@
 """What the payload schema check costs the worker, per delivery, beside what the worker
 already spends on the same delivery's body: the check (``PayloadSchemas.check``, warm:
-each definition compiled once), the body's parse (``the_loop.events.loads``) and its
+each definition compiled once), the body's parse (``foundation.events.loads``) and its
 typed reading (``GitHubEvent.parse``), side by side on the same real payloads, in one
 process, interleaved (so a loaded machine slows all three alike); and the one-time
 compile of each definition (cold, first use in a process). Then the worker's own
@@ -32,8 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from the_loop.events import GitHubEvent, loads  # noqa: E402
-from the_loop.webhook_schema import PayloadSchemas  # noqa: E402
+from foundation.events import GitHubEvent, loads  # noqa: E402
+from foundation.webhook_schema import PayloadSchemas  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "github-webhooks" / "api.github.com"
 CASES = [("issue_comment", "created"), ("push", "with-installation"),
@@ -88,10 +88,10 @@ def routine(rounds: int, repeats: int) -> dict:
 
     import redis
 
-    from integrations.github_fake import FakeGitHub
+    from foundation.inbox.record import DeliveryRecord
+    from foundation.settings import WorkerSettings
     from the_loop.graphs import load_graph
-    from the_loop.inbox.record import DeliveryRecord
-    from the_loop.settings import WorkerSettings
+    from the_loop.sandbox.fakegithub.state import FakeGitHub
     from the_loop.wiring import build_processor
     from webhook.events import parse_delivery
 

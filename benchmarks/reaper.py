@@ -10,7 +10,7 @@ waiting on the ready list, some held by a live worker's lock, one backing off, a
 whose worker died mid-claim (its lock still there, the worker registered and no longer
 beating). Then:
 
-* **round, ms**: wall time of one full :meth:`the_loop.inbox.reaper.Reaper.reap` (beat,
+* **round, ms**: wall time of one full :meth:`foundation.inbox.reaper.Reaper.reap` (beat,
   due retries, the inbox sweep, RQ's registries, the wake-up check), median of
   ``--rounds`` rounds (the reaper's round lock is cleared between them; the dead
   worker's inbox is stranded again before each: its lock put back and its ref taken off
@@ -44,12 +44,12 @@ from typing import Any
 import _common as c
 import redis
 
-from the_loop.inbox.dead import Deliveries
-from the_loop.inbox.drain import Inboxes
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.inbox.reaper import Reaper
-from the_loop.inbox.record import DeliveryRecord
-from the_loop.settings import WorkerSettings
+from foundation.inbox.dead import Deliveries
+from foundation.inbox.drain import Inboxes
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.inbox.reaper import Reaper
+from foundation.inbox.record import DeliveryRecord
+from foundation.settings import WorkerSettings
 from workers.state import RedisStateStore
 
 BODY = b'{"action": "opened"}'

@@ -2,7 +2,7 @@
 added one at a time, side by side with the receiver, in one run.
 
 Apps (all under gunicorn with the same settings as ``ingest.py``: ``-c
-python:webhook.gunicorn_conf``, ``--web-workers`` gevent processes, one free loopback port
+python:the_loop.gunicorn_conf``, ``--web-workers`` gevent processes, one free loopback port
 each): ``floor`` (``floor_app.py``: verify the signature, one ``SET`` of the body, 202),
 then the floor with ``THE_LOOP_FLOOR_STEPS`` = ``parse``; ``parse,log``; ``enqueue``
 (the receiver's dedupe + inbox script instead of the ``SET``); ``enqueue,log``; and the
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                          "--host", "127.0.0.1"]
             else:
                 env["THE_LOOP_FLOOR_STEPS"] = steps
-                argv_ = [c.PYTHON, "-m", "gunicorn", "-c", "python:webhook.gunicorn_conf",
+                argv_ = [c.PYTHON, "-m", "gunicorn", "-c", "python:the_loop.gunicorn_conf",
                          "--bind", f"127.0.0.1:{port}", "--pythonpath", str(ingest.HERE),
                          "floor_app:app"]
             apps[name] = ingest.App(f"app{index}", argv_, env, port, log_dir)

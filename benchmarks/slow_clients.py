@@ -2,7 +2,7 @@
 and without unauthenticated connections trickling their requests.
 
 The receiver runs as in production (``the-loop serve``: gunicorn with
-webhook/gunicorn_conf.py, ``--web-workers`` processes, default 2). Two phases, each
+the_loop/gunicorn_conf.py, ``--web-workers`` processes, default 2). Two phases, each
 ``--seconds`` long, sending ``--rate`` signed ``issues.opened`` deliveries a second
 open-loop (request *i* at ``t0 + i/rate``, each on a new connection, client timeout
 10 s as GitHub's):

@@ -15,7 +15,7 @@ from typing import Any
 
 import rq
 
-from the_loop.settings import Settings
+from foundation.settings import Settings
 from the_loop.wiring import build_worker
 from workers import jobs
 

@@ -120,7 +120,7 @@ class Stack:
     def __init__(self, scratch: Path, token: str, *, concurrency: int, sleep: float,
                  writes_per_minute: int = UNTHROTTLED, writes_per_hour: int = 10 * UNTHROTTLED
                  ) -> None:
-        from integrations.github_fake_http import HttpFakeGitHub, serve
+        from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 
         self.scratch, self.token = scratch, token
         self.fake = HttpFakeGitHub()
@@ -195,7 +195,7 @@ def ref_of(number: int) -> str:
 
 def inject(conn: redis.Redis, stack: Stack, numbers: list[int], tag: str = "") -> None:
     """Put enrolment deliveries into the inbox exactly as the receiver does."""
-    from the_loop.inbox.enqueue import DeliveryQueue
+    from foundation.inbox.enqueue import DeliveryQueue
     from webhook.events import parse_delivery
 
     queue = DeliveryQueue(conn, queue_name=stack.queue, prefix=stack.token)
@@ -267,11 +267,11 @@ def patched(owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable
 def instrument(trace: Trace) -> Iterator[None]:
     """Wrap the runner's steps (timing only; the product's code runs unchanged)."""
     import integrations.harness.command as command
+    from foundation.turns import TurnRecords
     from integrations.throttle import WriteThrottle
-    from workers import harness_turn
-    from workers.runner import TurnRunner
-    from workers.turns import TurnRecords
-    from workers.workspace import Workspaces
+    from runner import harness_turn
+    from runner.service import TurnRunner
+    from runner.workspace import Workspaces
 
     def order(original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
@@ -422,9 +422,9 @@ def overhead(items: int, wait_quiet: float = 0.0, profile: str | None = None,
 
     from rq import Queue
 
-    from the_loop.settings import Settings
+    from foundation.settings import Settings
+    from runner.service import TurnWorker
     from the_loop.wiring import build_runner, build_worker
-    from workers.runner import TurnWorker
     from workers.state import RedisStateStore
     from workers.worker import LoopWorker
 

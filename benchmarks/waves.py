@@ -23,6 +23,7 @@ import time
 
 from _common import BENCH_REDIS_URL, cleanup_redis, machine, new_token
 
+from foundation.hooks import REGISTRY
 from graph import tasks as T
 from graph.compile import compile_graph
 from graph.context import HookConfig
@@ -30,7 +31,6 @@ from graph.model import InboundEvent, WorkItem
 from graph.runtime import Runtime
 from graph.state import MemoryStateStore
 from graph.work import TURN_COMPLETED, TurnEnded
-from the_loop.hooks import REGISTRY
 
 GRAPH = """version: 1
 name: bench

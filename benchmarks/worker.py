@@ -1,7 +1,7 @@
 """Worker benchmark: routine deliveries per second for ONE worker process, and its peak RSS.
 
 Pre-enqueues ``--count`` deliveries exactly as the receiver does
-(``webhook.events.parse_delivery`` + ``the_loop.inbox.enqueue.DeliveryQueue.enqueue``: each goes
+(``webhook.events.parse_delivery`` + ``foundation.inbox.enqueue.DeliveryQueue.enqueue``: each goes
 to its work item's inbox, the first activation queues one wake-up job), built from the
 real GitHub fixture payloads, then runs one worker in burst mode and times it.
 
@@ -69,8 +69,8 @@ from typing import Any
 import _common as c
 import redis
 
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.inbox.keys import Keys
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.inbox.keys import Keys
 from webhook.events import parse_delivery
 
 TIME = "/usr/bin/time"

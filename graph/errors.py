@@ -25,8 +25,7 @@ exception class in the packages is in this tree, and drawn here::
     │   ├── RateLimited (retry_after, reset_at)    429 / 403 rate limit; retriable
     │   ├── Unavailable                            5xx, network, timeout; retriable
     │   ├── Unsupported                            the transport lacks the operation
-    │   ├── RetryLater                             the outbox's verdict: retry the delivery
-    │   └── FakeGitError                           github_fake.py: the fake's git failed
+    │   └── RetryLater                             the outbox's verdict: retry the delivery
     ├── integrations
     │   ├── CapabilityError (RuntimeError)         capabilities.py: a graph needs a missing op
     │   ├── GitHubConfigError (ValueError)         github.py
@@ -39,22 +38,24 @@ exception class in the packages is in this tree, and drawn here::
     │       ├── BadHeadersError, PayloadTooLargeError, SignatureError,
     │       │   QueueUnavailableError
     │       └── BadPayloadError -> UnsupportedContentTypeError
+    ├── foundation
+    │   ├── SettingsError (ValueError)             settings.py: a bad variable or key
+    │   ├── ConfigFileError (ValueError)           config/loader.py: a configuration file
+    │   │   ├── InvalidConfigError                 config/loader.py
+    │   │   └── LegacyConfigError                  config/loader.py
+    │   ├── DeliveryCommandError (RuntimeError)    inbox/dead.py: an operator command refused
+    │   └── ParserError (RuntimeError)             hooks/lint_artifacts.py: Mermaid parser failed
     ├── workers
     │   ├── NoProcessor (RuntimeError)             jobs.py: a job ran outside a worker
-    │   ├── WorkspaceError                         workspace.py: a git step of a checkout
-    │   │   └── MergeConflict                      a task's branch conflicts with its item's
-    │   ├── TurnAbandoned                          runner.py: another attempt took the turn
     │   ├── LockLost                               state.py: a write's work item lock was taken over
     │   └── WorkerLoopEnded (redis ConnectionError) worker.py
+    ├── runner
+    │   ├── WorkspaceError                         workspace.py: a git step of a checkout
+    │   │   └── MergeConflict                      a task's branch conflicts with its item's
+    │   └── TurnAbandoned                          service.py: another attempt took the turn
     └── the_loop
-        ├── SettingsError (ValueError)             settings.py: a bad variable or key
-        │   └── NoGitHubClient                     wiring.py
-        ├── ConfigFileError (ValueError)           config/loader.py: a configuration file
-        │   ├── InvalidConfigError                 config/loader.py
-        │   ├── LegacyConfigError                  config/loader.py
-        │   └── UpgradeError                       upgrade.py
-        ├── DeliveryCommandError (RuntimeError)    inbox/dead.py: an operator command refused
-        ├── ParserError (RuntimeError)             hooks/lint_artifacts.py: Mermaid parser failed
+        ├── NoGitHubClient (SettingsError)         wiring.py
+        ├── UpgradeError (ConfigFileError)         upgrade.py
         ├── ManifestError (ValueError)             manifest.py
         ├── AppCreateError                         app_create.py: the manifest flow failed
         ├── QueryError (ValueError)                web/readmodel.py: a bad query parameter

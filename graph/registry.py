@@ -2,7 +2,7 @@
 ``@hook("name")`` decorator.
 
 The core registers no hook itself: the built-in hooks live one module each under
-``the_loop/hooks/``, and importing :mod:`the_loop.hooks` registers them into
+``foundation/hooks/``, and importing :mod:`foundation.hooks` registers them into
 :data:`DEFAULT_REGISTRY` from one explicit list. The compiler is handed a registry. Tests
 build a fresh :class:`HookRegistry` and register what they need.
 """

@@ -3,7 +3,7 @@ signature (RFC 8032, through the ``cryptography`` library) and its verification.
 
 Pure: keys are handed in. Reading the service's private key from the environment or a
 file, and the published public keys from ``.the-loop/keys/``, is the drivers' concern
-(:mod:`the_loop.signing`).
+(:mod:`foundation.signing`).
 
 A record is a JSON object with exactly the keys of :data:`RECORD_FIELDS`; its canonical
 form (:func:`canonical`) is JSON with sorted keys, no whitespace, UTF-8. A signature is

@@ -20,9 +20,9 @@ import requests
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
+from foundation.config.deployment import Classification
 from integrations.cli import run_bounded
 from integrations.retry import BoundedRetry
-from the_loop.config.deployment import Classification
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ def build_classifier(config: Classification, token: str | None = None) -> Classi
     Args:
         config: the ``classification`` block.
         token: the endpoint's API key (read from the variable
-            ``classification.endpoint.tokenEnv`` names, by :class:`the_loop.settings.Settings`).
+            ``classification.endpoint.tokenEnv`` names, by :class:`foundation.settings.Settings`).
 
     Raises:
         ValueError: an endpoint without a model.

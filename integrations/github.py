@@ -2,8 +2,8 @@
 
 Three pieces, in the order they are built at start-up:
 
-* :class:`~the_loop.settings.GitHubSettings` -- the GitHub section of the settings, read
-  once at start-up by :class:`the_loop.settings.Settings` (re-exported here).
+* :class:`~foundation.settings.GitHubSettings` -- the GitHub section of the settings, read
+  once at start-up by :class:`foundation.settings.Settings` (re-exported here).
 * :class:`GitHubClients` -- the composition point. It owns the credentials and hands out
   one :class:`GitHubApi` per GitHub App installation (or one for a personal token).
 * :class:`GitHubApi` -- the provider the graph core calls: ``call(op, **params) -> dict``.
@@ -38,6 +38,7 @@ from github.GithubException import RateLimitExceededException as _RateLimited
 from github.Requester import Requester
 from urllib3.util.retry import Retry
 
+from foundation.settings import DEFAULT_API_URL, GitHubSettings
 from graph.errors import LoopError
 from graph.ports import App, IntegrationError, Unavailable, Unsupported
 from integrations.github_ops import (
@@ -53,7 +54,6 @@ from integrations.github_ops import (
     says_rate_limit,
 )
 from integrations.retry import MAX_RATE_LIMIT_WAIT, BoundedRetry
-from the_loop.settings import DEFAULT_API_URL, GitHubSettings
 
 if TYPE_CHECKING:
     from integrations.github_cache import ConditionalCache

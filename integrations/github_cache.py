@@ -10,7 +10,7 @@ request was made while correctly authorized with an Authorization header".
 
 * :class:`ConditionalCache` keeps, per bucket (an App installation, ``token`` or
   ``cli``) and URL, the validators and the body GitHub last sent, in one Redis hash
-  (``P:github:etag:BUCKET:DIGEST``, :meth:`the_loop.inbox.keys.Keys.etag`) that expires
+  (``P:github:etag:BUCKET:DIGEST``, :meth:`foundation.inbox.keys.Keys.etag`) that expires
   after ``ttl`` seconds unused. Every worker and command of a deployment shares it. Keys
   are per bucket, not per token: an installation's token changes hourly, its view of a
   repository does not; a validator GitHub no longer honours costs one ordinary 200.
@@ -41,7 +41,7 @@ from typing import Any
 
 import redis
 
-from the_loop.inbox.keys import Keys
+from foundation.inbox.keys import Keys
 
 __all__ = ["CachedReply", "ConditionalCache", "DeliveryMemo", "delivery_scope", "memo",
            "stale"]

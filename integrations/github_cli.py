@@ -80,7 +80,7 @@ class GitHubCli(GitHubOperations):
         host: GitHub Enterprise Server host name for ``GH_HOST`` (``None``: gh's default,
             or ``GH_HOST`` from ``env``).
         env: the complete environment gh runs with (the composition root hands it the
-            process's, :meth:`the_loop.settings.Settings.child_env`; ``None``: an empty
+            process's, :meth:`foundation.settings.Settings.child_env`; ``None``: an empty
             one); it needs ``HOME`` (gh's login) or ``GH_TOKEN``.
         timeout: seconds per gh run.
         max_output: bytes of output accepted per run.

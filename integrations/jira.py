@@ -255,7 +255,7 @@ class JiraCli(_JiraBase):
     Args:
         binary: executable name on ``PATH`` or a path.
         env: the complete environment it runs with (the composition root hands it the
-            process's, :meth:`the_loop.settings.Settings.child_env`; ``None``: an empty
+            process's, :meth:`foundation.settings.Settings.child_env`; ``None``: an empty
             one).
         timeout: seconds per run.
         max_output: bytes of output accepted per run.

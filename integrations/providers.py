@@ -5,7 +5,7 @@ Each integration has named transports (:data:`TRANSPORTS`)::
     github: auto | api | cli        slack: sdk | webhook        jira: api | cli
 
 The factories take plain arguments -- a transport name and typed settings -- read once by
-:class:`the_loop.settings.Settings` from the environment and ``cli-config.yaml``'s
+:class:`foundation.settings.Settings` from the environment and ``cli-config.yaml``'s
 ``integrations:`` block; :mod:`the_loop.wiring` calls them. Credentials come from the
 environment only and are held by the provider objects, never put in a hook's context,
 the state or a log line.

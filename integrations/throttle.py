@@ -32,9 +32,9 @@ from dataclasses import dataclass
 
 import redis
 
+from foundation.inbox.keys import Keys
+from foundation.inbox.scripts import Scripts
 from graph.ports import RateLimited
-from the_loop.inbox.keys import Keys
-from the_loop.inbox.scripts import Scripts
 
 __all__ = ["WriteThrottle"]
 
@@ -53,7 +53,7 @@ class WriteThrottle:
     Args:
         connection: the Redis client (the worker's).
         prefix: key prefix; keys are ``P:github:writes:BUCKET``
-            (:meth:`the_loop.inbox.keys.Keys.writes`).
+            (:meth:`foundation.inbox.keys.Keys.writes`).
         per_minute, per_hour: the limits to keep in any window of that length.
         burst: writes allowed back to back before the pace applies (< ``per_minute``).
         max_wait: longest sleep (seconds) for a slot; a later slot is not reserved and

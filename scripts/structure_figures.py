@@ -6,10 +6,10 @@ Counts, over the production packages (tests and benchmarks excluded), from the c
 AST (docstrings and comments never count):
 
 - ``env_reads``: ``os.environ`` / ``os.getenv`` uses outside the settings module
-  (``the_loop/settings.py``), per file;
+  (``foundation/settings.py``), per file;
 - ``key_spellings``: string literals or f-string pieces that spell a Redis key of the-loop
   (``...:inbox:...``, ``:delivery:``, ``:lock:`` ...) outside the delivery protocol's key
-  module (``the_loop/inbox/keys.py``), per file;
+  module (``foundation/inbox/keys.py``), per file;
 - ``cross_imports``: imports from ``webhook`` into ``workers`` and back, and anything
   ``graph`` imports from the project's other packages.
 """
@@ -25,9 +25,9 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("graph", "integrations", "the_loop", "webhook", "workers")
-SETTINGS_MODULE = "the_loop/settings.py"
-KEYS_MODULE = "the_loop/inbox/keys.py"
+PACKAGES = ("graph", "foundation", "integrations", "runner", "the_loop", "webhook", "workers")
+SETTINGS_MODULE = "foundation/settings.py"
+KEYS_MODULE = "foundation/inbox/keys.py"
 _KEY = re.compile(
     r":(inbox|inboxes|delivery|deliveries|ready|wake|lock|backoff|parked|head|state|events"
     r"|ci|sha|workers|reaper|writes|seen)(:|$)"

@@ -66,7 +66,7 @@ def load_payload(event: str, name: str, host: str = "api.github.com") -> dict[st
 
 
 def _fake_user_id(login: str) -> int:
-    from integrations.github_fake import FakeGitHub
+    from the_loop.sandbox.fakegithub.state import FakeGitHub
 
     return FakeGitHub.default_user_id(login)
 
@@ -239,7 +239,7 @@ def signed_review(text: str, *, work_item: str, path: str, login: str = "alice",
                   at: str = "2026-11-30T12:00:00Z", **fields: Any) -> str:
     """``text`` with a review entry the service would write (signed with ``signer``,
     :data:`TEST_SIGNER` by default), through the one writer of entries."""
-    from the_loop.hooks.review import append_signed_entry
+    from foundation.hooks.review import append_signed_entry
 
     return append_signed_entry(text, signer, work_item=work_item, gate=gate, visit=visit,
                                path=path, outcome=outcome, login=login, at=at, **fields)
@@ -247,6 +247,6 @@ def signed_review(text: str, *, work_item: str, path: str, login: str = "alice",
 
 def publish_test_key(repo: Path, signer: Any = TEST_SIGNER) -> Path:
     """Publish ``signer``'s public key in checkout ``repo`` (``.the-loop/keys/``)."""
-    from the_loop.signing import publish
+    from foundation.signing import publish
 
     return publish(repo, signer)

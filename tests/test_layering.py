@@ -25,7 +25,7 @@ GRAPH = sorted((REPO_ROOT / "graph").rglob("*.py"))
 #: Top-level modules ``graph/`` must never import.
 GRAPH_FORBIDDEN = frozenset({
     "flask", "redis", "rq", "requests", "github", "slack_sdk", "subprocess",
-    "webhook", "workers", "integrations", "the_loop",
+    "webhook", "workers", "runner", "integrations", "foundation", "the_loop",
 })
 
 
@@ -80,14 +80,14 @@ def test_graph_reads_no_environment_variable(path):
 def test_the_checks_see_what_they_forbid(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("import os\nfrom redis import Redis\n"
-                      "def f():\n    import the_loop.hooks\n    return os.environ['X']\n")
-    assert {"redis", "the_loop"} <= imported(module)
+                      "def f():\n    import foundation.hooks\n    return os.environ['X']\n")
+    assert {"redis", "foundation"} <= imported(module)
     assert reads_environment(module) == [5]
 
 
 # -- the receiver, the worker and the protocol --------------------------------------
 
-PRODUCTION = ("graph", "integrations", "the_loop", "webhook", "workers")
+PRODUCTION = ("graph", "foundation", "integrations", "runner", "the_loop", "webhook", "workers")
 
 
 def _sources(package: str) -> Iterator[Path]:
@@ -116,12 +116,12 @@ def offenders(package: str, forbidden: tuple[str, ...]) -> list[str]:
 
 
 @pytest.mark.parametrize(("package", "forbidden"), [
-    # The receiver and the worker meet only in the delivery protocol (the_loop.inbox).
+    # The receiver and the worker meet only in the delivery protocol (foundation.inbox).
     ("webhook", ("workers",)),
     ("workers", ("webhook",)),
     # The protocol and the logging setup belong to neither process.
-    ("the_loop/inbox", ("webhook", "workers", "the_loop.cli")),
-    ("the_loop/observability", ("webhook", "workers", "the_loop.inbox")),
+    ("foundation/inbox", ("webhook", "workers", "the_loop.cli")),
+    ("foundation/observability", ("webhook", "workers", "foundation.inbox")),
 ])
 def test_import_direction(package: str, forbidden: tuple[str, ...]) -> None:
     assert offenders(package, forbidden) == []
@@ -134,17 +134,17 @@ _KEY_SPELLING = re.compile(r"""(?<!``)\{(?:self\.)?(?:settings\.)?(?:prefix|p)\}
 
 
 def test_redis_keys_are_spelled_only_in_the_protocol() -> None:
-    """Every Redis key name of the-loop is spelled in ``the_loop/inbox/keys.py``; Lua
+    """Every Redis key name of the-loop is spelled in ``foundation/inbox/keys.py``; Lua
     scripts get theirs through KEYS and ARGV."""
     found = []
     for package in PRODUCTION:
         for path in _sources(package):
-            if path == REPO_ROOT / "the_loop" / "inbox" / "keys.py":
+            if path == REPO_ROOT / "foundation" / "inbox" / "keys.py":
                 continue
             for number, line in enumerate(path.read_text().splitlines(), start=1):
                 if _KEY_SPELLING.search(line):
                     found.append(f"{path.relative_to(REPO_ROOT)}:{number}")
-    for path in sorted((REPO_ROOT / "the_loop" / "inbox" / "scripts").glob("*.lua")):
+    for path in sorted((REPO_ROOT / "foundation" / "inbox" / "scripts").glob("*.lua")):
         for number, line in enumerate(path.read_text().splitlines(), start=1):
             code = line.split("--", 1)[0]
             if re.search(r"""['"][a-z]+:['"]|\.\. *['"][a-z]+:""", code):

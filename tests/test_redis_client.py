@@ -1,4 +1,4 @@
-"""Every Redis client is made by the_loop.redis_client: timeouts, keepalive, health checks
+"""Every Redis client is made by foundation.redis_client: timeouts, keepalive, health checks
 and retries on each; RQ's workers wait for jobs on a connection of their own whose socket
 timeout covers the wait, and RQ leaves the timeouts alone."""
 
@@ -12,8 +12,8 @@ import pytest
 import redis
 from rq import Queue
 
-from the_loop import redis_client
-from the_loop.redis_client import (
+from foundation import redis_client
+from foundation.redis_client import (
     DEQUEUE_TIMEOUT,
     HEALTH_CHECK_INTERVAL,
     RECEIVER,
@@ -22,11 +22,11 @@ from the_loop.redis_client import (
     blocking,
     connect,
 )
-from the_loop.settings import Settings
+from foundation.settings import Settings
+from runner.service import TurnWorker
 from the_loop.wiring import build_operator
 from the_loop.wiring import redis_client as wiring_client
 from webhook.app import make_redis_client
-from workers.runner import TurnWorker
 from workers.worker import LoopWorker
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +73,7 @@ def test_a_worker_cut_off_from_redis_stops_retrying_before_its_liveness_lapses()
     """Given the default worker settings (TTL 30 s, a heartbeat every 5 s)
     Then one command's longest stall (every attempt timing out) ends before another
       worker can take the work item over."""
-    from the_loop.settings import WorkerSettings
+    from foundation.settings import WorkerSettings
 
     defaults = WorkerSettings()
     beat = min(defaults.reap_interval, defaults.worker_ttl / 3, defaults.lock_timeout / 3)
@@ -193,7 +193,7 @@ def test_after_a_fork_held_connections_leave_the_parents_alone(redis_ns, monkeyp
 
 def test_no_production_module_builds_a_redis_client_but_the_owner():
     """Redis.from_url, Redis(...) and ConnectionPool(...) appear only in
-    the_loop/redis_client.py."""
+    foundation/redis_client.py."""
     found = []
     owner = Path(redis_client.__file__).resolve()
     for package in ("the_loop", "webhook", "workers", "integrations", "graph"):

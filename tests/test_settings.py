@@ -1,4 +1,4 @@
-"""the_loop.settings: one Settings object read once from the environment and
+"""foundation.settings: one Settings object read once from the environment and
 cli-config.yaml, validated with the same rules in every process."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from foundation.settings import DEFAULT_MAX_BODY_BYTES, Settings, SettingsError
 from the_loop.cli import main
-from the_loop.settings import DEFAULT_MAX_BODY_BYTES, Settings, SettingsError
 from the_loop.wiring import build_receiver
 
 SECRET = {"THE_LOOP_WEBHOOK_SECRET": "s3cret"}
@@ -133,7 +133,7 @@ def test_receiver_and_worker_startups_refuse_the_same_value_alike(name, value, m
     monkeypatch.setenv(name, value)
     expected = str(pytest.raises(SettingsError, Settings.from_env, {name: value}).value)
     with pytest.raises(SettingsError) as receiver:
-        runpy.run_module("webhook.wsgi")
+        runpy.run_module("the_loop.wsgi")
     worker = CliRunner().invoke(main, ["worker", "--burst"])
     assert str(receiver.value) == expected
     assert worker.exit_code == 1 and expected in " ".join(worker.output.split())
@@ -375,8 +375,8 @@ def test_key_without_app_id(rsa_pem) -> None:
 #: workers). lint_artifacts' parser directory is read where the graph is compiled (its
 #: load-time check), which takes no settings yet.
 ENVIRON_ALLOWED = {
-    "the_loop/settings.py", "webhook/wsgi.py", "webhook/gunicorn_conf.py",
-    "the_loop/cli.py", "the_loop/deliveries.py", "the_loop/hooks/lint_artifacts.py",
+    "foundation/settings.py", "the_loop/wsgi.py", "the_loop/gunicorn_conf.py",
+    "the_loop/cli.py", "the_loop/deliveries.py", "foundation/hooks/lint_artifacts.py",
     "the_loop/sandbox/cli.py", "the_loop/sandbox/demo_agent.py",
 }
 
@@ -387,7 +387,7 @@ def test_only_the_settings_and_the_entry_points_read_the_environment() -> None:
     from tests.conftest import REPO_ROOT
 
     readers = set()
-    for package in ("graph", "integrations", "webhook", "workers", "the_loop"):
+    for package in ("graph", "foundation", "integrations", "webhook", "workers", "runner", "the_loop"):
         for path in (REPO_ROOT / package).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if (isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv")

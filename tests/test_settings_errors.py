@@ -12,12 +12,12 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-import the_loop.settings as settings_module
+import foundation.settings as settings_module
+from foundation.config.deployment import load_cli_config
+from foundation.config.loader import InvalidConfigError
+from foundation.settings import Settings, SettingsError
 from tests.conftest import REPO_ROOT
 from the_loop.cli import main
-from the_loop.config.deployment import load_cli_config
-from the_loop.config.loader import InvalidConfigError
-from the_loop.settings import Settings, SettingsError
 
 TOKEN = "ghp_Zq9PastedTokenValue0123456789abcdef"
 PASSWORD = "Pa/ss?Word#Zq9"
@@ -63,7 +63,7 @@ def test_a_bad_value_is_named_by_its_variable_and_never_echoed(name, value, secr
 def test_no_variable_the_settings_read_echoes_its_value():
     """Every variable the settings module names, given values that are each wrong for
     some rule (a token, URLs with credentials, text with spaces), in every process."""
-    source = (REPO_ROOT / "the_loop" / "settings.py").read_text(encoding="utf-8")
+    source = (REPO_ROOT / "foundation" / "settings.py").read_text(encoding="utf-8")
     names = set(re.findall(r'"((?:THE_LOOP|REDIS|GH|GITHUB|PORT|PROMETHEUS)_?[A-Z0-9_]*)"',
                            source))
     names |= {v for k, v in vars(settings_module).items()
@@ -102,7 +102,7 @@ def test_the_worker_command_names_the_app_id_variable_not_the_pasted_token():
     assert "THE_LOOP_GITHUB_APP_ID" in out.output and TOKEN not in out.output
 
 
-@pytest.mark.parametrize("module", ["webhook.gunicorn_conf", "webhook.wsgi"])
+@pytest.mark.parametrize("module", ["the_loop.gunicorn_conf", "the_loop.wsgi"])
 def test_the_receivers_start_up_names_redis_url_not_its_password(module):
     """gunicorn's master (its config module) and each of its workers (the WSGI module)
     read the settings at start-up; a refused REDIS_URL stops them naming it."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from the_loop.settings import Process, Settings
+    from foundation.settings import Process, Settings
     from the_loop.wiring import Operator
 
 SCHEMA_VERSION = 1
@@ -30,13 +30,13 @@ def emit(action: str, ok: bool, status: str, **fields: Any) -> None:
 
 
 def read_settings(process: Process = "command") -> Settings:
-    """The settings, read once from this process's environment (:mod:`the_loop.settings`).
+    """The settings, read once from this process's environment (:mod:`foundation.settings`).
 
     Raises:
         click.ClickException: a setting is missing or invalid (the message names it and
             the fix).
     """
-    from the_loop.settings import Settings, SettingsError
+    from foundation.settings import Settings, SettingsError
 
     try:
         return Settings.from_env(os.environ, process=process)
@@ -62,8 +62,8 @@ def open_operator(settings: Settings | None = None) -> Operator:
 
 def _setup_logging(settings: Settings) -> None:
     """JSON lines (``THE_LOOP_LOG_FORMAT=json``, the default) or text, on stdout, at
-    ``THE_LOOP_LOG_LEVEL``; RQ's loggers included (see the_loop/observability/logs.py)."""
-    from the_loop.observability.logs import configure
+    ``THE_LOOP_LOG_LEVEL``; RQ's loggers included (see foundation/observability/logs.py)."""
+    from foundation.observability.logs import configure
 
     configure(settings.logging)
 
@@ -101,9 +101,9 @@ def main() -> None:
 def serve(port: int | None, host: str | None) -> None:
     """Run the webhook receiver under gunicorn (POST /webhook, /healthz, /readyz)."""
     settings = read_settings("receiver")  # fail here, not in every gunicorn worker
-    argv = [sys.executable, "-m", "gunicorn", "-c", "python:webhook.gunicorn_conf",
+    argv = [sys.executable, "-m", "gunicorn", "-c", "python:the_loop.gunicorn_conf",
             "--bind", f"{host or settings.web.host}:{port or settings.web.port}",
-            "webhook.wsgi:app"]
+            "the_loop.wsgi:app"]
     os.execv(sys.executable, argv)
 
 
@@ -143,12 +143,12 @@ def runner(burst: bool, processes: int | None) -> None:
     _setup_logging(settings)
     import redis
 
+    from foundation.settings import SettingsError
     from graph.compile import GraphError
     from integrations.capabilities import CapabilityError
     from integrations.harness.base import HarnessError
-    from the_loop.settings import SettingsError
+    from runner.service import serve
     from the_loop.wiring import build_runner
-    from workers.runner import serve
 
     try:
         build_runner(settings)  # fail here, naming the fix, before any process starts
@@ -553,9 +553,9 @@ def upgrade_cmd(files: tuple[str, ...], dry_run: bool, kind: str | None) -> None
     current version by deterministic key moves, keeping comments. Prints one line per
     moved key; a second run changes nothing. Exits non-zero when a file cannot be read or
     parsed, or still does not load after the migration."""
-    from the_loop.config.deployment import CLI_CONFIG_NAME
-    from the_loop.config.loader import ConfigFileError
-    from the_loop.settings import config_path
+    from foundation.config.deployment import CLI_CONFIG_NAME
+    from foundation.config.loader import ConfigFileError
+    from foundation.settings import config_path
     from the_loop.upgrade import upgrade_file
 
     paths = list(files) or [config_path(os.environ) or CLI_CONFIG_NAME]

@@ -25,7 +25,7 @@ from the_loop.cli import emit, main, open_operator
 
 
 def _deliveries() -> Any:
-    from the_loop.inbox.dead import Deliveries
+    from foundation.inbox.dead import Deliveries
 
     operator = open_operator()
     return Deliveries(operator.redis, operator.settings.worker, operator.store)
@@ -84,7 +84,7 @@ def failed_cmd(as_json: bool) -> None:
 def _operate(action: str, delivery_id: str, as_json: bool) -> None:
     import redis
 
-    from the_loop.inbox.dead import DeliveryCommandError
+    from foundation.inbox.dead import DeliveryCommandError
 
     ledger = _deliveries()
     try:
@@ -136,6 +136,7 @@ def redeliver_cmd(since: str, dry_run: bool, as_json: bool) -> None:
     GitHub refused a request."""
     import os
 
+    from foundation.settings import Settings, SettingsError
     from the_loop.redeliver import (
         AppHookDeliveries,
         RedeliverError,
@@ -144,7 +145,6 @@ def redeliver_cmd(since: str, dry_run: bool, as_json: bool) -> None:
         parse_time,
         redeliver_missed,
     )
-    from the_loop.settings import Settings, SettingsError
     from the_loop.wiring import github_app
 
     try:

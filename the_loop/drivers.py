@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from foundation.config.loader import ConfigFileError
 from graph.compile import GraphError
 from graph.context import HookConfig
 from graph.model import InboundEvent, Status
@@ -24,12 +25,11 @@ from graph.runtime import AdvanceResult, ForceError, GraphMismatch, NodeVerdict
 from graph.signing import SigningKeyError
 from graph.state import Past, StateError
 from the_loop.cli import emit, graph_group, main, open_operator, read_settings
-from the_loop.config.loader import ConfigFileError
 from the_loop.local import Local, open_local
 
 if TYPE_CHECKING:
+    from foundation.settings import Settings
     from the_loop.local_turns import DriveResult, LocalDriver, TurnLine
-    from the_loop.settings import Settings
 
 REPO_OPTION = click.option(
     "--repo", "repo", type=click.Path(file_okay=False, exists=True, path_type=Path),
@@ -67,8 +67,8 @@ def _driver(settings: Settings, local: Local, action: str, as_json: bool,
     naming the fix.
     """
     from integrations.harness.base import HarnessError, build_harness, check_harness
+    from runner.harness_turn import TurnSetup
     from the_loop.local_turns import LocalDriver, LocalWork
-    from workers.harness_turn import TurnSetup
 
     try:
         harness = build_harness(settings.harness, settings.runner.mode)

@@ -1,5 +1,5 @@
 """Graph files: read one (the shipped default ``graph/pdlc.yaml`` when none is named) and
-compile it against the built-in hooks (:mod:`the_loop.hooks`).
+compile it against the built-in hooks (:mod:`foundation.hooks`).
 
 The compiler itself (:mod:`graph.compile`) reads no file and imports no hook; this is
 where the-loop's commands and processes get their :class:`~graph.model.Graph`.
@@ -10,10 +10,10 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from foundation.hooks import REGISTRY
 from graph.compile import GraphError, compile_graph
 from graph.model import Graph
 from graph.registry import HookRegistry
-from the_loop.hooks import REGISTRY
 
 DEFAULT_GRAPH_NAME = "pdlc.yaml"
 

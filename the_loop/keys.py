@@ -16,9 +16,9 @@ from pathlib import Path
 
 import click
 
+from foundation.signing import ENV_SIGNING_KEY_FILE, KEYS_PATH, publish
 from graph.signing import Signer
 from the_loop.cli import emit, main, read_settings
-from the_loop.signing import ENV_SIGNING_KEY_FILE, KEYS_PATH, publish
 
 
 def write_private_key(path: Path, signer: Signer) -> None:
@@ -87,9 +87,9 @@ def show() -> None:
 def publish_remote(repository: str, installation: int | None, as_json: bool) -> None:
     """Add the configured key's public half to REPOSITORY's .the-loop/keys/records.pub on
     its default branch (one commit; nothing when it is there already)."""
+    from foundation.signing import SigningKeyError, trusted_keys
     from graph.ports import IntegrationError, NotFound
     from the_loop.cli import open_operator
-    from the_loop.signing import SigningKeyError, trusted_keys
     from the_loop.wiring import NoGitHubClient
 
     operator = open_operator()

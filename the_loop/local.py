@@ -8,21 +8,21 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from graph.context import HookConfig
-from graph.model import Graph, WorkItem
-from graph.refs import PREFIX, RefError, WorkItemRef
-from graph.runtime import Runtime
-from graph.state import StateStore
-from the_loop.config.repository import (
+from foundation.config.repository import (
     COLLABORATORS_PATH,
     DEFAULT_SPEC_DIR,
     HARNESS_CONFIG_PATH,
     Collaborators,
     load_harness_config,
 )
+from foundation.settings import WorkerSettings
+from foundation.signing import KEYS_PATH, trusted_keys
+from graph.context import HookConfig
+from graph.model import Graph, WorkItem
+from graph.refs import PREFIX, RefError, WorkItemRef
+from graph.runtime import Runtime
+from graph.state import StateStore
 from the_loop.graphs import load_graph
-from the_loop.settings import WorkerSettings
-from the_loop.signing import KEYS_PATH, trusted_keys
 from the_loop.stores import FileStateStore, LocalFiles
 
 LOCAL_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/#-]{0,199}$")
@@ -77,10 +77,10 @@ def open_local(
         ref: the work item ref.
         graph_path: the graph file (default: ``settings.graph_path``, else the shipped one).
         settings: the deployment's ``THE_LOOP_GRAPH`` and ``THE_LOOP_SPEC_DIR``
-            (:attr:`the_loop.settings.Settings.worker`; default: every default).
+            (:attr:`foundation.settings.Settings.worker`; default: every default).
 
     Raises:
-        RefError, graph.compile.GraphError, the_loop.config.loader.ConfigFileError.
+        RefError, graph.compile.GraphError, foundation.config.loader.ConfigFileError.
     """
     settings = settings or WorkerSettings()
     repo = repo.resolve()

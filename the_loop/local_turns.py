@@ -5,7 +5,7 @@ or Redis.
 With a harness configured (``harness.adapter`` other than ``none``) the runtime's
 :class:`graph.work.AgentWork` port is a :class:`LocalWork` that only collects the turns
 the runtime orders. :class:`LocalDriver` then runs each ordered turn in-process, in DIR
-itself (the harness through :mod:`workers.harness_turn`, so its input, environment and
+itself (the harness through :mod:`runner.harness_turn`, so its input, environment and
 limits are the runner's), and hands the turn's end back to the runtime as the runner
 would: an :class:`~graph.model.InboundEvent` of kind :data:`graph.work.TURN_COMPLETED`
 whose ``turn`` is a :class:`~graph.work.TurnEnded`. The node's exit chain then runs
@@ -31,15 +31,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from foundation.turns import TurnContext
 from graph.context import HookConfig
 from graph.model import InboundEvent, Status
 from graph.runtime import AdvanceResult
 from graph.work import TURN_COMPLETED, TurnEnded, TurnOrder
 from integrations.harness.base import Harness, TurnRequest
+from runner import harness_turn
 from the_loop.local import STATE_DIR, Local
 from the_loop.wiring import BOT_AUTHOR
-from workers import harness_turn
-from workers.turns import TurnContext
 
 __all__ = ["DriveResult", "LocalDriver", "LocalWork", "TurnLine", "git_top"]
 

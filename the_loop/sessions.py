@@ -1,5 +1,5 @@
 """``the-loop sessions``: the agent sessions the runner works on, from its turn records
-in Redis (:class:`workers.turns.TurnRecords`) and the work items' state.
+in Redis (:class:`foundation.turns.TurnRecords`) and the work items' state.
 
 ``list`` and ``show`` read; ``logs`` prints a turn's output (the log file when it is on
 this host, else the tail the runner keeps in Redis); ``cancel`` asks the runner to stop
@@ -28,9 +28,9 @@ import click
 from the_loop.cli import emit, main, open_operator, read_settings
 
 if TYPE_CHECKING:
+    from foundation.turns import TurnRecords
     from graph.state import WorkItemState
     from the_loop.wiring import Operator
-    from workers.turns import TurnRecords
 
 T = TypeVar("T")
 #: Bytes of a log file printed without ``--follow`` (its end).
@@ -57,9 +57,9 @@ class Session:
     it)."""
 
     def __init__(self, operator: Operator) -> None:
-        from the_loop.inbox.keys import Keys
+        from foundation.inbox.keys import Keys
+        from foundation.turns import TurnRecords
         from the_loop.wiring import turn_records
-        from workers.turns import TurnRecords
 
         settings = operator.settings
         self.operator = operator
@@ -327,7 +327,7 @@ def resume_cmd(ref: str, as_json: bool) -> None:
     """Queue REF's interrupted (or still queued) turn again now; it resumes the same
     session. A turn that ended is never run again (the work item moved on from it), and
     a running one is left alone."""
-    from workers.turns import INTERRUPTED, QUEUED, RUNNING
+    from foundation.turns import INTERRUPTED, QUEUED, RUNNING
 
     ref = _normal(ref)
     session = Session(open_operator())

@@ -36,9 +36,9 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import CommentMark
 from ruamel.yaml.tokens import CommentToken
 
-from the_loop.config import load_config
-from the_loop.config.legacy import GH_BINARY_TARGET, find_legacy_keys
-from the_loop.config.loader import (
+from foundation.config import load_config
+from foundation.config.legacy import GH_BINARY_TARGET, find_legacy_keys
+from foundation.config.loader import (
     CLI_CONFIG,
     CURRENT_VERSION,
     KINDS,
@@ -106,8 +106,8 @@ class Migration:
 
 
 def migrate_document(doc: Any, kind: str) -> Migration:
-    """Migrate a round-trip document (from :func:`the_loop.config.loader.parse_yaml`) of ``kind`` to
-    the current version, in place.
+    """Migrate a round-trip document (from :func:`foundation.config.loader.parse_yaml`) of
+    ``kind`` to the current version, in place.
 
     Raises:
         UpgradeError: not a mapping, or a ``version`` that is not a whole number or is
@@ -529,7 +529,7 @@ def upgrade_file(
     path: str | os.PathLike[str], *, kind: str | None = None, dry_run: bool = False
 ) -> UpgradeResult:
     """Migrate the file at ``path`` in place (atomically; not at all on ``dry_run`` or when
-    nothing changes). ``kind`` defaults to :func:`the_loop.config.loader.kind_for_path`.
+    nothing changes). ``kind`` defaults to :func:`foundation.config.loader.kind_for_path`.
 
     Raises:
         InvalidConfigError: the file is missing, unreadable or not YAML.

@@ -1,8 +1,8 @@
 """The composition root: the one place that builds the-loop's clients and services.
 
-Every process reads :class:`~the_loop.settings.Settings` once and hands them here:
+Every process reads :class:`~foundation.settings.Settings` once and hands them here:
 
-* :func:`build_receiver` -- the webhook receiver's Flask app (``webhook.wsgi``).
+* :func:`build_receiver` -- the webhook receiver's Flask app (``the_loop.wsgi``).
 * :func:`build_worker` -- the worker's :class:`~workers.drain.DeliveryProcessor`
   (``the-loop worker``), whose collaborators :func:`build_processor` makes, each once.
 * :func:`build_operator` -- what the commands need (``the-loop graph force``,
@@ -28,12 +28,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
-from the_loop.redis_client import CLI, SERVICE, Profile, connect
-from the_loop.settings import Settings, SettingsError
+from foundation.redis_client import CLI, SERVICE, Profile, connect
+from foundation.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
     from flask import Flask
 
+    from foundation.settings import WorkerSettings
+    from foundation.turns import TurnRecords
+    from foundation.webhook_schema import PayloadSchemas
     from graph.context import HookConfig, McpTools
     from graph.model import Graph
     from graph.ports import GitHub, Integration
@@ -42,14 +45,11 @@ if TYPE_CHECKING:
     from integrations.github_cache import ConditionalCache
     from integrations.providers import GitHubProvider
     from integrations.throttle import WriteThrottle
-    from the_loop.settings import WorkerSettings
-    from the_loop.webhook_schema import PayloadSchemas
+    from runner.service import TurnRunner
     from workers.drain import DeliveryProcessor
     from workers.repo_context import Classifier
     from workers.routes import GitHubFactory
-    from workers.runner import TurnRunner
     from workers.state import RedisStateStore
-    from workers.turns import TurnRecords
 
 __all__ = [
     "OPTIONAL_INTEGRATIONS",
@@ -225,7 +225,7 @@ def build_providers(
 
 
 def redis_client(settings: Settings, profile: Profile = SERVICE) -> redis.Redis:
-    """A Redis client for ``REDIS_URL`` (:func:`the_loop.redis_client.connect`: timeouts,
+    """A Redis client for ``REDIS_URL`` (:func:`foundation.redis_client.connect`: timeouts,
     keepalive, health checks and retries of ``profile``)."""
     return connect(settings.worker.redis_url, profile)
 
@@ -325,8 +325,8 @@ def payload_schemas(settings: Settings) -> PayloadSchemas:
     """The schemas the worker checks payloads against: github.com's, or none on GitHub
     Enterprise Server (``THE_LOOP_GITHUB_API_URL`` other than ``https://api.github.com``),
     whose older payload shapes the vendored schemas do not describe."""
-    from the_loop.settings import DEFAULT_API_URL
-    from the_loop.webhook_schema import PayloadSchemas
+    from foundation.settings import DEFAULT_API_URL
+    from foundation.webhook_schema import PayloadSchemas
 
     return PayloadSchemas(enterprise=settings.require_github().api_url != DEFAULT_API_URL)
 
@@ -334,8 +334,8 @@ def payload_schemas(settings: Settings) -> PayloadSchemas:
 def turn_records(settings: Settings, connection: redis.Redis) -> TurnRecords | None:
     """The runner's turn records, or ``None`` when no harness is configured
     (``harness.adapter: none``: agent nodes wait for a person's push)."""
-    from the_loop.inbox.keys import Keys
-    from workers.turns import TurnRecords
+    from foundation.inbox.keys import Keys
+    from foundation.turns import TurnRecords
 
     if settings.harness.adapter == "none":
         return None
@@ -381,11 +381,11 @@ def build_processor(
     """
     from functools import partial
 
+    from foundation.inbox.dead import Deliveries
+    from foundation.inbox.drain import Inboxes
+    from foundation.inbox.enqueue import DeliveryQueue
+    from foundation.inbox.keys import Keys
     from graph.runtime import Runtime
-    from the_loop.inbox.dead import Deliveries
-    from the_loop.inbox.drain import Inboxes
-    from the_loop.inbox.enqueue import DeliveryQueue
-    from the_loop.inbox.keys import Keys
     from workers.drain import DeliveryProcessor, fan_out, forward
     from workers.identities import Accounts, Installations, Repositories
     from workers.notices import Notices
@@ -432,7 +432,7 @@ def git_url(settings: Settings) -> Callable[[str], str]:
 
 
 def build_runner(settings: Settings, connection: redis.Redis | None = None) -> TurnRunner:
-    """``the-loop runner``'s :class:`~workers.runner.TurnRunner`: the harness (probed and
+    """``the-loop runner``'s :class:`~runner.service.TurnRunner`: the harness (probed and
     its version pinned, failing closed), the workspaces, the GitHub client that opens
     draft pull requests, the turn records and the inbox reports go to.
 
@@ -443,12 +443,12 @@ def build_runner(settings: Settings, connection: redis.Redis | None = None) -> T
         graph.compile.GraphError, integrations.providers.ProviderConfigError,
         integrations.capabilities.CapabilityError: at start-up, naming what to fix.
     """
+    from foundation.inbox.enqueue import DeliveryQueue
     from integrations.capabilities import check_capabilities
     from integrations.harness.base import build_harness, check_harness
+    from runner.service import TurnRunner
+    from runner.workspace import Workspaces
     from the_loop.graphs import load_graph
-    from the_loop.inbox.enqueue import DeliveryQueue
-    from workers.runner import TurnRunner
-    from workers.workspace import Workspaces
 
     harness = build_harness(settings.harness, settings.runner.mode)
     if harness is None:
@@ -505,7 +505,7 @@ class Operator:
 
     Attributes:
         settings: the settings read once by the command.
-        redis: Redis client (:data:`the_loop.redis_client.CLI`: a command should not hang).
+        redis: Redis client (:data:`foundation.redis_client.CLI`: a command should not hang).
         store: the service's state store.
         github: the GitHub provider, or ``None`` when none can be built (then
             :attr:`github_error` says why).

@@ -23,7 +23,7 @@ request, ``/webhook`` with another method included (405), goes on to Flask.
 
 Each answered delivery is counted (:mod:`webhook.metrics`, served at ``GET /metrics``), and
 its delivery id and work item are bound to the request's log lines
-(:mod:`the_loop.observability.logs`).
+(:mod:`foundation.observability.logs`).
 """
 
 from __future__ import annotations
@@ -42,11 +42,11 @@ from werkzeug.exceptions import ClientDisconnected, HTTPException, RequestEntity
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wsgi import get_content_length, get_input_stream
 
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.observability.logs import bind as bind_log_context
-from the_loop.observability.logs import clear as clear_log_context
-from the_loop.redis_client import RECEIVER, connect
-from the_loop.settings import ReceiverSettings
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.observability.logs import bind as bind_log_context
+from foundation.observability.logs import clear as clear_log_context
+from foundation.redis_client import RECEIVER, connect
+from foundation.settings import ReceiverSettings
 from webhook.events import (
     DELIVERY_HEADER,
     EVENT_HEADER,
@@ -135,8 +135,8 @@ class ReceiverState:
 
 
 def make_redis_client(url: str) -> redis_lib.Redis:
-    """A Redis client for the receiver (:func:`the_loop.redis_client.connect` with its
-    :data:`~the_loop.redis_client.RECEIVER` profile: 1 s connect and 2 s socket timeouts,
+    """A Redis client for the receiver (:func:`foundation.redis_client.connect` with its
+    :data:`~foundation.redis_client.RECEIVER` profile: 1 s connect and 2 s socket timeouts,
     one retry, keepalive and health checks), so an unreachable Redis or a dead connection
     turns into a fast 503 rather than a hung request.
 
@@ -167,12 +167,13 @@ def create_app(
     from the settings read at start-up).
 
     Args:
-        settings: receiver settings (:attr:`the_loop.settings.Settings.receiver`).
+        settings: receiver settings (:attr:`foundation.settings.Settings.receiver`).
         redis: Redis client to use; when None one is made from ``settings.redis_url``
             with :func:`make_redis_client`.
         multiproc_dir: prometheus-client's multiprocess directory
-            (``PROMETHEUS_MULTIPROC_DIR``, :attr:`the_loop.settings.MetricsSettings.multiproc_dir`)
-            or ``None``: this process's counters only.
+            (``PROMETHEUS_MULTIPROC_DIR``,
+            :attr:`foundation.settings.MetricsSettings.multiproc_dir`) or ``None``: this
+            process's counters only.
 
     Returns:
         The app, with a :class:`ReceiverState` in ``app.extensions["the_loop"]``.

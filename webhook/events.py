@@ -1,4 +1,4 @@
-"""Parse GitHub webhook deliveries into :class:`the_loop.inbox.record.Delivery` values
+"""Parse GitHub webhook deliveries into :class:`foundation.inbox.record.Delivery` values
 (pure: no Flask, no I/O).
 
 Protocol facts come from GitHub's docs:
@@ -25,9 +25,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 
+from foundation.events import INTERNAL_EVENTS, envelope, loads, work_item_ref
+from foundation.inbox.record import Delivery
 from graph.errors import LoopError
-from the_loop.events import INTERNAL_EVENTS, envelope, loads, work_item_ref
-from the_loop.inbox.record import Delivery
 
 __all__ = [
     "BadHeadersError",
@@ -238,8 +238,8 @@ def build_delivery(
 
     Returns:
         The Delivery, with action, installation id, repository and work item read off
-        the payload (:func:`the_loop.events.envelope`, :func:`the_loop.events.work_item_ref`:
-        the same rules as :meth:`the_loop.events.GitHubEvent.parse`, without reading
+        the payload (:func:`foundation.events.envelope`, :func:`foundation.events.work_item_ref`:
+        the same rules as :meth:`foundation.events.GitHubEvent.parse`, without reading
         the rest, which only the worker needs).
     """
     action, installation_id, repository = envelope(payload)

@@ -1,7 +1,7 @@
 """Prometheus metrics of the receiver, served at ``GET /metrics``.
 
 Under gunicorn every worker process writes its counters to files in
-``PROMETHEUS_MULTIPROC_DIR`` (``webhook/gunicorn_conf.py`` sets and clears it) and a
+``PROMETHEUS_MULTIPROC_DIR`` (``the_loop/gunicorn_conf.py`` sets and clears it) and a
 scrape merges them (prometheus-client's multiprocess mode); without it (the Flask test
 client, a single process) the process's default registry is served.
 
@@ -18,8 +18,8 @@ Metrics (labels in braces):
   the work item at the head of the ready list arrived (0 when nothing is ready): how far
   behind the workers are. Both are read at scrape time with one Lua call.
 
-Label values come from fixed sets (:mod:`the_loop.observability.metric_labels`): an event or action
-GitHub did not document for the App's events is counted as ``other``, an absent action
+Label values come from fixed sets (:mod:`foundation.observability.metric_labels`): an event
+or action GitHub did not document for the App's events is counted as ``other``, an absent action
 as ``none``.
 """
 
@@ -36,9 +36,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics import disable_created_metrics
 
-from the_loop.inbox.backlog import Backlog
-from the_loop.inbox.keys import Keys
-from the_loop.observability.metric_labels import action_label, event_label
+from foundation.inbox.backlog import Backlog
+from foundation.inbox.keys import Keys
+from foundation.observability.metric_labels import action_label, event_label
 
 __all__ = [
     "CONTENT_TYPE",

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 
 import redis
 
-from the_loop.events import CIResult
-from the_loop.inbox.keys import Keys
-from the_loop.inbox.scripts import Scripts
+from foundation.events import CIResult
+from foundation.inbox.keys import Keys
+from foundation.inbox.scripts import Scripts
 
 CI_TTL_SECONDS = 30 * 24 * 3600
 
@@ -16,7 +16,7 @@ CI_TTL_SECONDS = 30 * 24 * 3600
 class RedisCI:
     """``P:ci:OWNER/REPO:SHA``: a hash of check name -> conclusion, kept 30 days; and
     ``P:sha:OWNER/REPO:SHA``: the work items whose pull request head it is
-    (:mod:`the_loop.inbox.keys`).
+    (:mod:`foundation.inbox.keys`).
 
     Args:
         connection: Redis client.

@@ -7,8 +7,8 @@ several workers: the receiver appends each delivery id to the work item's inbox 
 wake-up job), and whichever worker holds the work item's lock drains the inbox
 head-first. A wake-up job (:meth:`DeliveryProcessor.dispatch`) takes work items off the
 ready list until it is empty or the job's time budget is used up; see
-:mod:`the_loop.inbox.drain`. A delivery whose handling fails is retried after a backoff or,
-its attempts used up, parked (:mod:`the_loop.inbox.dead`).
+:mod:`foundation.inbox.drain`. A delivery whose handling fails is retried after a backoff or,
+its attempts used up, parked (:mod:`foundation.inbox.dead`).
 """
 
 from __future__ import annotations
@@ -25,21 +25,21 @@ from typing import Any
 
 import redis
 
+from foundation.events import GitHubEvent
+from foundation.inbox.dead import Deliveries
+from foundation.inbox.drain import SHARED_INBOX, Inboxes, Step
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.inbox.record import DeliveryRecord
+from foundation.observability.logs import bind as bind_log_context
+from foundation.observability.logs import clear as clear_log_context
+from foundation.settings import WorkerSettings
+from foundation.webhook_schema import INVALID, UNVALIDATED, PayloadSchemas
 from graph.model import Graph, Status
 from graph.ports import Integration, IntegrationError
 from graph.refs import WorkItemRef
 from graph.runtime import Runtime
 from graph.state import StateStore
 from integrations.github_cache import delivery_scope
-from the_loop.events import GitHubEvent
-from the_loop.inbox.dead import Deliveries
-from the_loop.inbox.drain import SHARED_INBOX, Inboxes, Step
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.inbox.record import DeliveryRecord
-from the_loop.observability.logs import bind as bind_log_context
-from the_loop.observability.logs import clear as clear_log_context
-from the_loop.settings import WorkerSettings
-from the_loop.webhook_schema import INVALID, UNVALIDATED, PayloadSchemas
 from workers import metrics as worker_metrics
 from workers.notices import Notices
 from workers.repo_context import RepoContext
@@ -165,7 +165,7 @@ class DeliveryProcessor:
 
     def _handle_step(self, step: Step) -> tuple[Handled, tuple[str, str, bool, bool, str]]:
         """Handle the delivery ``step`` took; returns what happened and the ``done`` of
-        the next :meth:`the_loop.inbox.drain.Inboxes.step` (then ``more``)."""
+        the next :meth:`foundation.inbox.drain.Inboxes.step` (then ``more``)."""
         ref, delivery_id, record = step.ref, step.delivery_id, step.record
         if record is None:
             # Only bookkeeping left of an expired record (or nothing): drop it, pop it.
@@ -355,7 +355,7 @@ class DeliveryProcessor:
     ) -> Handled:
         """Retry ``delivery_id`` after a backoff (at least ``wait`` seconds: what GitHub
         asked for), or park it once its attempts are used up (see
-        :mod:`the_loop.inbox.dead`)."""
+        :mod:`foundation.inbox.dead`)."""
         ref = record.work_item
         if attempt < self.settings.delivery_attempts:
             delay = self.deliveries.schedule_retry(delivery_id, ref, attempt, reason,
@@ -378,7 +378,7 @@ class DeliveryProcessor:
                 directly): routed here.
 
         The body is read (from Redis when the drain step left it out) and parsed once,
-        into a :class:`the_loop.events.GitHubEvent`, only for a routed event, after it
+        into a :class:`foundation.events.GitHubEvent`, only for a routed event, after it
         was checked against its event's schema (:meth:`_invalid`).
 
         Raises whatever the handler raises (the caller retries or parks the delivery).
@@ -413,7 +413,7 @@ class DeliveryProcessor:
             return HANDLERS[kind](self.agent, admitted)
 
     def _invalid(self, record: DeliveryRecord, payload: Any) -> Handled | None:
-        """Check ``payload`` against its event's schema (:mod:`the_loop.webhook_schema`);
+        """Check ``payload`` against its event's schema (:mod:`foundation.webhook_schema`);
         for one that does not match, record it (``the-loop deliveries failed`` lists it),
         log the failing path and return its ``invalid`` outcome: acknowledged, never
         processed, retried or parked, holding nothing. ``None``: go on. A record the

@@ -24,7 +24,7 @@ the-loop writes as (:meth:`Accounts.own`) are its App's bot, ``<slug>[bot]`` fro
 App lost (or got back) access; a delivery for a deleted or suspended installation, or for
 a repository removed from it, can never succeed and ends as a logged no-op.
 
-Key names: :mod:`the_loop.inbox.keys`.
+Key names: :mod:`foundation.inbox.keys`.
 """
 
 from __future__ import annotations
@@ -39,12 +39,12 @@ from typing import cast
 import redis
 from cachetools import LRUCache, TTLCache
 
+from foundation.inbox.keys import Keys
+from foundation.inbox.record import text
+from foundation.inbox.scripts import Scripts
 from graph.markers import OwnAccounts
 from graph.ports import GitHub, GitHubIdentity, IntegrationError, NotFound, RetryLater
 from graph.refs import WorkItemRef
-from the_loop.inbox.keys import Keys
-from the_loop.inbox.record import text
-from the_loop.inbox.scripts import Scripts
 
 __all__ = ["DELETED", "SUSPENDED", "Accounts", "Installations", "Noted", "Repositories"]
 

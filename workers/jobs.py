@@ -3,7 +3,7 @@
 ``dispatch`` is the wake-up job the receiver (and a dispatcher with work left, the
 reaper, a due retry, ``the-loop deliveries retry|discard``) queues: it drains the inboxes
 on the ready list (:meth:`workers.drain.DeliveryProcessor.dispatch`); it is the only job
-the-loop queues (:mod:`the_loop.inbox.wake`).
+the-loop queues (:mod:`foundation.inbox.wake`).
 """
 
 from __future__ import annotations

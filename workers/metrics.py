@@ -11,7 +11,7 @@
   ``advanced``, ``ignored``, ``failed``, ``escalated`` or ``invalid`` (its payload did not
   match its event's schema);
 - ``the_loop_worker_payload_checks_total{event, result}``: payloads checked against their
-  event's schema (:mod:`the_loop.webhook_schema`), ``result`` ``valid``, ``invalid`` or
+  event's schema (:mod:`foundation.webhook_schema`), ``result`` ``valid``, ``invalid`` or
   ``unvalidated`` (no schema for the event, or GitHub Enterprise Server);
 - ``the_loop_hook_results_total{hook, status}``: hook results (``pass``, ``block``,
   ``wait``, ``skip``) of every chain the runtime ran, counted from its ``AdvanceResult``;
@@ -27,9 +27,9 @@ from typing import Any
 from prometheus_client import Counter, Histogram, start_http_server
 from prometheus_client.metrics import disable_created_metrics
 
+from foundation.inbox.wake import DISPATCH_FUNC
+from foundation.observability.metric_labels import OTHER, event_label
 from graph.runtime import AdvanceResult
-from the_loop.inbox.wake import DISPATCH_FUNC
-from the_loop.observability.metric_labels import OTHER, event_label
 
 __all__ = [
     "count_handled",
@@ -76,7 +76,7 @@ DISPATCH_LABEL = "dispatch"
 
 
 def is_dispatch(job: Any) -> bool:
-    """Whether ``job`` is a wake-up job (:data:`the_loop.inbox.wake.DISPATCH_FUNC`)."""
+    """Whether ``job`` is a wake-up job (:data:`foundation.inbox.wake.DISPATCH_FUNC`)."""
     try:
         return bool(job.func_name == DISPATCH_FUNC)
     except Exception:  # noqa: BLE001  (RQ reports an unreadable job itself)
@@ -116,7 +116,7 @@ def observe_advance(result: AdvanceResult) -> None:
 
 def start_server(port: int, host: str = "0.0.0.0") -> Any | None:
     """Serve the worker's metrics on ``port`` (``THE_LOOP_WORKER_METRICS_PORT``) at
-    ``host`` (``THE_LOOP_HOST``), as :class:`the_loop.settings.MetricsSettings` read them.
+    ``host`` (``THE_LOOP_HOST``), as :class:`foundation.settings.MetricsSettings` read them.
 
     Returns:
         the server (call ``shutdown()`` to stop it), or ``None`` when the port is 0 or

@@ -1,5 +1,5 @@
 """The worker's monitor sweep: waiting gates whose reminder is due get a
-:data:`the_loop.events.MONITOR_EVENT` delivery in their inbox (:mod:`graph.monitors`).
+:data:`foundation.events.MONITOR_EVENT` delivery in their inbox (:mod:`graph.monitors`).
 
 The sweep only *finds* them; the reminder itself is sent by the runtime when the worker
 processes that delivery, in order with the work item's other deliveries, with the
@@ -18,15 +18,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from foundation.events import MONITOR_EVENT
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.inbox.record import DeliveryRecord
+from foundation.turns import RUNNER_SENDER
 from graph.model import Graph
 from graph.monitors import due_reminder
 from graph.refs import RefError, WorkItemRef
 from graph.state import StateError
-from the_loop.events import MONITOR_EVENT
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.inbox.record import DeliveryRecord
 from workers.state import RedisStateStore
-from workers.turns import RUNNER_SENDER
 
 log = logging.getLogger("the_loop.monitors")
 

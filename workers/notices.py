@@ -29,13 +29,13 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+from foundation.config.repository import Collaborators
+from foundation.hooks.classify_feedback import carries_command
 from graph.effects import HookEffects, RetryLater
 from graph.markers import OwnAccounts
 from graph.model import InboundEvent, WorkItem
 from graph.ports import GitHub, Integration, IntegrationError
 from graph.state import StateStore, WorkItemState
-from the_loop.config.repository import Collaborators
-from the_loop.hooks.classify_feedback import carries_command
 
 log = logging.getLogger("the_loop.worker")
 

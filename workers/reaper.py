@@ -1,14 +1,14 @@
 """The reaper of one ``the-loop worker``, bound to its processor.
 
 The duties (heartbeats, due retries, the inbox sweep, dead workers' wake-up jobs) are the
-protocol's (:mod:`the_loop.inbox.reaper`); what needs the processor is here: its lock
+protocol's (:mod:`foundation.inbox.reaper`); what needs the processor is here: its lock
 tokens carry the worker's name, and its heartbeat extends the locks it holds.
 """
 
 from __future__ import annotations
 
-from the_loop.inbox import reaper
-from the_loop.inbox.enqueue import DeliveryQueue
+from foundation.inbox import reaper
+from foundation.inbox.enqueue import DeliveryQueue
 from workers.drain import DeliveryProcessor
 from workers.monitors import MonitorSweep
 from workers.state import RedisStateStore
@@ -17,7 +17,7 @@ __all__ = ["Reaper"]
 
 
 class Reaper(reaper.Reaper):
-    """:class:`the_loop.inbox.reaper.Reaper` for ``processor``.
+    """:class:`foundation.inbox.reaper.Reaper` for ``processor``.
 
     Args:
         processor: the worker's processor (its deliveries, held locks).

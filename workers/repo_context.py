@@ -26,24 +26,24 @@ from typing import Any, cast
 import redis
 from cachetools import LRUCache, TTLCache
 
-from graph.context import HookConfig, McpTools
-from graph.ports import GitHub, GitHubCommits, Integration, IntegrationError, NotFound
-from graph.refs import WorkItemRef
-from graph.work import AgentWork
-from the_loop.config.loader import ConfigFileError
-from the_loop.config.repository import (
+from foundation.config.loader import ConfigFileError
+from foundation.config.repository import (
     COLLABORATORS_PATH,
     HARNESS_CONFIG_PATH,
     Collaborators,
     HarnessConfig,
     load_harness_config,
 )
-from the_loop.events import GitHubEvent
-from the_loop.inbox.keys import Keys
-from the_loop.inbox.record import text
-from the_loop.settings import WorkerSettings
-from the_loop.signing import KEYS_PATH, SigningKeyError, trusted_keys
-from the_loop.web.links import page_url
+from foundation.events import GitHubEvent
+from foundation.inbox.keys import Keys
+from foundation.inbox.record import text
+from foundation.links import page_url
+from foundation.settings import WorkerSettings
+from foundation.signing import KEYS_PATH, SigningKeyError, trusted_keys
+from graph.context import HookConfig, McpTools
+from graph.ports import GitHub, GitHubCommits, Integration, IntegrationError, NotFound
+from graph.refs import WorkItemRef
+from graph.work import AgentWork
 from workers.ci import RedisCI
 from workers.files import GitHubFiles
 from workers.identities import Accounts
@@ -67,7 +67,7 @@ class RepoConfig:
         collaborators: role -> people (nobody when absent or broken: fail closed).
         harness_present: whether the repository has a (valid) harness config file.
         published_keys: key id -> public key of the review-record keys the repository
-            publishes (:data:`the_loop.signing.KEYS_PATH`; none when absent or broken).
+            publishes (:data:`foundation.signing.KEYS_PATH`; none when absent or broken).
     """
 
     harness: HarnessConfig = field(default_factory=lambda: load_harness_config(None))

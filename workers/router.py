@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from the_loop.events import INTERNAL_EVENTS, MONITOR_EVENT, TURN_EVENT
+from foundation.events import INTERNAL_EVENTS, MONITOR_EVENT, TURN_EVENT
 
 DRIVE = "drive"  # advance the work item (enrolling it if it carries the label)
 DRIVE_IF_ENROLLED = "drive-if-enrolled"  # advance only a work item that already has state

@@ -4,7 +4,7 @@
 :data:`HANDLERS` maps that route to the one function that handles it. Every handler has
 the same shape, ``handler(agent, delivery) -> Handled``: :class:`Agent` carries what
 handlers may use (state, runtime, repository context, notices, the GitHub provider),
-:class:`Delivery` the delivery, read once (:class:`the_loop.events.GitHubEvent`).
+:class:`Delivery` the delivery, read once (:class:`foundation.events.GitHubEvent`).
 
 ======================  ================================================================
 route                   handler
@@ -36,6 +36,10 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from foundation.events import GitHubEvent
+from foundation.inbox.record import DeliveryRecord
+from foundation.settings import WorkerSettings
+from foundation.turns import RunnerWork, TurnContext, TurnRecords
 from graph.context import PHASE_PREFIX, HookConfig
 from graph.markers import effect_id
 from graph.model import Graph, InboundEvent, Status, WorkItem
@@ -44,9 +48,6 @@ from graph.refs import WorkItemRef
 from graph.runtime import AdvanceResult, Runtime
 from graph.state import StateError, StateStore, WorkItemState
 from graph.status import render_withdrawn_request
-from the_loop.events import GitHubEvent
-from the_loop.inbox.record import DeliveryRecord
-from the_loop.settings import WorkerSettings
 from workers import metrics as worker_metrics
 from workers.identities import DELETED, SUSPENDED, Installations, Repositories
 from workers.notices import (
@@ -71,7 +72,6 @@ from workers.router import (
     TURN,
     WITHDRAW,
 )
-from workers.turns import RunnerWork, TurnContext, TurnRecords
 
 log = logging.getLogger("the_loop.worker")
 

@@ -1,6 +1,6 @@
 """Work item state and event log in Redis (the service's :class:`graph.state.StateStore`).
 
-Keys (:mod:`the_loop.inbox.keys`):
+Keys (:mod:`foundation.inbox.keys`):
 
 - ``P:state:REF``: the state record (a JSON string): where the item is, not its past;
 - ``P:effects:REF``: hash, effect id -> JSON record: the outbox of the current node
@@ -44,12 +44,12 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
+from foundation.inbox.enqueue import SEVEN_DAYS
+from foundation.inbox.keys import Keys
+from foundation.inbox.scripts import Scripts
 from graph.errors import LoopError
 from graph.model import Status
 from graph.state import LogEvent, WorkItemState, new_event_id, now
-from the_loop.inbox.enqueue import SEVEN_DAYS
-from the_loop.inbox.keys import Keys
-from the_loop.inbox.scripts import Scripts
 
 #: Seconds the entries a delivery caused stay indexed: as long as its record can be
 #: retried (the receiver keeps a delivery, and its dedupe marker, seven days).

@@ -2,7 +2,7 @@
 a hook it could not stop, ends instead of holding on to nothing.
 
 Once other workers stop seeing a worker's heartbeat for ``THE_LOOP_WORKER_TTL`` seconds
-they take back what it held (:mod:`the_loop.inbox.reaper`) and count the delivery it was
+they take back what it held (:mod:`foundation.inbox.reaper`) and count the delivery it was
 handling as one attempt; the worker itself must then not linger. Code that holds the
 interpreter lock (a C extension's runaway loop) stops every thread, the heartbeat and
 any in-process timer included, so the limit is kept by the standard library's

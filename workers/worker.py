@@ -32,10 +32,10 @@ from redis.retry import Retry
 from rq import Queue, SimpleWorker
 from rq.exceptions import StopRequested
 
+from foundation.observability.logs import bind as bind_log_context
+from foundation.observability.logs import clear as clear_log_context
+from foundation.redis_client import DEQUEUE_TIMEOUT, BoundedDequeue, blocking
 from graph.errors import LoopError
-from the_loop.observability.logs import bind as bind_log_context
-from the_loop.observability.logs import clear as clear_log_context
-from the_loop.redis_client import DEQUEUE_TIMEOUT, BoundedDequeue, blocking
 from workers import jobs
 from workers import metrics as worker_metrics
 from workers.drain import DeliveryProcessor
@@ -43,7 +43,7 @@ from workers.reaper import Reaper
 from workers.watchdog import Watchdog
 
 if TYPE_CHECKING:
-    from the_loop.settings import Settings
+    from foundation.settings import Settings
 
 log = logging.getLogger("the_loop.worker")
 
@@ -57,8 +57,8 @@ class LoopWorker(BoundedDequeue, SimpleWorker):
     ``the_loop_job_duration_seconds``. On SIGTERM (or SIGINT) RQ's warm shutdown lets the
     current job finish, then the worker exits 0; a second signal stops it at once.
 
-    It waits for a job at most :data:`~the_loop.redis_client.DEQUEUE_TIMEOUT` seconds at a
-    time (:class:`~the_loop.redis_client.BoundedDequeue`), on a connection of its own
+    It waits for a job at most :data:`~foundation.redis_client.DEQUEUE_TIMEOUT` seconds at a
+    time (:class:`~foundation.redis_client.BoundedDequeue`), on a connection of its own
     (:func:`rq_connection`) whose socket timeout covers that wait; the jobs' processor
     keeps its short one.
 
@@ -85,7 +85,7 @@ class LoopWorker(BoundedDequeue, SimpleWorker):
 
 def rq_connection(processor: DeliveryProcessor) -> redis.Redis:
     """RQ's connection for a worker: the processor's client's twin whose socket timeout
-    also covers RQ's blocking wait for a job (:func:`the_loop.redis_client.blocking`)."""
+    also covers RQ's blocking wait for a job (:func:`foundation.redis_client.blocking`)."""
     return blocking(processor.redis, DEQUEUE_TIMEOUT)
 
 

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Protocol
 from graph.errors import LoopError
 
 if TYPE_CHECKING:
+    from foundation.settings import HarnessSettings
     from graph.model import Graph
-    from the_loop.settings import HarnessSettings
 
 __all__ = [
     "ADAPTERS",

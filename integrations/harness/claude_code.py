@@ -70,7 +70,7 @@ class _Stream:
 
 
 class ClaudeCode(BinaryHarness):
-    """Claude Code in print mode. ``settings``: :class:`the_loop.settings.HarnessSettings`
+    """Claude Code in print mode. ``settings``: :class:`foundation.settings.HarnessSettings`
     (``binary``, default ``claude``)."""
 
     name = "claude-code"

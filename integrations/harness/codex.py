@@ -67,7 +67,7 @@ class _Events:
 
 
 class Codex(BinaryHarness):
-    """Codex CLI's ``exec``. ``settings``: :class:`the_loop.settings.HarnessSettings`
+    """Codex CLI's ``exec``. ``settings``: :class:`foundation.settings.HarnessSettings`
     (``binary``, default ``codex``)."""
 
     name = "codex"

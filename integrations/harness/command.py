@@ -80,7 +80,7 @@ def read_result(path: Path) -> tuple[dict[str, Any], str]:
 
 
 class Command:
-    """Any agent CLI. ``settings``: :class:`the_loop.settings.HarnessSettings` (``argv``,
+    """Any agent CLI. ``settings``: :class:`foundation.settings.HarnessSettings` (``argv``,
     a non-empty list)."""
 
     name = "command"

@@ -50,8 +50,8 @@ from integrations.harness.base import (
 from integrations.harness.process import run_process
 
 if TYPE_CHECKING:
+    from foundation.settings import HarnessSettings
     from graph.model import Graph
-    from the_loop.settings import HarnessSettings
 
 __all__ = ["CALL_TIMEOUT", "MCP_HOOK", "SCHEMA", "HarnessMcp", "check_mcp", "load_servers"]
 

@@ -366,7 +366,7 @@ def launch(mode: str, argv: Sequence[str], request: TurnRequest,
 class BinaryHarness:
     """What the adapters that drive one CLI binary share: the binary from the settings
     (``harness.binary``, else :attr:`default_binary` on PATH), the runner's mode, and the
-    ``--version`` probe. ``settings``: :class:`the_loop.settings.HarnessSettings`."""
+    ``--version`` probe. ``settings``: :class:`foundation.settings.HarnessSettings`."""
 
     default_binary = ""
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import requests
 from dotenv import dotenv_values
 
-from integrations.github_fake_http import HttpFakeGitHub, serve
+from foundation.settings import Settings
 from tests.support.processes import start, stop
-from the_loop.settings import Settings
+from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 
 BIN = Path(sys.executable).parent
 

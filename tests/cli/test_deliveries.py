@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from foundation.inbox.dead import Deliveries
+from foundation.settings import WorkerSettings
 from graph.state import WorkItemState
 from the_loop.cli import main
-from the_loop.inbox.dead import Deliveries
 from the_loop.redeliver import missed, parse_duration
-from the_loop.settings import WorkerSettings
 from workers.state import RedisStateStore
 
 API = "https://github.example.com/api/v3"

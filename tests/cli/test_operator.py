@@ -16,10 +16,10 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from graph.context import HookConfig
 from graph.runtime import Runtime
-from integrations.github_fake_http import HttpFakeGitHub, serve
 from the_loop.cli import main
 from the_loop.graphs import load_graph
 from the_loop.local import parse_ref
+from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 from workers.state import RedisStateStore
 
 REPO = "Codertocat/Hello-World"
@@ -154,10 +154,10 @@ def test_keys_publish_commits_the_public_key_to_the_default_branch_once(deployme
     """`the-loop keys publish OWNER/NAME` adds the configured key's public half to
     .the-loop/keys/records.pub on the default branch through the worker's client, keeps
     a key published before, and commits nothing the second time."""
+    from foundation.signing import KEYS_PATH
     from graph.signing import Signer
     from tests.conftest import TEST_SIGNER
     from the_loop.keys import write_private_key
-    from the_loop.signing import KEYS_PATH
 
     _store, configure = deployment
     fake = HttpFakeGitHub(tokens=[OPS_TOKEN])

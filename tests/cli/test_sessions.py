@@ -1,5 +1,5 @@
 """``the-loop sessions list|show|logs|cancel|resume|attach``: the runner's turn records
-(written through :class:`workers.turns.TurnRecords` in the test Redis, under a unique
+(written through :class:`foundation.turns.TurnRecords` in the test Redis, under a unique
 prefix) and the work items' state, read and acted on by the commands."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import time
 import pytest
 from click.testing import CliRunner
 
+from foundation.inbox.keys import Keys
+from foundation.turns import TurnContext, TurnRecords
 from graph.state import WorkItemState
 from graph.work import TurnOrder
 from the_loop.cli import main
-from the_loop.inbox.keys import Keys
 from workers.state import RedisStateStore
-from workers.turns import TurnContext, TurnRecords
 
 REF = "github:acme/widgets#7"
 OTHER = "github:acme/widgets#8"

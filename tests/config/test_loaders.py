@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from the_loop.config.deployment import (
+from foundation.config.deployment import (
     CliConfig,
     cli_config_from_path,
     load_cli_config,
 )
-from the_loop.config.loader import (
+from foundation.config.loader import (
     CLI_CONFIG,
     COLLABORATORS,
     HARNESS_CONFIG,
@@ -28,7 +28,7 @@ from the_loop.config.loader import (
     schema,
     upgrade_command,
 )
-from the_loop.config.repository import (
+from foundation.config.repository import (
     Collaborators,
     HarnessConfig,
     Person,
@@ -37,7 +37,7 @@ from the_loop.config.repository import (
     load_collaborators,
     load_harness_config,
 )
-from the_loop.settings import Settings, SettingsError
+from foundation.settings import Settings, SettingsError
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "config"
@@ -84,7 +84,7 @@ def test_schema_is_valid_draft_2020_12_and_closed(kind):
 def test_schemas_ship_as_package_data(kind):
     from importlib import resources
 
-    assert resources.files("the_loop.config").joinpath("schemas", f"{kind}.schema.json").is_file()
+    assert resources.files("foundation.config").joinpath("schemas", f"{kind}.schema.json").is_file()
     # Namespace packages are found too, so the schemas folder is a package whose *.json ships.
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert '"*" = ["*.yaml", "*.json"' in pyproject

@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from the_loop.cli import main
-from the_loop.config.deployment import load_cli_config
-from the_loop.config.loader import (
+from foundation.config.deployment import load_cli_config
+from foundation.config.loader import (
     CLI_CONFIG,
     COLLABORATORS,
     HARNESS_CONFIG,
     InvalidConfigError,
     parse_yaml,
 )
-from the_loop.config.repository import load_collaborators
+from foundation.config.repository import load_collaborators
+from the_loop.cli import main
 from the_loop.upgrade import UpgradeError, migrate_document, upgrade_file, upgrade_text
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "config"

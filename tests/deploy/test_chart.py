@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from foundation.config.deployment import load_cli_config
+from foundation.config.loader import CLI_CONFIG, schema
 from tests.deploy.conftest import (
     CHART_DIR,
     RELEASE,
@@ -21,8 +23,6 @@ from tests.deploy.conftest import (
     render,
     walk,
 )
-from the_loop.config.deployment import load_cli_config
-from the_loop.config.loader import CLI_CONFIG, schema
 
 FULLNAME = f"{RELEASE}-the-loop"
 WEB, WORKER, REDIS = f"{FULLNAME}-web", f"{FULLNAME}-worker", f"{FULLNAME}-redis"

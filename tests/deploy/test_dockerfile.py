@@ -258,5 +258,5 @@ def test_the_worker_image_carries_node_and_the_pinned_mermaid_packages():
     pinned = json.loads((REPO_ROOT / "tools/mermaid/package.json").read_text())
     for package, version in pinned["dependencies"].items():
         assert lock["packages"][f"node_modules/{package}"]["version"] == version
-    from the_loop.hooks.lint_artifacts import PARSER_PACKAGES
+    from foundation.hooks.lint_artifacts import PARSER_PACKAGES
     assert set(PARSER_PACKAGES) == set(pinned["dependencies"])

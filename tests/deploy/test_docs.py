@@ -134,7 +134,7 @@ def test_install_example_values_install(helm):
 def test_every_diagram_in_the_docs_parses_as_github_renders_it():
     """Mermaid blocks in README.md and docs/*.md parse with the pinned Mermaid parser (the
     one lint-artifacts uses), so a diagram in the docs never shows as an error on GitHub."""
-    from the_loop.hooks.lint_artifacts import mermaid_blocks, parse_diagrams, parser_unavailable
+    from foundation.hooks.lint_artifacts import mermaid_blocks, parse_diagrams, parser_unavailable
 
     assert parser_unavailable() is None, parser_unavailable()
     docs = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]

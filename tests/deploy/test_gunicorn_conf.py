@@ -1,4 +1,4 @@
-"""webhook/gunicorn_conf.py under the image's conditions: ``HOME`` is ``/nonexistent`` on a
+"""the_loop/gunicorn_conf.py under the image's conditions: ``HOME`` is ``/nonexistent`` on a
 read-only root filesystem, so gunicorn must not try to create its control socket under
 ``$HOME/.gunicorn`` (gunicorn 25.1+ does by default and logs an ERROR when it cannot).
 And where the receiver binds: ``the-loop serve`` passes ``--bind`` from its flags, so
@@ -22,7 +22,7 @@ from tests.observability.helpers import free_port, wait_until
 from tests.support.processes import start, stop
 from the_loop.cli import main
 
-CONF = REPO_ROOT / "webhook" / "gunicorn_conf.py"
+CONF = REPO_ROOT / "the_loop" / "gunicorn_conf.py"
 BIN = Path(sys.executable).parent
 
 
@@ -59,7 +59,7 @@ def test_serve_binds_its_flags_and_ignores_the_loop_bind(monkeypatch):
                                               "0.0.0.0:8080")):
         CliRunner().invoke(main, ["serve", *args])
         argv = calls.pop()
-        assert argv[argv.index("-c") + 1] == "python:webhook.gunicorn_conf"
+        assert argv[argv.index("-c") + 1] == "python:the_loop.gunicorn_conf"
         assert argv[argv.index("--bind") + 1] == bind
 
 
@@ -68,9 +68,9 @@ def test_gunicorn_command_line_bind_wins_over_the_conf(monkeypatch):
 
     monkeypatch.setenv("THE_LOOP_BIND", "10.1.2.3:7777")
     for extra, bind in (([], "10.1.2.3:7777"), (["--bind", "127.0.0.1:1234"], "127.0.0.1:1234")):
-        monkeypatch.setattr("sys.argv", ["gunicorn", "-c", "python:webhook.gunicorn_conf",
-                                         *extra, "webhook.wsgi:app"])
-        sys.modules.pop("webhook.gunicorn_conf", None)  # re-read the environment
+        monkeypatch.setattr("sys.argv", ["gunicorn", "-c", "python:the_loop.gunicorn_conf",
+                                         *extra, "the_loop.wsgi:app"])
+        sys.modules.pop("the_loop.gunicorn_conf", None)  # re-read the environment
         assert WSGIApplication().cfg.bind == [bind]
 
 

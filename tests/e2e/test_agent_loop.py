@@ -24,7 +24,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from graph.state import Past
-from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.conftest import REPO_ROOT, act_as, load_payload
 from tests.e2e.test_end_to_end import (
     comment_payload,
@@ -34,6 +33,7 @@ from tests.e2e.test_end_to_end import (
     wait_until,
 )
 from tests.support.processes import group_alive, start, stop
+from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 from workers.state import RedisStateStore
 
 pytestmark = pytest.mark.e2e

@@ -20,9 +20,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from graph.state import Past
-from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.conftest import FIXTURES_DIR, act_as, gh_label, load_payload, sign_body
 from tests.support.processes import start, stop
+from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 from workers.state import RedisStateStore
 
 pytestmark = pytest.mark.e2e

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from foundation.inbox.keys import Keys
 from graph.markers import find_effect
 from graph.state import Past
 from tests.conftest import act_as, gh_label, load_payload
@@ -22,7 +23,6 @@ from tests.e2e.test_end_to_end import (
     wait_until,
     with_install,
 )
-from the_loop.inbox.keys import Keys
 
 pytestmark = pytest.mark.e2e
 

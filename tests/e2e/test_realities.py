@@ -20,11 +20,11 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from foundation.inbox.keys import Keys
 from graph.state import Past
-from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.e2e.test_end_to_end import comment_payload, enrol_payload, free_port, post, wait_until
 from tests.support.processes import running, start
-from the_loop.inbox.keys import Keys
+from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 from workers.state import RedisStateStore
 
 pytestmark = pytest.mark.e2e

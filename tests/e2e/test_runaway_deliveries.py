@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from foundation.inbox.keys import Keys
 from tests.e2e.test_end_to_end import (
     BIN,
     REPO,
@@ -27,7 +28,6 @@ from tests.e2e.test_end_to_end import (
 )
 from tests.support.poison_worker import EXIT, FREEZE
 from tests.support.processes import start, stop
-from the_loop.inbox.keys import Keys
 
 pytestmark = pytest.mark.e2e
 

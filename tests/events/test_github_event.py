@@ -1,4 +1,4 @@
-"""the_loop.events: JSON parsing, the work item a payload names, and GitHubEvent."""
+"""foundation.events: JSON parsing, the work item a payload names, and GitHubEvent."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from foundation.events import GitHubEvent, loads, work_item_ref
 from graph.refs import WorkItemRef
 from tests.conftest import load_fixture
-from the_loop.events import GitHubEvent, loads, work_item_ref
 
 
 def ref_of(event: str, payload: dict) -> str | None:

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from foundation.config.repository import Collaborators
+from foundation.hooks.review import approved_in, entries
 from graph.compile import compile_graph
 from graph.context import HookConfig
 from graph.markers import find_effect
@@ -15,10 +17,8 @@ from graph.model import HookResult, InboundEvent, Message, WorkItem
 from graph.registry import HookRegistry
 from graph.runtime import ForceError, Runtime
 from graph.state import MemoryStateStore, Past
-from integrations.github_fake import FakeGitHub
-from the_loop.config.repository import Collaborators
 from the_loop.graphs import load_graph
-from the_loop.hooks.review import approved_in, entries
+from the_loop.sandbox.fakegithub.state import FakeGitHub
 from the_loop.stores import FileStateStore, LocalFiles
 
 REPO = "Codertocat/Hello-World"

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from foundation.config.repository import Collaborators
 from graph.compile import compile_graph
 from graph.context import HookConfig
 from graph.effects import EffectProxy, HookEffects, hook_keys, is_side_effect
@@ -19,9 +20,8 @@ from graph.registry import HookRegistry
 from graph.runtime import Runtime
 from graph.state import MemoryStateStore, Past, WorkItemState
 from graph.status import status_effect
-from integrations.github_fake import FakeGitHub
-from the_loop.config.repository import Collaborators
 from the_loop.graphs import load_graph
+from the_loop.sandbox.fakegithub.state import FakeGitHub
 
 REPO = "Codertocat/Hello-World"
 REF = f"github:{REPO}#1"

@@ -7,12 +7,12 @@ import dataclasses
 
 import pytest
 
-import the_loop.hooks.classify_feedback as cf
+import foundation.hooks.classify_feedback as cf
+from foundation.config.repository import Collaborators
 from graph.context import HookConfig
 from graph.markers import OwnAccounts
 from graph.model import GateVisit, HookContext, InboundEvent, WorkItem
 from graph.runtime import run_chain
-from the_loop.config.repository import Collaborators
 from the_loop.graphs import load_graph
 
 COLLABORATORS = Collaborators.parse(

@@ -4,12 +4,12 @@ longer match, until ``migrate`` moves it explicitly, recorded like a forced move
 
 from __future__ import annotations
 
+from foundation.hooks import REGISTRY
 from graph.compile import compile_graph
 from graph.runtime import Runtime
 from graph.state import Past
 from tests.graph.test_runtime import REF, REPO, REQUIREMENTS, setup
 from the_loop.graphs import default_graph_path
-from the_loop.hooks import REGISTRY
 
 PDLC = default_graph_path().read_text()
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from foundation.hooks import lint_artifacts as la
 from graph.compile import GraphError, compile_graph
 from graph.context import HookConfig
 from graph.model import HookContext, HookResult, WorkItem
@@ -21,7 +22,6 @@ from graph.runtime import Runtime
 from graph.state import MemoryStateStore
 from tests.support.processes import start, stop
 from the_loop.graphs import load_graph
-from the_loop.hooks import lint_artifacts as la
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "mermaid"
 SPEC_DIAGRAMS = (FIXTURES / "spec_diagrams.md").read_text(encoding="utf-8")

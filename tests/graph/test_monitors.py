@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from foundation.config.repository import Collaborators
 from graph.model import InboundEvent
 from graph.monitors import (
     HEALTHY,
@@ -21,7 +22,6 @@ from graph.runtime import Runtime
 from graph.state import WorkItemState
 from integrations.slack import _SlackBase
 from tests.graph.test_runtime import REF, REPO, REQUIREMENTS, setup
-from the_loop.config.repository import Collaborators
 
 HOUR = 3600.0
 SLACK_PEOPLE = ("version: 1\nroles:\n  approver:\n"

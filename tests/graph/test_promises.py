@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from foundation.config.repository import Collaborators
+from foundation.hooks import REGISTRY
 from graph.compile import GraphError, compile_graph
 from graph.context import HookConfig
 from graph.markers import find_effect
@@ -29,9 +31,7 @@ from graph.state import MemoryStateStore
 from integrations.slack import SlackWebhook
 from tests.graph.test_runtime import REF, REPO, REQUIREMENTS, comment, review_requests, setup
 from tests.graph.test_work import COMPLETE, PROBLEM_ONLY, agent_setup, report
-from the_loop.config.repository import Collaborators
 from the_loop.graphs import load_graph
-from the_loop.hooks import REGISTRY
 
 # -- 1. changes-requested means repair -----------------------------------------------------
 

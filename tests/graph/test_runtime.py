@@ -4,6 +4,7 @@ import dataclasses
 
 import pytest
 
+from foundation.config.repository import Collaborators
 from graph.compile import compile_graph
 from graph.context import HookConfig
 from graph.markers import OwnAccounts, find_effect
@@ -11,9 +12,8 @@ from graph.model import HookContext, HookResult, InboundEvent, Message, WorkItem
 from graph.registry import HookRegistry
 from graph.runtime import Runtime, run_chain
 from graph.state import MemoryStateStore, Past
-from integrations.github_fake import FakeGitHub
-from the_loop.config.repository import Collaborators
 from the_loop.graphs import load_graph
+from the_loop.sandbox.fakegithub.state import FakeGitHub
 from the_loop.stores import FileStateStore
 
 REPO = "Codertocat/Hello-World"

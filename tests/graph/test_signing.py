@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from foundation.hooks.review import fingerprint, parsed_entries, verified_approval
 from graph import signing
 from graph.model import RecordCheck
 from graph.signing import Signer, SigningKeyError
 from tests.conftest import TEST_SIGNER, signed_review
-from the_loop.hooks.review import fingerprint, parsed_entries, verified_approval
 
 REF = "github:acme/widgets#7"
 PATH = "specs/7/requirements.md"

@@ -42,7 +42,7 @@ def test_65536_adversarial_characters_parse_correctly_and_promptly():
     got = in_child(
         "import json\n"
         "from tests.support.adversarial import corpus\n"
-        "from the_loop.hooks.classify_feedback import carries_command, parse_command\n"
+        "from foundation.hooks.classify_feedback import carries_command, parse_command\n"
         "print(json.dumps({c.name: [parse_command(c.body), carries_command(c.body)]\n"
         "                  for c in corpus()}))\n")
     expected = {c.name: [c.expected, c.expected is not None or c.name == "ambiguous"]
@@ -60,8 +60,8 @@ def test_artifact_text_from_a_pull_request_is_read_in_linear_time():
     got = in_child(
         "import json\n"
         "from graph import tasks\n"
-        "from the_loop.hooks.record_feedback import follow_ups\n"
-        "from the_loop.hooks.validate_artifacts import headings\n"
+        "from foundation.hooks.record_feedback import follow_ups\n"
+        "from foundation.hooks.validate_artifacts import headings\n"
         "n = 65536\n"
         "fences = '```x\\n' * ((n - 6) // 5) + '# Late'\n"
         "spaces = '# Title' + ' ' * (n - 9) + '#x'\n"

@@ -10,13 +10,13 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from foundation.hooks import REGISTRY
 from graph.compile import compile_graph
 from graph.model import InboundEvent
 from graph.runtime import Runtime
 from graph.state import MemoryStateStore
 from graph.work import TURN_COMPLETED, TurnEnded
 from tests.graph.test_runtime import REF, REPO, setup
-from the_loop.hooks import REGISTRY
 
 GRAPH = """
 version: 1

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from foundation.settings import HarnessSettings
 from integrations.harness import TurnLimits, TurnOutcome, TurnRequest, build_harness
 from integrations.harness.base import Harness
 from integrations.harness.process import group_members
 from tests.conftest import REPO_ROOT
-from the_loop.settings import HarnessSettings
 
 FAKES = REPO_ROOT / "tests" / "harnesses"
 ADAPTERS = ("claude-code", "codex", "command")

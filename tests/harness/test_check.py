@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from foundation.settings import HarnessSettings
 from integrations.harness import (
     ADAPTERS,
     HarnessError,
@@ -22,7 +23,6 @@ from integrations.harness import (
 )
 from integrations.harness.command import read_result
 from tests.harness.support import FAKES, settings_for
-from the_loop.settings import HarnessSettings
 
 
 def graph(*actors: str) -> Any:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from foundation.hooks import REGISTRY
+from foundation.settings import HarnessSettings, Settings
 from graph.compile import GraphError, compile_graph
 from graph.context import HookConfig
 from graph.model import WorkItem
@@ -19,8 +21,6 @@ from graph.state import MemoryStateStore
 from integrations.harness.base import HarnessError, HarnessVersionError
 from integrations.harness.mcp import SCHEMA, HarnessMcp, check_mcp
 from tests.conftest import REPO_ROOT
-from the_loop.hooks import REGISTRY
-from the_loop.settings import HarnessSettings, Settings
 
 FAKES = REPO_ROOT / "tests" / "harnesses"
 VERSIONS = {"claude-code": "2.0.14 (Claude Code)", "codex": "codex-cli 0.46.0"}

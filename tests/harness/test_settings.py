@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from the_loop.settings import Settings, SettingsError
+from foundation.settings import Settings, SettingsError
 
 
 def settings(tmp_path: Path, text: str | None = None, **env: str) -> Settings:

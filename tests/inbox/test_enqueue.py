@@ -1,4 +1,4 @@
-"""the_loop.inbox.enqueue: atomic dedupe + inbox + wake-up on the real Redis, read back
+"""foundation.inbox.enqueue: atomic dedupe + inbox + wake-up on the real Redis, read back
 through RQ."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from rq import Queue, SimpleWorker
 from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry
 
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.inbox.wake import DISPATCH_FUNC, WAKE_TTL_MS
+from foundation.redis_client import HeldConnections
 from tests.conftest import RedisNamespace, load_fixture
 from tests.inbox import jobs
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.inbox.wake import DISPATCH_FUNC, WAKE_TTL_MS
-from the_loop.redis_client import HeldConnections
 from webhook.events import parse_delivery
 
 TEST_JOB_FUNC = "tests.inbox.jobs.record_wake"

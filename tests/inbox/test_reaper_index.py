@@ -8,12 +8,12 @@ import json
 
 import pytest
 
+from foundation.inbox.dead import Deliveries
+from foundation.inbox.drain import Inboxes
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.inbox.reaper import Reaper
+from foundation.settings import WorkerSettings
 from tests.conftest import RedisNamespace, load_payload
-from the_loop.inbox.dead import Deliveries
-from the_loop.inbox.drain import Inboxes
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.inbox.reaper import Reaper
-from the_loop.settings import WorkerSettings
 from webhook.events import parse_delivery
 from workers.state import RedisStateStore
 

@@ -1,14 +1,14 @@
-"""the_loop.inbox.record and .keys: the delivery record's one encode and one decode, and
+"""foundation.inbox.record and .keys: the delivery record's one encode and one decode, and
 the key layout (pure: no Redis)."""
 
 from __future__ import annotations
 
 import re
 
+from foundation.inbox.keys import SHARED_INBOX, Keys
+from foundation.inbox.record import FIELDS, STORED, DeliveryRecord
+from foundation.inbox.scripts import source, step_source
 from tests.conftest import load_fixture
-from the_loop.inbox.keys import SHARED_INBOX, Keys
-from the_loop.inbox.record import FIELDS, STORED, DeliveryRecord
-from the_loop.inbox.scripts import source, step_source
 from webhook.events import parse_delivery
 
 HEADERS = {"X-GitHub-Event": "issues", "X-GitHub-Delivery": "d-1",

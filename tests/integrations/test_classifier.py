@@ -8,13 +8,13 @@ import sys
 
 import responses
 
+from foundation.config.deployment import Classification, ClassifierEndpoint
 from integrations.classifier import (
     CommandClassifier,
     EndpointClassifier,
     build_classifier,
     validate,
 )
-from the_loop.config.deployment import Classification, ClassifierEndpoint
 
 ALLOWED = ("approved", "approved-with-comments", "changes-requested")
 

@@ -15,6 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY, generate_latest
 
+from foundation.config.repository import Collaborators
+from foundation.settings import GitHubSettings, Settings
 from graph.context import HookConfig
 from graph.model import WorkItem
 from graph.ports import RateLimited
@@ -22,13 +24,11 @@ from graph.runtime import Runtime
 from graph.state import MemoryStateStore
 from integrations.github import GitHubClients
 from integrations.github_cache import ConditionalCache, delivery_scope, stale
-from integrations.github_fake import FakeGitHub
-from integrations.github_fake_http import HttpFakeGitHub, serve
 from integrations.throttle import WriteThrottle
 from tests.graph.test_contract import COLLABORATORS, REQUIREMENTS, Files, comment
-from the_loop.config.repository import Collaborators
 from the_loop.graphs import load_graph
-from the_loop.settings import GitHubSettings, Settings
+from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
+from the_loop.sandbox.fakegithub.state import FakeGitHub
 from the_loop.wiring import write_throttle
 
 API = "https://api.github.com:443"

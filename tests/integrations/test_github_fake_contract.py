@@ -1,6 +1,6 @@
 """Contract test: the real GitHub transports against the one fake GitHub.
 
-The fake (``integrations.github_fake.FakeGitHub``) is served on loopback by its HTTP front
+The fake (``the_loop.sandbox.fakegithub.state.FakeGitHub``) is served on loopback by its HTTP front
 (``tests/support/fake_github.HttpFakeGitHub``, the same state and operations).
 
 Each operation runs through the same code path as production, over HTTP: the ``api``
@@ -20,14 +20,14 @@ from typing import Any
 import pytest
 import requests
 
+from foundation.inbox.keys import Keys
 from graph.ports import IntegrationError, NotFound, Unsupported
 from integrations.github import GitHubApi, GitHubClients, GitHubSettings
 from integrations.github_cli import GitHubCli
-from integrations.github_fake import FakeGitHub as MemoryGitHub
-from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.integrations.fakecli import gh_forwarder
 from tests.integrations.test_github_api import assert_shape, rsa_pem  # noqa: F401 (fixture)
-from the_loop.inbox.keys import Keys
+from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
+from the_loop.sandbox.fakegithub.state import FakeGitHub as MemoryGitHub
 from workers.identities import Accounts
 
 REPO = "Codertocat/Hello-World"

@@ -12,9 +12,9 @@ import requests
 
 from graph.ports import IntegrationError, NotFound
 from integrations.github import GitHubApi, GitHubClients, GitHubSettings
-from integrations.github_fake import FakeGitHub, run_git
-from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.integrations.test_github_api import assert_shape, rsa_pem  # noqa: F401 (fixture)
+from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
+from the_loop.sandbox.fakegithub.state import FakeGitHub, run_git
 
 REPO = "acme/widgets"
 APP_ID = 77

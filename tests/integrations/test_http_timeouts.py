@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from foundation.settings import GitHubSettings
 from graph.errors import LoopError
 from integrations.github import GitHubClients
 from integrations.jira import JiraApi
 from integrations.slack import SlackSdk
-from the_loop.settings import GitHubSettings
 
 #: A hung call fails the test after this long (a bound, not a speed target).
 HANG = 60.0

@@ -14,9 +14,9 @@ import responses
 
 from graph.ports import IntegrationError, NotFound, RateLimited
 from integrations.github import GitHubClients, GitHubSettings
-from integrations.github_fake_http import HttpFakeGitHub, serve
 from integrations.throttle import WriteThrottle
 from tests.integrations.test_github_api import rsa_pem  # noqa: F401 (fixture)
+from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 
 API = "https://api.github.com:443"
 REPO = "Codertocat/Hello-World"

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from foundation.settings import Settings, SettingsError
 from integrations.capabilities import CapabilityError, check_capabilities, hooks_needing
 from integrations.github import GitHubApi, GitHubConfigError, GitHubSettings
 from integrations.github_cli import GitHubCli
@@ -21,7 +22,6 @@ from integrations.slack import SlackSdk, SlackWebhook
 from tests.integrations.fakecli import FakeCli
 from the_loop import wiring
 from the_loop.graphs import load_graph
-from the_loop.settings import Settings, SettingsError
 from the_loop.wiring import (
     OPTIONAL_INTEGRATIONS,
     WORKER_OPERATIONS,

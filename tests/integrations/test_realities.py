@@ -11,18 +11,18 @@ from typing import Any
 import pytest
 import responses
 
+from foundation.hooks.lint_artifacts import lint_markdown
+from foundation.settings import Settings, SettingsError
 from graph.effects import HookEffects
 from graph.ports import IntegrationError, RateLimited, RetryLater
 from graph.state import MemoryStateStore, WorkItemState
 from integrations.github import GitHubClients, GitHubSettings
-from integrations.github_fake_http import HttpFakeGitHub, serve
 from integrations.jira import JiraApi
 from integrations.slack import CLOCK_SKEW, EVENT_TYPE, SlackSdk, SlackWebhook
 from tests.integrations import loopback
 from tests.integrations.test_github_api import rsa_pem  # noqa: F401 (fixture)
 from tests.support import slack_fake
-from the_loop.hooks.lint_artifacts import lint_markdown
-from the_loop.settings import Settings, SettingsError
+from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 from workers.drain import retry_wait
 
 API = "https://api.github.com:443"

@@ -17,9 +17,9 @@ import requests
 from flask import Flask, request
 from werkzeug.serving import make_server
 
-from integrations.github_fake_http import serve
+from foundation.events import GitHubEvent
 from tests.conftest import sign_body
-from the_loop.events import GitHubEvent
+from the_loop.sandbox.fakegithub.http import serve
 from the_loop.sandbox.github import SandboxGitHub
 
 SECRET = "sandbox-secret"

@@ -21,8 +21,8 @@ import pytest
 import requests
 from openapi_schema_validator import OAS30Validator
 
-from integrations.github_fake_http import serve
 from tests.conftest import REPO_ROOT
+from the_loop.sandbox.fakegithub.http import serve
 from the_loop.sandbox.github import SandboxGitHub
 
 DESCRIPTION = (REPO_ROOT / ".venv" / "github-openapi" / "node_modules" / "@octokit" /

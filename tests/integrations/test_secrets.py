@@ -15,9 +15,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from rq import Queue
 
 import integrations.github  # noqa: F401  (PyGithub sets its log level on import: first)
-from integrations.github_fake_http import HttpFakeGitHub, serve
+from foundation.settings import Settings
 from tests.conftest import act_as, gh_label, load_payload, sign_body
-from the_loop.settings import Settings
+from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 from the_loop.wiring import build_receiver, build_worker
 from workers.state import RedisStateStore
 from workers.worker import LoopWorker

@@ -16,13 +16,13 @@ import pytest
 from click.testing import CliRunner
 from rq import Queue
 
-from integrations.github_fake import FakeGitHub
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.observability import logs
+from foundation.settings import ReceiverSettings, Settings, WorkerSettings
 from tests.conftest import REPO_ROOT, gh_label, load_fixture, load_payload, signed_post
 from the_loop.cli import main
 from the_loop.graphs import load_graph
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.observability import logs
-from the_loop.settings import ReceiverSettings, Settings, WorkerSettings
+from the_loop.sandbox.fakegithub.state import FakeGitHub
 from the_loop.wiring import build_processor
 from webhook.app import create_app
 from webhook.events import parse_delivery
@@ -146,7 +146,7 @@ def test_worker_command_refuses_an_unknown_log_format():
     assert "THE_LOOP_LOG_FORMAT must be json or text" in result.output
 
 
-CONF = REPO_ROOT / "webhook" / "gunicorn_conf.py"
+CONF = REPO_ROOT / "the_loop" / "gunicorn_conf.py"
 
 
 def test_gunicorn_conf_logs_json_and_manages_the_metrics_directory(monkeypatch, tmp_path):

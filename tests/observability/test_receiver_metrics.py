@@ -8,11 +8,11 @@ import time
 import pytest
 from prometheus_client import REGISTRY
 
+from foundation.inbox.keys import Keys
+from foundation.observability.metric_labels import ACTIONS, EVENTS, action_label, event_label
+from foundation.settings import ReceiverSettings
 from tests.conftest import load_fixture, signed_post
 from tests.observability.helpers import samples, value
-from the_loop.inbox.keys import Keys
-from the_loop.observability.metric_labels import ACTIONS, EVENTS, action_label, event_label
-from the_loop.settings import ReceiverSettings
 from webhook.app import create_app, make_redis_client
 from workers.router import ROUTES, handled_events
 

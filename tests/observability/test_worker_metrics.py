@@ -13,15 +13,15 @@ from github import Github
 from prometheus_client import REGISTRY
 from rq import Queue
 
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.settings import Settings, SettingsError, WorkerSettings
 from graph.ports import IntegrationError, NotFound, RateLimited
 from integrations.github import GitHubApi
-from integrations.github_fake import FakeGitHub
 from integrations.metrics import ObservedFactory, ObservedIntegration, outcome_of
 from tests.conftest import gh_label, load_payload
 from tests.observability.helpers import free_port, samples
 from the_loop.graphs import load_graph
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.settings import Settings, SettingsError, WorkerSettings
+from the_loop.sandbox.fakegithub.state import FakeGitHub
 from the_loop.wiring import build_processor, build_worker
 from webhook.events import parse_delivery
 from workers import metrics as worker_metrics

@@ -58,13 +58,13 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from foundation.inbox.keys import Keys
 from graph.markers import find_effect
-from integrations import github_fake as fakes
-from integrations.github_fake_http import HttpFakeGitHub, serve
 from tests.conftest import act_as, gh_label, load_payload, sign_body
 from tests.support import processes
 from tests.support.blackhole import BlackHoleProxy
-from the_loop.inbox.keys import Keys
+from the_loop.sandbox.fakegithub import state as fakes
+from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 
 OWNER = "Codertocat"
 APPROVER = "Codertocat"
@@ -249,10 +249,10 @@ def seed_memory_fake(gh: fakes.FakeGitHub, sc: Scenario) -> None:
 def clean_run(sc: Scenario, by_item: dict[int, list[Post]], client: redis.Redis,
               prefix: str, queue_name: str) -> tuple[dict[int, dict[str, Any]], fakes.FakeGitHub]:
     """Process every delivery once, item by item, in process: the expected end state."""
+    from foundation.inbox.enqueue import DeliveryQueue
+    from foundation.inbox.keys import SHARED_INBOX
+    from foundation.settings import WorkerSettings
     from the_loop.graphs import load_graph
-    from the_loop.inbox.enqueue import DeliveryQueue
-    from the_loop.inbox.keys import SHARED_INBOX
-    from the_loop.settings import WorkerSettings
     from the_loop.wiring import build_processor
     from webhook.events import parse_delivery
 
@@ -365,7 +365,7 @@ class Stack:
         }
         if sc.black_holes:
             # A worker cut off from Redis is not dead: its liveness and locks must outlast
-            # the longest a command can stall and be retried (the_loop.redis_client), or
+            # the longest a command can stall and be retried (foundation.redis_client), or
             # another worker takes its work item while its last write is still retried.
             self.env.update({"THE_LOOP_WORKER_TTL": "30", "THE_LOOP_LOCK_TIMEOUT": "60"})
         if sc.worker_ttl is not None:

@@ -13,14 +13,14 @@ from __future__ import annotations
 import os
 import re
 
-from the_loop.hooks import classify_feedback
+from foundation.hooks import classify_feedback
 
 FREEZE, EXIT = "FREEZE-WORKER", "EXIT-WORKER"
 _parse = classify_feedback.commands
 
 
 def poisoned(body: str | None) -> set[str]:
-    """:func:`the_loop.hooks.commands.commands`, unless ``body`` carries a marker."""
+    """:func:`foundation.hooks.commands.commands`, unless ``body`` carries a marker."""
     if body and FREEZE in body:
         re.match(r"(a+)+$", "a" * 80 + "b")  # years of backtracking, the lock held
     if body and EXIT in body:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from foundation.settings import Settings
 from tests.web.seed import Seeded, seed
-from the_loop.settings import Settings
 from the_loop.wiring import build_receiver
 
 TOKEN = "tok-" + "7f3a9c" * 6

@@ -18,20 +18,20 @@ import json
 import time
 from dataclasses import dataclass
 
+from foundation.config.repository import Collaborators
+from foundation.inbox.dead import Deliveries
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.inbox.keys import Keys
+from foundation.inbox.record import DeliveryRecord
+from foundation.settings import WorkerSettings
+from foundation.turns import RunnerWork, TurnContext, TurnRecords
 from graph.context import HookConfig
 from graph.model import InboundEvent, WorkItem
 from graph.runtime import Runtime
 from graph.work import TURN_COMPLETED, TurnEnded, TurnOrder
-from integrations.github_fake import FakeGitHub
-from the_loop.config.repository import Collaborators
 from the_loop.graphs import load_graph
-from the_loop.inbox.dead import Deliveries
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.inbox.keys import Keys
-from the_loop.inbox.record import DeliveryRecord
-from the_loop.settings import WorkerSettings
+from the_loop.sandbox.fakegithub.state import FakeGitHub
 from workers.state import RedisStateStore
-from workers.turns import RunnerWork, TurnContext, TurnRecords
 
 WIDGETS, GADGETS = "acme/widgets", "acme/gadgets"
 AT_GATE, WORKING, FORCED = f"github:{WIDGETS}#1", f"github:{WIDGETS}#2", f"github:{GADGETS}#3"

@@ -13,6 +13,7 @@ import urllib.parse
 import pytest
 
 import graph.envelope as envelope_module
+from foundation.links import api_path
 from graph.envelope import SCHEMA, Limits
 from tests.conftest import load_fixture, signed_post
 from tests.web.conftest import OTHER_TOKEN, TOKEN, WEBHOOK_SECRET, make_site
@@ -25,7 +26,6 @@ from tests.web.seed import (
     PARKED,
     WORKING,
 )
-from the_loop.web.links import api_path
 
 ROUTES = ["/api/v1/", "/api/v1/work-items", api_path(AT_GATE), api_path(AT_GATE, "graph"),
           api_path(AT_GATE, "events"), "/api/v1/deliveries/failed"]

@@ -31,13 +31,13 @@ from selenium.common.exceptions import StaleElementReferenceException, WebDriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-from integrations.github_fake_http import HttpFakeGitHub, serve
+from foundation.links import work_item_path
 from tests.conftest import REPO_ROOT, TEST_REDIS_URL, RedisNamespace, _cleanup
 from tests.e2e.test_end_to_end import free_port, wait_until
 from tests.support.processes import start, stop
 from tests.web.conftest import TOKEN, environment
 from tests.web.seed import AT_GATE, FORCED, PARKED, Seeded, seed
-from the_loop.web.links import work_item_path
+from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 
 pytestmark = pytest.mark.e2e
 

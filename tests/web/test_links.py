@@ -8,15 +8,15 @@ import json
 
 import pytest
 
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.links import github_decision, page_url, work_item_path
+from foundation.settings import Settings, WorkerSettings
 from graph.model import WorkItem
 from graph.status import render_status
-from integrations.github_fake import FakeGitHub
 from tests.conftest import gh_label, load_fixture
 from tests.workers.test_processing import deliver, work
 from the_loop.graphs import load_graph
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.settings import Settings, WorkerSettings
-from the_loop.web.links import github_decision, page_url, work_item_path
+from the_loop.sandbox.fakegithub.state import FakeGitHub
 from the_loop.wiring import build_processor
 
 REPO = "Codertocat/Hello-World"

@@ -1,4 +1,4 @@
-""""Sign in with GitHub" against the loopback fake GitHub (integrations/github_fake_http.py
+""""Sign in with GitHub" against the loopback fake GitHub (the_loop/sandbox/fakegithub/http.py
 served on 127.0.0.1): the App's web flow with its client id and secret, then the
 organization or team membership check; the session cookie is Secure, HttpOnly and
 SameSite=Lax; a non-member, a forged state and a refused authorization get no session."""
@@ -10,9 +10,9 @@ import urllib.parse
 import pytest
 import requests
 
-from integrations.github_fake_http import HttpFakeGitHub, serve
+from foundation.settings import Settings, SettingsError
 from tests.web.conftest import make_site
-from the_loop.settings import Settings, SettingsError
+from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 
 PUBLIC = "https://loop.test"
 CLIENT_ID, CLIENT_SECRET = "Iv1.0123456789abcdef", "client-secret-of-the-app-0001"

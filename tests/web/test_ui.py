@@ -12,9 +12,9 @@ import urllib.parse
 
 import pytest
 
+from foundation.links import work_item_path
 from tests.web.conftest import OTHER_TOKEN, TOKEN, make_site
 from tests.web.seed import AT_GATE, COMMENT_TEXT, FORCE_REASON, FORCED, PARKED, WORKING
-from the_loop.web.links import work_item_path
 
 BASE = "https://loop.test"  # the session cookie is Secure: the client keeps it for https
 

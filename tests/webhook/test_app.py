@@ -14,6 +14,8 @@ import pytest
 from flask import Flask
 from rq.job import Job
 
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.settings import ReceiverSettings, Settings, SettingsError
 from tests.conftest import (
     FIXTURES_DIR,
     RedisNamespace,
@@ -22,8 +24,6 @@ from tests.conftest import (
     sign_body,
     signed_post,
 )
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.settings import ReceiverSettings, Settings, SettingsError
 from the_loop.wiring import build_receiver
 from webhook.app import EXTENSION_KEY, ReceiverState, WebhookDispatcher, create_app
 
@@ -374,13 +374,13 @@ def test_the_receiver_without_secret_fails_fast() -> None:
 def test_wsgi_module_builds_app(monkeypatch, redis_ns) -> None:
     monkeypatch.setenv("THE_LOOP_WEBHOOK_SECRET", "wsgi-secret")
     monkeypatch.setenv("REDIS_URL", CLOSED_PORT_URL)
-    namespace = runpy.run_module("webhook.wsgi")
+    namespace = runpy.run_module("the_loop.wsgi")
     assert isinstance(namespace["app"], Flask)
     assert namespace["app"].test_client().get("/healthz").status_code == 200
 
 
 def test_gunicorn_conf_defaults_and_env(monkeypatch) -> None:
-    path = Path(__file__).resolve().parents[2] / "webhook" / "gunicorn_conf.py"
+    path = Path(__file__).resolve().parents[2] / "the_loop" / "gunicorn_conf.py"
     for name in ("THE_LOOP_BIND", "PORT", "THE_LOOP_WEB_WORKERS", "THE_LOOP_WEB_THREADS",
                  "THE_LOOP_ACCESS_LOG"):
         monkeypatch.delenv(name, raising=False)

@@ -63,8 +63,8 @@ def receiver(request, tmp_path_factory) -> Iterator[tuple[int, Path, RedisNamesp
                THE_LOOP_LOG_FORMAT="text", THE_LOOP_WEB_WORKERS="1",
                THE_LOOP_WEB_THREADS=request.param, THE_LOOP_BIND=f"127.0.0.1:{port}")
     log = tmp_path_factory.mktemp("gunicorn") / "receiver.log"
-    proc = start([str(BIN / "gunicorn"), "-c", "python:webhook.gunicorn_conf",
-                  "webhook.wsgi:app"], env, log)
+    proc = start([str(BIN / "gunicorn"), "-c", "python:the_loop.gunicorn_conf",
+                  "the_loop.wsgi:app"], env, log)
     try:
         def up() -> bool:
             assert proc.poll() is None, log.read_text()

@@ -6,8 +6,8 @@ from urllib.parse import urlencode
 
 import pytest
 
+from foundation.inbox.record import Delivery
 from tests.conftest import load_fixture
-from the_loop.inbox.record import Delivery
 from webhook.events import (
     BadHeadersError,
     BadPayloadError,

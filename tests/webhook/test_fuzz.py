@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from foundation.settings import Settings
 from tests.conftest import load_fixture, sign_body
 from tests.webhook.test_chunked import SECRET, exchange
 from tests.webhook.test_chunked import receiver as receiver  # noqa: F401  (the fixture)
-from the_loop.settings import Settings
 from the_loop.wiring import build_receiver
 
 METHODS = ["POST", "GET", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]

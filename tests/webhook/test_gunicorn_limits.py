@@ -1,5 +1,5 @@
 """The receiver's request limits under the real gunicorn (``the-loop serve``): the body
-read ahead by ``pre_request`` (webhook/gunicorn_conf.py) keeps kept-alive connections
+read ahead by ``pre_request`` (the_loop/gunicorn_conf.py) keeps kept-alive connections
 working, an oversize chunked body is refused and its connection closed, and request
 lines or header sets over gunicorn's limits are refused before the app runs."""
 

@@ -1,5 +1,5 @@
 """Slow clients cannot starve deliveries: the real receiver (``the-loop serve``: gunicorn
-with webhook/gunicorn_conf.py, its default two processes) keeps answering signed
+with the_loop/gunicorn_conf.py, its default two processes) keeps answering signed
 deliveries while unauthenticated connections trickle their headers or their bodies one
 byte at a time, and cuts those connections off.
 
@@ -15,11 +15,11 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
+from foundation.inbox.keys import Keys
 from tests.conftest import load_fixture, sign_body
 from tests.observability.helpers import wait_until
 from tests.support.processes import serve, stop
 from tests.support.slow_clients import tricklers
-from the_loop.inbox.keys import Keys
 
 SECRET = "slow-clients-secret-7c1e"
 SLOW_CLIENTS = 20

@@ -9,6 +9,8 @@ import json
 
 import pytest
 
+from foundation.inbox.keys import Keys
+from foundation.inbox.scripts import Scripts
 from graph.state import WorkItemState
 from tests.workers.test_reliability import (
     REF,
@@ -19,8 +21,6 @@ from tests.workers.test_reliability import (
     received,
     work,
 )
-from the_loop.inbox.keys import Keys
-from the_loop.inbox.scripts import Scripts
 from workers.state import LockLost, RedisStateStore
 
 

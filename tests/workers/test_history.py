@@ -16,18 +16,18 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.inbox.record import DeliveryRecord
+from foundation.settings import WorkerSettings
 from graph.context import HookConfig
 from graph.model import Status
 from graph.runtime import Runtime
 from graph.state import DECIDED_KEPT, Past, WorkItemState
-from integrations.github_fake import FakeGitHub
 from tests.conftest import act_as, gh_label, load_payload
 from the_loop.cli import main
 from the_loop.graphs import load_graph
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.inbox.record import DeliveryRecord
 from the_loop.local import parse_ref
-from the_loop.settings import WorkerSettings
+from the_loop.sandbox.fakegithub.state import FakeGitHub
 from the_loop.wiring import build_processor
 from webhook.events import parse_delivery
 from workers.state import RedisStateStore
@@ -194,7 +194,7 @@ def test_a_done_items_log_expires_after_the_retention_and_an_active_ones_does_no
 
 
 def test_the_worker_store_takes_the_retention_setting(redis_ns):
-    from the_loop.settings import Settings, SettingsError
+    from foundation.settings import Settings, SettingsError
 
     env = {"REDIS_URL": redis_ns.url, "THE_LOOP_REDIS_PREFIX": redis_ns.prefix}
     assert Settings.from_env(env, process="worker").worker.retention == 90 * 86400

@@ -3,12 +3,12 @@ one reminder delivery per freshness period in its inbox, however often it is swe
 
 from __future__ import annotations
 
+from foundation.events import MONITOR_EVENT
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.inbox.keys import Keys
 from graph.model import Status
 from graph.state import WorkItemState
-from the_loop.events import MONITOR_EVENT
 from the_loop.graphs import load_graph
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.inbox.keys import Keys
 from workers.monitors import MonitorSweep
 from workers.router import ROUTES
 from workers.state import RedisStateStore

@@ -15,7 +15,9 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from integrations.github_fake import FakeGitHub
+from foundation.inbox.dead import Deliveries
+from foundation.settings import ReceiverSettings, WorkerSettings
+from foundation.webhook_schema import SCHEMA_VERSION, PayloadSchemas
 from tests.conftest import fixture_files, load_payload, signed_post
 from tests.workers.test_processing import (
     COLLABORATORS,
@@ -28,9 +30,7 @@ from tests.workers.test_processing import (
 )
 from the_loop.cli import main
 from the_loop.graphs import load_graph
-from the_loop.inbox.dead import Deliveries
-from the_loop.settings import ReceiverSettings, WorkerSettings
-from the_loop.webhook_schema import SCHEMA_VERSION, PayloadSchemas
+from the_loop.sandbox.fakegithub.state import FakeGitHub
 from the_loop.wiring import build_processor
 from webhook.app import create_app
 from workers import metrics as worker_metrics
@@ -82,7 +82,7 @@ def env(redis_ns, monkeypatch):
     settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name,
                               delivery_attempts=2)
     processor = build_processor(settings, redis_ns.client, load_graph(), lambda _i: gh)
-    from the_loop.inbox.enqueue import DeliveryQueue
+    from foundation.inbox.enqueue import DeliveryQueue
 
     queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
                           prefix=redis_ns.prefix)
@@ -183,7 +183,7 @@ def test_an_invalid_delivery_is_never_retried_even_once(env):
 
 
 def test_the_invalid_record_is_bounded(redis_ns):
-    from the_loop.inbox import dead
+    from foundation.inbox import dead
 
     settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
     ledger = Deliveries(redis_ns.client, settings, RedisStateStore(redis_ns.client,

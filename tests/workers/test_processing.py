@@ -11,13 +11,13 @@ import uuid
 import pytest
 from rq import Queue
 
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.inbox.keys import SHARED_INBOX
+from foundation.settings import WorkerSettings
 from graph.state import Past
-from integrations.github_fake import FakeGitHub
 from tests.conftest import act_as, fixture_files, gh_label, load_fixture, load_payload
 from the_loop.graphs import load_graph
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.inbox.keys import SHARED_INBOX
-from the_loop.settings import WorkerSettings
+from the_loop.sandbox.fakegithub.state import FakeGitHub
 from the_loop.wiring import build_processor
 from webhook.events import parse_delivery
 from workers.router import ROUTES, route
@@ -193,9 +193,9 @@ def test_a_commit_status_re_drives_the_work_item_whose_head_it_names(env):
     gh.add_pull(REPO, 2, head_sha=head, head_ref="changes", base_ref="master")
     deliver(queue, "pull_request", pr)
     work(ns, processor)
+    from foundation.events import GitHubEvent
     from graph.context import HookConfig
     from graph.refs import WorkItemRef
-    from the_loop.events import GitHubEvent
     item = GitHubEvent.parse("pull_request", pr).work_item(WorkItemRef.parse(ref))
     processor.runtime.force(item, HookConfig(), "implementation",
                             "test: jump to implementation")

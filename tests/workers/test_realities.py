@@ -12,13 +12,18 @@ from typing import Any
 
 import pytest
 
+from foundation.config.repository import Collaborators
+from foundation.events import CIResult, GitHubEvent
+from foundation.hooks.notify import notify
+from foundation.hooks.set_phase_label import settle_phase_label
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.settings import WorkerSettings
 from graph.context import HEAD_MOVED, HookConfig
 from graph.model import HookContext, HookResult, WorkItem
 from graph.ports import IntegrationError, RateLimited
 from graph.refs import WorkItemRef
 from graph.runtime import Runtime, with_moved_head
 from graph.state import MemoryStateStore, WorkItemState
-from integrations.github_fake import FakeGitHub
 from integrations.slack import SlackSdk
 from tests.conftest import gh_label, load_payload
 from tests.graph.test_effects import Files
@@ -33,13 +38,8 @@ from tests.workers.test_routes import (
     enrolment,
     record,
 )
-from the_loop.config.repository import Collaborators
-from the_loop.events import CIResult, GitHubEvent
 from the_loop.graphs import load_graph
-from the_loop.hooks.notify import notify
-from the_loop.hooks.set_phase_label import settle_phase_label
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.settings import WorkerSettings
+from the_loop.sandbox.fakegithub.state import FakeGitHub
 from the_loop.wiring import build_processor
 from workers.files import GitHubFiles
 
@@ -362,7 +362,7 @@ def test_a_failed_notification_is_said_in_messages_and_one_log_line(caplog):
     slack = Slack(IntegrationError("slack post-message failed: HTTP 404 (channel_not_found)",
                                    integration="slack", op="post-message", status=404,
                                    codes=("channel_not_found",)))
-    with caplog.at_level(logging.ERROR, "the_loop.hooks.notify"):
+    with caplog.at_level(logging.ERROR, "foundation.hooks.notify"):
         result = notify(hook_ctx("requirements-approval", slack=slack, collaborators=PEOPLE))
     assert result.status == "pass" and result.data["notification_failed"]
     assert "channel_not_found" in result.messages[0].text

@@ -16,13 +16,13 @@ import redis
 from rq import Queue
 from rq.registry import FailedJobRegistry, StartedJobRegistry
 
+from foundation.inbox.dead import DeliveryCommandError
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.settings import WorkerSettings
 from graph.ports import IntegrationError
-from integrations.github_fake import FakeGitHub
 from tests.conftest import act_as, gh_label, load_payload
 from the_loop.graphs import load_graph
-from the_loop.inbox.dead import DeliveryCommandError
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.settings import WorkerSettings
+from the_loop.sandbox.fakegithub.state import FakeGitHub
 from the_loop.wiring import build_processor
 from webhook.events import parse_delivery
 from workers import worker as worker_module

@@ -10,16 +10,16 @@ import uuid
 
 import pytest
 
+from foundation.config.repository import load_harness_config
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.inbox.keys import SHARED_INBOX
+from foundation.settings import WorkerSettings
 from graph.markers import find_effect
 from graph.state import Past
-from integrations.github_fake import FakeGitHub
 from tests.conftest import act_as, gh_label
 from tests.workers.test_gate_feedback import COLLABORATORS, REF1, REPO, REQUIREMENTS, fixture
-from the_loop.config.repository import load_harness_config
 from the_loop.graphs import load_graph
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.inbox.keys import SHARED_INBOX
-from the_loop.settings import WorkerSettings
+from the_loop.sandbox.fakegithub.state import FakeGitHub
 from the_loop.wiring import build_processor
 from webhook.events import parse_delivery
 from workers.state import RedisStateStore

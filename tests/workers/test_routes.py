@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
+from foundation.events import GitHubEvent
+from foundation.inbox.record import DeliveryRecord
+from foundation.settings import WorkerSettings
 from graph.effects import RetryLater
 from graph.markers import find_effect
 from graph.ports import Unavailable
 from graph.refs import WorkItemRef
-from integrations.github_fake import FakeGitHub
 from tests.conftest import act_as, gh_label, load_payload
-from the_loop.events import GitHubEvent
 from the_loop.graphs import load_graph
-from the_loop.inbox.record import DeliveryRecord
-from the_loop.settings import WorkerSettings
+from the_loop.sandbox.fakegithub.state import FakeGitHub
 from the_loop.wiring import build_processor
 from webhook.events import parse_delivery
 from workers import routes

@@ -8,16 +8,16 @@ import uuid
 
 import pytest
 
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.inbox.keys import SHARED_INBOX
+from foundation.settings import WorkerSettings
+from foundation.signing import KEYS_PATH
 from graph.markers import find_effect
 from graph.ports import IntegrationError
 from graph.state import Past
-from integrations.github_fake import FakeGitHub
 from tests.conftest import TEST_SIGNER, gh_label, load_payload, signed_review
 from the_loop.graphs import load_graph
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.inbox.keys import SHARED_INBOX
-from the_loop.settings import WorkerSettings
-from the_loop.signing import KEYS_PATH
+from the_loop.sandbox.fakegithub.state import FakeGitHub
 from the_loop.wiring import build_processor
 from webhook.events import parse_delivery
 from workers.state import RedisStateStore
@@ -157,8 +157,8 @@ def test_the_record_the_worker_commits_is_signed_and_verifies(redis_ns):
     """An approval on a same-repository pull request: the entry committed to its branch
     carries a signed record naming the work item, gate, reviewer and the approved
     content; the decision in state carries its signature too."""
+    from foundation.hooks.review import verified_approval
     from graph.model import RecordCheck
-    from the_loop.hooks.review import verified_approval
 
     gh, store, deliver = make_env(redis_ns)
     pr = labeled_pr()

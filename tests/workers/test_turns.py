@@ -1,5 +1,5 @@
-"""The runner's Redis records (workers/turns.py), its reaper, and the turn input
-(workers/prompts.py), against the real Redis."""
+"""The runner's Redis records (foundation/turns.py), its reaper, and the turn input
+(runner/prompts.py), against the real Redis."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import time
 import pytest
 from rq import Queue
 
+from foundation.events import TURN_EVENT, GitHubEvent
+from foundation.inbox.enqueue import DeliveryQueue
+from foundation.inbox.keys import Keys
+from foundation.turns import INTERRUPTED, QUEUED, RUNNING, TurnContext, TurnRecords, job_id
 from graph.work import TurnEnded, TurnOrder
-from the_loop.events import TURN_EVENT, GitHubEvent
-from the_loop.inbox.enqueue import DeliveryQueue
-from the_loop.inbox.keys import Keys
-from workers import prompts
-from workers.runner import TurnReaper
-from workers.turns import INTERRUPTED, QUEUED, RUNNING, TurnContext, TurnRecords, job_id
+from runner import prompts
+from runner.service import TurnReaper
 
 REF = "github:o/r#7"
 CONTEXT = TurnContext("o/r", 7, "Add a login page", "main", installation_id=3)
@@ -194,7 +194,7 @@ def test_a_done_work_items_workspace_removal_is_queued_once(records, tmp_path):
     records.retire(REF, "o/r", 7)
     queue = Queue(records.queue.name, connection=records.redis)
     [job] = queue.jobs
-    assert job.func_name == "workers.runner.remove_workspace"
+    assert job.func_name == "runner.service.remove_workspace"
     assert job.args == (REF, "o/r", 7)
 
 

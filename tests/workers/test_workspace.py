@@ -20,16 +20,16 @@ from typing import Any
 import pytest
 
 from integrations.github import GitHubClients, GitHubSettings
-from integrations.github_fake import run_git
-from integrations.github_fake_http import HttpFakeGitHub, serve
-from tests.integrations.test_github_api import rsa_pem  # noqa: F401 (fixture)
-from workers.workspace import (
+from runner.workspace import (
     PROTECTED_PATHS,
     Checkout,
     WorkspaceError,
     Workspaces,
     branch_name,
 )
+from tests.integrations.test_github_api import rsa_pem  # noqa: F401 (fixture)
+from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
+from the_loop.sandbox.fakegithub.state import run_git
 
 REPO = "acme/widgets"
 APP_ID = 77

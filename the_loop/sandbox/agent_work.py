@@ -2,7 +2,7 @@
 and the test harness fakes (``tests/harnesses/fakelib.py``). Standard library only: the
 fakes run under the system ``python3`` with the minimal environment a turn gets.
 
-The prompt contract is the-loop's own (:mod:`workers.prompts`): artifacts to write are
+The prompt contract is the-loop's own (:mod:`runner.prompts`): artifacts to write are
 lines ``- `specs/12/requirements.md` with sections: `## Problem`, `## Requirements```;
 a blocked turn's feedback lists the check's messages as lines
 ``- validate-artifacts: specs/12/requirements.md has no 'Requirements' section (...)``.

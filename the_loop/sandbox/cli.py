@@ -31,8 +31,8 @@ from typing import Any
 
 import click
 
+from foundation.signing import ENV_SIGNING_KEY_FILE, load_signer
 from the_loop.cli import main
-from the_loop.signing import ENV_SIGNING_KEY_FILE, load_signer
 
 DEFAULT_PORT = 8765
 DEFAULT_DIR = ".dev/sandbox"

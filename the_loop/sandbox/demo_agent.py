@@ -2,7 +2,7 @@
 ``command`` adapter as ``[the-loop-demo-agent]`` (the console script of
 ``python -m the_loop.sandbox.demo_agent``: the adapter probes ``argv[0] --version``).
 
-It reads the turn's input on stdin (the prompt contract of :mod:`workers.prompts`) and
+It reads the turn's input on stdin (the prompt contract of :mod:`runner.prompts`) and
 writes each listed artifact from a template (:mod:`the_loop.sandbox.agent_work`): on the
 first turn of a session it leaves out the last required section, so the-loop's exit
 checks block it and the repair loop shows; a resumed turn adds the sections its input

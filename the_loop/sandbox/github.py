@@ -1,4 +1,4 @@
-"""The sandbox's GitHub: the one fake GitHub (:class:`integrations.github_fake_http.
+"""The sandbox's GitHub: the one fake GitHub (:class:`the_loop.sandbox.fakegithub.http.
 HttpFakeGitHub`, the REST subset the-loop uses and git over HTTP) that also sends signed
 webhook deliveries to a receiver for everything that happens in it, as GitHub does.
 
@@ -43,8 +43,8 @@ from typing import Any
 
 import requests
 
-from integrations.github_fake import Repo, now, run_git
-from integrations.github_fake_http import _GIT_PATH, HttpFakeGitHub
+from the_loop.sandbox.fakegithub.http import _GIT_PATH, HttpFakeGitHub
+from the_loop.sandbox.fakegithub.state import Repo, now, run_git
 from webhook.signature import sign
 
 __all__ = ["Delivery", "SandboxGitHub"]

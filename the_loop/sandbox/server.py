@@ -35,9 +35,9 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 from werkzeug.serving import make_server
 
-from integrations.github_fake_http import _QuietHandler
+from foundation.signing import KEYS_PATH
+from the_loop.sandbox.fakegithub.http import _QuietHandler
 from the_loop.sandbox.github import LOGIN, SandboxGitHub
-from the_loop.signing import KEYS_PATH
 
 __all__ = ["DEMO_REPO", "Sandbox", "collaborators_yaml", "parse_ref", "serve_forever"]
 

@@ -30,10 +30,10 @@ from typing import Any
 import redis
 from flask import Blueprint, Response, g, request
 
+from foundation.links import API_PREFIX
 from graph.envelope import EnvelopeLimitError, encode
 from graph.refs import WorkItemRef
 from the_loop.web.app import web
-from the_loop.web.links import API_PREFIX
 from the_loop.web.readmodel import QueryError
 
 log = logging.getLogger("the_loop.web")

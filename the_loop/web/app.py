@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import redis
 from flask import Flask, current_app, request
 
+from foundation.settings import Settings
 from graph.model import Graph
-from the_loop.settings import Settings
 from the_loop.web.auth import SESSION_COOKIE, Auth, Principal
 from the_loop.web.oauth import GitHubOAuth
 from the_loop.web.readmodel import ReadModel

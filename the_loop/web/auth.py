@@ -3,7 +3,7 @@
 * **Bearer tokens** (``Authorization: Bearer TOKEN``): the token's SHA-256 is compared
   with every digest of ``THE_LOOP_API_TOKENS`` with :func:`hmac.compare_digest` (all of
   them, whatever matches: the time taken says nothing about which, or how much,
-  matched). Only digests are held, in memory (:class:`the_loop.settings.DashboardSettings`).
+  matched). Only digests are held, in memory (:class:`foundation.settings.DashboardSettings`).
 * **Session cookie** (``the_loop_session``): set after a sign-in on ``/ui/login`` (with a
   token, or "Sign in with GitHub", :mod:`the_loop.web.oauth`); ``Secure``, ``HttpOnly``,
   ``SameSite=Lax``, signed and time-stamped with ``itsdangerous`` under the session key,
@@ -24,7 +24,7 @@ from typing import Any
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from the_loop.settings import DashboardSettings
+from foundation.settings import DashboardSettings
 
 SESSION_COOKIE = "the_loop_session"
 #: The short-lived cookie carrying the OAuth ``state`` between the redirect to GitHub
@@ -65,7 +65,7 @@ class Auth:
     """Checks credentials against one deployment's dashboard settings.
 
     Args:
-        settings: :attr:`the_loop.settings.Settings.dashboard`.
+        settings: :attr:`foundation.settings.Settings.dashboard`.
     """
 
     def __init__(self, settings: DashboardSettings) -> None:

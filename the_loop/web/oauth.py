@@ -21,8 +21,8 @@ from __future__ import annotations
 import urllib.parse
 from typing import TYPE_CHECKING
 
+from foundation.settings import DashboardSettings
 from graph.errors import LoopError
-from the_loop.settings import DashboardSettings
 
 if TYPE_CHECKING:
     import requests
@@ -40,7 +40,7 @@ class GitHubOAuth:
     """The web flow and the membership check of one deployment.
 
     Args:
-        settings: :attr:`the_loop.settings.Settings.dashboard` (client id and secret,
+        settings: :attr:`foundation.settings.Settings.dashboard` (client id and secret,
             GitHub's web and API roots, the allowed organizations and teams).
         session: the HTTP session (a fresh ``requests.Session`` by default).
     """

@@ -23,18 +23,18 @@ from typing import Any
 
 import redis
 
+from foundation import links
+from foundation.inbox.dead import Deliveries
+from foundation.inbox.keys import Keys
+from foundation.settings import Settings
+from foundation.turns import TurnRecords
 from graph.envelope import LIMITS, build, metadata, timestamp
 from graph.errors import LoopError
 from graph.model import Graph, Status
 from graph.refs import WorkItemRef
 from graph.state import LogEvent, Past, StateError, WorkItemState
 from graph.work import spend_of
-from the_loop.inbox.dead import Deliveries
-from the_loop.inbox.keys import Keys
-from the_loop.settings import Settings
-from the_loop.web import links
 from workers.state import RedisStateStore
-from workers.turns import TurnRecords
 
 log = logging.getLogger("the_loop.web")
 

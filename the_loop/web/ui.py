@@ -40,11 +40,11 @@ from flask.typing import ResponseReturnValue
 from werkzeug.exceptions import NotFound
 from werkzeug.wrappers import Response as BaseResponse
 
+from foundation import links
 from graph.envelope import metadata, timestamp
 from graph.export import Overlay, to_mermaid
 from graph.refs import WorkItemRef
 from graph.state import Past
-from the_loop.web import links
 from the_loop.web.app import web
 from the_loop.web.auth import OAUTH_COOKIE, OAUTH_TTL, SESSION_COOKIE, Principal, cookie_options
 from the_loop.web.oauth import OAuthError

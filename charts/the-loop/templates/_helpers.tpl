@@ -166,7 +166,7 @@ codex: "0.171.0"
 {{- $_ := set $harness "version" $version }}
 {{- $_ := set $config "harness" $harness }}
 {{- if not (hasKey $config "version") }}
-{{- /* cli-config.yaml's schema version (the_loop.config CURRENT_VERSION). */}}
+{{- /* cli-config.yaml's schema version (foundation.config CURRENT_VERSION). */}}
 {{- $_ := set $config "version" 2 }}
 {{- end }}
 {{- end }}

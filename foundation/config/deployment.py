@@ -1,0 +1,277 @@
+"""``cli-config.yaml``, the deployment's configuration (*how*): the transports and the
+environment variables that hold their credentials, the webhook routing, the RQ queue, the
+state settings and the classifier endpoint.
+
+Loading and errors: :mod:`foundation.config.loader`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from foundation.config.legacy import find_legacy_keys
+from foundation.config.loader import (
+    CLI_CONFIG,
+    CURRENT_VERSION,
+    as_dict,
+    build,
+    load_document,
+    read_file,
+)
+
+CONFIG_ENV = "THE_LOOP_CONFIG"
+CLI_CONFIG_NAME = "cli-config.yaml"
+
+
+# -- the files' dataclasses ------------------------------------------------------------
+#
+# Field ``foo_bar`` is key ``fooBar`` in the file. A nested dataclass is a nested mapping.
+
+
+@dataclass(frozen=True)
+class GitHubApi:
+    """``integrations.github.api``: credentials only as environment variable names."""
+
+    token_env: tuple[str, ...] = ("GH_TOKEN", "GITHUB_TOKEN")
+    base_url: str = "https://api.github.com"
+    app_id_env: str = "THE_LOOP_GITHUB_APP_ID"
+    private_key_env: str = "THE_LOOP_GITHUB_PRIVATE_KEY"
+    private_key_path_env: str = "THE_LOOP_GITHUB_PRIVATE_KEY_PATH"
+
+
+@dataclass(frozen=True)
+class GitHubCli:
+    """``integrations.github.cli``: the ``gh`` executable (was ``ghBinary`` in version 1)."""
+
+    binary: str = "gh"
+
+
+@dataclass(frozen=True)
+class GitHubIntegration:
+    """``integrations.github``: ``transport`` is ``auto`` (api when a token is set, else cli
+    when the binary is on PATH, else fail naming both fixes), ``api`` or ``cli``."""
+
+    transport: str = "auto"
+    api: GitHubApi = field(default_factory=GitHubApi)
+    cli: GitHubCli = field(default_factory=GitHubCli)
+
+
+@dataclass(frozen=True)
+class SlackIntegration:
+    """``integrations.slack``: ``transport`` ``sdk`` (bot token) or ``webhook`` (URL)."""
+
+    transport: str = "sdk"
+    token_env: str = "THE_LOOP_SLACK_TOKEN"
+    url_env: str = "THE_LOOP_SLACK_WEBHOOK_URL"
+
+
+@dataclass(frozen=True)
+class JiraApi:
+    """``integrations.jira.api``; an empty ``base_url`` means Jira is not configured."""
+
+    base_url: str = ""
+    token_env: str = "THE_LOOP_JIRA_TOKEN"
+    user_env: str = "THE_LOOP_JIRA_USER"
+
+
+@dataclass(frozen=True)
+class JiraCli:
+    """``integrations.jira.cli``."""
+
+    binary: str = "jira"
+
+
+@dataclass(frozen=True)
+class JiraIntegration:
+    """``integrations.jira``: ``transport`` ``api`` or ``cli``."""
+
+    transport: str = "api"
+    api: JiraApi = field(default_factory=JiraApi)
+    cli: JiraCli = field(default_factory=JiraCli)
+
+
+@dataclass(frozen=True)
+class Integrations:
+    """``integrations``: each external service declared once."""
+
+    github: GitHubIntegration = field(default_factory=GitHubIntegration)
+    slack: SlackIntegration = field(default_factory=SlackIntegration)
+    jira: JiraIntegration = field(default_factory=JiraIntegration)
+
+
+@dataclass(frozen=True)
+class ControlRouting:
+    """``webhooks.ghWebhook.routing.control``: no settings; it uses ``integrations.github``."""
+
+
+@dataclass(frozen=True)
+class Reactions:
+    """``webhooks.ghWebhook.routing.reactions``: emoji on the triggering comment (names from
+    :data:`graph.ports.REACTIONS`)."""
+
+    enabled: bool = True
+    started: str = "eyes"
+    completed: str = "hooray"
+    error: str = "confused"
+
+
+@dataclass(frozen=True)
+class Announce:
+    """``webhooks.ghWebhook.routing.announce``: comments announcing phase changes."""
+
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class Routing:
+    """``webhooks.ghWebhook.routing``."""
+
+    control: ControlRouting = field(default_factory=ControlRouting)
+    reactions: Reactions = field(default_factory=Reactions)
+    announce: Announce = field(default_factory=Announce)
+
+
+@dataclass(frozen=True)
+class GhWebhook:
+    """``webhooks.ghWebhook``."""
+
+    routing: Routing = field(default_factory=Routing)
+
+
+@dataclass(frozen=True)
+class Webhooks:
+    """``webhooks``."""
+
+    gh_webhook: GhWebhook = field(default_factory=GhWebhook)
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """``queue``: the RQ queue (``name`` is ``THE_LOOP_QUEUE``'s setting)."""
+
+    name: str = "the-loop"
+    default_timeout: int = 300
+
+
+@dataclass(frozen=True)
+class StateSettings:
+    """``state``: ``prefix`` (``THE_LOOP_REDIS_PREFIX``), ``lock_timeout``
+    (``THE_LOOP_LOCK_TIMEOUT``), ``config_ttl`` (``THE_LOOP_CONFIG_TTL``), in seconds."""
+
+    prefix: str = "the-loop"
+    lock_timeout: int = 300
+    config_ttl: int = 300
+
+
+@dataclass(frozen=True)
+class ClassifierEndpoint:
+    """``classification.endpoint``: an OpenAI-compatible chat completions API."""
+
+    base_url: str = ""
+    model: str = ""
+    token_env: str = "THE_LOOP_CLASSIFIER_TOKEN"
+
+
+@dataclass(frozen=True)
+class Classification:
+    """``classification``: the optional model classifier (a harness ``command`` or an
+    ``endpoint``), with ``timeout`` seconds per attempt and ``retries``."""
+
+    command: tuple[str, ...] = ()
+    endpoint: ClassifierEndpoint = field(default_factory=ClassifierEndpoint)
+    timeout: int = 30
+    retries: int = 2
+
+
+@dataclass(frozen=True)
+class HarnessSection:
+    """``harness``: the coding-agent CLI that does the work of agent nodes.
+
+    ``adapter`` is ``claude-code``, ``codex``, ``command`` or ``none`` (agent nodes wait
+    for a person, as before); ``binary`` (claude-code, codex; ``None``: ``claude`` /
+    ``codex`` on PATH); ``argv`` (command: an argument list, never a shell string);
+    ``version`` the pinned ``--version`` text; ``turn_timeout`` / ``idle_timeout`` in
+    seconds; ``max_turns`` the-loop turns per node visit; ``cost_cap_usd`` per work item
+    (``None``: no cap); ``models`` stage -> model; ``env`` names of the variables passed
+    to the harness (empty: the adapter's API-key variables); ``mcp_config`` the MCP
+    servers file the ``mcp-call`` hook's harness calls are given (``None``: none).
+    """
+
+    adapter: str = "none"
+    binary: str | None = None
+    argv: tuple[str, ...] = ()
+    version: str | None = None
+    turn_timeout: float = 1800
+    idle_timeout: float = 300
+    max_turns: int = 5
+    cost_cap_usd: float | None = None
+    models: Mapping[str, str] = field(default_factory=dict)
+    env: tuple[str, ...] = ()
+    mcp_config: str | None = None
+
+
+@dataclass(frozen=True)
+class RunnerSection:
+    """``runner``: the processes that run agent turns (``the-loop runner``).
+
+    ``concurrency`` live turns per runner, ``per_installation`` per GitHub App
+    installation; ``workspace_dir`` and ``home_dir`` (empty: under
+    ``$XDG_STATE_HOME/the-loop``); ``log_bytes`` cap of one turn's log; ``mode``
+    ``process`` or ``tmux``; ``lease`` seconds a turn's lease lasts without a heartbeat;
+    ``git_url`` clone URL template with ``{repo}`` (empty: derived from the API URL).
+    """
+
+    concurrency: int = 2
+    per_installation: int = 2
+    workspace_dir: str = ""
+    home_dir: str = ""
+    log_bytes: int = 5 * 2**20
+    mode: str = "process"
+    lease: int = 30
+    git_url: str = ""
+
+
+@dataclass(frozen=True)
+class CliConfig:
+    """``cli-config.yaml``, the deployment's configuration (*how*)."""
+
+    version: int = CURRENT_VERSION[CLI_CONFIG]
+    integrations: Integrations = field(default_factory=Integrations)
+    webhooks: Webhooks = field(default_factory=Webhooks)
+    queue: QueueSettings = field(default_factory=QueueSettings)
+    state: StateSettings = field(default_factory=StateSettings)
+    classification: Classification = field(default_factory=Classification)
+    harness: HarnessSection = field(default_factory=HarnessSection)
+    runner: RunnerSection = field(default_factory=RunnerSection)
+
+    @property
+    def routing(self) -> Routing:
+        """Shortcut for ``webhooks.gh_webhook.routing``."""
+        return self.webhooks.gh_webhook.routing
+
+    def as_dict(self) -> dict[str, Any]:
+        """The file's shape with every default filled (camelCase keys, lists)."""
+        return as_dict(self)
+
+
+
+def load_cli_config(text: str | None, source: str = CLI_CONFIG_NAME) -> CliConfig:
+    """Parse ``cli-config.yaml``'s text; ``None`` (no file) or an empty file gives every
+    default.
+
+    Raises:
+        LegacyConfigError: version 1 (or no version), or a ``ghBinary`` key anywhere.
+        InvalidConfigError: bad YAML, an unknown key, a wrong type or value.
+    """
+    plain = load_document(text, source, CLI_CONFIG, legacy=find_legacy_keys)
+    return CliConfig() if plain is None else build(CliConfig, plain)
+
+
+
+def cli_config_from_path(path: str | os.PathLike[str]) -> CliConfig:
+    """:func:`load_cli_config` of the file at ``path`` (absent: every default)."""
+    return load_cli_config(read_file(path), str(path))
+

@@ -1,0 +1,432 @@
+"""Agent turns in Redis: the orders the runtime places, the runner's record of each turn,
+its one live turn per work item, the concurrency slots, and the report that hands a
+turn's end back to the worker.
+
+The runtime orders a turn through :class:`RunnerWork` (the worker's
+:class:`graph.work.AgentWork`): one MULTI/EXEC writes the "ordered" marker, the work
+item's turn record (``queued``) and the RQ job on the turns queue, so a turn is queued
+exactly when it is recorded. The runner (:mod:`runner.service`) takes the job, holds the
+work item's turn lock and its slots while the harness runs, and ends by putting a
+:data:`foundation.events.TURN_EVENT` delivery into the work item's inbox
+(:meth:`TurnRecords.report`): the worker then runs the node's exit chain, serialised with
+every other delivery of the work item. Key names: :mod:`foundation.inbox.keys`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import redis
+from rq import Queue
+
+from foundation.branches import branch_name
+from foundation.events import TURN_EVENT
+from foundation.inbox.enqueue import SEVEN_DAYS, DeliveryQueue
+from foundation.inbox.keys import Keys
+from foundation.inbox.record import DeliveryRecord
+from graph.ports import RetryLater
+from graph.work import TurnEnded, TurnOrder
+
+log = logging.getLogger("the_loop.runner")
+
+#: The RQ job every turn runs: ``runner.service.run_turn(ref, order_id)``.
+TURN_FUNC = "runner.service.run_turn"
+#: The RQ job that removes a done work item's workspace.
+CLEANUP_FUNC = "runner.service.remove_workspace"
+#: Turn record statuses besides a :class:`graph.work.TurnEnded` status.
+QUEUED, RUNNING, INTERRUPTED = "queued", "running", "interrupted"
+#: Bytes of a turn's log kept in Redis for ``the-loop sessions logs``.
+LOG_TAIL_BYTES = 64 * 1024
+#: The sender of the runner's reports (GitHub's shape of an App's bot user).
+RUNNER_SENDER = {"login": "the-loop[bot]", "type": "Bot"}
+
+_SLOT_SCRIPT = """
+-- KEYS: the global slots, the installation's slots; ARGV: turn id, now, lease expiry,
+-- global limit, installation limit. Take both or neither.
+for i = 1, 2 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[2]) end
+local held = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not held then
+  if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
+  if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return 0 end
+end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What the runner needs of the work item beyond the order (from the delivery that
+    ordered it; no untrusted text but the title, which only becomes a branch slug).
+
+    Attributes:
+        repository: ``OWNER/REPO``.
+        number: the issue (or pull request) number.
+        title: its title.
+        default_branch: the repository's default branch.
+        installation_id: the GitHub App installation, or ``None`` (token mode, local).
+        branch: the work item's branch when one exists already.
+    """
+
+    repository: str
+    number: int
+    title: str
+    default_branch: str
+    installation_id: int | None = None
+    branch: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return dict(vars(self))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TurnContext:
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            KeyError, TypeError, ValueError: a malformed record.
+        """
+        inst = data.get("installation_id")
+        return cls(str(data["repository"]), int(data["number"]), str(data.get("title") or ""),
+                   str(data.get("default_branch") or "main"),
+                   int(inst) if inst is not None else None, data.get("branch"))
+
+
+def record_key(order: TurnOrder) -> str:
+    """The turn record (and turn lock) a turn is kept under: the work item's ref for the
+    node's own turns, ``<ref>/task/<id>`` for a task of a plan (its tasks run at once)."""
+    return order.ref if order.task_id is None else f"{order.ref}/task/{order.task_id}"
+
+
+def job_id(order_id: str) -> str:
+    """The RQ job id of turn ``order_id`` (RQ ids are free text; a digest keeps them
+    short and free of ``:``)."""
+    return "turn-" + hashlib.sha256(order_id.encode()).hexdigest()[:32]
+
+
+def report_id(order_id: str, attempt: int) -> str:
+    """The delivery id of the report of ``order_id``'s ``attempt`` (deterministic, so a
+    report sent twice is one delivery; ``[A-Za-z0-9-]`` like GitHub's GUIDs)."""
+    digest = hashlib.sha256(f"{order_id}\n{attempt}".encode()).hexdigest()[:32]
+    return f"turn-{digest}"
+
+
+class TurnRecords:
+    """The runner's Redis records (see the module docstring).
+
+    Args:
+        connection: Redis client (decoded responses off: values are bytes).
+        keys: the deployment's key names.
+        queue: the RQ queue of turns (``RunnerSettings.queue``).
+        job_timeout: RQ timeout of a turn job, seconds (the turn's own limits are
+            shorter; this only bounds a runner that hangs).
+    """
+
+    def __init__(self, connection: redis.Redis, keys: Keys, queue: str, *,
+                 job_timeout: int = 4 * 3600) -> None:
+        self.redis = connection
+        self.keys = keys
+        self.queue = Queue(queue, connection=connection)
+        self.job_timeout = job_timeout
+        self._slot = connection.register_script(_SLOT_SCRIPT)
+
+    # -- orders -------------------------------------------------------------------------
+
+    def order(self, order: TurnOrder, context: TurnContext) -> bool:
+        """Queue ``order`` unless it was queued before.
+
+        Returns:
+            True if queued now.
+
+        Raises:
+            redis.RedisError: Redis unreachable; nothing was written.
+        """
+        if self.redis.exists(self.keys.turn_ordered(order.id)):
+            return False
+        if context.branch is None:
+            # The branch is named once, from the title the first order saw; later orders
+            # (a turn report carries no title) keep it.
+            branch = branch_name(context.number, context.title)
+            self.redis.hsetnx(self.keys.workspace(order.ref), "branch", branch)
+            context = replace(context, branch=_text(
+                self.redis.hget(self.keys.workspace(order.ref), "branch") or branch))
+        self._enqueue(order, context, attempt=1)
+        log.info("turn %s ordered", order.id)
+        return True
+
+    def _enqueue(self, order: TurnOrder, context: TurnContext, *, attempt: int,
+                 status: str = QUEUED) -> None:
+        record = record_key(order)
+        job = self.queue.create_job(
+            TURN_FUNC, args=(record, order.id), job_id=f"{job_id(order.id)}-{attempt}",
+            timeout=self.job_timeout, result_ttl=0, failure_ttl=SEVEN_DAYS,
+            description=f"the-loop turn {order.number} of {record} at {order.node}")
+        key = self.keys.turn(record)
+        with self.redis.pipeline() as pipe:
+            # RQ opens the MULTI itself: its job goes first, the records join it.
+            self.queue.enqueue_job(job, pipeline=pipe)
+            pipe.set(self.keys.turn_ordered(order.id), "1", ex=SEVEN_DAYS)
+            pipe.hdel(key, "host", "pid", "pgid", "started_at", "lease_until", "ended_at",
+                      "detail", "cancel")
+            pipe.hset(key, mapping={
+                "id": order.id, "ref": order.ref, "node": order.node,
+                "number": order.number, "max_turns": order.max_turns, "status": status,
+                "attempt": attempt, "session_id": order.session_id,
+                "order": json.dumps(order.to_dict()),
+                "context": json.dumps(context.to_dict()), "queued_at": time.time()})
+            pipe.sadd(self.keys.turns, record)
+            pipe.execute()
+
+    def requeue(self, ref: str, *, reason: str) -> bool:
+        """Queue ``ref``'s recorded turn again (an interrupted turn; ``the-loop sessions
+        resume``); the next attempt resumes the same session.
+
+        Returns:
+            False when ``ref`` has no turn that may run again (none, or it ended).
+        """
+        record = self.get(ref)
+        if record is None or record.get("status") not in (QUEUED, INTERRUPTED, RUNNING):
+            return False
+        order = TurnOrder.from_dict(json.loads(record["order"]))
+        context = TurnContext.from_dict(json.loads(record["context"]))
+        attempt = int(record.get("attempt") or 1) + 1
+        self._enqueue(order, context, attempt=attempt, status=INTERRUPTED)
+        self.redis.hset(self.keys.turn(ref), "detail", reason)
+        log.warning("turn %s queued again (attempt %d): %s", order.id, attempt, reason)
+        return True
+
+    def retire(self, ref: str, repository: str, number: int) -> None:
+        """The work item is done: queue the removal of its workspace on the runner
+        (whose disk holds it); once per work item.
+
+        Raises:
+            redis.RedisError: Redis unreachable.
+        """
+        if not self.redis.set(self.keys.turn_retired(ref), "1", nx=True, ex=SEVEN_DAYS):
+            return
+        job = self.queue.create_job(
+            CLEANUP_FUNC, args=(ref, repository, number),
+            job_id="cleanup-" + hashlib.sha256(ref.encode()).hexdigest()[:32],
+            result_ttl=0, failure_ttl=SEVEN_DAYS, timeout=600,
+            description=f"the-loop: remove the workspace of {ref}")
+        with self.redis.pipeline() as pipe:
+            self.queue.enqueue_job(job, pipeline=pipe)
+            pipe.execute()
+
+    def enqueue_again(self, ref: str) -> bool:
+        """Queue ``ref``'s recorded turn's job again as it is (same attempt, status and
+        flags: a turn waiting for a slot or for the work item's lock).
+
+        Returns:
+            False when there is no queued or interrupted turn to queue.
+        """
+        record = self.get(ref)
+        if record is None or record.get("status") not in (QUEUED, INTERRUPTED):
+            return False
+        order = TurnOrder.from_dict(json.loads(record["order"]))
+        attempt = int(record.get("attempt") or 1)
+        job = self.queue.create_job(
+            TURN_FUNC, args=(ref, order.id), job_id=f"{job_id(order.id)}-{attempt}",
+            timeout=self.job_timeout, result_ttl=0, failure_ttl=SEVEN_DAYS,
+            description=f"the-loop turn {order.number} of {ref} at {order.node}")
+        with self.redis.pipeline() as pipe:
+            self.queue.enqueue_job(job, pipeline=pipe)
+            pipe.execute()
+        return True
+
+    def update_if(self, ref: str, order_id: str, **fields: Any) -> bool:
+        """Set fields of ``ref``'s turn record only while it is turn ``order_id``'s (a
+        late writer never overwrites the next turn's record).
+
+        Returns:
+            whether it was written.
+        """
+        key = self.keys.turn(ref)
+        with self.redis.pipeline() as pipe:
+            while True:
+                try:
+                    pipe.watch(key)
+                    if _text(pipe.hget(key, "id") or b"") != order_id:
+                        pipe.reset()
+                        return False
+                    pipe.multi()
+                    pipe.hset(key, mapping={k: _field(v) for k, v in fields.items()})
+                    pipe.execute()
+                    return True
+                except redis.WatchError:
+                    continue
+
+    # -- records ------------------------------------------------------------------------
+
+    def get(self, ref: str) -> dict[str, str] | None:
+        """``ref``'s turn record as text fields, or ``None``."""
+        raw = self.redis.hgetall(self.keys.turn(ref))
+        if not raw:
+            return None
+        return {_text(k): _text(v) for k, v in raw.items()}
+
+    def refs(self) -> list[str]:
+        """Every work item with a turn record, sorted."""
+        return sorted(_text(r) for r in self.redis.smembers(self.keys.turns))
+
+    def update(self, ref: str, **fields: Any) -> None:
+        """Set fields of ``ref``'s turn record."""
+        self.redis.hset(self.keys.turn(ref), mapping={k: _field(v) for k, v in fields.items()})
+
+    def request_cancel(self, ref: str) -> bool:
+        """Ask the runner to stop ``ref``'s live turn (it reports it ``cancelled``).
+
+        Returns:
+            False when no turn is queued or running.
+        """
+        record = self.get(ref)
+        if record is None or record.get("status") not in (QUEUED, RUNNING, INTERRUPTED):
+            return False
+        self.update(ref, cancel="1")
+        return True
+
+    # -- the live turn and the slots ----------------------------------------------------
+
+    def lock(self, ref: str, lease: int) -> str | None:
+        """Take ``ref``'s turn lock for ``lease`` seconds; its token, or ``None`` when
+        another turn of the work item is live."""
+        token = uuid.uuid4().hex
+        ok = self.redis.set(self.keys.turn_lock(ref), token, nx=True, ex=lease)
+        return token if ok else None
+
+    def renew(self, ref: str, token: str, lease: int) -> bool:
+        """Extend the lock (a heartbeat); False when it is no longer ours."""
+        key = self.keys.turn_lock(ref)
+        if _text(self.redis.get(key) or b"") != token:
+            return False
+        self.redis.expire(key, lease)
+        self.update(ref, lease_until=time.time() + lease)
+        return True
+
+    def unlock(self, ref: str, token: str) -> None:
+        """Release the lock if it is still ours."""
+        key = self.keys.turn_lock(ref)
+        if _text(self.redis.get(key) or b"") == token:
+            self.redis.delete(key)
+
+    def take_slot(self, turn_id: str, installation: int | None, lease: int, *,
+                  limit: int, per_installation: int) -> bool:
+        """Take a slot under the global cap and the installation's (both or neither);
+        slots expire ``lease`` seconds after the last heartbeat."""
+        now = time.time()
+        inst = self.keys.runner_slots(installation if installation is not None else 0)
+        return bool(self._slot(keys=[self.keys.runner_slots(), inst],
+                               args=[turn_id, now, now + lease, limit, per_installation]))
+
+    def release_slot(self, turn_id: str, installation: int | None) -> None:
+        """Give the slots back."""
+        inst = self.keys.runner_slots(installation if installation is not None else 0)
+        with self.redis.pipeline() as pipe:
+            pipe.zrem(self.keys.runner_slots(), turn_id)
+            pipe.zrem(inst, turn_id)
+            pipe.execute()
+
+    # -- the work item's branch and pull request -----------------------------------------
+
+    def workspace(self, ref: str) -> dict[str, str]:
+        """``{branch, pull}`` of ``ref`` (empty before its first turn pushed)."""
+        raw = self.redis.hgetall(self.keys.workspace(ref))
+        return {_text(k): _text(v) for k, v in raw.items()}
+
+    def remember_workspace(self, ref: str, repository: str, branch: str,
+                           pull: int | None) -> None:
+        """Record the work item's branch and draft pull request, and make deliveries
+        about that pull request the work item's (:meth:`owner_of`)."""
+        with self.redis.pipeline() as pipe:
+            pipe.hset(self.keys.workspace(ref), mapping={"branch": branch,
+                                                         "repository": repository})
+            if pull is not None:
+                pipe.hset(self.keys.workspace(ref), "pull", pull)
+                pipe.set(self.keys.alias(repository, pull), ref)
+            pipe.execute()
+
+    def owner_of(self, repository: str, number: int) -> str | None:
+        """The work item whose draft pull request is ``repository#number``, or ``None``."""
+        value = self.redis.get(self.keys.alias(repository, number))
+        return _text(value) if value else None
+
+    # -- reports ------------------------------------------------------------------------
+
+    def report(self, inbox: DeliveryQueue, order: TurnOrder, context: TurnContext,
+               ended: TurnEnded, *, attempt: int, branch: str | None) -> str:
+        """Put the report of ``order``'s end into the work item's inbox (a delivery the
+        worker processes in order with the work item's others).
+
+        Returns:
+            the report's delivery id.
+
+        Raises:
+            redis.RedisError: Redis unreachable (the caller retries; the id is the same).
+        """
+        delivery_id = report_id(order.id, attempt)
+        turn = {**ended.to_dict(), "branch": branch}
+        payload = {
+            "action": "completed",
+            "repository": {"full_name": context.repository,
+                           "default_branch": context.default_branch},
+            "issue": {"number": context.number},
+            "sender": RUNNER_SENDER,
+            "turn": turn,
+        }
+        if context.installation_id is not None:
+            payload["installation"] = {"id": context.installation_id}
+        body = json.dumps(payload).encode()
+        inbox.put(DeliveryRecord(
+            delivery_id=delivery_id, event=TURN_EVENT, action="completed",
+            received_at=time.time(), installation_id=context.installation_id,
+            repository=context.repository, work_item=order.ref, body=body))
+        return delivery_id
+
+
+class RunnerWork:
+    """The worker's :class:`graph.work.AgentWork`: orders go to the runner's queue.
+
+    Args:
+        records: the turn records.
+        context: the work item as the ordering delivery shows it.
+        max_turns, cost_cap_usd: ``harness.maxTurns`` and ``harness.costCapUsd``.
+    """
+
+    def __init__(self, records: TurnRecords, context: TurnContext, *, max_turns: int,
+                 cost_cap_usd: float | None) -> None:
+        self.records = records
+        self.context = context
+        self.max_turns = max_turns
+        self.cost_cap_usd = cost_cap_usd
+
+    def order(self, order: TurnOrder) -> None:
+        """Queue ``order`` (once per id).
+
+        Raises:
+            graph.ports.RetryLater: Redis is unreachable.
+        """
+        try:
+            self.records.order(order, self.context)
+        except redis.RedisError as exc:
+            raise RetryLater(f"the turns queue is unreachable ({type(exc).__name__})",
+                             integration="runner", op="order-turn") from exc
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _field(value: Any) -> str | int | float:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int | float | str):
+        return value
+    return json.dumps(value)

@@ -1,0 +1,622 @@
+"""A git checkout per work item: the working tree an agent turn runs in.
+
+Each work item gets its own clone, ``ROOT/<owner>__<name>__<N>``, on its own branch
+(:func:`branch_name`: ``the-loop/<N>-<slug>``), never shared with another work item.
+:meth:`Workspaces.prepare` clones (or fetches) and checks the branch out -- the remote
+branch when it exists, else a new one from the default branch; :meth:`Workspaces.
+commit_and_push` commits what the agent changed as the App's bot and pushes it;
+:meth:`Workspaces.remove` deletes the checkout when the work item is done.
+
+Credentials (git docs: gitcredentials, "Environment Variables" in git(1)):
+
+* HTTPS with a short-lived installation token (GitHub: "Authenticating as a GitHub App
+  installation", user ``x-access-token``): the token is fetched per operation and given
+  only to the git child process, in the ``THE_LOOP_GIT_TOKEN`` variable, which a small
+  ``GIT_ASKPASS`` script (written once under ``ROOT``, it holds no secret) prints when git
+  asks for the password. It is never in argv, in ``.git/config`` or in the remote URL,
+  and is scrubbed from any git output that reaches an error message.
+* or a credential helper command (``["gh", "auth", "git-credential"]`` for the ``cli``
+  transport), passed with ``-c credential.helper=!...`` per call.
+
+Every git call runs with an argument list (no shell), a time limit (its process group is
+killed on expiry), ``-c credential.helper=`` first (stored helpers are never used), a
+minimal environment (``PATH``, ``HOME``, ``LANG``; none of the-loop's secrets;
+``GIT_TERMINAL_PROMPT=0``; no system or global git configuration), and with hooks and
+fsmonitor disabled. The agent can write anything under the checkout, ``.git`` included,
+so before each call that holds a credential the-loop rewrites ``.git/config`` with its own
+(a ``core.fsmonitor`` or filter the agent planted would otherwise run with the token in
+its environment).
+
+Files a harness executes from the tree (:data:`PROTECTED_PATHS`: Claude Code's
+``.claude/settings.json`` and ``.claude/settings.local.json``, whose hooks are shell
+commands, and ``.mcp.json``, which starts MCP servers) are replaced in the working tree by
+the default branch's version -- or removed when the default branch has none -- by
+:meth:`~Workspaces.prepare` and again by :meth:`~Workspaces.commit_and_push`, so a
+branch (or an earlier turn of the agent) cannot turn into code the-loop runs.
+
+Why restore-and-exclude rather than ``git update-index --skip-worktree``: skip-worktree
+only covers paths tracked on the branch (a restored file the branch lacks would be
+committed as new), and the agent may run ``git add -A`` / ``git commit`` itself. So the
+commit step does not trust the index at all: it moves the branch back to the head
+:meth:`~Workspaces.prepare` saw (``git reset --soft``), stages everything, then resets the
+protected paths and :data:`STATE_DIR` in the index to that head (``git reset HEAD --
+PATHS``) and commits once as the bot. The restoration is never committed, and the agent's
+own commits are squashed into the bot's one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from foundation.branches import BRANCH_PREFIX, branch_name  # noqa: F401 (re-exported)
+from graph.errors import LoopError
+
+__all__ = [
+    "PROTECTED_PATHS",
+    "STATE_DIR",
+    "Checkout",
+    "MergeConflict",
+    "WorkspaceError",
+    "Workspaces",
+    "branch_name",
+]
+
+log = logging.getLogger("the_loop.workers.workspace")
+
+#: Repository-relative files a harness would execute from the tree.
+PROTECTED_PATHS = (".claude/settings.json", ".claude/settings.local.json", ".mcp.json")
+#: The-loop's local state inside a checkout: never committed.
+STATE_DIR = ".the-loop/state"
+#: Seconds a network git step (clone, fetch, push) may take; local steps get LOCAL_TIMEOUT.
+NETWORK_TIMEOUT = 300.0
+LOCAL_TIMEOUT = 60.0
+#: Username sent with an installation token ("x-access-token", as GitHub documents).
+TOKEN_USER = "x-access-token"
+#: The variable that carries the token to the askpass script (only in git's environment).
+TOKEN_VARIABLE = "THE_LOOP_GIT_TOKEN"
+
+_REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+_ASKPASS = f"""#!/bin/sh
+# GIT_ASKPASS for the-loop: git asks "Username for ..." then "Password for ...".
+case "$1" in
+  Username*) printf '%s\\n' '{TOKEN_USER}' ;;
+  *) printf '%s\\n' "${TOKEN_VARIABLE}" ;;
+esac
+"""
+
+
+class WorkspaceError(LoopError):
+    """A git step of a work item's checkout failed.
+
+    The message names the repository, the branch and the git step (``clone``,
+    ``fetch``, ``push``...) and git's last words with any token scrubbed out.
+
+    Attributes:
+        repo: ``OWNER/NAME``; branch: the work item's branch (``""`` before it is known);
+        step: the git step that failed.
+    """
+
+    def __init__(self, message: str, *, repo: str, branch: str = "", step: str = "") -> None:
+        super().__init__(message)
+        self.repo = repo
+        self.branch = branch
+        self.step = step
+
+
+class MergeConflict(WorkspaceError):
+    """A task's branch does not merge cleanly into the work item's branch.
+
+    Attributes:
+        paths: the conflicting paths (repository-relative, sorted).
+    """
+
+    def __init__(self, message: str, *, repo: str, branch: str, paths: Sequence[str]) -> None:
+        super().__init__(message, repo=repo, branch=branch, step="merge")
+        self.paths = tuple(paths)
+
+
+#: Times a task's merge is tried again when the work item's branch moved meanwhile.
+MERGE_ATTEMPTS = 5
+#: The local branch a task's merge is prepared on (never pushed under this name).
+MERGE_BRANCH = "the-loop-merge"
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """One work item's checkout, as :meth:`Workspaces.prepare` left it.
+
+    Attributes:
+        path: the working tree (absolute).
+        branch: the work item's branch, e.g. ``the-loop/12-login-page``.
+        base_sha: the default branch's tip at prepare time (what protected files and a
+            new branch come from).
+        head_sha: the branch's tip at prepare time (the parent of the next commit).
+        repo: ``OWNER/NAME``; number: the work item's issue number;
+        default_branch: the repository's default branch.
+    """
+
+    path: Path
+    branch: str
+    base_sha: str
+    head_sha: str
+    repo: str = field(kw_only=True)
+    number: int = field(kw_only=True)
+    default_branch: str = field(kw_only=True)
+
+
+class Workspaces:
+    """Per-work-item git checkouts under one root directory.
+
+    Args:
+        root: the directory holding every checkout (created if missing).
+        git_url: ``"OWNER/NAME"`` -> the clone URL, without credentials (e.g.
+            ``https://github.com/OWNER/NAME.git``).
+        token: returns a short-lived token for HTTPS (an installation token, see
+            :meth:`integrations.github.GitHubClients.installation_token`); called once
+            per network operation. ``None``: no token (a credential helper, or none).
+        credential_helper: a credential helper command, e.g. ``["gh", "auth",
+            "git-credential"]`` (gitcredentials "custom helpers"); used when ``token`` is
+            ``None``.
+        author: ``(name, email)`` of the commits, e.g. ``("the-loop[bot]",
+            "123+the-loop[bot]@users.noreply.github.com")``.
+        git: the git executable.
+        env: base environment of git; only ``PATH``, ``HOME`` and ``GH_HOST`` are kept
+            from it (the composition root hands it the process's; ``HOME`` matters for
+            a credential helper such as gh's). ``None``: ``PATH`` = :data:`os.defpath`.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        git_url: Callable[[str], str],
+        token: Callable[[], str | None] | None,
+        credential_helper: Sequence[str] | None,
+        author: tuple[str, str],
+        git: str = "git",
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.root = Path(root).absolute()
+        self.git_url = git_url
+        self.token = token
+        self.credential_helper = list(credential_helper) if credential_helper else None
+        self.author = author
+        self.git = git
+        self._env = {k: v for k, v in (env or {}).items() if k in ("PATH", "HOME", "GH_HOST")}
+        self._env.setdefault("PATH", os.defpath)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._askpass = self.root / ".askpass" / "git-askpass.sh"
+
+    def __repr__(self) -> str:
+        return f"Workspaces(root={str(self.root)!r})"
+
+    # -- paths ------------------------------------------------------------------------
+
+    def path_of(self, repo: str, number: int) -> Path:
+        """``ROOT/<owner>__<name>__<number>``: the checkout of work item ``repo#number``.
+
+        Raises:
+            WorkspaceError: ``repo`` is not ``OWNER/NAME`` or ``number`` not positive.
+        """
+        if not isinstance(repo, str) or not _REPO.fullmatch(repo) or any(
+                part in (".", "..") for part in repo.split("/")):
+            raise WorkspaceError(f"workspace: repo must be 'OWNER/NAME', got {repo!r}",
+                                 repo=str(repo), step="path")
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            raise WorkspaceError(f"workspace {repo}: number must be a positive integer, "
+                                 f"got {number!r}", repo=repo, step="path")
+        owner, name = repo.split("/")
+        return self.root / f"{owner}__{name}__{number}"
+
+    # -- the three operations ---------------------------------------------------------
+
+    def prepare(self, repo: str, number: int, title: str, default_branch: str, *,
+                branch: str | None = None, task: str | None = None) -> Checkout:
+        """Clone (or fetch into) the work item's checkout and check its branch out.
+
+        The branch (:func:`branch_name` of ``number`` and ``title``) comes from the
+        remote when it exists there; else a local one already there is kept (its
+        commits are not pushed yet); else it is created from ``default_branch``. A local
+        branch behind the remote one is fast-forwarded. Then :data:`PROTECTED_PATHS` are
+        restored from the default branch in the working tree.
+
+        Args:
+            repo: ``OWNER/NAME``; number: the issue number; title: the issue's title
+                (only for the branch name); default_branch: e.g. ``main``; branch: the
+                work item's branch when it has one already (kept when the title changes).
+            task: a task of the work item's plan: its own checkout
+                (``ROOT/<owner>__<name>__<N>--<task>``) on its own branch
+                ``<work item branch>--<task>``, created from the work item's branch on
+                the remote (or the default branch when that does not exist yet).
+
+        Returns:
+            the :class:`Checkout`.
+
+        Raises:
+            WorkspaceError: a git step failed (clone, fetch, checkout...): wrong
+                credentials, no such repository or branch, timeout.
+        """
+        path = self.path_of(repo, number)
+        if branch is None:
+            branch = branch_name(number, title)
+        elif not branch.startswith(f"{BRANCH_PREFIX}{number}-") or ".." in branch:
+            raise WorkspaceError(f"workspace {repo}: {branch!r} is not a branch of work "
+                                 f"item #{number}", repo=repo, branch=branch, step="prepare")
+        parent: str | None = None
+        if task is not None:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}", task):
+                raise WorkspaceError(f"workspace {repo}: bad task id {task!r}", repo=repo,
+                                     branch=branch, step="prepare")
+            parent, branch = branch, f"{branch}--{task}"
+            path = path.with_name(f"{path.name}--{task}")
+        if not default_branch or default_branch.startswith("-") or ".." in default_branch:
+            raise WorkspaceError(f"workspace {repo}: bad default branch {default_branch!r}",
+                                 repo=repo, branch=branch, step="prepare")
+        url = self.git_url(repo)
+        with self._locked(path):
+            # Ours is the only git in this checkout (the lock above): an index.lock left by
+            # a git killed at its time limit is stale and would wedge every later turn.
+            (path / ".git" / "index.lock").unlink(missing_ok=True)
+            if not (path / ".git").is_dir():
+                if path.exists():
+                    shutil.rmtree(path)  # a clone that died half-way
+                self._run(repo, branch, "clone", ["clone", "--quiet", "--no-checkout",
+                                                  "--origin", "origin", "--", url, str(path)],
+                          cwd=self.root, network=True)
+            self._write_config(path, url, branch)
+            refspec = "+refs/heads/*:refs/remotes/origin/*"
+            self._run(repo, branch, "fetch", ["fetch", "--quiet", "--prune", "origin",
+                                              refspec], cwd=path, network=True)
+            base_sha = self._rev(path, f"refs/remotes/origin/{default_branch}")
+            if base_sha is None:
+                raise WorkspaceError(
+                    f"workspace {repo} ({branch}): the default branch {default_branch!r} "
+                    "is not on the remote", repo=repo, branch=branch, step="fetch")
+            remote = self._rev(path, f"refs/remotes/origin/{branch}")
+            local = self._rev(path, f"refs/heads/{branch}")
+            if local is None:
+                start = remote or (self._rev(path, f"refs/remotes/origin/{parent}")
+                                   if parent else None) or base_sha
+                self._git(repo, branch, "checkout", path, "checkout", "--quiet", "--force",
+                          "-B", branch, start)
+            else:
+                self._git(repo, branch, "checkout", path, "checkout", "--quiet", branch)
+                if remote is not None and remote != local and self._is_ancestor(
+                        path, local, remote):
+                    self._git(repo, branch, "fast-forward", path, "merge", "--quiet",
+                              "--ff-only", remote)
+            self._restore_protected(path, repo, branch, base_sha)
+            head_sha = self._rev(path, "HEAD")
+            assert head_sha is not None
+            return Checkout(path, branch, base_sha, head_sha, repo=repo, number=number,
+                            default_branch=default_branch)
+
+    def commit_and_push(self, checkout: Checkout, message: str) -> str:
+        """Commit what the agent changed as the bot and push the branch.
+
+        Everything in the working tree is staged except :data:`PROTECTED_PATHS` and
+        :data:`STATE_DIR`, whose index entries are reset to ``checkout.head_sha`` (see the
+        module docstring for why); commits the agent made itself are folded into this
+        one. Author and committer are :attr:`author` (``GIT_AUTHOR_*`` and
+        ``GIT_COMMITTER_*``). Nothing to commit: nothing is pushed, unless the branch
+        holds commits the remote lacks (an earlier push failed).
+
+        Args:
+            checkout: what :meth:`prepare` returned for this turn.
+            message: the commit message (the-loop's own text).
+
+        Returns:
+            the branch's head sha after the push (40 hex digits).
+
+        Raises:
+            WorkspaceError: a git step failed; a rejected push (the remote branch moved
+                on, not a fast-forward) is one.
+        """
+        path, repo, branch = checkout.path, checkout.repo, checkout.branch
+        if not message or not message.strip():
+            raise WorkspaceError(f"workspace {repo} ({branch}): empty commit message",
+                                 repo=repo, branch=branch, step="commit")
+        url = self.git_url(repo)
+        with self._locked(path):
+            self._write_config(path, url, branch)
+            self._restore_protected(path, repo, branch, checkout.base_sha)
+            # Back on the branch, at the head prepare saw, keeping index and tree.
+            self._git(repo, branch, "commit", path, "symbolic-ref", "HEAD",
+                      f"refs/heads/{branch}")
+            self._git(repo, branch, "commit", path, "reset", "--quiet", "--soft",
+                      checkout.head_sha)
+            self._git(repo, branch, "commit", path, "add", "--all", "--", ".")
+            excluded = [*PROTECTED_PATHS, STATE_DIR]
+            self._git(repo, branch, "commit", path, "reset", "--quiet", checkout.head_sha,
+                      "--", *excluded)
+            staged = self._run(repo, branch, "commit", ["diff", "--cached", "--quiet",
+                                                        checkout.head_sha, "--"],
+                               cwd=path, check=False)
+            if staged.returncode == 0:
+                head = checkout.head_sha
+                if self._rev(path, f"refs/remotes/origin/{branch}") in (head, None):
+                    return head  # nothing new, nothing unpushed
+            else:
+                name, email = self.author
+                who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+                       "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+                self._run(repo, branch, "commit", ["commit", "--quiet", "--no-verify",
+                                                   "--no-gpg-sign", "-m", message],
+                          cwd=path, extra_env=who)
+                head_rev = self._rev(path, "HEAD")
+                assert head_rev is not None
+                head = head_rev
+            self._run(repo, branch, "push", ["push", "--quiet", "--no-verify", "origin",
+                                             f"{head}:refs/heads/{branch}"],
+                      cwd=path, network=True)
+            # Keep the remote-tracking ref current, so the next no-change check holds.
+            self._git(repo, branch, "push", path, "update-ref",
+                      f"refs/remotes/origin/{branch}", head)
+            return head
+
+    def merge_into(self, checkout: Checkout, target: str, message: str) -> str:
+        """Merge a task's pushed branch (``checkout.branch``) into the work item's branch
+        ``target`` on the remote: fetch, merge (``--no-ff``, as the bot) onto the remote
+        ``target`` (or the default branch when it does not exist yet), push. A push
+        refused because ``target`` moved on (another task merged meanwhile) is tried
+        again on the new tip, up to :data:`MERGE_ATTEMPTS` times.
+
+        Returns:
+            ``target``'s head after the merge (40 hex digits).
+
+        Raises:
+            MergeConflict: the branches conflict (the merge is aborted; nothing pushed).
+            WorkspaceError: a git step failed, or the push kept being refused.
+        """
+        path, repo = checkout.path, checkout.repo
+        url = self.git_url(repo)
+        name, email = self.author
+        who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+               "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+        with self._locked(path):
+            try:
+                for _ in range(MERGE_ATTEMPTS):
+                    self._write_config(path, url, target)
+                    self._run(repo, target, "fetch", ["fetch", "--quiet", "--prune", "origin",
+                                                      "+refs/heads/*:refs/remotes/origin/*"],
+                              cwd=path, network=True)
+                    start = (self._rev(path, f"refs/remotes/origin/{target}")
+                             or self._rev(path,
+                                          f"refs/remotes/origin/{checkout.default_branch}"))
+                    assert start is not None
+                    self._git(repo, target, "merge", path, "checkout", "--quiet", "--force",
+                              "-B", MERGE_BRANCH, start)
+                    merged = self._run(repo, target, "merge",
+                                       ["merge", "--no-ff", "--no-edit", "--no-verify",
+                                        "-m", message, f"refs/heads/{checkout.branch}"],
+                                       cwd=path, check=False, extra_env=who)
+                    if merged.returncode != 0:
+                        listed = self._run(repo, target, "merge",
+                                           ["diff", "--name-only", "--diff-filter=U"],
+                                           cwd=path, check=False)
+                        paths = sorted(p for p in listed.stdout.decode().splitlines() if p)
+                        self._run(repo, target, "merge", ["merge", "--abort"], cwd=path,
+                                  check=False)
+                        raise MergeConflict(
+                            f"workspace {repo}: {checkout.branch} conflicts with {target} in "
+                            f"{', '.join(paths) or 'the merge'}", repo=repo, branch=target,
+                            paths=paths)
+                    head = self._rev(path, "HEAD")
+                    assert head is not None
+                    pushed = self._run(repo, target, "push",
+                                       ["push", "--quiet", "--no-verify", "origin",
+                                        f"{head}:refs/heads/{target}"],
+                                       cwd=path, network=True, check=False)
+                    if pushed.returncode == 0:
+                        self._git(repo, target, "push", path, "update-ref",
+                                  f"refs/remotes/origin/{target}", head)
+                        return head
+                raise WorkspaceError(f"workspace {repo}: {target} kept moving; the merge of "
+                                     f"{checkout.branch} was refused {MERGE_ATTEMPTS} times",
+                                     repo=repo, branch=target, step="push")
+            finally:
+                self._run(repo, target, "merge", ["checkout", "--quiet", "--force",
+                                                  checkout.branch], cwd=path, check=False)
+
+    def remove(self, repo: str, number: int) -> None:
+        """Delete the work item's checkout (the work item is done); no-op when absent.
+
+        Raises:
+            WorkspaceError: the directory could not be removed.
+        """
+        path = self.path_of(repo, number)
+        with self._locked(path):
+            try:
+                shutil.rmtree(path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise WorkspaceError(f"workspace {repo}#{number}: cannot remove {path} "
+                                     f"({exc.strerror})", repo=repo, step="remove") from None
+        with contextlib.suppress(FileNotFoundError):
+            path.with_name(path.name + ".lock").unlink()
+        for extra in sorted(self.root.glob(f"{path.name}--*")):  # its tasks' checkouts
+            if extra.is_dir():
+                shutil.rmtree(extra, ignore_errors=True)
+            else:
+                extra.unlink(missing_ok=True)
+
+    # -- internals ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self, path: Path) -> Iterator[None]:
+        """One process at a time in one checkout (``flock`` on a file beside it)."""
+        lock = path.with_name(path.name + ".lock")
+        with open(lock, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _write_config(self, path: Path, url: str, branch: str) -> None:
+        """Replace ``.git/config`` with the-loop's own (remote URL, no credentials) and
+        empty ``.git/hooks``, whatever the agent wrote there."""
+        git_dir = path / ".git"
+        config = (
+            "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
+            "\tlogallrefupdates = true\n"
+            f'[remote "origin"]\n\turl = {_config_value(url)}\n'
+            "\tfetch = +refs/heads/*:refs/remotes/origin/*\n"
+        )
+        (git_dir / "config").write_text(config, encoding="utf-8")
+        hooks = git_dir / "hooks"
+        if hooks.is_symlink() or hooks.is_file():
+            hooks.unlink()
+        elif hooks.is_dir():
+            shutil.rmtree(hooks)
+        hooks.mkdir()
+        for extra in ("info/attributes",):  # repository-local attributes (filters)
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                (git_dir / extra).unlink()
+
+    def _restore_protected(self, path: Path, repo: str, branch: str, base_sha: str) -> None:
+        """Each of :data:`PROTECTED_PATHS` in the working tree := the default branch's
+        file at ``base_sha``, or nothing. A symlinked parent directory is replaced by a
+        real one, so no write lands outside the checkout."""
+        for relative in PROTECTED_PATHS:
+            target = path / relative
+            parent = target.parent
+            if parent != path and (
+                    parent.is_symlink() or (parent.exists() and not parent.is_dir())):
+                parent.unlink()
+            if target.is_symlink() or target.is_file():
+                target.unlink()
+            elif target.is_dir():
+                shutil.rmtree(target)
+            shown = self._run(repo, branch, "restore", ["cat-file", "blob",
+                                                        f"{base_sha}:{relative}"],
+                              cwd=path, check=False)
+            if shown.returncode == 0:
+                parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(shown.stdout)
+
+    def read_default(self, checkout: Checkout, path: str) -> str | None:
+        """The text of ``path`` on the default branch as last fetched (never the work
+        item's branch, which the agent writes), or ``None`` when absent or not UTF-8."""
+        if path.startswith(("-", "/")) or ".." in path.split("/"):
+            return None
+        done = self._run(checkout.repo, checkout.branch, "show",
+                         ["show", f"refs/remotes/origin/{checkout.default_branch}:{path}"],
+                         cwd=checkout.path, check=False)
+        if done.returncode != 0:
+            return None
+        try:
+            return done.stdout.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    def _rev(self, path: Path, ref: str) -> str | None:
+        done = self._run("", "", "rev-parse", ["rev-parse", "--verify", "--quiet",
+                                                 f"{ref}^{{commit}}"], cwd=path, check=False)
+        out = done.stdout.decode().strip()
+        return out if done.returncode == 0 and out else None
+
+    def _is_ancestor(self, path: Path, older: str, newer: str) -> bool:
+        done = self._run("", "", "merge-base", ["merge-base", "--is-ancestor", older, newer],
+                         cwd=path, check=False)
+        return done.returncode == 0
+
+    def _git(self, repo: str, branch: str, step: str, path: Path, *args: str) -> None:
+        self._run(repo, branch, step, list(args), cwd=path)
+
+    def _run(
+        self,
+        repo: str,
+        branch: str,
+        step: str,
+        args: list[str],
+        *,
+        cwd: Path,
+        network: bool = False,
+        check: bool = True,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
+        """Run one git command (see the module docstring for its environment).
+
+        A network step gets the credential: a fresh token from :attr:`token` in
+        :data:`TOKEN_VARIABLE` with ``GIT_ASKPASS``, or the credential helper.
+        """
+        env = {**self._env, "LANG": "C.UTF-8", "GIT_TERMINAL_PROMPT": "0",
+               "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+               "GIT_ASKPASS": "/bin/false", "SSH_ASKPASS": "/bin/false",
+               **(extra_env or {})}
+        config = ["-c", "credential.helper=", "-c", "core.hooksPath=/dev/null",
+                  "-c", "core.fsmonitor=false", "-c", "protocol.file.allow=never"]
+        secret: str | None = None
+        if network:
+            if self.token is not None:
+                secret = self.token()
+            if secret:
+                env["GIT_ASKPASS"] = str(self._askpass_script())
+                env[TOKEN_VARIABLE] = secret
+            elif self.credential_helper:
+                helper = "!" + " ".join(_sh_quote(a) for a in self.credential_helper)
+                config += ["-c", f"credential.helper={helper}"]
+        argv = [self.git, *config, *args]
+        timeout = NETWORK_TIMEOUT if network else LOCAL_TIMEOUT
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise WorkspaceError(
+                f"workspace {repo} ({branch or '-'}): git {step} took longer than "
+                f"{timeout:g} s (killed)", repo=repo, branch=branch, step=step) from None
+        except OSError as exc:
+            raise WorkspaceError(f"workspace {repo}: cannot run {self.git!r} ({exc})",
+                                 repo=repo, branch=branch, step=step) from None
+        done = subprocess.CompletedProcess(argv, proc.returncode, out, err)
+        if check and done.returncode != 0:
+            said = err.decode("utf-8", "replace")
+            if secret:
+                said = said.replace(secret, "***")
+            said = " ".join(said.split())[-400:]
+            raise WorkspaceError(
+                f"workspace {repo} ({branch or '-'}): git {step} failed (exit "
+                f"{done.returncode}): {said or 'no message'}",
+                repo=repo, branch=branch, step=step)
+        return done
+
+    def _askpass_script(self) -> Path:
+        """The ``GIT_ASKPASS`` script (no secret in it: it prints the variable)."""
+        if not self._askpass.is_file() or self._askpass.read_text() != _ASKPASS:
+            self._askpass.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = self._askpass.with_suffix(".tmp")
+            tmp.write_text(_ASKPASS, encoding="utf-8")
+            tmp.chmod(0o700)
+            tmp.replace(self._askpass)
+        return self._askpass
+
+
+def _config_value(value: str) -> str:
+    """A git config value, quoted (git-config "Syntax")."""
+    if any(c in value for c in "\n\r\0"):
+        raise ValueError("a git URL cannot hold a line break")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _sh_quote(arg: str) -> str:
+    """Quote one word of a ``!`` credential helper (git runs it with ``sh -c``)."""
+    if re.fullmatch(r"[A-Za-z0-9_./:=@+-]+", arg):
+        return arg
+    return "'" + arg.replace("'", "'\\''") + "'"
