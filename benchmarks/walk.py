@@ -22,7 +22,11 @@ For the receiver and the worker separately it reports:
   ``files_to_label``) and ``chain``: the project frames on the stack at the label
   request (``depth`` = their number; a hook's thread continues the stack of the thread
   that started it). The label request is the first ``POST`` or ``PUT`` to an issue's
-  ``/labels`` that requests sends.
+  ``/labels`` that requests sends;
+- for the worker, ``state_loads`` and ``state_saves`` (calls of ``load`` and ``save`` of
+  a project class whose name ends in ``StateStore``, up to the end of the wake-up) and
+  ``github_requests_to_label`` (each request requests sent before the label request, as
+  ``METHOD /path``).
 
 Usage::
 
@@ -109,6 +113,9 @@ class Tracer:
         self.files_to_label = 0
         self._orjson_loads = orjson.loads
         self._starters: dict[int, list[str]] = {}
+        self.state_loads = 0
+        self.state_saves = 0
+        self.requests: list[str] = []
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
         if event == "c_call":
@@ -125,6 +132,18 @@ class Tracer:
             # The stack of whoever starts a thread: a hook's thread continues it.
             self._starters[id(frame.f_locals.get("self"))] = project_frames(frame)
             return
+        if code.co_name in ("load", "save") and ".".join(
+                code.co_qualname.split(".")[-2:-1]).endswith("StateStore") \
+                and project_path(code.co_filename) is not None:
+            if code.co_name == "load":
+                self.state_loads += 1
+            else:
+                self.state_saves += 1
+        if code.co_name == "send" and code.co_filename.endswith("requests/sessions.py") \
+                and self.chain is None and "request" in frame.f_locals:
+            request = frame.f_locals["request"]
+            path = str(getattr(request, "path_url", "")).split("?")[0]
+            self.requests.append(f"{getattr(request, 'method', '')} {path}")
         if self.chain is None and self.stop_at is not None and self.stop_at(frame):
             own = project_frames(frame)
             started = self._starters.get(id(threading.current_thread()), [])
@@ -164,7 +183,9 @@ class Tracer:
             out.update(functions_to_label=self.functions_to_label,
                        files_to_label=self.files_to_label,
                        depth=len([c for c in self.chain or [] if not c.startswith("--")]),
-                       chain=self.chain)
+                       chain=self.chain, state_loads=self.state_loads,
+                       state_saves=self.state_saves,
+                       github_requests_to_label=self.requests[:-1])
         return out
 
 
@@ -247,6 +268,10 @@ def print_report(result: dict[str, Any]) -> None:
         if side == "worker":
             print(f"  up to the label request: {r['functions_to_label']} functions, "
                   f"{r['files_to_label']} files; depth at the label request: {r['depth']}")
+            print(f"  state loads: {r['state_loads']}, saves: {r['state_saves']}; "
+                  f"GitHub requests before the label: {len(r['github_requests_to_label'])}")
+            for request in r["github_requests_to_label"]:
+                print(f"    {request}")
         print("  functions (in order of first entry):")
         for name in r["functions"]:
             print(f"    {name}")

@@ -115,6 +115,62 @@ def offenders(package: str, forbidden: tuple[str, ...]) -> list[str]:
     return found
 
 
+# -- floors: one name, one floor ------------------------------------------------------
+
+#: Each production package and its floor, lowest first. A package imports only packages
+#: on lower floors: the processes (floor 4) never import each other, the transports and
+#: the receiver's floor-mates never reach up. ``docs/architecture.md`` draws the same.
+FLOORS = {
+    "graph": 1,         # the core: graph mechanics
+    "foundation": 2,    # settings, config, events, protocols, observability, signing, hooks
+    "integrations": 3,  # the transports: GitHub, Slack, Jira, harness adapters
+    "webhook": 4,       # process: the receiver
+    "workers": 4,       # process: the delivery worker
+    "runner": 4,        # process: the agent runner
+    "the_loop": 5,      # the application: CLI, composition root, entry points, dashboard, sandbox
+}
+
+
+def package_imports() -> dict[tuple[str, str], list[str]]:
+    """``(importer, imported)`` package pairs (different packages) -> the ``file:line``
+    places that make them, over every production module (lazy imports included)."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for package in FLOORS:
+        for path in _sources(package):
+            for line, module in imported_modules(path):
+                target = module.split(".")[0]
+                if target in FLOORS and target != package:
+                    edges.setdefault((package, target), []).append(
+                        f"{path.relative_to(REPO_ROOT)}:{line} {module}")
+    return edges
+
+
+def test_every_production_package_has_a_floor() -> None:
+    packages = {p.parent.name for p in REPO_ROOT.glob("*/__init__.py")} - {"tests"}
+    assert packages == set(FLOORS), "give each package a floor in FLOORS (and the docs' map)"
+    assert set(PRODUCTION) == set(FLOORS)
+
+
+def upward(edges: dict[tuple[str, str], list[str]]) -> list[str]:
+    """The places of ``edges`` whose imported package is not on a lower floor."""
+    return [f"{place} (floor {FLOORS[src]} -> {FLOORS[dst]})"
+            for (src, dst), places in edges.items()
+            if FLOORS[dst] >= FLOORS[src] for place in places]
+
+
+def test_imports_point_only_to_lower_floors() -> None:
+    edges = package_imports()
+    assert ("the_loop", "workers") in edges  # the walk sees the application's imports
+    found = upward(edges)
+    assert found == [], "imports that do not point to a lower floor:\n" + "\n".join(found)
+
+
+def test_the_floor_check_refuses_upward_and_sideways_imports() -> None:
+    edges = {("integrations", "foundation"): ["a.py:1"], ("foundation", "the_loop"): ["b.py:2"],
+             ("runner", "workers"): ["c.py:3"]}
+    assert upward(edges) == ["b.py:2 (floor 2 -> 5)", "c.py:3 (floor 4 -> 4)"]
+
+
 @pytest.mark.parametrize(("package", "forbidden"), [
     # The receiver and the worker meet only in the delivery protocol (foundation.inbox).
     ("webhook", ("workers",)),
