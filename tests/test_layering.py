@@ -171,6 +171,35 @@ def test_the_floor_check_refuses_upward_and_sideways_imports() -> None:
     assert upward(edges) == ["b.py:2 (floor 2 -> 5)", "c.py:3 (floor 4 -> 4)"]
 
 
+ARCHITECTURE = REPO_ROOT / "docs" / "architecture.md"
+
+
+def drawn_map(text: str) -> tuple[dict[str, int], set[tuple[str, str]]]:
+    """The floors table and the arrows of the first Mermaid drawing of the ``## The map``
+    section of ``docs/architecture.md``: ``({package: floor}, {(importer, imported)})``."""
+    section = text.split("## The map", 1)[1].split("\n## ", 1)[0]
+    floors = {m.group(2): int(m.group(1))
+              for m in re.finditer(r"^\| (\d) \| `(\w+)/` \|", section, re.M)}
+    drawing = section.split("```mermaid", 1)[1].split("```", 1)[0]
+    arrows = {(m.group(1), m.group(2))
+              for m in re.finditer(r"^\s*(\w+) --> (\w+)\s*$", drawing, re.M)}
+    return floors, arrows
+
+
+def test_the_architecture_map_is_the_code() -> None:
+    floors, arrows = drawn_map(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert floors == FLOORS, "docs/architecture.md's floors table differs from FLOORS"
+    actual = set(package_imports())
+    assert arrows - actual == set(), f"drawn but not imported: {sorted(arrows - actual)}"
+    assert actual - arrows == set(), f"imported but not drawn: {sorted(actual - arrows)}"
+
+
+def test_the_map_reader_reads_floors_and_arrows() -> None:
+    text = ("## The map\n\n| floor | package | holds |\n|---|---|---|\n| 1 | `graph/` | x |\n"
+            "\n```mermaid\nflowchart TB\n    a --> graph\n```\n\n## Next\n| 2 | `b/` | y |\n")
+    assert drawn_map(text) == ({"graph": 1}, {("a", "graph")})
+
+
 @pytest.mark.parametrize(("package", "forbidden"), [
     # The receiver and the worker meet only in the delivery protocol (foundation.inbox).
     ("webhook", ("workers",)),
