@@ -44,8 +44,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -198,11 +200,13 @@ def private_key() -> str:
         serialization.NoEncryption()).decode()
 
 
-def delivery() -> tuple[bytes, dict[str, str]]:
-    """The ``issues.labeled`` fixture, adding the enrolment label, and its headers."""
+def delivery(number: int = 1) -> tuple[bytes, dict[str, str]]:
+    """The ``issues.labeled`` fixture for issue ``number``, adding the enrolment label, and
+    its headers."""
     from tests.conftest import load_fixture, sign_body
 
     payload = json.loads(load_fixture("issues", "labeled"))
+    payload["issue"]["number"] = number
     payload["label"] = c.gh_label("the-loop")
     payload["issue"]["labels"].append(c.gh_label("the-loop"))
     payload["installation"] = {"id": 1, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="}
@@ -212,8 +216,11 @@ def delivery() -> tuple[bytes, dict[str, str]]:
                   "X-Hub-Signature-256": sign_body(body, SECRET)}
 
 
-def measure() -> dict[str, Any]:
-    """Send one delivery through the receiver and the worker; returns both reports."""
+def measure(cpu_rounds: int = 0) -> dict[str, Any]:
+    """Send one delivery through the receiver and the worker; returns both reports. With
+    ``cpu_rounds``, then enrol that many more issues untraced, one delivery each, and add
+    ``cpu``: the CPU seconds (this process, :func:`time.process_time`) of each one's
+    receiver request and worker wake-up, as lists."""
     import redis
 
     from foundation.settings import Settings
@@ -249,8 +256,21 @@ def measure() -> dict[str, Any]:
         labels = [label for label in fake.labels(REPO, 1) if label.startswith("phase:")]
         if worker.chain is None or not labels:
             raise SystemExit(f"no phase label was written (handled: {handled})")
+        cpu: dict[str, list[float]] = {"receiver": [], "worker": []}
+        for number in range(2, 2 + cpu_rounds):
+            fake.set_issue_labels(REPO, number, ["the-loop"])
+            body, headers = delivery(number)
+            began = time.process_time()
+            answer = client.post("/webhook", data=body, headers=headers)
+            cpu["receiver"].append(time.process_time() - began)
+            began = time.process_time()
+            done = processor.dispatch()
+            cpu["worker"].append(time.process_time() - began)
+            if answer.status_code != 202 or [h.outcome for h in done] != ["advanced"]:
+                raise SystemExit(f"issue {number}: {answer.status_code}, {done}")
         return {"receiver": receiver.report(), "worker": worker.report(),
-                "handled": [h.outcome for h in handled], "phase_labels": labels}
+                "handled": [h.outcome for h in handled], "phase_labels": labels,
+                **({"cpu": cpu} if cpu_rounds else {})}
     finally:
         stop()
         for key in conn.scan_iter(match=f"*{token}*", count=500):
@@ -287,16 +307,26 @@ def print_report(result: dict[str, Any]) -> None:
             for frame in r["chain"]:
                 print(f"    {frame}")
     print(f"handled: {result['handled']}; labels written: {result['phase_labels']}")
+    if "cpu_median_ms" in result:
+        print(f"CPU per enrolment delivery, median of {len(result['cpu']['worker'])}: "
+              f"receiver {result['cpu_median_ms']['receiver']} ms, "
+              f"worker {result['cpu_median_ms']['worker']} ms")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--cpu", type=int, default=0, metavar="N",
+                        help="then enrol N more issues untraced and report the median CPU "
+                             "time of the receiver request and the worker wake-up")
     args = parser.parse_args(argv)
     import logging
 
     logging.disable(logging.WARNING)  # start-up notes (unconfigured Slack) are not the walk
-    result = measure()
+    result = measure(args.cpu)
+    if args.cpu:
+        result["cpu_median_ms"] = {side: round(statistics.median(v) * 1000, 3)
+                                   for side, v in result["cpu"].items()}
     if args.json:
         json.dump(result, sys.stdout, indent=2)
         print()
