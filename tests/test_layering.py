@@ -181,7 +181,11 @@ def drawn_map(text: str) -> tuple[dict[str, int], set[tuple[str, str]]]:
     floors = {m.group(2): int(m.group(1))
               for m in re.finditer(r"^\| (\d) \| `(\w+)/` \|", section, re.M)}
     drawing = section.split("```mermaid", 1)[1].split("```", 1)[0]
-    arrows = {(m.group(1), m.group(2))
+    # A node is declared as ``id["package/<br/>..."]`` (``graph`` is a Mermaid keyword,
+    # so ids are not package names).
+    package = {m.group(1): m.group(2)
+               for m in re.finditer(r'^\s*(\w+)\["(\w+)/', drawing, re.M)}
+    arrows = {(package[m.group(1)], package[m.group(2)])
               for m in re.finditer(r"^\s*(\w+) --> (\w+)\s*$", drawing, re.M)}
     return floors, arrows
 
@@ -196,7 +200,8 @@ def test_the_architecture_map_is_the_code() -> None:
 
 def test_the_map_reader_reads_floors_and_arrows() -> None:
     text = ("## The map\n\n| floor | package | holds |\n|---|---|---|\n| 1 | `graph/` | x |\n"
-            "\n```mermaid\nflowchart TB\n    a --> graph\n```\n\n## Next\n| 2 | `b/` | y |\n")
+            '\n```mermaid\nflowchart TB\n    a["a/"]\n    core["graph/"]\n    a --> core\n```\n'
+            "\n## Next\n| 2 | `b/` | y |\n")
     assert drawn_map(text) == ({"graph": 1}, {("a", "graph")})
 
 
