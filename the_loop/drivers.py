@@ -66,7 +66,8 @@ def _driver(settings: Settings, local: Local, action: str, as_json: bool,
     (the runner's fail-closed start-up check): a missing or unpinned harness exits 1,
     naming the fix.
     """
-    from integrations.harness.base import HarnessError, build_harness, check_harness
+    from integrations.harness.base import HarnessError
+    from integrations.harness.factory import build_harness, check_harness
     from runner.harness_turn import TurnSetup
     from the_loop.local_turns import LocalDriver, LocalWork
 
