@@ -140,7 +140,7 @@ class LocalDriver:
 
     Args:
         local: the runtime over the checkout (:func:`the_loop.local.open_local`).
-        harness: the configured adapter (:func:`integrations.harness.base.build_harness`).
+        harness: the configured adapter (:func:`integrations.harness.factory.build_harness`).
         setup: ``harness:``, ``runner:`` and the environment the harness's is built from.
         work: the port the runtime orders through (its ``config`` is ``local.config``
             with ``work`` set to it: :attr:`config`).

@@ -445,7 +445,7 @@ def build_runner(settings: Settings, connection: redis.Redis | None = None) -> T
     """
     from foundation.inbox.enqueue import DeliveryQueue
     from integrations.capabilities import check_capabilities
-    from integrations.harness.base import build_harness, check_harness
+    from integrations.harness.factory import build_harness, check_harness
     from runner.service import TurnRunner
     from runner.workspace import Workspaces
     from the_loop.graphs import load_graph

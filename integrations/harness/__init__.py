@@ -1,7 +1,7 @@
-"""Harness adapters: a coding-agent CLI's turn behind one Protocol (see :mod:`.base`)."""
+"""Harness adapters: a coding-agent CLI's turn behind one Protocol (see :mod:`.base`);
+the registry of adapters is :mod:`.factory`, the runner's modes :mod:`.modes`."""
 
 from integrations.harness.base import (
-    ADAPTERS,
     Harness,
     HarnessError,
     HarnessMissing,
@@ -9,13 +9,9 @@ from integrations.harness.base import (
     TurnLimits,
     TurnOutcome,
     TurnRequest,
-    _adapters,
-    build_harness,
-    check_harness,
 )
+from integrations.harness.factory import ADAPTERS, build_harness, check_harness
 from integrations.harness.process import ProcessResult, run_process
-
-_adapters()  # fill ADAPTERS once the package is importable (the adapters import base)
 
 __all__ = [
     "ADAPTERS",

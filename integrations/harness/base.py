@@ -1,5 +1,6 @@
 """The harness contract: one turn of a coding-agent CLI (Claude Code, Codex CLI, any
-command) behind one Protocol, and the registry of adapters.
+command) behind one Protocol. The registry of adapters, which import this module, is
+:mod:`integrations.harness.factory`.
 
 A *turn* is one run of the harness's process: the-loop's own text on stdin, the
 workspace as the working directory, a complete environment built by the runner. The
@@ -15,21 +16,15 @@ fails is a :class:`TurnOutcome` with a status, never an exception.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from graph.errors import LoopError
 
-if TYPE_CHECKING:
-    from foundation.settings import HarnessSettings
-    from graph.model import Graph
-
 __all__ = [
-    "ADAPTERS",
     "STATUSES",
     "Harness",
     "HarnessError",
@@ -38,8 +33,6 @@ __all__ = [
     "TurnLimits",
     "TurnOutcome",
     "TurnRequest",
-    "build_harness",
-    "check_harness",
     "secret_values",
 ]
 
@@ -165,84 +158,6 @@ class Harness(Protocol):
     def run(self, request: TurnRequest) -> TurnOutcome:
         """Run one turn to its end or its limit; never raises for a failed turn."""
         ...
-
-
-#: Adapter name -> class; filled by :func:`_adapters` on first use (the adapters import
-#: this module).
-ADAPTERS: dict[str, type] = {}
-
-
-def _adapters() -> dict[str, type]:
-    if not ADAPTERS:
-        from integrations.harness.claude_code import ClaudeCode
-        from integrations.harness.codex import Codex
-        from integrations.harness.command import Command
-
-        ADAPTERS.update({"claude-code": ClaudeCode, "codex": Codex, "command": Command})
-    return ADAPTERS
-
-
-def build_harness(settings: HarnessSettings, mode: str = "process") -> Harness | None:
-    """The adapter ``settings.adapter`` names, or ``None`` for ``none``; ``mode`` is
-    ``runner.mode`` (``process``, or ``tmux``: each turn in a named tmux session).
-
-    Raises:
-        HarnessError: an unknown adapter name or mode.
-    """
-    if mode not in ("process", "tmux"):
-        raise HarnessError(f"unknown runner mode {mode!r}: set runner.mode to process or tmux")
-    if settings.adapter == "none":
-        return None
-    adapters = _adapters()
-    cls = adapters.get(settings.adapter)
-    if cls is None:
-        raise HarnessError(
-            f"unknown harness adapter {settings.adapter!r}: set harness.adapter (or "
-            f"THE_LOOP_HARNESS) to one of {', '.join(sorted(adapters))} or none")
-    harness: Harness = cls(settings, mode)
-    return harness
-
-
-def check_harness(settings: HarnessSettings, graph: Graph) -> str | None:
-    """The fail-closed start-up check of the harness a graph needs.
-
-    A graph with agent nodes (``node.actor == "agent"``) and an adapter other than
-    ``none`` must have its harness installed and at the pinned ``harness.version``.
-
-    Returns:
-        The version text ``--version`` printed, or ``None`` when nothing was checked
-        (adapter ``none``, or a graph without agent nodes).
-
-    Raises:
-        HarnessMissing: the executable is not installed.
-        HarnessVersionError: ``harness.version`` is unset (the message gives the line
-            to add), or the installed version does not contain it (naming both).
-    """
-    if settings.adapter == "none":
-        return None
-    if not any(node.actor == "agent" for node in graph.nodes.values()):
-        return None
-    harness = build_harness(settings)
-    assert harness is not None
-    printed = harness.probe()
-    first = (printed.strip().splitlines() or [""])[0].strip()[:200]
-    if not settings.version:
-        raise HarnessVersionError(
-            f"harness.version is not pinned: set harness.version: {json.dumps(first)} in "
-            f"{settings.source} (what `{_probe_name(settings)} --version` printed), so an "
-            "upgrade of the harness is a deliberate change")
-    if settings.version not in printed:
-        raise HarnessVersionError(
-            f"harness {_probe_name(settings)} is version {first!r}, but harness.version "
-            f"in {settings.source} pins {settings.version!r}: install the pinned version or "
-            f"set harness.version: {json.dumps(first)}")
-    return first
-
-
-def _probe_name(settings: HarnessSettings) -> str:
-    if settings.adapter == "command":
-        return settings.argv[0] if settings.argv else "command"
-    return settings.binary or settings.adapter
 
 
 # Variable names whose values are redacted from turn logs (the API keys the runner

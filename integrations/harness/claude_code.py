@@ -31,7 +31,7 @@ from integrations.harness.base import (
     limit_detail,
     number,
 )
-from integrations.harness.process import BinaryHarness, launch
+from integrations.harness.modes import BinaryHarness, launch
 
 __all__ = ["ClaudeCode"]
 

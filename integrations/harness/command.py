@@ -27,7 +27,8 @@ from integrations.harness.base import (
     killed_status,
     limit_detail,
 )
-from integrations.harness.process import launch, probe_env, probe_version
+from integrations.harness.modes import launch
+from integrations.harness.process import probe_env, probe_version
 
 __all__ = ["Command"]
 

@@ -44,9 +44,9 @@ from integrations.harness.base import (
     HarnessError,
     HarnessVersionError,
     TurnLimits,
-    build_harness,
     secret_values,
 )
+from integrations.harness.factory import build_harness
 from integrations.harness.process import run_process
 
 if TYPE_CHECKING:

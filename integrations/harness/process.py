@@ -23,15 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from integrations.harness.base import HarnessMissing, TurnLimits, TurnRequest, secret_values
+from integrations.harness.base import HarnessMissing, TurnLimits
 
 __all__ = [
-    "MODES", "ProcessResult", "group_members", "kill_group", "launch", "probe_env",
-    "probe_version", "run_process",
+    "ProcessResult", "group_members", "kill_group", "probe_env", "probe_version",
+    "run_process",
 ]
-
-#: Runner modes (``runner.mode``): a child process group, or one inside tmux.
-MODES = ("process", "tmux")
 
 #: Bytes of one line kept for ``on_line`` (a result line carries the final message, so
 #: more than the logged ``line_bytes``); longer lines are cut.
@@ -341,40 +338,3 @@ def probe_version(binary: str, env: Mapping[str, str] | None = None, *,
             f"{result.reason}): install a working {binary}, or set harness.binary in "
             "cli-config.yaml or THE_LOOP_HARNESS_BINARY")
     return text
-
-
-def launch(mode: str, argv: Sequence[str], request: TurnRequest,
-           on_line: Callable[[str], bool] | None) -> ProcessResult:
-    """Run a turn's ``argv`` for an adapter: :func:`run_process` (mode ``process``) or
-    :func:`integrations.harness.tmux.run_in_tmux` (mode ``tmux``, a session named after
-    ``request.session_id``), with the request's stdin, cwd, env, limits and log; the
-    values of secret-looking variables are redacted from the log.
-
-    Raises:
-        HarnessMissing: the executable (or tmux) is not installed.
-    """
-    common = {"stdin": request.prompt, "cwd": request.cwd, "env": request.env,
-              "limits": request.limits, "log_path": request.log_path, "on_line": on_line,
-              "on_start": request.on_start, "redact": secret_values(request.env)}
-    if mode == "tmux":
-        from integrations.harness.tmux import run_in_tmux, session_name
-
-        return run_in_tmux(argv, name=session_name(request.session_id), **common)  # type: ignore[arg-type]
-    return run_process(argv, **common)  # type: ignore[arg-type]
-
-
-class BinaryHarness:
-    """What the adapters that drive one CLI binary share: the binary from the settings
-    (``harness.binary``, else :attr:`default_binary` on PATH), the runner's mode, and the
-    ``--version`` probe. ``settings``: :class:`foundation.settings.HarnessSettings`."""
-
-    default_binary = ""
-
-    def __init__(self, settings: object, mode: str = "process") -> None:
-        self.mode = mode  # runner.mode: process or tmux
-        self.path: str | None = getattr(settings, "path", None)  # PATH of the probe
-        self.binary: str = getattr(settings, "binary", None) or self.default_binary
-
-    def probe(self) -> str:
-        """``BINARY --version``, its first line. Raises HarnessMissing."""
-        return probe_version(self.binary, probe_env(self.path))

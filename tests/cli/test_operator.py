@@ -157,7 +157,7 @@ def test_keys_publish_commits_the_public_key_to_the_default_branch_once(deployme
     from foundation.signing import KEYS_PATH
     from graph.signing import Signer
     from tests.conftest import TEST_SIGNER
-    from the_loop.keys import write_private_key
+    from the_loop.cli.signing_keys import write_private_key
 
     _store, configure = deployment
     fake = HttpFakeGitHub(tokens=[OPS_TOKEN])

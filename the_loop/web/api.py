@@ -33,7 +33,7 @@ from flask import Blueprint, Response, g, request
 from foundation.links import API_PREFIX
 from graph.envelope import EnvelopeLimitError, encode
 from graph.refs import WorkItemRef
-from the_loop.web.app import web
+from the_loop.web.common import web
 from the_loop.web.readmodel import QueryError
 
 log = logging.getLogger("the_loop.web")

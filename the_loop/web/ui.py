@@ -45,8 +45,8 @@ from graph.envelope import metadata, timestamp
 from graph.export import Overlay, to_mermaid
 from graph.refs import WorkItemRef
 from graph.state import Past
-from the_loop.web.app import web
 from the_loop.web.auth import OAUTH_COOKIE, OAUTH_TTL, SESSION_COOKIE, Principal, cookie_options
+from the_loop.web.common import web
 from the_loop.web.oauth import OAuthError
 from the_loop.web.readmodel import STATUSES, Query, QueryError
 

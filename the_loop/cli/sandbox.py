@@ -32,7 +32,7 @@ from typing import Any
 import click
 
 from foundation.signing import ENV_SIGNING_KEY_FILE, load_signer
-from the_loop.cli import main
+from the_loop.cli.base import main
 
 DEFAULT_PORT = 8765
 DEFAULT_DIR = ".dev/sandbox"
@@ -119,7 +119,7 @@ def prepare(directory: str | None, port: int) -> None:
     signing_path = base / "signing-key.pem"
     if not signing_path.exists():  # the review records' key: the service's only
         from graph.signing import Signer
-        from the_loop.keys import write_private_key
+        from the_loop.cli.signing_keys import write_private_key
 
         write_private_key(signing_path, Signer.generate())
     secret = os.environ.get("THE_LOOP_WEBHOOK_SECRET", "")

@@ -13,7 +13,7 @@ import click
 
 from graph import tasks as plans
 from graph.monitors import monitor
-from the_loop.cli import emit, main, state_group
+from the_loop.cli.base import emit, main, open_checkout, open_service, state_group
 
 if TYPE_CHECKING:
     from graph.runtime import Runtime
@@ -127,7 +127,7 @@ def _work_item_plan(ref: str, repo: Path | None) -> tuple[str | None, dict[str, 
 
     from graph.refs import RefError
     from graph.state import StateError
-    from the_loop.cli import open_operator, read_settings
+    from the_loop.cli.base import open_operator, read_settings
     from the_loop.local import open_local
 
     if repo is not None:
@@ -175,13 +175,12 @@ def state_migrate(ref: str, to_current: bool, dry_run: bool, node: str | None, r
     """Move work item REF to the deployed graph, recorded like a forced move (state, the
     event log, a comment). Its node is entered again when its boundaries changed."""
     from graph.runtime import ForceError
-    from the_loop.drivers import _open, _open_service
 
     if repo is not None:
-        local = _open(repo, ref, graph_path)
+        local = open_checkout(repo, ref, graph_path)
         runtime, item, config, where = local.runtime, local.work_item, local.config, local.repo
     else:
-        runtime, item, config = _open_service(ref, graph_path, as_json)
+        runtime, item, config = open_service(ref, graph_path, as_json)
         where = None
     try:
         done = runtime.migrate(item, config, reason=reason, node=node, dry_run=dry_run,

@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from the_loop.cli import emit, main, open_operator
+from the_loop.cli.base import emit, main, open_operator
 
 
 def _deliveries() -> Any:

@@ -18,7 +18,7 @@ import click
 
 from foundation.signing import ENV_SIGNING_KEY_FILE, KEYS_PATH, publish
 from graph.signing import Signer
-from the_loop.cli import emit, main, read_settings
+from the_loop.cli.base import emit, main, read_settings
 
 
 def write_private_key(path: Path, signer: Signer) -> None:
@@ -89,7 +89,7 @@ def publish_remote(repository: str, installation: int | None, as_json: bool) -> 
     its default branch (one commit; nothing when it is there already)."""
     from foundation.signing import SigningKeyError, trusted_keys
     from graph.ports import IntegrationError, NotFound
-    from the_loop.cli import open_operator
+    from the_loop.cli.base import open_operator
     from the_loop.wiring import NoGitHubClient
 
     operator = open_operator()

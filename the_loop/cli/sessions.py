@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from the_loop.cli import emit, main, open_operator, read_settings
+from the_loop.cli.base import emit, main, open_operator, read_settings
 
 if TYPE_CHECKING:
     from foundation.turns import TurnRecords

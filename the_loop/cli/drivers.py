@@ -16,16 +16,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from foundation.config.loader import ConfigFileError
-from graph.compile import GraphError
 from graph.context import HookConfig
 from graph.model import InboundEvent, Status
-from graph.refs import RefError
 from graph.runtime import AdvanceResult, ForceError, GraphMismatch, NodeVerdict
-from graph.signing import SigningKeyError
 from graph.state import Past, StateError
-from the_loop.cli import emit, graph_group, main, open_operator, read_settings
-from the_loop.local import Local, open_local
+from the_loop.cli.base import emit, graph_group, main, open_checkout, open_service, read_settings
+from the_loop.local import Local
 
 if TYPE_CHECKING:
     from foundation.settings import Settings
@@ -38,15 +34,6 @@ REF_OPTION = click.option("--work-item", "ref", required=True,
                           help="github:OWNER/REPO#N, or a local name like local:login-page.")
 GRAPH_OPTION = click.option("--graph", "graph_path", type=click.Path(dir_okay=False),
                             help="Graph file (default: $THE_LOOP_GRAPH or the shipped one).")
-
-
-def _open(repo: Path, ref: str, graph_path: str | None,
-          settings: Settings | None = None) -> Local:
-    settings = settings or read_settings()
-    try:
-        return open_local(repo, ref, graph_path, settings.worker)
-    except (RefError, GraphError, ConfigFileError, SigningKeyError) as exc:
-        raise click.ClickException(str(exc)) from None
 
 
 def _fail(action: str, as_json: bool, status: str, message: str, **fields: Any) -> NoReturn:
@@ -66,7 +53,8 @@ def _driver(settings: Settings, local: Local, action: str, as_json: bool,
     (the runner's fail-closed start-up check): a missing or unpinned harness exits 1,
     naming the fix.
     """
-    from integrations.harness.base import HarnessError, build_harness, check_harness
+    from integrations.harness.base import HarnessError
+    from integrations.harness.factory import build_harness, check_harness
     from runner.harness_turn import TurnSetup
     from the_loop.local_turns import LocalDriver, LocalWork
 
@@ -150,7 +138,7 @@ def run_cmd(ref: str, repo: Path, graph_path: str | None, dry_run: bool,
     and its checks decide the next turn. Exits 0 when waiting or done, 1 when blocked or
     escalated."""
     settings = read_settings()
-    local = _open(repo, ref, graph_path, settings)
+    local = open_checkout(repo, ref, graph_path, settings)
     driver, version = _driver(settings, local, "run", as_json, ref)
     if dry_run:
         _dry_run(settings, local, driver, version, ref, as_json)
@@ -247,7 +235,7 @@ def check_cmd(ref: str, repo: Path, graph_path: str | None, recompute: bool,
     written. Exits non-zero while a gate is unmet (or, with --recompute, while the
     artifacts contradict what the state claims, or hold a review entry that does not
     count: unsigned, altered, copied, or by someone not authorized now)."""
-    local = _open(repo, ref, graph_path)
+    local = open_checkout(repo, ref, graph_path)
     runtime, item = local.runtime, local.work_item
     offline = HookConfig(collaborators=local.config.collaborators, files=local.config.files,
                          record_keys=local.config.record_keys)
@@ -315,43 +303,6 @@ def check_cmd(ref: str, repo: Path, graph_path: str | None, recompute: bool,
         sys.exit(1)
 
 
-def _open_service(ref: str, graph_path: str | None,
-                  as_json: bool) -> tuple[Any, Any, HookConfig]:
-    """The runtime over the service's state for ``ref`` and the worker's GitHub client
-    for the installation the work item was last seen with.
-
-    A work item the service knows needs that client (the forced move's comment and phase
-    label): when it cannot be built, the command fails saying why, and nothing is
-    recorded.
-    """
-    import redis
-
-    from the_loop.local import parse_ref
-    from the_loop.wiring import NoGitHubClient
-
-    operator = open_operator()
-    try:
-        runtime = operator.runtime(graph_path)
-        item = parse_ref(ref, operator.settings.worker.spec_dir)
-        state = operator.store.load(ref)
-    except (RefError, GraphError, StateError) as exc:
-        raise click.ClickException(str(exc)) from None
-    except redis.RedisError as exc:
-        raise click.ClickException(f"Redis at REDIS_URL is unreachable ({type(exc).__name__}); "
-                                   "start it or fix REDIS_URL") from None
-    if state is None:
-        return runtime, item, HookConfig()  # the runtime refuses an unknown work item
-    try:
-        return runtime, item, operator.hook_config(state.installation_id)
-    except NoGitHubClient as exc:
-        message = (f"{ref}: not forced: the forced move comments on GitHub and moves its "
-                   f"phase label, and no GitHub client can be built: {exc}")
-        if as_json:
-            emit("graph.force", False, "refused", ref=ref, error=message)
-            sys.exit(1)
-        raise click.ClickException(message) from None
-
-
 @graph_group.command("force")
 @REF_OPTION
 @click.option("--to", "target", required=True, help="Id of the node to move to.")
@@ -365,10 +316,10 @@ def force_cmd(ref: str, target: str, reason: str, repo: Path | None, graph_path:
     """Move a work item to NODE. It moves the pointer and never forges a verdict: the
     move is recorded as forced, and bypassed gates stay unmet for `check --recompute`."""
     if repo is not None:
-        local = _open(repo, ref, graph_path)
+        local = open_checkout(repo, ref, graph_path)
         runtime, item, config, where = local.runtime, local.work_item, local.config, local.repo
     else:
-        runtime, item, config = _open_service(ref, graph_path, as_json)
+        runtime, item, config = open_service(ref, graph_path, as_json)
         where = None
     try:
         result = runtime.force(item, config, target, reason, repo=where,
@@ -475,7 +426,7 @@ def decide_cmd(ref: str, decision: str, login: str, comment_file: Path | None, r
         raise click.UsageError("approve-with-comments needs the comments: "
                                "--comment-file FILE")
     settings = read_settings()
-    local = _open(repo, ref, graph_path, settings)
+    local = open_checkout(repo, ref, graph_path, settings)
     try:
         state = local.runtime.store.load(ref)
     except StateError as exc:
