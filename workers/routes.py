@@ -39,14 +39,14 @@ from dataclasses import dataclass, replace
 from foundation.events import GitHubEvent
 from foundation.inbox.record import DeliveryRecord
 from foundation.settings import WorkerSettings
-from foundation.turns import RunnerWork, TurnContext, TurnRecords
+from foundation.turns import TurnRecords
 from graph.context import PHASE_PREFIX, HookConfig
 from graph.markers import effect_id
 from graph.model import Graph, InboundEvent, Status, WorkItem
 from graph.ports import GitHub, IntegrationError
 from graph.refs import WorkItemRef
 from graph.runtime import AdvanceResult, Runtime
-from graph.state import StateError, StateStore, WorkItemState
+from graph.state import StateStore, WorkItemState
 from graph.status import render_withdrawn_request
 from workers import metrics as worker_metrics
 from workers.identities import DELETED, SUSPENDED, Installations, Repositories
@@ -61,7 +61,7 @@ from workers.notices import (
     drift_effect,
     withdrawn_effect,
 )
-from workers.repo_context import RepoConfig, RepoContext
+from workers.repo_context import RepoContext
 from workers.router import (
     CI_ONLY,
     CONFIG,
@@ -72,6 +72,7 @@ from workers.router import (
     TURN,
     WITHDRAW,
 )
+from workers.session import WorkItemSession, turn_work
 
 log = logging.getLogger("the_loop.worker")
 
@@ -391,30 +392,10 @@ def ci_status(agent: Agent, delivery: Delivery) -> Handled:
                             f"re-driving {fanned} work item(s)")
 
 
-def _stored(agent: Agent, ref: str) -> tuple[bool, bool]:
-    """``(known, readable)``: whether ``ref`` has stored state, and whether it can be
-    read (an unreadable one is known, and rebuilt by the runtime from the artifacts'
-    verified records, :meth:`graph.runtime.Runtime.load`)."""
-    try:
-        return agent.store.load(ref) is not None, True
-    except StateError:
-        return True, False
-
-
-def _risk_tier(agent: Agent, event: GitHubEvent, ref: WorkItemRef,
-               repo_config: RepoConfig) -> int | None:
-    """The work item's risk tier: from its labels when the event carries them (a
-    ``risk:<n>`` label, else ``risk.default`` of the harness config), else the tier last
-    recorded in its state (a CI event or a turn report shows no labels)."""
-    if event.carries_labels:
-        return repo_config.harness.risk.tier(event.labels)
-    state = agent.store.load(ref.format())
-    if state is not None and state.risk_tier is not None:
-        return state.risk_tier
-    return repo_config.harness.risk.default
-
-
 def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
+    """Enrol (``enrol``: the enrolment label is on it) or advance the delivery's work
+    item, its world read once (:class:`workers.session.WorkItemSession`); then what
+    follows a saved advance (:func:`_after`)."""
     ref, event, settings = delivery.ref, delivery.event, agent.settings
     if ref is None:
         return delivery.ignored("no issue or pull request in this delivery")
@@ -423,37 +404,17 @@ def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
         if owner is not None and owner != ref.format():
             agent.fan_out(delivery.record, [owner])
             return delivery.ignored(f"the draft pull request of {owner}: forwarded to it")
-    installation_id = event.installation_id
-    github = agent.github_or_none(installation_id)
-    repository = delivery.repository_of(ref)
-    repo_config = (agent.repos.config(github, repository, event.default_branch or "main")
-                   if github is not None else RepoConfig())
-    label = repo_config.enrolment_label(settings)
+    session = WorkItemSession.open(agent, delivery)
+    label = session.enrolment_label
     if enrol and not _carries(event, label) and not _own_pull(agent, event, ref):
         return delivery.ignored(f"not a work item (no {label!r} label)")
-    known, readable = _stored(agent, ref.format())
-    if not enrol and not known:
+    if not enrol and not session.known:
         return delivery.ignored("not a work item")
-    if github is None:
-        github = agent.github_for(installation_id)  # raises, naming the variables to set
-    work, branch = _work(agent, event, ref, repository)
-    config = agent.repos.hook_config(github, event, ref, repo_config, branch=branch,
-                                     work=work, repository=repository)
-    if not readable:  # rebuilt from the artifacts' verified records before anything reads it
-        agent.runtime.load(replace(
-            event.work_item(ref, repo_config.spec_dir(settings),
-                            risk_tier=repo_config.harness.risk.default),
-            repository=repository), config)
-    item = event.work_item(ref, repo_config.spec_dir(settings),
-                           risk_tier=_risk_tier(agent, event, ref, repo_config))
-    # A CI result names a pull request's head; a re-drive names neither kind: the work
-    # item is what it was last seen as (is-docs-only reads a pull request's files).
-    kind: str | None = event.kind or ("pull_request" if event.ci is not None else None)
-    stored = agent.store.load(ref.format()) if kind is None or not event.tickets else None
-    if kind is None:
-        kind = stored.kind if stored is not None and stored.kind else item.kind
-    tickets = event.tickets or (tuple(stored.tickets) if stored is not None else ())
-    item = replace(item, repository=repository, kind=kind or item.kind, tickets=tickets)
+    config = session.hook_config()
+    github = session.github
+    assert github is not None  # hook_config() made one, or raised
+    item = session.work_item()  # an unreadable state is rebuilt first
+    state = session.state()
     inbound = event.inbound(delivery.id)
     if not (delivery.replay and _logged(agent, item.ref, "delivery.received", delivery.id)):
         agent.store.append_event(item.ref, "delivery.received", {
@@ -463,21 +424,22 @@ def _advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
             "actor": inbound.actor,
             "body_sha256": inbound.body_sha256,
         }, delivery.id)
-    state = agent.store.load(item.ref)
-    act_on_edits = bool(repo_config.harness.gates.act_on_edits)
-    reactions = agent.notices.reactions(github, item, inbound, repo_config.collaborators,
+    act_on_edits = bool(session.repo_config.harness.gates.act_on_edits)
+    reactions = agent.notices.reactions(github, item, inbound,
+                                        session.repo_config.collaborators,
                                         dict(settings.reactions),
                                         live=_live(state, inbound, act_on_edits=act_on_edits),
                                         account_id=config.account_id)
     reactions.begin()
     try:
-        special = _gate_event(agent, state, item, config, github, inbound, event, ref)
+        special = _gate_event(session, state, item, config, github, inbound)
         if special is not None:
             result = special
         elif enrol:
-            result = agent.runtime.enrol(item, config, inbound)
+            result = agent.runtime.enrol(item, config, inbound, state=session.runtime_state())
         else:
-            maybe = agent.runtime.advance(item, config, inbound)
+            maybe = agent.runtime.advance(item, config, inbound,
+                                          state=session.runtime_state())
             if maybe is None:
                 reactions.settle()
                 return delivery.ignored("not a work item")
@@ -559,9 +521,9 @@ def _live(state: WorkItemState | None, event: InboundEvent, *, act_on_edits: boo
     return event.created_at is None or event.created_at >= int(state.visit_started_at)
 
 
-def _gate_event(agent: Agent, state: WorkItemState | None, item: WorkItem,
-                config: HookConfig, github: GitHub, inbound: InboundEvent,
-                event: GitHubEvent, ref: WorkItemRef) -> AdvanceResult | None:
+def _gate_event(session: WorkItemSession, state: WorkItemState | None, item: WorkItem,
+                config: HookConfig, github: GitHub,
+                inbound: InboundEvent) -> AdvanceResult | None:
     """Deliveries that change a gate rather than decide one, handled here; ``None`` for
     every other delivery (the runtime advances it).
 
@@ -572,7 +534,10 @@ def _gate_event(agent: Agent, state: WorkItemState | None, item: WorkItem,
       item is not at a gate: the gate re-opens (no later gate passed) or the retraction
       is recorded and announced (:func:`_retract`). Only from the account recorded for
       the login (``config.account_id``): another account with it retracts nothing.
+      A retraction recorded without a re-opened gate saved the state: the session's copy
+      is stale then (:meth:`workers.session.WorkItemSession.stale`).
     """
+    agent, event, ref = session.agent, session.delivery.event, session.ref
     if state is None or state.status == "done":
         return None
     node = agent.graph.nodes.get(state.current_node)
@@ -597,9 +562,13 @@ def _gate_event(agent: Agent, state: WorkItemState | None, item: WorkItem,
             if (not decision.get("invalidated") and actor in
                     {str(a).casefold() for a in decision.get("approvers")
                      or [decision.get("actor")]}):
-                return _retract(agent, state, index, item, config, github, inbound,
-                                why="changes-requested",
-                                words=f"@{inbound.actor} requested changes after approving")
+                reopened = _retract(agent, state, index, item, config, github, inbound,
+                                    why="changes-requested",
+                                    words=f"@{inbound.actor} requested changes after "
+                                          "approving")
+                if reopened is None:
+                    session.stale()  # the retraction was noted: the state was saved
+                return reopened
     return None
 
 
@@ -634,21 +603,6 @@ def _retract(agent: Agent, state: WorkItemState, index: int, item: WorkItem,
                               WITHDRAWN_TEXT.format(gate=gate, node=latest.current_node,
                                                     ref=item.ref, what=words), latest)
     return None
-
-
-def _work(agent: Agent, event: GitHubEvent, ref: WorkItemRef,
-          repository: str) -> tuple[RunnerWork | None, str | None]:
-    """Where the work item's agent turns are ordered, and its branch (artifacts are
-    read there once a turn has pushed); ``(None, None)`` without a harness."""
-    if agent.turns is None:
-        return None, None
-    branch = agent.turns.workspace(ref.format()).get("branch")
-    context = TurnContext(
-        repository=repository, number=ref.number, title=event.title or "",
-        default_branch=event.default_branch or "main",
-        installation_id=event.installation_id, branch=branch)
-    return RunnerWork(agent.turns, context, max_turns=agent.max_turns,
-                      cost_cap_usd=agent.cost_cap_usd), branch
 
 
 def _own_pull(agent: Agent, event: GitHubEvent, ref: WorkItemRef) -> bool:
@@ -807,7 +761,7 @@ def _hook_config(agent: Agent, github: GitHub | None, event: GitHubEvent,
         return HookConfig(), event.work_item(ref, settings.spec_dir)
     repository = str(event.repository or ref.repository)
     repo_config = agent.repos.config(github, repository, event.default_branch or "main")
-    work, branch = _work(agent, event, ref, repository)
+    work, branch = turn_work(agent, event, ref, repository)
     config = agent.repos.hook_config(github, event, ref, repo_config, branch=branch,
                                      work=work, repository=repository)
     return config, event.work_item(ref, repo_config.spec_dir(settings))
