@@ -36,7 +36,7 @@ from graph.state import StateError, WorkItemState
 from workers.repo_context import RepoConfig
 
 if TYPE_CHECKING:  # the handlers' types; their module imports this one
-    from workers.routes import Agent, Delivery
+    from workers.routes.agent import Agent, Delivery
 
 
 def turn_work(agent: Agent, event: GitHubEvent, ref: WorkItemRef,
