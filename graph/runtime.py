@@ -350,6 +350,18 @@ def _fingerprint(result: HookResult | None) -> str:
     return hashlib.sha256(f"{result.hook if result else ''}\n{texts}".encode()).hexdigest()[:16]
 
 
+class Unloaded:
+    """The type of :data:`UNLOADED`: a work item's state not loaded by the caller."""
+
+    def __repr__(self) -> str:
+        return "UNLOADED"
+
+
+#: ``state=UNLOADED`` (:meth:`Runtime.enrol`, :meth:`Runtime.advance`): the runtime loads
+#: the state itself (:meth:`Runtime.load`).
+UNLOADED = Unloaded()
+
+
 class Runtime:
     """Drives work items through a compiled graph, persisting to a :class:`StateStore`.
 
@@ -373,10 +385,14 @@ class Runtime:
         event: InboundEvent | None,
         *,
         repo: Path | None = None,
+        state: WorkItemState | None | Unloaded = UNLOADED,
     ) -> AdvanceResult:
         """Make ``work_item`` a work item at the graph's start node (if it is not one yet)
-        and advance it. Idempotent: an enrolled item is simply advanced."""
-        state = self.load(work_item, config, repo=repo)
+        and advance it. Idempotent: an enrolled item is simply advanced.
+
+        ``state``: the work item's state as the caller loaded it (``None``: not enrolled;
+        the store is not read again), or :data:`UNLOADED` (loaded here)."""
+        state = self._given(work_item, config, repo, state)
         if state is None:
             state = WorkItemState(work_item.ref, self.graph.digest, self.graph.start)
             self._enter(state, self.graph.start, via="enrolled")
@@ -391,8 +407,10 @@ class Runtime:
         event: InboundEvent | None,
         *,
         repo: Path | None = None,
+        state: WorkItemState | None | Unloaded = UNLOADED,
     ) -> AdvanceResult | None:
         """Advance an enrolled work item on ``event``; ``None`` if it is not enrolled.
+        ``state``: as for :meth:`enrol`.
 
         The triggering event is seen by the first exit chain only; nodes entered during
         the same advance evaluate on a tick (``event=None``), so one ``/approve`` never
@@ -402,10 +420,18 @@ class Runtime:
             (A work item whose node the deployed graph changed or removed is not
             evaluated: it is escalated, naming the nodes, until it is migrated.)
         """
-        state = self.load(work_item, config, repo=repo)
+        state = self._given(work_item, config, repo, state)
         if state is None:
             return None
         return self._advance(state, work_item, config, event, repo)
+
+    def _given(self, work_item: WorkItem, config: HookConfig, repo: Path | None,
+               state: WorkItemState | None | Unloaded) -> WorkItemState | None:
+        """``state`` as the caller loaded it (an older record's history imported), or
+        loaded here when :data:`UNLOADED`."""
+        if isinstance(state, Unloaded):
+            return self.load(work_item, config, repo=repo)
+        return self._imported(state)
 
     def load(
         self, work_item: WorkItem, config: HookConfig, *, repo: Path | None = None
@@ -434,10 +460,13 @@ class Runtime:
                 "at": state.visit_started, "forced": False,
                 "visit": state.visit}, None)
             return state
+        return self._imported(state)
+
+    def _imported(self, state: WorkItemState | None) -> WorkItemState | None:
+        """``state``, a record of an older format's per-step lists moved into the event
+        log (logged before the record without them is saved: a crash logs them twice,
+        never loses them)."""
         if state is not None and state.legacy:
-            # A record of an older format: its per-step lists move into the event log
-            # (logged before the record without them is saved: a crash logs them twice,
-            # never loses them).
             self._log(state, "history.imported", state.legacy, None)
             state.legacy = {}
             state.effects_reset = True  # its effects were inside the record

@@ -34,14 +34,12 @@ from foundation.observability.logs import bind as bind_log_context
 from foundation.observability.logs import clear as clear_log_context
 from foundation.settings import WorkerSettings
 from foundation.webhook_schema import INVALID, UNVALIDATED, PayloadSchemas
-from graph.model import Graph, Status
+from graph.model import Status
 from graph.ports import Integration, IntegrationError
 from graph.refs import WorkItemRef
-from graph.runtime import Runtime
 from graph.state import StateStore
 from integrations.github_cache import delivery_scope
 from workers import metrics as worker_metrics
-from workers.notices import Notices
 from workers.repo_context import RepoContext
 from workers.router import IGNORE, Route, route
 from workers.routes import HANDLERS, Agent, Delivery, GitHubFactory, Handled, admit
@@ -78,7 +76,9 @@ class DeliveryProcessor:
         schemas: the payload schemas every routed delivery is checked against before
             it is processed (default: github.com's).
 
-    No I/O happens in the constructor.
+    No I/O happens in the constructor. What the handlers use is :attr:`agent`'s; the
+    state store, the GitHub provider, the repository context and the integrations are
+    also reachable here, for callers outside the worker.
     """
 
     def __init__(self, settings: WorkerSettings, connection: redis.Redis, agent: Agent,
@@ -99,11 +99,6 @@ class DeliveryProcessor:
         self._held_guard = threading.Lock()
 
     @property
-    def graph(self) -> Graph:
-        """The compiled graph."""
-        return self.agent.graph
-
-    @property
     def github(self) -> GitHubFactory | None:
         """installation id -> GitHub provider; ``None`` without credentials."""
         return self.agent.github
@@ -114,19 +109,9 @@ class DeliveryProcessor:
         return self.agent.store
 
     @property
-    def runtime(self) -> Runtime:
-        """The graph runtime over :attr:`store`."""
-        return self.agent.runtime
-
-    @property
     def repos(self) -> RepoContext:
         """The repository context."""
         return self.agent.repos
-
-    @property
-    def notices(self) -> Notices:
-        """The worker's notices and reactions."""
-        return self.agent.notices
 
     @property
     def integrations(self) -> Mapping[str, Integration]:

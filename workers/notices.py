@@ -29,8 +29,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+from foundation.commands import carries_command
 from foundation.config.repository import Collaborators
-from foundation.hooks.classify_feedback import carries_command
 from graph.effects import HookEffects, RetryLater
 from graph.markers import OwnAccounts
 from graph.model import InboundEvent, WorkItem

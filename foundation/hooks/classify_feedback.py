@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from foundation.hooks.commands import commands
+from foundation.commands import carries_command, commands
 from graph.markers import own_effect
 from graph.model import HookContext, HookResult, Message
 from graph.registry import hook
@@ -41,7 +41,7 @@ def parse_command(body: str) -> str | None:
 
     A command counts only alone on its own line of a top-level paragraph, as GitHub
     renders the body (a trailing HTML comment is tolerated); quotes, code (fenced,
-    indented, inline), lists and HTML are ignored (:func:`foundation.hooks.commands.commands`,
+    indented, inline), lists and HTML are ignored (:func:`foundation.commands.commands`,
     linear time, bodies up to GitHub's 65,536 characters). Two different commands in one
     body are ambiguous and give ``None``.
     """
@@ -58,12 +58,6 @@ def permission_at_least(held: str | None, needed: str) -> bool:
 def _gates(ctx: HookContext) -> Mapping[str, Any]:
     gates = ctx.config.harness.get("gates") if ctx.config.harness else None
     return gates if isinstance(gates, Mapping) else {}
-
-
-def carries_command(body: str | None) -> bool:
-    """Whether ``body`` has a line command (as :func:`parse_command` reads one); two
-    different ones still count as carrying one."""
-    return bool(commands(body))
 
 
 def _stale(ctx: HookContext, actor: str | None, reviewed: str | None) -> str | None:

@@ -480,3 +480,34 @@ def test_a_review_comment_gets_its_reaction_at_the_review_comment_endpoint(make)
     assert reactions == [f"{REPO}:add-review-comment-reaction:1301:hooray"]
     assert not [a for a in reactions if ":add-reaction:" in a]
     assert store.load(REF2).current_node == "design"
+
+
+def test_changes_requested_after_a_later_gate_passed_keeps_what_the_retraction_saved(make):
+    # The retraction is noted and announced before the work item advances on the same
+    # review: the advance starts from the state those saved (the note stays shown, the
+    # notice is posted once, also when the review is delivered again).
+    gh, slack, store, deliver = make()
+    pr = pull_request(gh, deliver, store)
+    head = pr["pull_request"]["head"]
+    for ref in (head["sha"], head["ref"]):
+        gh.add_file(REPO, "specs/2/design.md", DESIGN, ref=ref)
+    deliver("pull_request_review", review(pr))
+    for path in ("specs/2/requirements.md", "specs/2/design.md"):
+        gh.add_file(REPO, path, gh.get_file(REPO, path, ref=head["ref"])["text"],
+                    ref="d" * 40)
+    gh.repo(REPO).pulls[2]["head_sha"] = "d" * 40
+    deliver("pull_request", synchronize(pr, "d" * 40))
+    deliver("issue_comment", {**comment("/approve", login="octocat", cid=901),
+                              "issue": {**comment("x")["issue"], "number": 2,
+                                        "pull_request": {"url": "x"}}})
+    assert store.load(REF2).current_node == "tasks"
+    changes = review(pr, state="changes_requested", rid=802)
+    deliver("pull_request_review", changes)
+    assert [e.data.get("retracted") for e in store.events(REF2) if e.type == "note"] == [True]
+    state = store.load(REF2)
+    assert state.current_node == "tasks"
+    assert [n["code"] for n in state.notes] == ["changes-requested"]
+    notice = f"{REF2}/withdrawn/review:802"
+    assert marks(gh, 2).count(notice) == 1
+    deliver("pull_request_review", changes)
+    assert marks(gh, 2).count(notice) == 1

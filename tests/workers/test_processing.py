@@ -170,7 +170,7 @@ def test_a_failing_delivery_is_recorded_and_does_not_block_the_next(env):
     # A processing error outside the hooks, once its attempts are used up (one here), is
     # parked as a failed delivery with its reason.
     processor = build_processor(dataclasses.replace(processor.settings, delivery_attempts=1),
-                                ns.client, processor.graph, None)
+                                ns.client, processor.agent.graph, None)
     again = deliver(queue, "issue_comment", comment_payload("Codertocat", "/approve"))
     handled = processor.drain(f"github:{REPO}#1")
     assert [h.outcome for h in handled if h.delivery_id == again] == ["failed"]
@@ -197,7 +197,7 @@ def test_a_commit_status_re_drives_the_work_item_whose_head_it_names(env):
     from graph.context import HookConfig
     from graph.refs import WorkItemRef
     item = GitHubEvent.parse("pull_request", pr).work_item(WorkItemRef.parse(ref))
-    processor.runtime.force(item, HookConfig(), "implementation",
+    processor.agent.runtime.force(item, HookConfig(), "implementation",
                             "test: jump to implementation")
     deliver(queue, "pull_request", pr)  # evaluates verify-tests: no result yet
     work(ns, processor)

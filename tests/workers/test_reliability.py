@@ -81,14 +81,14 @@ def break_runtime(processor):
         raise RuntimeError("boom")
 
     for name in ("enrol", "advance"):
-        original = getattr(processor.runtime, name)
+        original = getattr(processor.agent.runtime, name)
 
         def broken(item, *args, _original=original, **kwargs):
             if item.ref == REF:
                 raise RuntimeError("boom")
             return _original(item, *args, **kwargs)
 
-        setattr(processor.runtime, name, broken)
+        setattr(processor.agent.runtime, name, broken)
 
 
 def skip_backoff(processor, ns):
@@ -173,7 +173,7 @@ def test_a_poison_delivery_is_parked_visibly_and_holds_only_its_own_work_item(en
     assert poison in state.parked_reason and "deliveries retry" in state.parked_reason
     assert ns.client.lrange(processor.keys.inbox(REF), 0, -1) == [later.encode()]
     assert received(processor, f"github:{REPO}#2") == [other]  # not held
-    del processor.runtime.enrol, processor.runtime.advance  # healthy again
+    del processor.agent.runtime.enrol, processor.agent.runtime.advance  # healthy again
     done = processor.deliveries.retry(poison)
     assert done["work_item"] == REF
     work(ns, processor)
@@ -188,7 +188,7 @@ def test_discard_drops_a_parked_delivery_and_lets_the_held_ones_through(env):
     gh, processor, queue, ns = env
     processor = build_processor(WorkerSettings(prefix=ns.prefix, queue=ns.queue_name,
                                                delivery_attempts=1),
-                                ns.client, processor.graph, processor.github)
+                                ns.client, processor.agent.graph, processor.github)
     deliver(queue, ns, "issues", enrol_payload())
     work(ns, processor)
     break_runtime(processor)
@@ -196,7 +196,7 @@ def test_discard_drops_a_parked_delivery_and_lets_the_held_ones_through(env):
     later = deliver(queue, ns, "issue_comment", comment_payload("mallory", "/approve"))
     work(ns, processor)
     assert [p.delivery for p in processor.deliveries.failed()] == [poison]
-    del processor.runtime.enrol, processor.runtime.advance  # healthy again
+    del processor.agent.runtime.enrol, processor.agent.runtime.advance  # healthy again
     processor.deliveries.discard(poison)
     work(ns, processor)
     assert received(processor)[-2:] == [poison, later]
@@ -430,7 +430,7 @@ def test_the_worker_reconnects_with_backoff_instead_of_crashing(env, monkeypatch
     monkeypatch.setattr(worker_module, "RECONNECT_BACKOFF", ConstantBackoff(0.05))
     down = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2,
                        retry=redis.retry.Retry(NoBackoff(), 0))
-    broken = build_processor(processor.settings, down, processor.graph, processor.github)
+    broken = build_processor(processor.settings, down, processor.agent.graph, processor.github)
     with caplog.at_level(logging.WARNING, logger="the_loop.worker"), \
             pytest.raises(redis.exceptions.ConnectionError):
         work_with_reconnect(broken, Queue(ns.queue_name, connection=down), burst=True,

@@ -287,5 +287,5 @@ def test_a_notice_is_looked_for_first_so_a_lost_record_does_not_double_it(env):
         state = processor.store.load(REF1)
         state.effects.clear()  # as entering a node does
         processor.store.save(state)
-        assert processor.notices.comment(gh, item, f"{REF1}/drift", "text")
+        assert processor.agent.notices.comment(gh, item, f"{REF1}/drift", "text")
     assert marks(gh).count(f"{REF1}/drift") == 1
