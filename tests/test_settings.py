@@ -370,12 +370,12 @@ def test_key_without_app_id(rsa_pem) -> None:
 # ----------------------------------------------------------------------------- one reader
 
 
-#: Files that may touch ``os.environ``: the settings module, and the entry points that
-#: hand ``os.environ`` to it (gunicorn_conf also publishes the metrics directory to its
-#: workers). lint_artifacts' parser directory is read where the graph is compiled (its
-#: load-time check), which takes no settings yet.
+#: Files that may touch ``os.environ``: the settings package's one reader of the
+#: environment, and the entry points that hand ``os.environ`` to it (gunicorn_conf also
+#: publishes the metrics directory to its workers). lint_artifacts' parser directory is
+#: read where the graph is compiled (its load-time check), which takes no settings yet.
 ENVIRON_ALLOWED = {
-    "foundation/settings.py", "the_loop/wsgi.py", "the_loop/gunicorn_conf.py",
+    "foundation/settings/environment.py", "the_loop/wsgi.py", "the_loop/gunicorn_conf.py",
     "the_loop/cli.py", "the_loop/deliveries.py", "foundation/hooks/lint_artifacts.py",
     "the_loop/sandbox/cli.py", "the_loop/sandbox/demo_agent.py",
 }
@@ -387,7 +387,8 @@ def test_only_the_settings_and_the_entry_points_read_the_environment() -> None:
     from tests.conftest import REPO_ROOT
 
     readers = set()
-    for package in ("graph", "foundation", "integrations", "webhook", "workers", "runner", "the_loop"):
+    for package in ("graph", "foundation", "integrations", "webhook", "workers", "runner",
+                    "the_loop"):
         for path in (REPO_ROOT / package).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if (isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv")

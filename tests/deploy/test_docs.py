@@ -69,7 +69,8 @@ def test_the_loop_commands_exist(doc):
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
 def test_environment_variables_exist_in_the_code(doc):
-    sources = "\n".join(p.read_text() for pattern in ("*/*.py", "charts/the-loop/**/*")
+    patterns = ("*/*.py", "foundation/settings/*.py", "charts/the-loop/**/*")
+    sources = "\n".join(p.read_text() for pattern in patterns
                         for p in REPO_ROOT.glob(pattern)
                         if p.is_file() and "tests" not in p.parts and ".venv" not in p.parts)
     for var in set(re.findall(r"\bTHE_LOOP_[A-Z_]+[A-Z]\b", doc.read_text())):
