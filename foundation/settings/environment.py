@@ -15,6 +15,7 @@ import re
 import sys
 import urllib.parse
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -436,14 +437,15 @@ class _Reader:
             raise SettingsError(
                 f"{source}: harness.env names {', '.join(held)}: the review-record signing "
                 "key is the service's only; remove it from harness.env")
-        return HarnessSettings(
+        # The file's section, resolved: the environment's overrides and the adapter's
+        # defaults replace what the file left unset; the rest stays as the file says.
+        return replace(
+            config,
             adapter=adapter,
             binary=binary,
             argv=tuple(config.argv),
-            version=config.version,
             turn_timeout=float(config.turn_timeout),
             idle_timeout=float(config.idle_timeout),
-            max_turns=config.max_turns,
             cost_cap_usd=None if config.cost_cap_usd is None else float(config.cost_cap_usd),
             models=dict(config.models),
             env=tuple(config.env) or HARNESS_ENV.get(adapter, ()),
@@ -467,15 +469,12 @@ class _Reader:
         base = Path(state) / "the-loop"
         workspace = self.get(ENV_WORKSPACE_DIR) or config.workspace_dir or str(
             base / "workspaces")
-        return RunnerSettings(
+        return replace(
+            config,
             queue=f"{queue}-turns",
             concurrency=config.concurrency if concurrency is None else concurrency,
-            per_installation=config.per_installation,
             workspace_dir=str(Path(workspace).expanduser()),
             home_dir=str(Path(config.home_dir or str(base / "home")).expanduser()),
-            log_bytes=config.log_bytes,
-            mode=config.mode,
-            lease=config.lease,
             git_url=config.git_url or None,
         )
 
