@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("graph", "foundation", "integrations", "runner", "the_loop", "webhook", "workers")
-SETTINGS_MODULE = "foundation/settings.py"
+SETTINGS_MODULE = "foundation/settings/environment.py"
 KEYS_MODULE = "foundation/inbox/keys.py"
 _KEY = re.compile(
     r":(inbox|inboxes|delivery|deliveries|ready|wake|lock|backoff|parked|head|state|events"

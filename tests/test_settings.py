@@ -370,12 +370,12 @@ def test_key_without_app_id(rsa_pem) -> None:
 # ----------------------------------------------------------------------------- one reader
 
 
-#: Files that may touch ``os.environ``: the settings module, and the entry points that
-#: hand ``os.environ`` to it (gunicorn_conf also publishes the metrics directory to its
-#: workers). lint_artifacts' parser directory is read where the graph is compiled (its
-#: load-time check), which takes no settings yet.
+#: Files that may touch ``os.environ``: the settings package's one reader of the
+#: environment, and the entry points that hand ``os.environ`` to it (gunicorn_conf also
+#: publishes the metrics directory to its workers). lint_artifacts' parser directory is
+#: read where the graph is compiled (its load-time check), which takes no settings yet.
 ENVIRON_ALLOWED = {
-    "foundation/settings.py", "the_loop/wsgi.py", "the_loop/gunicorn_conf.py",
+    "foundation/settings/environment.py", "the_loop/wsgi.py", "the_loop/gunicorn_conf.py",
     "the_loop/cli/base.py", "the_loop/cli/config_upgrade.py", "the_loop/cli/deliveries.py",
     "foundation/hooks/lint_artifacts.py", "the_loop/cli/sandbox.py",
     "the_loop/sandbox/demo_agent.py",

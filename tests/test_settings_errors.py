@@ -61,9 +61,10 @@ def test_a_bad_value_is_named_by_its_variable_and_never_echoed(name, value, secr
 
 
 def test_no_variable_the_settings_read_echoes_its_value():
-    """Every variable the settings module names, given values that are each wrong for
+    """Every variable the settings package names, given values that are each wrong for
     some rule (a token, URLs with credentials, text with spaces), in every process."""
-    source = (REPO_ROOT / "foundation" / "settings.py").read_text(encoding="utf-8")
+    source = "\n".join(path.read_text(encoding="utf-8") for path in
+                       sorted((REPO_ROOT / "foundation" / "settings").glob("*.py")))
     names = set(re.findall(r'"((?:THE_LOOP|REDIS|GH|GITHUB|PORT|PROMETHEUS)_?[A-Z0-9_]*)"',
                            source))
     names |= {v for k, v in vars(settings_module).items()

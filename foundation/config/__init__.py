@@ -1,7 +1,8 @@
 """The configuration files, outside the graph core.
 
 * :mod:`foundation.config.deployment` — ``cli-config.yaml`` (*how*: transports, credential
-  variable names, routing, queue, state, classifier endpoint).
+  variable names, routing, queue, state, classifier endpoint, harness, runner); its
+  ``harness`` and ``runner`` types are the settings' sections too.
 * :mod:`foundation.config.repository` — ``.the-loop/harness-config.yaml`` (*what*) and
   ``.the-loop/collaborators.yaml`` (*who*).
 * :mod:`foundation.config.loader` — YAML with line numbers, JSON Schema validation, the

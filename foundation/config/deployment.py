@@ -1,8 +1,11 @@
 """``cli-config.yaml``, the deployment's configuration (*how*): the transports and the
 environment variables that hold their credentials, the webhook routing, the RQ queue, the
-state settings and the classifier endpoint.
+state settings, the classifier endpoint, the agent harness and its runner.
 
-Loading and errors: :mod:`foundation.config.loader`.
+The ``harness`` and ``runner`` sections' types are the settings' too
+(:class:`HarnessSettings`, :class:`RunnerSettings`): the file's keys are built into them,
+and :meth:`foundation.settings.Settings.from_env` resolves the same type with the
+environment's overrides. Loading and errors: :mod:`foundation.config.loader`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from foundation.config.legacy import find_legacy_keys
 from foundation.config.loader import (
     CLI_CONFIG,
     CURRENT_VERSION,
+    RESOLVED,
     as_dict,
     build,
     load_document,
@@ -186,44 +190,91 @@ class Classification:
     retries: int = 2
 
 
-@dataclass(frozen=True)
-class HarnessSection:
-    """``harness``: the coding-agent CLI that does the work of agent nodes.
+# -- sections that are also the settings' ---------------------------------------------
+#
+# The file's keys are built into these types; Settings.from_env then resolves the same
+# type with the environment's overrides (dataclasses.replace): one type per section, from
+# the file to the process. A field with ``metadata={RESOLVED: True}`` is no key of the
+# file: only start-up sets it.
 
-    ``adapter`` is ``claude-code``, ``codex``, ``command`` or ``none`` (agent nodes wait
-    for a person, as before); ``binary`` (claude-code, codex; ``None``: ``claude`` /
-    ``codex`` on PATH); ``argv`` (command: an argument list, never a shell string);
-    ``version`` the pinned ``--version`` text; ``turn_timeout`` / ``idle_timeout`` in
-    seconds; ``max_turns`` the-loop turns per node visit; ``cost_cap_usd`` per work item
-    (``None``: no cap); ``models`` stage -> model; ``env`` names of the variables passed
-    to the harness (empty: the adapter's API-key variables); ``mcp_config`` the MCP
-    servers file the ``mcp-call`` hook's harness calls are given (``None``: none).
+
+@dataclass(frozen=True)
+class HarnessSettings:
+    """``harness``: the coding-agent CLI that does the work of agent nodes; the section
+    :attr:`foundation.settings.Settings.harness` too.
+
+    Attributes:
+        adapter: ``claude-code``, ``codex``, ``command`` or ``none`` (agent nodes wait for
+            a person); ``THE_LOOP_HARNESS`` or ``harness.adapter``.
+        binary: the executable of claude-code / codex (``THE_LOOP_HARNESS_BINARY`` or
+            ``harness.binary``; resolved default ``claude`` / ``codex`` on PATH); ``None``
+            for ``command`` and ``none``.
+        argv: the command adapter's argument list (a typed YAML list, never a string).
+        version: the pinned version; what ``--version`` prints must contain it.
+        turn_timeout: wall-clock seconds of one turn.
+        idle_timeout: seconds without output before a turn is killed.
+        max_turns: the-loop turns per node visit (the first and its repairs).
+        cost_cap_usd: US dollars per work item; reaching it escalates. ``None``: no cap.
+        models: node stage -> model name.
+        env: names of the variables passed to the harness process (API keys); empty in
+            the file means the adapter's (:data:`foundation.settings.HARNESS_ENV`), which
+            start-up fills in.
+        source: where the settings came from (the file's path, or ``cli-config.yaml``),
+            for messages naming the fix. Resolved, not a key of the file.
+        path: the ``PATH`` the version probe runs with (this process's ``PATH``), or
+            ``None`` (:data:`os.defpath`). Resolved, not a key of the file.
+        mcp_config: the MCP servers file (Claude Code's ``--mcp-config`` JSON shape) of
+            the ``mcp-call`` hook's harness calls, ``THE_LOOP_MCP_CONFIG`` or
+            ``harness.mcpConfig``; ``None``: no server.
     """
 
     adapter: str = "none"
     binary: str | None = None
     argv: tuple[str, ...] = ()
     version: str | None = None
-    turn_timeout: float = 1800
-    idle_timeout: float = 300
+    turn_timeout: float = 1800.0
+    idle_timeout: float = 300.0
     max_turns: int = 5
     cost_cap_usd: float | None = None
     models: Mapping[str, str] = field(default_factory=dict)
     env: tuple[str, ...] = ()
+    source: str = field(default=CLI_CONFIG_NAME, metadata={RESOLVED: True})
+    path: str | None = field(default=None, metadata={RESOLVED: True})
     mcp_config: str | None = None
+
+    def model_for(self, stage: str | None) -> str | None:
+        """The model configured for node stage ``stage``, or ``None`` (the harness's own
+        default)."""
+        return self.models.get(stage) if stage else None
 
 
 @dataclass(frozen=True)
-class RunnerSection:
-    """``runner``: the processes that run agent turns (``the-loop runner``).
+class RunnerSettings:
+    """``runner``: the processes that run agent turns (``the-loop runner``); the section
+    :attr:`foundation.settings.Settings.runner` too.
 
-    ``concurrency`` live turns per runner, ``per_installation`` per GitHub App
-    installation; ``workspace_dir`` and ``home_dir`` (empty: under
-    ``$XDG_STATE_HOME/the-loop``); ``log_bytes`` cap of one turn's log; ``mode``
-    ``process`` or ``tmux``; ``lease`` seconds a turn's lease lasts without a heartbeat;
-    ``git_url`` clone URL template with ``{repo}`` (empty: derived from the API URL).
+    In the file an empty ``workspace_dir``, ``home_dir`` or ``git_url`` means "derive it";
+    start-up resolves them (:meth:`foundation.settings.Settings.from_env`).
+
+    Attributes:
+        queue: the RQ queue of turns (``{THE_LOOP_QUEUE}-turns``). Resolved, not a key of
+            the file.
+        concurrency: live turns per runner, ``THE_LOOP_RUNNER_CONCURRENCY`` or
+            ``runner.concurrency`` (default 2).
+        per_installation: live turns per GitHub App installation (default 2).
+        workspace_dir: the per-work-item checkouts, ``THE_LOOP_WORKSPACE_DIR`` or
+            ``runner.workspaceDir`` (resolved default ``$XDG_STATE_HOME/the-loop/workspaces``,
+            or ``~/.local/state/the-loop/workspaces``).
+        home_dir: ``HOME`` of the harness processes, where their transcripts stay
+            (resolved default ``.../the-loop/home`` beside ``workspaces``).
+        log_bytes: bytes of one turn's output kept in its log.
+        mode: ``process`` or ``tmux``.
+        lease: seconds a running turn's lease lasts without a heartbeat.
+        git_url: clone URL template, ``{repo}`` = ``owner/name``; resolved ``None`` when
+            the file leaves it empty (derived from the GitHub API URL).
     """
 
+    queue: str = field(default="the-loop-turns", metadata={RESOLVED: True})
     concurrency: int = 2
     per_installation: int = 2
     workspace_dir: str = ""
@@ -231,7 +282,13 @@ class RunnerSection:
     log_bytes: int = 5 * 2**20
     mode: str = "process"
     lease: int = 30
-    git_url: str = ""
+    git_url: str | None = ""
+
+
+#: The file's names of the two sections (they were separate types before the settings
+#: used them).
+HarnessSection = HarnessSettings
+RunnerSection = RunnerSettings
 
 
 @dataclass(frozen=True)
@@ -244,8 +301,8 @@ class CliConfig:
     queue: QueueSettings = field(default_factory=QueueSettings)
     state: StateSettings = field(default_factory=StateSettings)
     classification: Classification = field(default_factory=Classification)
-    harness: HarnessSection = field(default_factory=HarnessSection)
-    runner: RunnerSection = field(default_factory=RunnerSection)
+    harness: HarnessSettings = field(default_factory=HarnessSettings)
+    runner: RunnerSettings = field(default_factory=RunnerSettings)
 
     @property
     def routing(self) -> Routing:

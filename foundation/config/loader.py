@@ -544,6 +544,11 @@ def _paths_named(name: str, root: Mapping[str, Any]) -> list[str]:
 
 # -- building dataclasses --------------------------------------------------------------
 
+#: The ``metadata`` key of a section field that is not a key of the file: its value is
+#: resolved at start-up (:meth:`foundation.settings.Settings.from_env`), never read from
+#: the file nor written to it (e.g. ``harness.source``, the file's own path).
+RESOLVED = "the-loop.resolved"
+
 
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
@@ -557,7 +562,8 @@ def build(cls: Any, data: Mapping[str, Any]) -> Any:
     kwargs: dict[str, Any] = {}
     for f in fields(cls):
         key = _camel(f.name)
-        if key not in data or data[key] is None and is_dataclass(hints[f.name]):
+        if f.metadata.get(RESOLVED) or key not in data or (
+                data[key] is None and is_dataclass(hints[f.name])):
             continue
         value = data[key]
         hint = hints[f.name]
@@ -580,7 +586,8 @@ def build(cls: Any, data: Mapping[str, Any]) -> Any:
 def as_dict(obj: Any) -> Any:
     """A config dataclass as the file's shape (camelCase keys, lists, string keys)."""
     if is_dataclass(obj) and not isinstance(obj, type):
-        return {_camel(f.name): as_dict(getattr(obj, f.name)) for f in fields(obj)}
+        return {_camel(f.name): as_dict(getattr(obj, f.name)) for f in fields(obj)
+                if not f.metadata.get(RESOLVED)}
     if isinstance(obj, Mapping):
         return {str(k): as_dict(v) for k, v in obj.items()}
     if isinstance(obj, tuple | list):

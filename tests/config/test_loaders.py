@@ -108,6 +108,27 @@ def test_absent_or_empty_files_give_every_default():
     assert cli_config_from_path(FIXTURES / "nope.yaml") == CliConfig()
 
 
+def test_the_harness_and_runner_sections_are_one_type_from_file_to_settings(tmp_path):
+    """The file's ``harness:`` and ``runner:`` are built into the settings' own section
+    types; start-up resolves the same type. Fields only start-up sets (``source``,
+    ``path``, ``queue``) are no keys of the file: refused in it, left out of its shape."""
+    from foundation.settings import HarnessSettings, RunnerSettings
+
+    path = tmp_path / "cli-config.yaml"
+    path.write_text("version: 2\nharness: {adapter: codex, maxTurns: 2}\n"
+                    "runner: {lease: 60}\n")
+    config = cli_config_from_path(path)
+    settings = Settings.from_env({"THE_LOOP_CONFIG": str(path), "HOME": str(tmp_path)})
+    assert type(config.harness) is type(settings.harness) is HarnessSettings
+    assert type(config.runner) is type(settings.runner) is RunnerSettings
+    assert (settings.harness.max_turns, settings.runner.lease) == (2, 60)
+    assert settings.harness.source == str(path) and settings.harness.binary == "codex"
+    shape = as_dict(CliConfig())
+    assert not {"source", "path"} & set(shape["harness"]) and "queue" not in shape["runner"]
+    with pytest.raises(InvalidConfigError, match="harness.source"):
+        load_cli_config("version: 2\nharness: {source: elsewhere.yaml}\n")
+
+
 def test_cli_config_defaults_are_filled_around_what_the_file_sets():
     config = load_cli_config(
         "version: 2\n"

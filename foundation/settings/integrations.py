@@ -1,0 +1,65 @@
+"""The other integrations' settings: Slack, Jira and the gate-feedback classifier."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from foundation.config.deployment import Classification
+
+
+@dataclass(frozen=True)
+class SlackSettings:
+    """Slack, when configured (``transport`` is ``None`` otherwise: its hooks skip).
+
+    Attributes:
+        transport: ``sdk`` or ``webhook`` (``THE_LOOP_SLACK_TRANSPORT`` or
+            ``integrations.slack.transport``), or ``None``: not configured.
+        token: the bot token (``THE_LOOP_SLACK_TOKEN``, or the variable
+            ``integrations.slack.tokenEnv`` names); hidden from repr.
+        webhook_url: the incoming-webhook URL (``THE_LOOP_SLACK_WEBHOOK_URL`` or
+            ``urlEnv``); hidden from repr.
+    """
+
+    transport: str | None = None
+    token: str | None = field(default=None, repr=False)
+    webhook_url: str | None = field(default=None, repr=False)
+
+    @property
+    def configured(self) -> bool:
+        return self.transport is not None
+
+
+@dataclass(frozen=True)
+class JiraSettings:
+    """Jira, when configured (``transport`` is ``None`` otherwise: its hooks skip).
+
+    Attributes:
+        transport: ``api`` or ``cli`` (``THE_LOOP_JIRA_TRANSPORT`` or
+            ``integrations.jira.transport``), or ``None``: not configured.
+        base_url: the site (``THE_LOOP_JIRA_URL`` or ``integrations.jira.api.baseUrl``).
+        user: the account e-mail (``THE_LOOP_JIRA_USER`` or ``userEnv``).
+        token: the API token (``THE_LOOP_JIRA_TOKEN`` or ``tokenEnv``); hidden from repr.
+        binary: the Jira CLI (``THE_LOOP_JIRA_CLI_BINARY`` or ``integrations.jira.cli.binary``).
+        auth: ``basic`` (Jira Cloud: the account's e-mail and an API token, "Basic auth for
+            REST APIs") or ``bearer`` (a Data Center personal access token,
+            ``THE_LOOP_JIRA_AUTH=bearer``).
+    """
+
+    transport: str | None = None
+    base_url: str | None = None
+    user: str | None = None
+    token: str | None = field(default=None, repr=False)
+    binary: str = "jira"
+    auth: str = "basic"
+
+    @property
+    def configured(self) -> bool:
+        return self.transport is not None
+
+@dataclass(frozen=True)
+class ClassifierSettings:
+    """``cli-config.yaml``'s ``classification`` block and the endpoint's API key (read
+    from the variable ``classification.endpoint.tokenEnv`` names; hidden from repr)."""
+
+    config: Classification = field(default_factory=Classification)
+    token: str | None = field(default=None, repr=False)

@@ -1,0 +1,209 @@
+"""Pull requests and their reviews: find, open and edit a pull request, its files,
+review requests and reviews."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph.ports import IntegrationError, PullFiles, PullRequest, Reviewers, Reviews
+from integrations.github_ops.errors import _log_failure
+from integrations.github_ops.params import (
+    _bad,
+    _branch,
+    _flag,
+    _login,
+    _number,
+    _pull,
+    _repo_path,
+    _text,
+)
+from integrations.github_ops.transport import RestTransport
+
+
+class PullRequestOperations(RestTransport):
+    """``get-pull-request``, ``find-pull-request``, ``create-pull-request``,
+    ``update-pull-request``, ``list-pull-files``, ``request-reviewers``, ``list-reviews``."""
+
+    def get_pull_request(self, repo: str, number: int) -> PullRequest:
+        """``get-pull-request``: ``GET /repos/{owner}/{repo}/pulls/{pull_number}``
+        ("Get a pull request").
+
+        Returns:
+            ``{"number": int, "head_sha": str, "head_ref": str, "base_ref": str,
+            "state": "open" | "closed", "draft": bool, "html_url": str, "head_repo": str
+            | None, "maintainer_can_modify": bool}`` (a merged pull request is
+            ``"closed"``; ``head_repo`` is ``head.repo.full_name``, a fork's for a pull
+            request from a fork, ``None`` when the fork was deleted).
+        """
+        op = "get-pull-request"
+        n = _number(op, "number", number)
+        path = f"{_repo_path(op, repo)}/pulls/{n}"
+        return _pull(self._request(op, "GET", path, target=f"{repo}#{n}").data)
+
+    def find_pull_request(self, repo: str, head: str) -> PullRequest | None:
+        """``find-pull-request``: ``GET /repos/{owner}/{repo}/pulls?head=OWNER:BRANCH&
+        state=open`` ("List pull requests"; ``head`` filters by "user or organization name
+        and branch name", so only branches of ``repo`` itself match, never a fork's).
+
+        Args:
+            head: the branch name, e.g. ``the-loop/12-login-page`` (no ``owner:`` prefix).
+
+        Returns:
+            the open pull request from that branch (the lowest number if GitHub lists
+            several), as :meth:`get_pull_request` returns it, or ``None`` when there is none.
+            Through :meth:`call` the result is then ``None`` too.
+        """
+        op = "find-pull-request"
+        branch = _branch(op, "head", head)
+        base = _repo_path(op, repo)
+        owner = repo.partition("/")[0]
+        query = {"head": f"{owner}:{branch}", "state": "open"}
+        found = [
+            pr
+            for pr in self._paginate(op, f"{base}/pulls", target=f"{repo}:{branch}", query=query)
+            if isinstance(pr, dict) and (pr.get("head") or {}).get("ref") == branch
+        ]
+        if not found:
+            return None
+        return _pull(min(found, key=lambda pr: int(pr["number"])))
+
+    def create_pull_request(
+        self, repo: str, head: str, base: str, title: str, body: str, draft: bool = True
+    ) -> PullRequest:
+        """``create-pull-request``: ``POST /repos/{owner}/{repo}/pulls`` with ``{"title",
+        "head", "base", "body", "draft"}`` ("Create a pull request"). GitHub answers 422
+        when ``head`` has no commits beyond ``base``, when a branch does not exist, or
+        when an open pull request from ``head`` already exists; in that last case (a
+        retried create whose first answer was lost) the existing one is returned.
+
+        Args:
+            head: branch of ``repo`` with the changes; base: the branch to merge into.
+            draft: open it as a draft (GitHub's "About pull requests": drafts need a
+                public repository or a paid plan; otherwise GitHub answers 422).
+
+        Returns:
+            the pull request, as :meth:`get_pull_request` returns it.
+
+        Raises:
+            IntegrationError: status 422 (validation failed), not retriable. Never
+                retried on 5xx by the transport (a POST).
+        """
+        op = "create-pull-request"
+        if not isinstance(body, str):
+            raise _bad(op, f"body must be a string, got {type(body).__name__}")
+        payload = {
+            "title": _text(op, "title", title),
+            "head": _branch(op, "head", head),
+            "base": _branch(op, "base", base),
+            "body": body,
+            "draft": _flag(op, "draft", draft),
+        }
+        path = f"{_repo_path(op, repo)}/pulls"
+        try:
+            data = self._request(op, "POST", path, target=f"{repo}:{head}", body=payload,
+                                 expected=frozenset({422})).data
+        except IntegrationError as exc:
+            if exc.status != 422:
+                raise
+            existing = self.find_pull_request(repo, head)
+            if existing is None or existing["base_ref"] != base:
+                _log_failure(exc)
+                raise
+            return existing
+        return _pull(data)
+
+    def update_pull_request(
+        self, repo: str, number: int, title: str | None = None, body: str | None = None
+    ) -> PullRequest:
+        """``update-pull-request``: ``PATCH /repos/{owner}/{repo}/pulls/{pull_number}``
+        with the fields given (``title``, ``body``) ("Update a pull request").
+
+        Returns:
+            the pull request after the change, as :meth:`get_pull_request` returns it.
+
+        Raises:
+            IntegrationError: neither ``title`` nor ``body`` given (bad parameters).
+        """
+        op = "update-pull-request"
+        n = _number(op, "number", number)
+        payload: dict[str, Any] = {}
+        if title is not None:
+            payload["title"] = _text(op, "title", title)
+        if body is not None:
+            if not isinstance(body, str):
+                raise _bad(op, f"body must be a string, got {type(body).__name__}")
+            payload["body"] = body
+        if not payload:
+            raise _bad(op, "nothing to update: give title or body")
+        path = f"{_repo_path(op, repo)}/pulls/{n}"
+        return _pull(self._request(op, "PATCH", path, target=f"{repo}#{n}", body=payload).data)
+
+    def list_pull_files(self, repo: str, number: int) -> PullFiles:
+        """``list-pull-files``: ``GET /repos/{owner}/{repo}/pulls/{pull_number}/files``
+        ("List pull requests files"), every page (GitHub lists at most 3000 files).
+
+        Returns:
+            ``{"files": [str, ...]}`` -- every path the pull request touches, in GitHub's
+            order: each file's path and, for a rename, also its previous path.
+        """
+        op = "list-pull-files"
+        n = _number(op, "number", number)
+        path = f"{_repo_path(op, repo)}/pulls/{n}/files"
+        paths: list[str] = []
+        for item in self._paginate(op, path, target=f"{repo}#{n}"):
+            for key in ("filename", "previous_filename"):
+                value = item.get(key) if isinstance(item, dict) else None
+                if isinstance(value, str) and value and value not in paths:
+                    paths.append(value)
+        return {"files": paths}
+
+    def request_reviewers(self, repo: str, number: int, reviewers: list[str]) -> Reviewers:
+        """``request-reviewers``: ``POST /repos/{owner}/{repo}/pulls/{pull_number}/
+        requested_reviewers`` with ``{"reviewers": [...]}`` ("Request reviewers for a pull
+        request"). GitHub answers 422 for a login that cannot review (the author, or not
+        a collaborator).
+
+        Returns:
+            ``{"requested": [str, ...]}`` -- every login with a pending review request
+            after the call, as GitHub reports it.
+        """
+        op = "request-reviewers"
+        n = _number(op, "number", number)
+        if (
+            not isinstance(reviewers, list | tuple)
+            or not reviewers
+            or not all(isinstance(r, str) and r.strip() for r in reviewers)
+        ):
+            raise _bad(op, f"reviewers must be a non-empty list of logins, got {reviewers!r}")
+        path = f"{_repo_path(op, repo)}/pulls/{n}/requested_reviewers"
+        data = self._request(
+            op, "POST", path, target=f"{repo}#{n}", body={"reviewers": list(reviewers)}
+        ).data
+        requested = (data or {}).get("requested_reviewers") or []
+        return {"requested": [u["login"] for u in requested if isinstance(u, dict)]}
+
+    def list_reviews(self, repo: str, number: int) -> Reviews:
+        """``list-reviews``: ``GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews``
+        ("List reviews for a pull request"), every page, oldest first.
+
+        Returns:
+            ``{"reviews": [{"id": int, "user": str, "state": str, "commit_id": str|None}]}``
+            -- ``state`` as GitHub spells it (``APPROVED``, ``CHANGES_REQUESTED``,
+            ``COMMENTED``, ``DISMISSED``, ``PENDING``); ``user`` is ``"ghost"`` for a
+            deleted account.
+        """
+        op = "list-reviews"
+        n = _number(op, "number", number)
+        path = f"{_repo_path(op, repo)}/pulls/{n}/reviews"
+        return {
+            "reviews": [
+                {
+                    "id": r["id"],
+                    "user": _login(r.get("user")),
+                    "state": str(r.get("state") or ""),
+                    "commit_id": r.get("commit_id"),
+                }
+                for r in self._paginate(op, path, target=f"{repo}#{n}")
+                if isinstance(r, dict)
+            ]
+        }
