@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
-from foundation.redis_client import CLI, SERVICE, Profile, connect
+from foundation.redis import CLI, SERVICE, Profile, connect
 from foundation.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -225,7 +225,7 @@ def build_providers(
 
 
 def redis_client(settings: Settings, profile: Profile = SERVICE) -> redis.Redis:
-    """A Redis client for ``REDIS_URL`` (:func:`foundation.redis_client.connect`: timeouts,
+    """A Redis client for ``REDIS_URL`` (:func:`foundation.redis.client.connect`: timeouts,
     keepalive, health checks and retries of ``profile``)."""
     return connect(settings.worker.redis_url, profile)
 
@@ -505,7 +505,7 @@ class Operator:
 
     Attributes:
         settings: the settings read once by the command.
-        redis: Redis client (:data:`foundation.redis_client.CLI`: a command should not hang).
+        redis: Redis client (:data:`foundation.redis.client.CLI`: a command should not hang).
         store: the service's state store.
         github: the GitHub provider, or ``None`` when none can be built (then
             :attr:`github_error` says why).
