@@ -334,13 +334,11 @@ def payload_schemas(settings: Settings) -> PayloadSchemas:
 def turn_records(settings: Settings, connection: redis.Redis) -> TurnRecords | None:
     """The runner's turn records, or ``None`` when no harness is configured
     (``harness.adapter: none``: agent nodes wait for a person's push)."""
-    from foundation.inbox.keys import Keys
-    from foundation.turns import TurnRecords
+    from foundation.turns import TurnKeys, TurnRecords
 
     if settings.harness.adapter == "none":
         return None
-    keys = Keys(settings.worker.prefix, settings.worker.queue)
-    return TurnRecords(connection, keys, settings.runner.queue,
+    return TurnRecords(connection, TurnKeys(settings.worker.prefix), settings.runner.queue,
                        job_timeout=int(settings.harness.turn_timeout) + 3600)
 
 
@@ -384,10 +382,9 @@ def build_processor(
     from foundation.inbox.dead import Deliveries
     from foundation.inbox.drain import Inboxes
     from foundation.inbox.enqueue import DeliveryQueue
-    from foundation.inbox.keys import Keys
     from graph.runtime import Runtime
     from workers.drain import DeliveryProcessor, fan_out, forward
-    from workers.identities import Accounts, Installations, Repositories
+    from workers.identities import Accounts, IdentityKeys, Installations, Repositories
     from workers.notices import Notices
     from workers.repo_context import RepoContext
     from workers.router import ROUTES
@@ -395,7 +392,7 @@ def build_processor(
     from workers.state import RedisStateStore
 
     store = RedisStateStore(connection, settings.prefix, retention=settings.retention)
-    keys = Keys(settings.prefix, settings.queue)
+    keys = IdentityKeys(settings.prefix)
     inboxes = Inboxes(connection, settings, routed=ROUTES)
     queue = DeliveryQueue(connection, queue_name=settings.queue, prefix=settings.prefix)
     accounts = Accounts(connection, keys, ttl=settings.config_ttl,
