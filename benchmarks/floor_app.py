@@ -4,7 +4,7 @@ Redis before it answers can do on this stack.
 ``POST /webhook``: verify ``X-Hub-Signature-256`` (:func:`webhook.signature.verify_signature`,
 secrets from ``THE_LOOP_WEBHOOK_SECRET``), one ``SET`` of the raw body under
 ``$THE_LOOP_REDIS_PREFIX:floor:<X-GitHub-Delivery>`` (10 minutes' expiry) on a held
-connection (:class:`foundation.redis_client.HeldConnections`, the receiver's own Redis
+connection (:class:`foundation.redis.client.HeldConnections`, the receiver's own Redis
 path), answer 202. A plain WSGI callable like the receiver's fast path, without Flask;
 no header checks, no JSON parsing, no dedupe, no inbox, no log line, no metrics: what
 the bare app does plus one durable write, and nothing else. 401 on a bad signature,
@@ -34,7 +34,7 @@ import redis
 
 from foundation.inbox.enqueue import DeliveryQueue
 from foundation.observability.logs import lean_records
-from foundation.redis_client import RECEIVER, HeldConnections, connect
+from foundation.redis import RECEIVER, HeldConnections, connect
 from webhook.events import SignatureError, build_delivery, decode_body
 from webhook.signature import verify_signature
 

@@ -9,7 +9,21 @@ exactly when it is recorded. The runner (:mod:`runner.service`) takes the job, h
 work item's turn lock and its slots while the harness runs, and ends by putting a
 :data:`foundation.events.TURN_EVENT` delivery into the work item's inbox
 (:meth:`TurnRecords.report`): the worker then runs the node's exit chain, serialised with
-every other delivery of the work item. Key names: :mod:`foundation.inbox.keys`.
+every other delivery of the work item.
+
+Keys (:class:`TurnKeys`; ``P`` the prefix, ``REF`` a work item or a task's record key,
+:func:`record_key`), read and written by both the worker and the runner:
+
+- ``P:turn:REF``            hash: the work item's outstanding or last turn record
+- ``P:turns``               set of refs with a turn record (``the-loop sessions list``)
+- ``P:turn:ordered:ID``     string "1": turn order ID was queued (ordering it again is a no-op)
+- ``P:turn-lock:REF``       the one live turn of a work item (token; expires without a heartbeat)
+- ``P:runner:slots``        sorted set: live turn ids -> lease expiry (the global cap)
+- ``P:runner:slots:INST``   the same per installation (the per-installation cap)
+- ``P:workspace:REF``       hash: the work item's branch and draft pull request
+- ``P:alias:OWNER/REPO#N``  the work item a draft pull request belongs to
+- ``P:turn-log:REF``        the tail of the last turn's log
+- ``P:turn:retired:REF``    string "1": the done work item's workspace removal was queued
 """
 
 from __future__ import annotations
@@ -29,8 +43,8 @@ from rq import Queue
 from foundation.branches import branch_name
 from foundation.events import TURN_EVENT
 from foundation.inbox.enqueue import SEVEN_DAYS, DeliveryQueue
-from foundation.inbox.keys import Keys
 from foundation.inbox.record import DeliveryRecord
+from foundation.redis.namespaces import KeySpace, owns
 from graph.ports import RetryLater
 from graph.work import TurnEnded, TurnOrder
 
@@ -60,6 +74,55 @@ redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
 return 1
 """
+
+
+@owns("turn", "turns", "turn-lock", "runner:slots", "workspace", "alias", "turn-log")
+@dataclass(frozen=True, slots=True)
+class TurnKeys(KeySpace):
+    """The turn protocol's key names of one deployment (see the module docstring). No I/O.
+
+    Args:
+        prefix: prefix of the-loop's keys (``THE_LOOP_REDIS_PREFIX``).
+    """
+
+    def turn(self, ref: str) -> str:
+        """``P:turn:REF``: the work item's turn record (hash)."""
+        return self.key("turn", ref)
+
+    @property
+    def turns(self) -> str:
+        """``P:turns``: refs with a turn record."""
+        return self.key("turns")
+
+    def turn_ordered(self, order_id: str) -> str:
+        """``P:turn:ordered:ID``: turn order ``order_id`` was queued."""
+        return self.key("turn", "ordered", order_id)
+
+    def turn_retired(self, ref: str) -> str:
+        """``P:turn:retired:REF``: the removal of ``ref``'s workspace was queued."""
+        return self.key("turn", "retired", ref)
+
+    def turn_lock(self, ref: str) -> str:
+        """``P:turn-lock:REF``: the work item's one live turn."""
+        return self.key("turn-lock", ref)
+
+    def runner_slots(self, installation: int | None = None) -> str:
+        """``P:runner:slots`` (global) or ``P:runner:slots:INST`` (one installation)."""
+        if installation is None:
+            return self.key("runner:slots")
+        return self.key("runner:slots", str(installation))
+
+    def workspace(self, ref: str) -> str:
+        """``P:workspace:REF``: the work item's branch and draft pull request (hash)."""
+        return self.key("workspace", ref)
+
+    def alias(self, repository: str, number: int) -> str:
+        """``P:alias:OWNER/REPO#N``: the work item pull request N belongs to."""
+        return self.key("alias", f"{repository}#{number}")
+
+    def turn_log(self, ref: str) -> str:
+        """``P:turn-log:REF``: the tail of the work item's last turn log."""
+        return self.key("turn-log", ref)
 
 
 @dataclass(frozen=True)
@@ -124,13 +187,13 @@ class TurnRecords:
 
     Args:
         connection: Redis client (decoded responses off: values are bytes).
-        keys: the deployment's key names.
+        keys: the deployment's turn key names.
         queue: the RQ queue of turns (``RunnerSettings.queue``).
         job_timeout: RQ timeout of a turn job, seconds (the turn's own limits are
             shorter; this only bounds a runner that hangs).
     """
 
-    def __init__(self, connection: redis.Redis, keys: Keys, queue: str, *,
+    def __init__(self, connection: redis.Redis, keys: TurnKeys, queue: str, *,
                  job_timeout: int = 4 * 3600) -> None:
         self.redis = connection
         self.keys = keys

@@ -10,8 +10,9 @@ request was made while correctly authorized with an Authorization header".
 
 * :class:`ConditionalCache` keeps, per bucket (an App installation, ``token`` or
   ``cli``) and URL, the validators and the body GitHub last sent, in one Redis hash
-  (``P:github:etag:BUCKET:DIGEST``, :meth:`foundation.inbox.keys.Keys.etag`) that expires
-  after ``ttl`` seconds unused. Every worker and command of a deployment shares it. Keys
+  (``P:github:etag:BUCKET:DIGEST``, :meth:`CacheKeys.etag`: ``etag``, ``last_modified``,
+  ``data``, ``link``; DIGEST a digest of the URL) that expires after ``ttl`` seconds
+  unused. Every worker and command of a deployment shares it. Keys
   are per bucket, not per token: an installation's token changes hourly, its view of a
   repository does not; a validator GitHub no longer honours costs one ordinary 200.
 * :class:`DeliveryMemo` answers a ``GET`` already made within the same delivery from
@@ -41,10 +42,10 @@ from typing import Any
 
 import redis
 
-from foundation.inbox.keys import Keys
+from foundation.redis.namespaces import KeySpace, owns
 
-__all__ = ["CachedReply", "ConditionalCache", "DeliveryMemo", "delivery_scope", "memo",
-           "stale"]
+__all__ = ["CacheKeys", "CachedReply", "ConditionalCache", "DeliveryMemo", "delivery_scope",
+           "memo", "stale"]
 
 log = logging.getLogger("the_loop.integrations.github_cache")
 
@@ -53,6 +54,20 @@ DEFAULT_TTL = 24 * 3600
 #: Bodies larger than this (bytes of JSON) are not cached: a big file or list is rare,
 #: and Redis memory is not spent on it.
 MAX_BODY = 512 * 1024
+
+
+@owns("github:etag")
+@dataclass(frozen=True, slots=True)
+class CacheKeys(KeySpace):
+    """The ETag cache's key names of one deployment (see the module docstring). No I/O.
+
+    Args:
+        prefix: prefix of the-loop's keys (``THE_LOOP_REDIS_PREFIX``).
+    """
+
+    def etag(self, bucket: str, digest: str) -> str:
+        """``P:github:etag:BUCKET:DIGEST``: the cached ``GET`` answer of one URL."""
+        return self.key("github:etag", bucket, digest)
 
 
 @dataclass(frozen=True)
@@ -94,7 +109,7 @@ class ConditionalCache:
         self.redis = connection
         self.prefix = prefix
         self.ttl = int(ttl)
-        self._keys = Keys(prefix)
+        self._keys = CacheKeys(prefix)
         self._warned = False
 
     def __repr__(self) -> str:

@@ -21,6 +21,17 @@ slows requests down *before* the budget runs out: once fewer than ``low_water`` 
 of the limit) remain, each request waits ``(reset - now) / remaining`` seconds, so what is
 left is spread over the time to the reset instead of spent at once and then answered 403.
 With nothing left it does not send at all (a retriable RateLimited until the reset).
+
+Keys (:class:`ThrottleKeys`; ``P`` the prefix, ``BUCKET`` an installation id, ``token``
+or ``cli``):
+
+- ``P:github:writes:BUCKET`` hash: the write throttle's schedule of a bucket (one
+  theoretical arrival time per limit: ``tat1``, ``tat2``)
+- ``P:github:budget:BUCKET`` hash: GitHub's last ``x-ratelimit-remaining``/``-reset``/
+  ``-limit`` for a bucket; expires a minute after the reset
+
+Script (``integrations/scripts/``): ``reserve_write.lua``, the reservation; it gets its
+key through ``KEYS``.
 """
 
 from __future__ import annotations
@@ -32,13 +43,32 @@ from dataclasses import dataclass
 
 import redis
 
-from foundation.inbox.keys import Keys
-from foundation.inbox.scripts import Scripts
+from foundation.redis import scripts
+from foundation.redis.namespaces import KeySpace, owns
 from graph.ports import RateLimited
 
-__all__ = ["WriteThrottle"]
+__all__ = ["ThrottleKeys", "WriteThrottle"]
 
 log = logging.getLogger("the_loop.integrations.throttle")
+
+
+@owns("github:writes", "github:budget")
+@dataclass(frozen=True, slots=True)
+class ThrottleKeys(KeySpace):
+    """The write throttle's and rate budget's key names of one deployment (see the module
+    docstring). No I/O.
+
+    Args:
+        prefix: prefix of the-loop's keys (``THE_LOOP_REDIS_PREFIX``).
+    """
+
+    def writes(self, bucket: str) -> str:
+        """``P:github:writes:BUCKET``: the write throttle's schedule of one bucket."""
+        return self.key("github:writes", bucket)
+
+    def budget(self, bucket: str) -> str:
+        """``P:github:budget:BUCKET``: GitHub's primary rate limit as last reported."""
+        return self.key("github:budget", bucket)
 
 
 @dataclass(frozen=True)
@@ -53,7 +83,7 @@ class WriteThrottle:
     Args:
         connection: the Redis client (the worker's).
         prefix: key prefix; keys are ``P:github:writes:BUCKET``
-            (:meth:`foundation.inbox.keys.Keys.writes`).
+            (:meth:`ThrottleKeys.writes`).
         per_minute, per_hour: the limits to keep in any window of that length.
         burst: writes allowed back to back before the pace applies (< ``per_minute``).
         max_wait: longest sleep (seconds) for a slot; a later slot is not reserved and
@@ -87,7 +117,7 @@ class WriteThrottle:
         self._clock = clock
         self.redis = connection
         self.prefix = prefix
-        self._keys = Keys(prefix)
+        self._keys = ThrottleKeys(prefix)
         self.per_minute, self.per_hour, self.burst = per_minute, per_hour, burst
         self.max_wait = max_wait
         self._sleep = sleep
@@ -97,7 +127,7 @@ class WriteThrottle:
             # caps, the minute's budget is the hour's and the rest is spread over it.
             _limit(3_600_000, per_hour, min(per_minute, per_hour - 1)),
         )
-        self._script = Scripts(connection).reserve_write
+        self._script = scripts.register(connection, "integrations.scripts", "reserve_write")
 
     def __repr__(self) -> str:
         return (

@@ -46,7 +46,7 @@ import redis
 from rq import Queue, SimpleWorker
 
 from foundation.inbox.enqueue import DeliveryQueue
-from foundation.redis_client import DEQUEUE_TIMEOUT, BoundedDequeue, blocking
+from foundation.redis import DEQUEUE_TIMEOUT, BoundedDequeue, blocking
 from foundation.turns import (
     INTERRUPTED,
     LOG_TAIL_BYTES,
@@ -445,7 +445,7 @@ def remove_workspace(ref: str, repository: str, number: int) -> str:
 class TurnWorker(BoundedDequeue, SimpleWorker):
     """RQ's in-process worker for the turns queue: a killed runner takes its turn with
     it (no forked work horse outlives it); its reaper thread takes turns back. It waits
-    for a turn at most :data:`~foundation.redis_client.DEQUEUE_TIMEOUT` seconds at a time,
+    for a turn at most :data:`~foundation.redis.client.DEQUEUE_TIMEOUT` seconds at a time,
     on a connection of its own whose socket timeout covers that wait.
 
     Args:

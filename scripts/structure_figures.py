@@ -8,8 +8,9 @@ AST (docstrings and comments never count):
 - ``env_reads``: ``os.environ`` / ``os.getenv`` uses outside the settings module
   (``foundation/settings.py``), per file;
 - ``key_spellings``: string literals or f-string pieces that spell a Redis key of the-loop
-  (``...:inbox:...``, ``:delivery:``, ``:lock:`` ...) outside the delivery protocol's key
-  module (``foundation/inbox/keys.py``), per file;
+  (``...:inbox:...``, ``:delivery:``, ``:lock:`` ...) outside the stores' key modules
+  (:data:`KEYS_MODULES`: each owns its key namespaces, ``foundation.redis.namespaces``),
+  per file;
 - ``cross_imports``: imports from ``webhook`` into ``workers`` and back, and anything
   ``graph`` imports from the project's other packages.
 """
@@ -27,7 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("graph", "foundation", "integrations", "runner", "the_loop", "webhook", "workers")
 SETTINGS_MODULE = "foundation/settings/environment.py"
-KEYS_MODULE = "foundation/inbox/keys.py"
+KEYS_MODULES = frozenset({
+    "foundation/inbox/keys.py", "foundation/turns.py", "workers/state.py", "workers/ci.py",
+    "workers/identities.py", "integrations/throttle.py", "integrations/github_cache.py"})
 _KEY = re.compile(
     r":(inbox|inboxes|delivery|deliveries|ready|wake|lock|backoff|parked|head|state|events"
     r"|ci|sha|workers|reaper|writes|seen)(:|$)"
@@ -92,7 +95,7 @@ def figures(root: Path = ROOT) -> dict[str, object]:
         tree = ast.parse(path.read_text(), rel)
         if rel != SETTINGS_MODULE and (n := _env_reads(tree)):
             env[rel] = n
-        if rel != KEYS_MODULE and (n := _key_spellings(tree)):
+        if rel not in KEYS_MODULES and (n := _key_spellings(tree)):
             keys[rel] = n
         top = rel.split("/")[0]
         imported = _imports(tree)

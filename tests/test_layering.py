@@ -217,26 +217,140 @@ def test_import_direction(package: str, forbidden: tuple[str, ...]) -> None:
     assert offenders(package, forbidden) == []
 
 
-# A key name built in Python (f"{prefix}:...", f"{p}...", not ``{prefix}:...`` in a
-# docstring) or in Lua (P .. 'inbox:').
+# -- Redis keys: each namespace is spelled by the one store that owns it ---------------
+#
+# A store's key class declares its namespaces with foundation.redis.namespaces.owns and
+# builds its keys with KeySpace.key("NAMESPACE", ...). Anywhere else, a key spelled by hand
+# is an offender: a key name built in Python (f"{prefix}:...", f"{p}...", not
+# ``{prefix}:...`` in a docstring) or in Lua (P .. 'inbox:'); a namespace passed to
+# .key(...) or ":".join(...) outside its owner; a string (not a docstring) that holds
+# ":NAMESPACE:", is ":NAMESPACE", or, for a namespace of two segments, holds the namespace.
 _KEY_SPELLING = re.compile(r"""(?<!``)\{(?:self\.)?(?:settings\.)?(?:prefix|p)\}:?[a-z~]"""
                            r"""|\bP \.\. ['"]""")
+#: A key name in Lua: 'inbox:' or .. 'lock:'.
+_LUA_SPELLING = re.compile(r"""['"][a-z]+:['"]|\.\. *['"][a-z]+:""")
 
 
-def test_redis_keys_are_spelled_only_in_the_protocol() -> None:
-    """Every Redis key name of the-loop is spelled in ``foundation/inbox/keys.py``; Lua
-    scripts get theirs through KEYS and ARGV."""
+def _module_name(path: Path, root: Path) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring nodes of a module, its classes and functions."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) \
+                and node.body and isinstance(node.body[0], ast.Expr) \
+                and isinstance(node.body[0].value, ast.Constant):
+            found.add(id(node.body[0].value))
+    return found
+
+
+def _spells(text: str, namespace: str) -> bool:
+    """Whether the literal ``text`` spells a key of ``namespace`` (``":state:"``,
+    ``":ready"``, ``"github:writes"``)."""
+    return f":{namespace}:" in text or text == f":{namespace}" or (
+        ":" in namespace and namespace in text)
+
+
+def key_spellings(sources: list[tuple[str, Path]], owners: dict[str, str]) -> list[str]:
+    """``file:line what`` for every key spelled outside its owner.
+
+    Args:
+        sources: ``(module name, path)`` of the Python modules and Lua scripts to read.
+        owners: namespace -> owning module (:meth:`Namespaces.owners`).
+    """
     found = []
+    for module, path in sources:
+        text = path.read_text()
+        if path.suffix == ".lua":
+            for number, line in enumerate(text.splitlines(), start=1):
+                if _LUA_SPELLING.search(line.split("--", 1)[0]):
+                    found.append(f"{path}:{number} Lua spells a key")
+            continue
+        for number, line in enumerate(text.splitlines(), start=1):
+            if _KEY_SPELLING.search(line):
+                found.append(f"{path}:{number} builds a key by hand")
+        tree = ast.parse(text, str(path))
+        docstrings = _docstrings(tree)
+        foreign = [ns for ns, owner in owners.items() if owner != module]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                joined = node.func.attr == "join" and isinstance(node.func.value, ast.Constant) \
+                    and node.func.value.value == ":"
+                named = [a.value for a in ast.walk(node) if isinstance(a, ast.Constant)
+                         and isinstance(a.value, str)] if joined else \
+                    [node.args[0].value] if node.func.attr == "key" and node.args \
+                    and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, str) else []
+                for ns in named:
+                    if owners.get(ns, module) != module or (not joined and ns not in owners):
+                        found.append(f"{path}:{node.lineno} key of {ns!r} "
+                                     f"(owner: {owners.get(ns, 'none')})")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and id(node) not in docstrings:
+                found.extend(f"{path}:{node.lineno} spells {ns!r} (owner: {owners[ns]})"
+                             for ns in foreign if _spells(node.value, ns))
+    return found
+
+
+def _key_owners() -> dict[str, str]:
+    """Every key namespace -> its owning module, claimed by importing each production
+    module that declares a key class (``@owns(...)``)."""
+    import importlib
+
+    from foundation.redis.namespaces import NAMESPACES
+
     for package in PRODUCTION:
         for path in _sources(package):
-            if path == REPO_ROOT / "foundation" / "inbox" / "keys.py":
-                continue
-            for number, line in enumerate(path.read_text().splitlines(), start=1):
-                if _KEY_SPELLING.search(line):
-                    found.append(f"{path.relative_to(REPO_ROOT)}:{number}")
-    for path in sorted((REPO_ROOT / "foundation" / "inbox" / "scripts").glob("*.lua")):
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
-            code = line.split("--", 1)[0]
-            if re.search(r"""['"][a-z]+:['"]|\.\. *['"][a-z]+:""", code):
-                found.append(f"{path.relative_to(REPO_ROOT)}:{number}")
+            tree = ast.parse(path.read_text(), str(path))
+            if any(isinstance(d, ast.Call) and getattr(d.func, "id", None) == "owns"
+                   for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+                   for d in node.decorator_list):
+                importlib.import_module(_module_name(path, REPO_ROOT))
+    return dict(NAMESPACES.owners())
+
+
+def test_each_key_namespace_is_spelled_by_one_module() -> None:
+    """Every Redis key namespace is spelled in one production module, the store that owns
+    it; no other module spells a key of it; Lua scripts (every store's ``scripts/``) get
+    theirs through KEYS and ARGV."""
+    owners = _key_owners()
+    assert {"delivery", "state", "github:writes", "turn", "ci", "repository"} <= set(owners)
+    sources = [(_module_name(path, REPO_ROOT), path)
+               for package in PRODUCTION for path in _sources(package)]
+    sources += [("", path) for package in PRODUCTION
+                for path in sorted((REPO_ROOT / package).rglob("scripts/*.lua"))]
+    assert len([p for _, p in sources if p.suffix == ".lua"]) >= 14
+    found = [f.replace(f"{REPO_ROOT}/", "") for f in key_spellings(sources, owners)]
     assert found == []
+    # ... and each owner spells the keys of every namespace it claims
+    spelled: dict[str, str] = {}
+    for module, path in sources:
+        for node in ast.walk(ast.parse(path.read_text())) if path.suffix == ".py" else ():
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "key" \
+                    and node.args and isinstance(node.args[0], ast.Constant):
+                spelled[node.args[0].value] = module
+    assert spelled == owners
+
+
+def test_the_key_check_finds_a_key_spelled_outside_its_owner(tmp_path: Path) -> None:
+    owners = {"state": "workers.state", "turn-lock": "foundation.turns",
+              "github:writes": "integrations.throttle"}
+    (tmp_path / "offender.py").write_text(
+        'def keys(prefix, ref, space):\n'
+        '    """``P:state:REF`` in a docstring is documentation."""\n'
+        '    a = f"{prefix}:state:{ref}"\n'
+        '    b = space.key("state", ref)\n'
+        '    c = ":".join((prefix, "turn-lock", ref))\n'
+        '    d = prefix + ":github:writes:" + ref\n'
+        '    return a, b, c, d\n')
+    (tmp_path / "offender.lua").write_text("return redis.call('GET', ARGV[1] .. 'lock:')\n")
+    (tmp_path / "owner.py").write_text('def state(self, ref):\n'
+                                       '    return self.key("state", ref)\n')
+    found = key_spellings([("sample.offender", tmp_path / "offender.py"),
+                           ("", tmp_path / "offender.lua"),
+                           ("workers.state", tmp_path / "owner.py")], owners)
+    lines = sorted({f.split(" ")[0].removeprefix(f"{tmp_path}/") for f in found})
+    assert lines == ["offender.lua:1", "offender.py:3", "offender.py:4", "offender.py:5",
+                     "offender.py:6"]

@@ -1,4 +1,4 @@
-"""Every Redis client is made by foundation.redis_client: timeouts, keepalive, health checks
+"""Every Redis client is made by foundation.redis.client: timeouts, keepalive, health checks
 and retries on each; RQ's workers wait for jobs on a connection of their own whose socket
 timeout covers the wait, and RQ leaves the timeouts alone."""
 
@@ -12,8 +12,7 @@ import pytest
 import redis
 from rq import Queue
 
-from foundation import redis_client
-from foundation.redis_client import (
+from foundation.redis import (
     DEQUEUE_TIMEOUT,
     HEALTH_CHECK_INTERVAL,
     RECEIVER,
@@ -22,6 +21,7 @@ from foundation.redis_client import (
     blocking,
     connect,
 )
+from foundation.redis import client as redis_client
 from foundation.settings import Settings
 from runner.service import TurnWorker
 from the_loop.wiring import build_operator
@@ -193,7 +193,7 @@ def test_after_a_fork_held_connections_leave_the_parents_alone(redis_ns, monkeyp
 
 def test_no_production_module_builds_a_redis_client_but_the_owner():
     """Redis.from_url, Redis(...) and ConnectionPool(...) appear only in
-    foundation/redis_client.py."""
+    foundation/redis/client.py."""
     found = []
     owner = Path(redis_client.__file__).resolve()
     for package in ("the_loop", "webhook", "workers", "integrations", "graph"):

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
-from foundation.redis_client import CLI, SERVICE, Profile, connect
+from foundation.redis import CLI, SERVICE, Profile, connect
 from foundation.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -225,7 +225,7 @@ def build_providers(
 
 
 def redis_client(settings: Settings, profile: Profile = SERVICE) -> redis.Redis:
-    """A Redis client for ``REDIS_URL`` (:func:`foundation.redis_client.connect`: timeouts,
+    """A Redis client for ``REDIS_URL`` (:func:`foundation.redis.client.connect`: timeouts,
     keepalive, health checks and retries of ``profile``)."""
     return connect(settings.worker.redis_url, profile)
 
@@ -334,13 +334,11 @@ def payload_schemas(settings: Settings) -> PayloadSchemas:
 def turn_records(settings: Settings, connection: redis.Redis) -> TurnRecords | None:
     """The runner's turn records, or ``None`` when no harness is configured
     (``harness.adapter: none``: agent nodes wait for a person's push)."""
-    from foundation.inbox.keys import Keys
-    from foundation.turns import TurnRecords
+    from foundation.turns import TurnKeys, TurnRecords
 
     if settings.harness.adapter == "none":
         return None
-    keys = Keys(settings.worker.prefix, settings.worker.queue)
-    return TurnRecords(connection, keys, settings.runner.queue,
+    return TurnRecords(connection, TurnKeys(settings.worker.prefix), settings.runner.queue,
                        job_timeout=int(settings.harness.turn_timeout) + 3600)
 
 
@@ -384,10 +382,9 @@ def build_processor(
     from foundation.inbox.dead import Deliveries
     from foundation.inbox.drain import Inboxes
     from foundation.inbox.enqueue import DeliveryQueue
-    from foundation.inbox.keys import Keys
     from graph.runtime import Runtime
     from workers.drain import DeliveryProcessor, fan_out, forward
-    from workers.identities import Accounts, Installations, Repositories
+    from workers.identities import Accounts, IdentityKeys, Installations, Repositories
     from workers.notices import Notices
     from workers.repo_context import RepoContext
     from workers.router import ROUTES
@@ -395,7 +392,7 @@ def build_processor(
     from workers.state import RedisStateStore
 
     store = RedisStateStore(connection, settings.prefix, retention=settings.retention)
-    keys = Keys(settings.prefix, settings.queue)
+    keys = IdentityKeys(settings.prefix)
     inboxes = Inboxes(connection, settings, routed=ROUTES)
     queue = DeliveryQueue(connection, queue_name=settings.queue, prefix=settings.prefix)
     accounts = Accounts(connection, keys, ttl=settings.config_ttl,
@@ -505,7 +502,7 @@ class Operator:
 
     Attributes:
         settings: the settings read once by the command.
-        redis: Redis client (:data:`foundation.redis_client.CLI`: a command should not hang).
+        redis: Redis client (:data:`foundation.redis.client.CLI`: a command should not hang).
         store: the service's state store.
         github: the GitHub provider, or ``None`` when none can be built (then
             :attr:`github_error` says why).

@@ -45,7 +45,7 @@ from werkzeug.wsgi import get_content_length, get_input_stream
 from foundation.inbox.enqueue import DeliveryQueue
 from foundation.observability.logs import bind as bind_log_context
 from foundation.observability.logs import clear as clear_log_context
-from foundation.redis_client import RECEIVER, connect
+from foundation.redis import RECEIVER, connect
 from foundation.settings import ReceiverSettings
 from webhook.events import (
     DELIVERY_HEADER,
@@ -135,8 +135,8 @@ class ReceiverState:
 
 
 def make_redis_client(url: str) -> redis_lib.Redis:
-    """A Redis client for the receiver (:func:`foundation.redis_client.connect` with its
-    :data:`~foundation.redis_client.RECEIVER` profile: 1 s connect and 2 s socket timeouts,
+    """A Redis client for the receiver (:func:`foundation.redis.client.connect` with its
+    :data:`~foundation.redis.client.RECEIVER` profile: 1 s connect and 2 s socket timeouts,
     one retry, keepalive and health checks), so an unreachable Redis or a dead connection
     turns into a fast 503 rather than a hung request.
 

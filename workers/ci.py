@@ -1,22 +1,67 @@
-"""CI results recorded from events, per commit, in Redis (a graph.context.CIResults)."""
+"""CI results recorded from events, per commit, in Redis (a graph.context.CIResults),
+and the other facts the worker keeps about a repository's commits.
+
+Keys (:class:`CommitKeys`; ``P`` the prefix, ``OWNER/REPO`` a repository's key, ``SHA`` a
+commit):
+
+- ``P:head:OWNER/REPO``         the default branch's head commit (from ``push``;
+  :class:`workers.repo_context.RepoContext` caches the repository's configuration by it)
+- ``P:ci:OWNER/REPO:SHA``       hash: check name -> conclusion
+- ``P:ci-order:OWNER/REPO:SHA`` hash: check name -> the order of the stored result
+  (``run_attempt`` and time; an older result never replaces a newer one)
+- ``P:sha:OWNER/REPO:SHA``      set of work items whose pull request head is SHA
+
+Script (``workers/scripts/``): ``ci_record.lua``, store a result unless a newer one is
+stored; it gets its keys through ``KEYS``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import redis
 
 from foundation.events import CIResult
-from foundation.inbox.keys import Keys
-from foundation.inbox.scripts import Scripts
+from foundation.redis import scripts
+from foundation.redis.namespaces import KeySpace, owns
+
+__all__ = ["CI_TTL_SECONDS", "CommitKeys", "RedisCI"]
 
 CI_TTL_SECONDS = 30 * 24 * 3600
+
+
+@owns("head", "ci", "ci-order", "sha")
+@dataclass(frozen=True, slots=True)
+class CommitKeys(KeySpace):
+    """The key names of what the worker knows of commits, for one deployment (see the
+    module docstring). No I/O.
+
+    Args:
+        prefix: prefix of the-loop's keys (``THE_LOOP_REDIS_PREFIX``).
+    """
+
+    def head(self, repository: str) -> str:
+        """``P:head:OWNER/REPO``: the default branch's head commit."""
+        return self.key("head", repository)
+
+    def ci(self, repository: str, sha: str) -> str:
+        """``P:ci:OWNER/REPO:SHA``: CI conclusions of a commit."""
+        return self.key("ci", repository, sha)
+
+    def sha(self, repository: str, sha: str) -> str:
+        """``P:sha:OWNER/REPO:SHA``: work items whose pull request head is SHA."""
+        return self.key("sha", repository, sha)
+
+    def ci_order(self, repository: str, sha: str) -> str:
+        """``P:ci-order:OWNER/REPO:SHA``: the order of each stored CI result of a commit."""
+        return self.key("ci-order", repository, sha)
 
 
 class RedisCI:
     """``P:ci:OWNER/REPO:SHA``: a hash of check name -> conclusion, kept 30 days; and
     ``P:sha:OWNER/REPO:SHA``: the work items whose pull request head it is
-    (:mod:`foundation.inbox.keys`).
+    (:class:`CommitKeys`).
 
     Args:
         connection: Redis client.
@@ -28,8 +73,8 @@ class RedisCI:
         self.redis = connection
         self.prefix = prefix
         self.repository = repository
-        self.keys = Keys(prefix)
-        self._record = Scripts(connection).ci_record
+        self.keys = CommitKeys(prefix)
+        self._record = scripts.register(connection, "workers.scripts", "ci_record")
 
     def key(self, sha: str) -> str:
         """Redis key of ``sha``'s results."""

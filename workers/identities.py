@@ -24,7 +24,22 @@ the-loop writes as (:meth:`Accounts.own`) are its App's bot, ``<slug>[bot]`` fro
 App lost (or got back) access; a delivery for a deleted or suspended installation, or for
 a repository removed from it, can never succeed and ends as a logged no-op.
 
-Key names: :mod:`foundation.inbox.keys`.
+Keys (:class:`IdentityKeys`; ``P`` the prefix; names and logins lower-cased, as GitHub's
+are case-insensitive):
+
+- ``P:repository:ID``       hash: ``key`` (the OWNER/REPO its work item refs use, fixed
+  at first sight), ``name`` (its current full name), ``installation``, ``removed``
+- ``P:repository-name:OWNER/REPO`` the repository id a name (current or former) names
+- ``P:repository-key:OWNER/REPO``  the repository id whose work item refs use that name
+- ``P:installation:ID``     hash: ``status`` (``deleted``, ``suspended``; absent: active), ``at``
+- ``P:installation-items:ID`` set of work item refs seen through the installation
+- ``P:account:LOGIN``       hash: ``id`` (the user id recorded for a login, at first
+  resolution, kept), ``other`` (another account's id GitHub answered for it since), ``at``
+- ``P:account-checked:LOGIN`` string "1": GitHub was asked about the login lately; expires
+- ``P:app``                 hash: ``slug`` of the App the-loop acts for; expires
+
+Script (``workers/scripts/``): ``repository.lua``, :meth:`Repositories.note`'s one round
+trip; it gets its keys through ``KEYS``.
 """
 
 from __future__ import annotations
@@ -39,14 +54,15 @@ from typing import cast
 import redis
 from cachetools import LRUCache, TTLCache
 
-from foundation.inbox.keys import Keys
 from foundation.inbox.record import text
-from foundation.inbox.scripts import Scripts
+from foundation.redis import scripts
+from foundation.redis.namespaces import KeySpace, owns
 from graph.markers import OwnAccounts
 from graph.ports import GitHub, GitHubIdentity, IntegrationError, NotFound, RetryLater
 from graph.refs import WorkItemRef
 
-__all__ = ["DELETED", "SUSPENDED", "Accounts", "Installations", "Noted", "Repositories"]
+__all__ = ["DELETED", "SUSPENDED", "Accounts", "IdentityKeys", "Installations", "Noted",
+           "Repositories"]
 
 log = logging.getLogger("the_loop.worker")
 
@@ -54,6 +70,52 @@ DELETED = "deleted"
 SUSPENDED = "suspended"
 #: Repositories a worker keeps the key of in memory (a key never changes for an id).
 CACHE_SIZE = 4096
+
+
+@owns("repository", "repository-name", "repository-key", "installation",
+      "installation-items", "account", "account-checked", "app")
+@dataclass(frozen=True, slots=True)
+class IdentityKeys(KeySpace):
+    """The key names of repositories, installations, accounts and the App, for one
+    deployment (see the module docstring). No I/O.
+
+    Args:
+        prefix: prefix of the-loop's keys (``THE_LOOP_REDIS_PREFIX``).
+    """
+
+    def repository(self, repository_id: int) -> str:
+        """``P:repository:ID``: a repository's ref key, current name, installation."""
+        return self.key("repository", str(repository_id))
+
+    def repository_name(self, full_name: str) -> str:
+        """``P:repository-name:OWNER/REPO``: the repository id the name names (lower-cased:
+        GitHub's names are case-insensitive)."""
+        return self.key("repository-name", full_name.lower())
+
+    def repository_key(self, full_name: str) -> str:
+        """``P:repository-key:OWNER/REPO``: the repository id whose refs use the name."""
+        return self.key("repository-key", full_name.lower())
+
+    def installation(self, installation_id: int) -> str:
+        """``P:installation:ID``: an installation's status (hash)."""
+        return self.key("installation", str(installation_id))
+
+    def installation_items(self, installation_id: int) -> str:
+        """``P:installation-items:ID``: work item refs seen through the installation."""
+        return self.key("installation-items", str(installation_id))
+
+    def account(self, login: str) -> str:
+        """``P:account:LOGIN``: the user id recorded for a login (lower-cased: GitHub's
+        logins are case-insensitive)."""
+        return self.key("account", login.lower())
+
+    def account_checked(self, login: str) -> str:
+        """``P:account-checked:LOGIN``: GitHub was asked about the login lately."""
+        return self.key("account-checked", login.lower())
+
+    def app(self) -> str:
+        """``P:app``: the App the-loop acts for (its ``slug``)."""
+        return self.key("app")
 
 
 @dataclass(frozen=True)
@@ -82,13 +144,13 @@ class Repositories:
 
     Args:
         connection: Redis client.
-        keys: the deployment's key names.
+        keys: the deployment's identity key names.
     """
 
-    def __init__(self, connection: redis.Redis, keys: Keys) -> None:
+    def __init__(self, connection: redis.Redis, keys: IdentityKeys) -> None:
         self.redis = connection
         self.keys = keys
-        self._script = Scripts(connection).repository
+        self._script = scripts.register(connection, "workers.scripts", "repository")
         # id -> (key, current name) as last noted by this worker
         self._known: LRUCache[int, tuple[str, str]] = LRUCache(CACHE_SIZE)
         self._lock = threading.Lock()
@@ -161,13 +223,13 @@ class Accounts:
 
     Args:
         connection: Redis client.
-        keys: the deployment's key names.
+        keys: the deployment's identity key names.
         ttl: seconds before GitHub is asked about a login (or the App) again
             (``THE_LOOP_CONFIG_TTL``).
         bot_logins: ``THE_LOOP_BOT_LOGINS``, casefolded: accounts the-loop also writes as.
     """
 
-    def __init__(self, connection: redis.Redis, keys: Keys, *, ttl: float,
+    def __init__(self, connection: redis.Redis, keys: IdentityKeys, *, ttl: float,
                  bot_logins: Iterable[str] = ()) -> None:
         self.redis = connection
         self.keys = keys
@@ -327,10 +389,10 @@ class Installations:
 
     Args:
         connection: Redis client.
-        keys: the deployment's key names.
+        keys: the deployment's identity key names.
     """
 
-    def __init__(self, connection: redis.Redis, keys: Keys) -> None:
+    def __init__(self, connection: redis.Redis, keys: IdentityKeys) -> None:
         self.redis = connection
         self.keys = keys
 

@@ -64,8 +64,10 @@ class MonitorSweep:
         delivery now."""
         self._last = now = self.clock()
         queued = []
-        for key in self.store.redis.scan_iter(match=self.store.keys.state("*"), count=500):
-            ref = (key.decode() if isinstance(key, bytes) else str(key)).split(":state:", 1)[-1]
+        keys = self.store.keys
+        for key in self.store.redis.scan_iter(match=keys.state_match, count=500):
+            ref = (key.decode() if isinstance(key, bytes) else str(key)).removeprefix(
+                keys.state_prefix)
             try:
                 state = self.store.load(ref)
                 parsed = WorkItemRef.parse(ref)

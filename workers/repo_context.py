@@ -35,7 +35,6 @@ from foundation.config.repository import (
     load_harness_config,
 )
 from foundation.events import GitHubEvent
-from foundation.inbox.keys import Keys
 from foundation.inbox.record import text
 from foundation.links import page_url
 from foundation.settings import WorkerSettings
@@ -44,9 +43,9 @@ from graph.context import HookConfig, McpTools
 from graph.ports import GitHub, GitHubCommits, Integration, IntegrationError, NotFound
 from graph.refs import WorkItemRef
 from graph.work import AgentWork
-from workers.ci import RedisCI
+from workers.ci import CommitKeys, RedisCI
 from workers.files import GitHubFiles
-from workers.identities import Accounts
+from workers.identities import Accounts, IdentityKeys
 
 log = logging.getLogger("the_loop.worker")
 
@@ -127,9 +126,10 @@ class RepoContext:
         self.settings = settings
         self.mcp = mcp
         self.redis = connection
-        self.keys = Keys(settings.prefix, settings.queue)
+        self.keys = CommitKeys(settings.prefix)
         self.accounts = accounts if accounts is not None else Accounts(
-            connection, self.keys, ttl=settings.config_ttl, bot_logins=settings.bot_logins)
+            connection, IdentityKeys(settings.prefix), ttl=settings.config_ttl,
+            bot_logins=settings.bot_logins)
         self.integrations: Mapping[str, Integration] = (
             integrations if integrations is not None else {})
         self.classifier = classifier

@@ -1,15 +1,23 @@
 """Work item state and event log in Redis (the service's :class:`graph.state.StateStore`).
 
-Keys (:mod:`foundation.inbox.keys`):
+Keys (:class:`StateKeys`; ``P`` the prefix, ``REF`` a work item ``github:OWNER/REPO#N``),
+written by the worker and read by the dashboard (:mod:`the_loop.web.readmodel`):
 
 - ``P:state:REF``: the state record (a JSON string): where the item is, not its past;
+- ``P:state-corrupt:AT:REF``: a state record set aside as unreadable at Unix time AT
+  (:meth:`RedisStateStore.quarantine`);
 - ``P:effects:REF``: hash, effect id -> JSON record: the outbox of the current node
   visit, one field per effect, so recording an effect never rewrites the state;
 - ``P:events:REF``: the event log (a list of JSON envelopes; the list position is the
   sequence number);
-- ``P:event-types:REF`` (set of entry types) and ``P:events-by:ID:REF`` (the entries
-  delivery ID caused, expiring after :data:`CAUSED_TTL`): the log's indexes, so nothing
-  on the delivery path reads the whole log.
+- ``P:event-types:REF`` (set of entry types) and ``P:events-by:ID:REF`` (list of
+  ``"SEQ ENVELOPE"``: the entries delivery ID caused, expiring after :data:`CAUSED_TTL`):
+  the log's indexes, so nothing on the delivery path reads the whole log;
+- ``P:fence:REF``: hash: ``writer``, ``n``, ``reply`` of the last write applied to the
+  work item's state or log (below).
+
+Scripts (``workers/scripts/``): ``save_state.lua``, ``append_event.lua`` and
+``quarantine.lua``, each loaded behind ``fence.lua``; they get every key through ``KEYS``.
 
 Fencing: every write to a work item's state or log (:meth:`RedisStateStore.save`,
 ``save_effect``, ``append_event``, ``quarantine``) is one Lua call that begins with
@@ -39,6 +47,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -46,7 +55,8 @@ from redis.commands.core import Script
 
 from foundation.inbox.enqueue import SEVEN_DAYS
 from foundation.inbox.keys import Keys
-from foundation.inbox.scripts import Scripts
+from foundation.redis import scripts
+from foundation.redis.namespaces import KeySpace, owns
 from graph.errors import LoopError
 from graph.model import Status
 from graph.state import LogEvent, WorkItemState, new_event_id, now
@@ -62,6 +72,62 @@ _WRITES = itertools.count(1)
 #: numbers (a lock per stripe of refs), so no write overtakes an older one on the way
 #: and the live caller never has its write taken for a late copy.
 _IN_ORDER = tuple(threading.Lock() for _ in range(64))
+
+
+#: The package of the store's Lua scripts.
+SCRIPTS = "workers.scripts"
+
+
+@owns("state", "state-corrupt", "events", "event-types", "events-by", "effects", "fence")
+@dataclass(frozen=True, slots=True)
+class StateKeys(KeySpace):
+    """The state store's key names of one deployment (see the module docstring). No I/O.
+
+    Args:
+        prefix: prefix of the-loop's keys (``THE_LOOP_REDIS_PREFIX``).
+    """
+
+    def state(self, ref: str) -> str:
+        """``P:state:REF``: the work item's state (JSON)."""
+        return self.key("state", ref)
+
+    @property
+    def state_match(self) -> str:
+        """``P:state:*``: the SCAN pattern of every work item's state (the prefix holds no
+        glob character: the settings refuse one)."""
+        return self.key("state", "*")
+
+    @property
+    def state_prefix(self) -> str:
+        """``P:state:``: a state key less its ref."""
+        return self.key("state", "")
+
+    def state_corrupt(self, at: int, ref: str) -> str:
+        """``P:state-corrupt:AT:REF``: a state set aside as unreadable at Unix time AT."""
+        return self.key("state-corrupt", str(at), ref)
+
+    def events(self, ref: str) -> str:
+        """``P:events:REF``: the work item's event log (list of JSON envelopes)."""
+        return self.key("events", ref)
+
+    def effects(self, ref: str) -> str:
+        """``P:effects:REF``: hash, effect id -> JSON record: the outbox of the work
+        item's current node visit (one field per effect, apart from the state)."""
+        return self.key("effects", ref)
+
+    def fence(self, ref: str) -> str:
+        """``P:fence:REF``: hash, the last write applied to the work item's state or log
+        (who wrote it, its write number, its reply)."""
+        return self.key("fence", ref)
+
+    def event_types(self, ref: str) -> str:
+        """``P:event-types:REF``: set of the entry types the work item's log holds."""
+        return self.key("event-types", ref)
+
+    def events_by(self, delivery_id: str, ref: str) -> str:
+        """``P:events-by:ID:REF``: list of ``"SEQ ENVELOPE"``: the log entries delivery
+        ID caused (what a retried delivery checks); expires."""
+        return self.key("events-by", delivery_id, ref)
 
 
 class LockLost(LoopError):
@@ -101,12 +167,13 @@ class RedisStateStore:
                  retention: float | None = None) -> None:
         self.redis = connection
         self.prefix = prefix
-        self.keys = Keys(prefix)
+        self.keys = StateKeys(prefix)
+        # the drain lock a fenced write checks is the delivery protocol's
+        self._locks = Keys(prefix)
         self.retention = retention
-        scripts = Scripts(connection)
-        self._append = scripts.append_event
-        self._save = scripts.save_state
-        self._quarantine = scripts.quarantine
+        self._append = scripts.register(connection, SCRIPTS, "fence", "append_event")
+        self._save = scripts.register(connection, SCRIPTS, "fence", "save_state")
+        self._quarantine = scripts.register(connection, SCRIPTS, "fence", "quarantine")
         # ref -> the lock token this process holds for it (fence(); the heartbeat's
         # thread and the drain's share the store).
         self._fences: dict[str, str] = {}
@@ -136,7 +203,7 @@ class RedisStateStore:
             token = self._fences.get(ref, "")
         with _IN_ORDER[hash(ref) % len(_IN_ORDER)]:
             n = next(_WRITES)
-            reply = script(keys=[self.keys.lock(ref), self.keys.fence(ref), *keys],
+            reply = script(keys=[self._locks.lock(ref), self.keys.fence(ref), *keys],
                            args=[token, token or self._writer, n, *args])
         what = _text(reply[0])
         if what == "lost":

@@ -34,7 +34,7 @@ from rq.exceptions import StopRequested
 
 from foundation.observability.logs import bind as bind_log_context
 from foundation.observability.logs import clear as clear_log_context
-from foundation.redis_client import DEQUEUE_TIMEOUT, BoundedDequeue, blocking
+from foundation.redis import DEQUEUE_TIMEOUT, BoundedDequeue, blocking
 from graph.errors import LoopError
 from workers import jobs
 from workers import metrics as worker_metrics
@@ -57,8 +57,8 @@ class LoopWorker(BoundedDequeue, SimpleWorker):
     ``the_loop_job_duration_seconds``. On SIGTERM (or SIGINT) RQ's warm shutdown lets the
     current job finish, then the worker exits 0; a second signal stops it at once.
 
-    It waits for a job at most :data:`~foundation.redis_client.DEQUEUE_TIMEOUT` seconds at a
-    time (:class:`~foundation.redis_client.BoundedDequeue`), on a connection of its own
+    It waits for a job at most :data:`~foundation.redis.client.DEQUEUE_TIMEOUT` seconds at a
+    time (:class:`~foundation.redis.client.BoundedDequeue`), on a connection of its own
     (:func:`rq_connection`) whose socket timeout covers that wait; the jobs' processor
     keeps its short one.
 
@@ -85,7 +85,7 @@ class LoopWorker(BoundedDequeue, SimpleWorker):
 
 def rq_connection(processor: DeliveryProcessor) -> redis.Redis:
     """RQ's connection for a worker: the processor's client's twin whose socket timeout
-    also covers RQ's blocking wait for a job (:func:`foundation.redis_client.blocking`)."""
+    also covers RQ's blocking wait for a job (:func:`foundation.redis.client.blocking`)."""
     return blocking(processor.redis, DEQUEUE_TIMEOUT)
 
 

@@ -4,9 +4,10 @@ Redis, with ordering per work item, nothing lost and nothing done twice.
 Both processes import it; it imports neither (``webhook/`` and ``workers/`` meet only
 here). Its modules, each with one job:
 
-- :mod:`~foundation.inbox.keys`: every Redis key name, spelled once (:class:`Keys`);
+- :mod:`~foundation.inbox.keys`: the protocol's Redis key names, spelled once
+  (:class:`Keys`; the other stores spell theirs, :mod:`foundation.redis.namespaces`);
 - :mod:`~foundation.inbox.record`: the delivery record, one encode and one decode;
-- :mod:`~foundation.inbox.scripts`: every Lua script, loaded by one class;
+- :mod:`~foundation.inbox.scripts`: the protocol's Lua scripts, registered by one class;
 - :mod:`~foundation.inbox.wake`: wake-up jobs, made with RQ's public API;
 - :mod:`~foundation.inbox.enqueue`: the receiver's dedupe + enqueue;
 - :mod:`~foundation.inbox.drain`: the worker's drain steps and the ready list;

@@ -40,7 +40,7 @@ from foundation.inbox.keys import SHARED_INBOX, Keys
 from foundation.inbox.record import Delivery, DeliveryRecord
 from foundation.inbox.scripts import Scripts
 from foundation.inbox.wake import DISPATCH_FUNC, FAILURE_TTL, JOB_TIMEOUT, WAKE_TTL_MS, WakeUps
-from foundation.redis_client import HeldConnections
+from foundation.redis import HeldConnections
 
 __all__ = ["SEVEN_DAYS", "DeliveryQueue"]
 
@@ -95,7 +95,7 @@ class DeliveryQueue:
         self.queue_key: str = self.wakeups.queue.key
         self._script = Scripts(connection).enqueue
         # The receiver's one command per delivery: on held connections, past the pool's
-        # per-command checks (foundation.redis_client.HeldConnections).
+        # per-command checks (foundation.redis.client.HeldConnections).
         self._held = HeldConnections(connection)
 
     def enqueue(self, delivery: Delivery, *, received_at: float | None = None) -> bool:

@@ -53,7 +53,7 @@ from rq.utils import parse_composite_key
 
 from foundation.inbox.dead import DeadLetterSettings, Deliveries
 from foundation.inbox.record import text
-from foundation.redis_client import SERVICE
+from foundation.redis import SERVICE
 
 log = logging.getLogger("the_loop.worker")
 

@@ -10,8 +10,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from foundation.inbox.keys import Keys
-from foundation.turns import TurnContext, TurnRecords
+from foundation.turns import TurnContext, TurnKeys, TurnRecords
 from graph.state import WorkItemState
 from graph.work import TurnOrder
 from the_loop.cli import main
@@ -40,7 +39,7 @@ def deployment(monkeypatch, redis_ns, tmp_path):
     config.write_text("version: 2\nharness: {adapter: command, argv: [agent], "
                       "version: '1.0'}\n")
     monkeypatch.setenv("THE_LOOP_CONFIG", str(config))
-    records = TurnRecords(redis_ns.client, Keys(redis_ns.prefix, redis_ns.queue_name),
+    records = TurnRecords(redis_ns.client, TurnKeys(redis_ns.prefix),
                           f"{redis_ns.queue_name}-turns")
     store = RedisStateStore(redis_ns.client, redis_ns.prefix)
     context = TurnContext("acme/widgets", 7, "Login page", "main")

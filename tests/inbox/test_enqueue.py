@@ -13,7 +13,7 @@ from rq.registry import FailedJobRegistry
 
 from foundation.inbox.enqueue import DeliveryQueue
 from foundation.inbox.wake import DISPATCH_FUNC, WAKE_TTL_MS
-from foundation.redis_client import HeldConnections
+from foundation.redis import HeldConnections
 from tests.conftest import RedisNamespace, load_fixture
 from tests.inbox import jobs
 from webhook.events import parse_delivery

@@ -55,11 +55,6 @@ def test_keys_spell_the_layout() -> None:
     assert (keys.failed, keys.retry) == ("P:deliveries:failed", "P:deliveries:retry")
     assert (keys.workers, keys.worker("w"), keys.reaper, keys.stuck("j")) == (
         "P:workers", "P:worker:w", "P:reaper", "P:stuck:j")
-    assert (keys.state("R"), keys.events("R"), keys.state_corrupt(5, "R")) == (
-        "P:state:R", "P:events:R", "P:state-corrupt:5:R")
-    assert keys.head("o/r") == "P:head:o/r"
-    assert (keys.ci("o/r", "s"), keys.sha("o/r", "s")) == ("P:ci:o/r:s", "P:sha:o/r:s")
-    assert keys.writes("installation:1") == "P:github:writes:installation:1"
     # Lua builds per-ref names from these prefixes, in this order.
     assert keys.per_ref() == ("P:inbox:", "P:lock:", "P:backoff:", "P:parked:", "P:delivery:")
 

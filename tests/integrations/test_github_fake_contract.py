@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 import requests
 
-from foundation.inbox.keys import Keys
 from graph.ports import IntegrationError, NotFound, Unsupported
 from integrations.github import GitHubApi, GitHubClients, GitHubSettings
 from integrations.github_cli import GitHubCli
@@ -28,7 +27,7 @@ from tests.integrations.fakecli import gh_forwarder
 from tests.integrations.test_github_api import assert_shape, rsa_pem  # noqa: F401 (fixture)
 from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 from the_loop.sandbox.fakegithub.state import FakeGitHub as MemoryGitHub
-from workers.identities import Accounts
+from workers.identities import Accounts, IdentityKeys
 
 REPO = "Codertocat/Hello-World"
 APP_ID = 77
@@ -302,7 +301,7 @@ def test_pull_request_operations(env: Env) -> None:
 def test_the_worker_learns_who_it_writes_as(env: Env, redis_ns) -> None:
     """The App's bot from ``GET /app`` (App mode), the token's user from ``GET /user``
     (token mode); the cli transport cannot say (``THE_LOOP_BOT_LOGINS`` names it)."""
-    accounts = Accounts(redis_ns.client, Keys(redis_ns.prefix, redis_ns.queue_name), ttl=60)
+    accounts = Accounts(redis_ns.client, IdentityKeys(redis_ns.prefix), ttl=60)
     own = accounts.own(env.api)
     fake = env.fake
     if env.clients is None:

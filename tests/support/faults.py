@@ -365,7 +365,7 @@ class Stack:
         }
         if sc.black_holes:
             # A worker cut off from Redis is not dead: its liveness and locks must outlast
-            # the longest a command can stall and be retried (foundation.redis_client), or
+            # the longest a command can stall and be retried (foundation.redis.client), or
             # another worker takes its work item while its last write is still retried.
             self.env.update({"THE_LOOP_WORKER_TTL": "30", "THE_LOOP_LOCK_TIMEOUT": "60"})
         if sc.worker_ttl is not None:

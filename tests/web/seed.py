@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from foundation.config.repository import Collaborators
 from foundation.inbox.dead import Deliveries
 from foundation.inbox.enqueue import DeliveryQueue
-from foundation.inbox.keys import Keys
 from foundation.inbox.record import DeliveryRecord
 from foundation.settings import WorkerSettings
-from foundation.turns import RunnerWork, TurnContext, TurnRecords
+from foundation.turns import RunnerWork, TurnContext, TurnKeys, TurnRecords
 from graph.context import HookConfig
 from graph.model import InboundEvent, WorkItem
 from graph.runtime import Runtime
@@ -114,8 +113,7 @@ def seed(client, prefix: str, queue: str) -> Seeded:
         gh.add_repo(repo, default_branch="main")
         gh.add_file(repo, ".the-loop/collaborators.yaml", COLLABORATORS, ref="main")
     store = RedisStateStore(client, prefix)
-    keys = Keys(prefix, queue)
-    records = TurnRecords(client, keys, f"{queue}-turns")
+    records = TurnRecords(client, TurnKeys(prefix), f"{queue}-turns")
     seeded = Seeded(gh, store, records, Runtime(load_graph(), store), prefix, queue)
     runtime = seeded.runtime
 

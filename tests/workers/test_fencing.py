@@ -10,7 +10,7 @@ import json
 import pytest
 
 from foundation.inbox.keys import Keys
-from foundation.inbox.scripts import Scripts
+from foundation.redis import scripts
 from graph.state import WorkItemState
 from tests.workers.test_reliability import (
     REF,
@@ -21,7 +21,7 @@ from tests.workers.test_reliability import (
     received,
     work,
 )
-from workers.state import LockLost, RedisStateStore
+from workers.state import SCRIPTS, LockLost, RedisStateStore, StateKeys
 
 
 def state(node: str) -> WorkItemState:
@@ -100,10 +100,10 @@ def test_an_operators_write_without_a_lock_still_lands(two_workers):
     assert [e.type for e in operator.events(REF)] == ["graph.forced"]
 
 
-def _append_args(keys: Keys, envelope_id: str, n: int, token: str = "worker-a|1"):
+def _append_args(keys: StateKeys, envelope_id: str, n: int, token: str = "worker-a|1"):
     envelope = json.dumps({"id": envelope_id, "type": "delivery.received", "data": {},
                            "caused_by": "d1", "at": 0.0})
-    return dict(keys=[keys.lock(REF), keys.fence(REF), keys.events(REF),
+    return dict(keys=[Keys(keys.prefix).lock(REF), keys.fence(REF), keys.events(REF),
                       keys.event_types(REF), keys.events_by("d1", REF)],
                 args=[token, token, n, envelope, "delivery.received", 60])
 
@@ -114,9 +114,9 @@ def test_a_replayed_append_lands_once(redis_ns):
       and the first attempt, held up on a dropped connection, arrived too)
     Then the log and its delivery index hold the entry once, and the copy is answered
       with the entry's sequence number as the first was."""
-    keys = Keys(redis_ns.prefix)
-    redis_ns.client.set(keys.lock(REF), "worker-a|1")
-    append = Scripts(redis_ns.client).append_event
+    keys = StateKeys(redis_ns.prefix)
+    redis_ns.client.set(Keys(redis_ns.prefix).lock(REF), "worker-a|1")
+    append = scripts.register(redis_ns.client, SCRIPTS, "fence", "append_event")
     first = append(**_append_args(keys, "ev1", 7))
     copy = append(**_append_args(keys, "ev1", 7))
     assert [first[0], copy[0]] == [b"ok", b"done"]
@@ -129,9 +129,9 @@ def test_a_late_copy_of_an_older_append_is_skipped(redis_ns):
     """Given a worker's append 7 and then its append 8 landed
     When a copy of append 7 arrives after them
     Then it is skipped: the log holds two entries, in the order written."""
-    keys = Keys(redis_ns.prefix)
-    redis_ns.client.set(keys.lock(REF), "worker-a|1")
-    append = Scripts(redis_ns.client).append_event
+    keys = StateKeys(redis_ns.prefix)
+    redis_ns.client.set(Keys(redis_ns.prefix).lock(REF), "worker-a|1")
+    append = scripts.register(redis_ns.client, SCRIPTS, "fence", "append_event")
     append(**_append_args(keys, "ev1", 7))
     append(**_append_args(keys, "ev2", 8))
     assert append(**_append_args(keys, "ev1", 7)) == [b"stale"]
@@ -143,10 +143,11 @@ def test_a_late_copy_of_an_older_save_never_overwrites_a_newer_one(redis_ns):
     """Given a worker's save 5 (node a) and then its save 6 (node b) landed
     When a copy of save 5 arrives after them
     Then the state stays at node b."""
-    keys = Keys(redis_ns.prefix)
-    redis_ns.client.set(keys.lock(REF), "worker-a|1")
-    save = Scripts(redis_ns.client).save_state
-    fixed = [keys.lock(REF), keys.fence(REF), keys.state(REF), keys.effects(REF),
+    keys = StateKeys(redis_ns.prefix)
+    lock = Keys(redis_ns.prefix).lock(REF)
+    redis_ns.client.set(lock, "worker-a|1")
+    save = scripts.register(redis_ns.client, SCRIPTS, "fence", "save_state")
+    fixed = [lock, keys.fence(REF), keys.state(REF), keys.effects(REF),
              keys.events(REF), keys.event_types(REF)]
 
     def copy(n: int, node: str) -> list[bytes]:

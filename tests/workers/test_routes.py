@@ -25,6 +25,7 @@ from the_loop.sandbox.fakegithub.state import FakeGitHub
 from the_loop.wiring import build_processor
 from webhook.events import parse_delivery
 from workers import routes
+from workers.ci import CommitKeys
 from workers.drain import DeliveryProcessor
 from workers.router import route
 
@@ -186,7 +187,8 @@ def test_each_route_goes_to_its_handler(env, handler, setup, event, payload, out
 def test_a_push_to_the_default_branch_records_its_head_for_every_worker(env):
     gh, processor = env
     processor.handle(record("push", push("master")))
-    assert processor.redis.get(processor.keys.head(REPO)) == ("a1b2c3" * 6 + "d4e5").encode()
+    head = CommitKeys(processor.keys.prefix).head(REPO)
+    assert processor.redis.get(head) == ("a1b2c3" * 6 + "d4e5").encode()
 
 
 def test_a_commit_status_is_fanned_out_to_the_work_items_whose_head_it_is(env):

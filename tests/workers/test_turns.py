@@ -12,7 +12,15 @@ from rq import Queue
 from foundation.events import TURN_EVENT, GitHubEvent
 from foundation.inbox.enqueue import DeliveryQueue
 from foundation.inbox.keys import Keys
-from foundation.turns import INTERRUPTED, QUEUED, RUNNING, TurnContext, TurnRecords, job_id
+from foundation.turns import (
+    INTERRUPTED,
+    QUEUED,
+    RUNNING,
+    TurnContext,
+    TurnKeys,
+    TurnRecords,
+    job_id,
+)
 from graph.work import TurnEnded, TurnOrder
 from runner import prompts
 from runner.service import TurnReaper
@@ -35,7 +43,7 @@ def order(number=1, **kw):
 
 @pytest.fixture
 def records(redis_ns):
-    return TurnRecords(redis_ns.client, Keys(redis_ns.prefix, redis_ns.queue_name),
+    return TurnRecords(redis_ns.client, TurnKeys(redis_ns.prefix),
                        f"{redis_ns.queue_name}-turns")
 
 

@@ -57,15 +57,13 @@ class Session:
     it)."""
 
     def __init__(self, operator: Operator) -> None:
-        from foundation.inbox.keys import Keys
-        from foundation.turns import TurnRecords
+        from foundation.turns import TurnKeys, TurnRecords
         from the_loop.wiring import turn_records
 
         settings = operator.settings
         self.operator = operator
         self.records: TurnRecords = turn_records(settings, operator.redis) or TurnRecords(
-            operator.redis, Keys(settings.worker.prefix, settings.worker.queue),
-            settings.runner.queue)
+            operator.redis, TurnKeys(settings.worker.prefix), settings.runner.queue)
 
     def state(self, ref: str) -> WorkItemState | None:
         """The work item's state, or ``None`` (unknown, or unreadable)."""

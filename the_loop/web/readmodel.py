@@ -25,9 +25,8 @@ import redis
 
 from foundation import links
 from foundation.inbox.dead import Deliveries
-from foundation.inbox.keys import Keys
 from foundation.settings import Settings
-from foundation.turns import TurnRecords
+from foundation.turns import TurnKeys, TurnRecords
 from graph.envelope import LIMITS, build, metadata, timestamp
 from graph.errors import LoopError
 from graph.model import Graph, Status
@@ -101,9 +100,9 @@ class ReadModel:
                  graph: Callable[[], Graph]) -> None:
         worker = settings.worker
         self.redis = connection
-        self.keys = Keys(worker.prefix, worker.queue)
         self.store = RedisStateStore(connection, worker.prefix)
-        self.turns = TurnRecords(connection, self.keys, settings.runner.queue)
+        self.keys = self.store.keys
+        self.turns = TurnRecords(connection, TurnKeys(worker.prefix), settings.runner.queue)
         self.deliveries = Deliveries(connection, worker, self.store)
         self.web_url = settings.dashboard.github_web_url
         self._load_graph = graph

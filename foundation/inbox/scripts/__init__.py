@@ -1,4 +1,5 @@
-"""Every Lua script of the-loop, one file each, loaded by :class:`Scripts`.
+"""The delivery protocol's Lua scripts, one file each, registered by :class:`Scripts`
+(loaded by :mod:`foundation.redis.scripts`, as every store's are):
 
 - ``enqueue.lua``: the receiver's dedupe + record + inbox + ready + ``SET P:wake NX``;
 - ``step.lua``: one step of a drain (finish the delivery just handled, take the next);
@@ -6,18 +7,10 @@
 - ``sweep.lua``: the reaper's look at a batch of indexed inboxes;
 - ``list_stranded.lua``: the reaper's listing of the stranded inboxes it found;
 - ``backlog.lua``: queue depth and the oldest ready delivery's arrival (``/metrics``);
-- ``delete_if_equal.lua``: delete a key only if it still holds a value;
-- ``reserve_write.lua``: the GitHub write throttle's slot reservation
-  (:class:`integrations.throttle.WriteThrottle`);
-- ``repository.lua``: note a repository's id and current name, return its ref key
-  (:class:`workers.identities.Repositories`);
-- ``ci_record.lua``: store a CI result unless a newer one is stored
-  (:class:`workers.ci.RedisCI`);
-- ``append_event.lua``: append to a work item's event log and index the entry, and
-  ``save_state.lua``: save its state record or one record of its outbox, and
-  ``quarantine.lua``: move its unreadable state record aside
-  (:class:`workers.state.RedisStateStore`); all three begin with ``fence.lua``, the fence of
-  a work item's writes (:func:`fenced_source`).
+- ``delete_if_equal.lua``: delete a key only if it still holds a value.
+
+The other stores keep their scripts beside them (``workers/scripts/``: the state store's,
+CI results', repositories'; ``integrations/scripts/``: the write throttle's).
 
 Scripts never spell a key name: they get keys through ``KEYS`` and the per-ref key
 prefixes through ``ARGV`` (:meth:`foundation.inbox.keys.Keys.per_ref`). Two tables are
@@ -30,38 +23,24 @@ and hands it back with the delivery.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from functools import cache
-from importlib.resources import files
 
 import redis
 from redis.commands.core import Script
 
 from foundation.inbox.record import FIELDS
+from foundation.redis import scripts
+from foundation.redis.scripts import lua_string
 
-__all__ = ["Routed", "Scripts", "fenced_source", "lua_string", "source", "step_source"]
+__all__ = ["Routed", "Scripts", "lua_string", "source", "step_source"]
 
 #: The router's table as the step script takes it: ``(event, action) -> route``, or only
 #: the pairs (action ``None``: every action of the event).
 Routed = Mapping[tuple[str, str | None], str] | Iterable[tuple[str, str | None]]
 
 
-@cache
 def source(name: str) -> str:
     """The text of ``scripts/<name>.lua``."""
-    return files(__name__).joinpath(f"{name}.lua").read_text(encoding="utf-8")
-
-
-def lua_string(text: str) -> str:
-    """``text`` as a Lua string literal (anything but ``[A-Za-z0-9_-. *]`` escaped)."""
-    return '"' + "".join(c if c.isalnum() or c in "_-. *" else f"\\{ord(c):03d}"
-                         for c in text) + '"'
-
-
-def fenced_source(name: str) -> str:
-    """``scripts/<name>.lua`` behind ``fence.lua``: a write that first checks the work
-    item's lock still holds the writer's token and that it is not a copy of a write
-    already applied (see ``fence.lua``)."""
-    return source("fence") + "\n" + source(name)
+    return scripts.source(__name__, name)
 
 
 def step_source(routed: Routed) -> str:
@@ -82,8 +61,9 @@ def step_source(routed: Routed) -> str:
 
 
 class Scripts:
-    """Every script, registered on one Redis connection (``register_script``
-    only hashes the text: no I/O here; the first call of each loads it, EVALSHA after).
+    """The delivery protocol's scripts, registered on one Redis connection
+    (``register_script`` only hashes the text: no I/O here; the first call of each loads
+    it, EVALSHA after).
 
     Args:
         connection: the Redis client.
@@ -94,16 +74,11 @@ class Scripts:
 
     def __init__(self, connection: redis.Redis,
                  routed: Routed = ()) -> None:
-        self.enqueue: Script = connection.register_script(source("enqueue"))
+        self.enqueue: Script = scripts.register(connection, __name__, "enqueue")
         self.step: Script = connection.register_script(step_source(routed))
-        self.mark_ready: Script = connection.register_script(source("mark_ready"))
-        self.sweep: Script = connection.register_script(source("sweep"))
-        self.list_stranded: Script = connection.register_script(source("list_stranded"))
-        self.backlog: Script = connection.register_script(source("backlog"))
-        self.delete_if_equal: Script = connection.register_script(source("delete_if_equal"))
-        self.reserve_write: Script = connection.register_script(source("reserve_write"))
-        self.repository: Script = connection.register_script(source("repository"))
-        self.ci_record: Script = connection.register_script(source("ci_record"))
-        self.append_event: Script = connection.register_script(fenced_source("append_event"))
-        self.save_state: Script = connection.register_script(fenced_source("save_state"))
-        self.quarantine: Script = connection.register_script(fenced_source("quarantine"))
+        self.mark_ready: Script = scripts.register(connection, __name__, "mark_ready")
+        self.sweep: Script = scripts.register(connection, __name__, "sweep")
+        self.list_stranded: Script = scripts.register(connection, __name__, "list_stranded")
+        self.backlog: Script = scripts.register(connection, __name__, "backlog")
+        self.delete_if_equal: Script = scripts.register(connection, __name__,
+                                                        "delete_if_equal")

@@ -1,5 +1,5 @@
 -- The fence of a work item's writes, written at the top of every script that changes
--- a work item's state or log (Scripts loads it in front of them).
+-- a work item's state or log (RedisStateStore loads it in front of them).
 -- lock: P:lock:REF   fence: P:fence:REF (hash: writer, n, reply)
 -- token: the lock token the writer holds ('' = an operator's write, under no lock)
 -- writer: who writes (the token, or the operator's own id)   n: the writer's write number
