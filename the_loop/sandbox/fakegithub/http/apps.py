@@ -56,13 +56,11 @@ def access_token(installation_id: int) -> Response:
     if gh.app_id is not None and str(payload["iss"]) != str(gh.app_id):
         return error(401, "Integration not found")
     with gh.lock:
-        if gh._installations is not None and installation_id not in gh._installations:
+        if not gh.has_installation(installation_id):
             return not_found()
-        if installation_id in gh._suspended:
+        if gh.is_suspended(installation_id):
             return error(403, "This installation has been suspended")
-        token = f"ghs_fake{installation_id}x{gh.next_id()}"
-        gh._issued[token] = installation_id
-        gh._token_requests.append(installation_id)
+        token = gh.issue_token(installation_id)
     expires = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     return created(jsonify(
         {

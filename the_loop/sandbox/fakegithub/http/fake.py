@@ -231,6 +231,137 @@ class HttpFakeGitHub(FakeGitHub):
             self._requests.clear()
             self._token_requests.clear()
 
+    # -- for the routes and the request gate --------------------------------------------
+
+    def log_request(self, recorded: RecordedRequest) -> int:
+        """Append ``recorded`` to :attr:`requests`; returns its index (see
+        :meth:`answered`)."""
+        with self.lock:
+            self._requests.append(recorded)
+            return len(self._requests) - 1
+
+    def answered(self, index: int, status: int) -> None:
+        """Note ``status`` as the answer to logged request ``index`` (if the log still
+        holds it: :meth:`clear_records` may have emptied it meanwhile)."""
+        with self.lock:
+            if index < len(self._requests):
+                self._requests[index] = self._requests[index]._replace(status=status)
+
+    def token_holder(self, credential: str) -> tuple[int | None, str | None]:
+        """``(installation id, login)`` of an API token: the installation of an
+        installation token the fake issued and has not revoked, the login of a user access
+        token (each ``None`` otherwise)."""
+        with self.lock:
+            return self._issued.get(credential), self._user_tokens.get(credential)
+
+    def accepts_token(self, credential: str) -> bool:
+        """Whether a token that is neither an installation's nor a user access token acts
+        as :attr:`user_login`: any but a ``ghs_...`` one, or only one of ``tokens=``."""
+        return not credential.startswith("ghs_") and (
+            self._tokens is None or credential in self._tokens)
+
+    def git_login(self, password: str) -> str | None:
+        """The login a git smart HTTP password (a token) acts as: :attr:`bot_login` for
+        an installation token the fake issued, :attr:`user_login` for one of
+        ``tokens=``; ``None`` for anything else."""
+        with self.lock:
+            if password in self._issued:
+                return self.bot_login
+            if self._tokens is not None and password in self._tokens:
+                return self.user_login
+        return None
+
+    def has_installation(self, installation_id: int) -> bool:
+        """Whether a token can be issued for ``installation_id`` (any, without
+        ``installations=``)."""
+        return self._installations is None or installation_id in self._installations
+
+    def is_suspended(self, installation_id: int) -> bool:
+        """Whether :meth:`suspend_installation` suspended ``installation_id``."""
+        with self.lock:
+            return installation_id in self._suspended
+
+    def issue_token(self, installation_id: int) -> str:
+        """A new installation token (``ghs_...``) for ``installation_id``, recorded in
+        :attr:`token_requests`."""
+        with self.lock:
+            token = f"ghs_fake{installation_id}x{self.next_id()}"
+            self._issued[token] = installation_id
+            self._token_requests.append(installation_id)
+            return token
+
+    def first_served(self, etag: str) -> datetime:
+        """When a body with ``etag`` was first served (now, to the second, the first
+        time): its ``Last-Modified``."""
+        with self.lock:
+            return self._first_served.setdefault(etag, datetime.now(UTC).replace(
+                microsecond=0))
+
+    def count_request(self, who: str, *, counted: bool) -> tuple[int, int]:
+        """Count one request of ``who`` (``installation:ID`` or a login) against the
+        primary rate limit when ``counted`` (a 304 is not), renewing every budget when
+        the hour is up.
+
+        Returns:
+            ``(used, reset)``: requests ``who`` made this hour, and when the hour ends
+            (epoch seconds).
+        """
+        with self.lock:
+            if datetime.now(UTC).timestamp() >= self._rate_reset:  # a new hour
+                self._rate_used.clear()
+                self._rate_reset = int(datetime.now(UTC).timestamp()) + 3600
+            if counted:
+                self._rate_used[who] += 1
+            return self._rate_used[who], self._rate_reset
+
+    def oauth_client_known(self, client_id: str) -> bool:
+        """Whether :meth:`add_oauth_app` registered ``client_id``."""
+        with self.lock:
+            return client_id in self._oauth_apps
+
+    @property
+    def signed_in(self) -> str | None:
+        """Who is signed in at the fake's web front (see :meth:`sign_in_as`)."""
+        with self.lock:
+            return self._signed_in
+
+    def new_oauth_code(self, client_id: str, redirect_uri: str, login: str) -> str:
+        """A one-time code of the OAuth web flow: ``login`` approved ``client_id``, which
+        must send ``redirect_uri`` again (if at all) to exchange it."""
+        code = f"code{self.next_id()}x{random.getrandbits(64):x}"
+        with self.lock:
+            self._codes[code] = (client_id, redirect_uri, login)
+        return code
+
+    def exchange_oauth_code(self, client_id: str, client_secret: str, code: str,
+                            redirect_uri: str | None) -> dict[str, str]:
+        """Exchange a code of :meth:`new_oauth_code` for a user access token (``ghu_...``),
+        once.
+
+        Returns:
+            ``{"access_token", "token_type", "scope"}``, or GitHub's ``{"error"}``:
+            ``incorrect_client_credentials``, ``bad_verification_code`` (unknown, used
+            or another client's code) or ``redirect_uri_mismatch``.
+        """
+        with self.lock:
+            if not client_id or self._oauth_apps.get(client_id) != client_secret:
+                return {"error": "incorrect_client_credentials"}
+            if code not in self._codes or self._codes[code][0] != client_id:
+                return {"error": "bad_verification_code"}
+            if redirect_uri and self._codes[code][1] != redirect_uri:
+                return {"error": "redirect_uri_mismatch"}
+            _, _, login = self._codes.pop(code)
+            token = f"ghu_fake{self.next_id()}x{random.getrandbits(64):x}"
+            self._user_tokens[token] = login
+            return {"access_token": token, "token_type": "bearer", "scope": ""}
+
+    def take_fault(self, method: str, path: str) -> Fault | None:
+        """The fault to answer a ``method`` request of ``path`` with, if any: the first
+        queued one that matches (used up after its ``times``), else possibly a random one
+        of :meth:`chaos`; counted in :attr:`injected`."""
+        with self.lock:
+            return self._take_fault(method, path)
+
     # -- internals (call with the lock held) ------------------------------------------
 
     def _take_fault(self, method: str, path: str) -> Fault | None:

@@ -9,8 +9,6 @@ injected faults, token authentication, conditional requests (``ETag``/``Last-Mod
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from flask import Flask, Response, g, jsonify, request
 
 from the_loop.sandbox.fakegithub.http.common import (
@@ -52,15 +50,14 @@ def gate() -> Response | None:
     gh = fake()
     kind, credential = auth_kind(request.headers.get("Authorization"))
     with gh.lock:
-        g.request_index = len(gh._requests)
-        gh._requests.append(
+        g.request_index = gh.log_request(
             RecordedRequest(
                 request.method, request.path, kind, request.query_string.decode("latin-1"),
                 conditional=bool(request.headers.get("If-None-Match")
                                  or request.headers.get("If-Modified-Since")),
             )
         )
-        fault = gh._take_fault(request.method, request.path)
+        fault = gh.take_fault(request.method, request.path)
     g.after_fault = fault if fault is not None and fault.after else None
     if fault is not None and not fault.after:
         resp = jsonify(fault.body)
@@ -75,19 +72,15 @@ def gate() -> Response | None:
             or request.path.startswith("/login/oauth/")):
         return None  # checked by the route (the manifest flow and OAuth need no token)
     if kind == "token":
-        with gh.lock:
-            installation = gh._issued.get(credential)
-            user = gh._user_tokens.get(credential)
-        if installation is not None and installation in gh._suspended:
+        installation, user = gh.token_holder(credential)
+        if installation is not None and gh.is_suspended(installation):
             return error(401, "Bad credentials")
         if user is not None:
             g.login = user
         elif installation is not None:
             g.login = gh.bot_login
             g.installation = installation
-        elif credential.startswith("ghs_") or (
-            gh._tokens is not None and credential not in gh._tokens
-        ):
+        elif not gh.accepts_token(credential):
             return error(401, "Bad credentials")
         else:
             g.login = gh.user_login
@@ -109,22 +102,12 @@ def conditional(resp: Response) -> Response:
             and not resp.is_streamed and resp.mimetype == "application/json"):
         resp.add_etag(weak=True)
         etag = str(resp.headers.get("ETag"))
-        with gh.lock:
-            first = gh._first_served.setdefault(etag, datetime.now(UTC).replace(
-                microsecond=0))
-        resp.last_modified = first
+        resp.last_modified = gh.first_served(etag)
         resp.make_conditional(request)
     if api:
         who = (f"installation:{g.installation}" if g.get("installation") is not None
                else g.get("login") or request.remote_addr or "anonymous")
-        with gh.lock:
-            if datetime.now(UTC).timestamp() >= gh._rate_reset:  # a new hour
-                gh._rate_used.clear()
-                gh._rate_reset = int(datetime.now(UTC).timestamp()) + 3600
-            if resp.status_code != 304:
-                gh._rate_used[who] += 1
-            used = gh._rate_used[who]
-            reset = gh._rate_reset
+        used, reset = gh.count_request(who, counted=resp.status_code != 304)
         for header, value in (
                 ("x-ratelimit-limit", gh.rate_limit),
                 ("x-ratelimit-remaining", max(0, gh.rate_limit - used)),
@@ -134,9 +117,7 @@ def conditional(resp: Response) -> Response:
                 resp.headers[header] = str(value)
     index = g.get("request_index")
     if index is not None:
-        with gh.lock:
-            if index < len(gh._requests):
-                gh._requests[index] = gh._requests[index]._replace(status=resp.status_code)
+        gh.answered(index, resp.status_code)
     return resp
 
 

@@ -64,12 +64,7 @@ def git_login() -> str | None:
         _user, _, password = base64.b64decode(credential).decode("utf-8").partition(":")
     except (ValueError, UnicodeDecodeError):
         return None
-    with gh.lock:
-        if password in gh._issued:
-            return gh.bot_login
-        if gh._tokens is not None and password in gh._tokens:
-            return gh.user_login
-    return None
+    return gh.git_login(password)
 
 
 def http_backend(git_dir: Path, rest: str, login: str) -> Response:

@@ -10,7 +10,6 @@ exchanges the code, once, for a ``ghu_...`` user access token.
 
 from __future__ import annotations
 
-import random
 import urllib.parse
 
 from flask import Blueprint, Response, jsonify, request
@@ -32,18 +31,15 @@ def oauth_authorize() -> Response:
     client = request.args.get("client_id", "")
     redirect_uri = request.args.get("redirect_uri", "")
     with gh.lock:
-        known = client in gh._oauth_apps
-        login = gh._signed_in
+        known = gh.oauth_client_known(client)
+        login = gh.signed_in
     if not known or not redirect_uri.startswith(("http://", "https://")):
         return Response("Not Found", 404, mimetype="text/plain")
     query: dict[str, str] = {"state": request.args.get("state", "")}
     if login is None:
         query["error"] = "access_denied"
     else:
-        code = f"code{gh.next_id()}x{random.getrandbits(64):x}"
-        with gh.lock:
-            gh._codes[code] = (client, redirect_uri, login)
-        query["code"] = code
+        query["code"] = gh.new_oauth_code(client, redirect_uri, login)
     separator = "&" if "?" in redirect_uri else "?"
     return Response(status=302, headers={
         "Location": f"{redirect_uri}{separator}{urllib.parse.urlencode(query)}"})
@@ -59,18 +55,7 @@ def oauth_access_token() -> Response:
     form = sent if sent is not None and hasattr(sent, "get") else {}
     client, secret = form.get("client_id", ""), form.get("client_secret", "")
     code, redirect_uri = form.get("code", ""), form.get("redirect_uri")
-    with gh.lock:
-        if not client or gh._oauth_apps.get(client) != secret:
-            result = {"error": "incorrect_client_credentials"}
-        elif code not in gh._codes or gh._codes[code][0] != client:
-            result = {"error": "bad_verification_code"}
-        elif redirect_uri and gh._codes[code][1] != redirect_uri:
-            result = {"error": "redirect_uri_mismatch"}
-        else:
-            _, _, login = gh._codes.pop(code)
-            token = f"ghu_fake{gh.next_id()}x{random.getrandbits(64):x}"
-            gh._user_tokens[token] = login
-            result = {"access_token": token, "token_type": "bearer", "scope": ""}
+    result = gh.exchange_oauth_code(client, secret, code, redirect_uri)
     if "json" in request.headers.get("Accept", ""):
         return jsonify(result)
     return Response(urllib.parse.urlencode(result), 200,
