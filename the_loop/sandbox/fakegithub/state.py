@@ -19,7 +19,7 @@ Every successful write is recorded in :attr:`FakeGitHub.actions` as a Prow-style
 
 Use it in-process as the GitHub integration of graph, hook and worker tests, or for local
 development without a GitHub. The loopback HTTP fake of the end-to-end tests
-(``the_loop/sandbox/fakegithub/http.py``) is a thin Flask front over this same state, so there is
+(``the_loop/sandbox/fakegithub/http/``) is a thin Flask front over this same state, so there is
 one state model; ``tests/integrations/test_github_fake_contract.py`` runs the same cases
 through the real transport against that front and against this class directly.
 
