@@ -2,7 +2,7 @@
 
 Real processes: the receiver (``the-loop serve``: gunicorn with the_loop/gunicorn_conf.py)
 and ONE worker (``the-loop worker``), against the loopback fake GitHub
-(``the_loop/sandbox/fakegithub/http.py``, served from this process). An open-loop client
+(``the_loop/sandbox/fakegithub/http/``, served from this process). An open-loop client
 sends ``--rate`` signed ``issues.labeled`` deliveries a second for ``--seconds``, each
 adding the enrolment label (``the-loop``) to a new issue, so each one enrols a work item
 whose first node writes its ``phase:`` label. Request *i* is sent at ``t0 + i/rate``

@@ -6,7 +6,7 @@ the receiver (the Flask test client of :func:`the_loop.wiring.build_receiver`), 
 worker (:func:`the_loop.wiring.build_worker`) runs one wake-up
 (:meth:`workers.drain.DeliveryProcessor.dispatch`) that enrols the work item, whose first
 node sets its ``phase:`` label. GitHub is the loopback HTTP fake
-(``the_loop/sandbox/fakegithub/http.py``), reached through the real transport. Everything runs
+(``the_loop/sandbox/fakegithub/http/``), reached through the real transport. Everything runs
 in this process under :func:`sys.setprofile` (and :func:`threading.setprofile` for the
 threads a hook runs in).
 
@@ -14,7 +14,7 @@ For the receiver and the worker separately it reports:
 
 - ``functions``: the project functions entered, in order of first entry, as
   ``path:line:qualified name`` (project = this repository's code, without ``tests/``
-  and the fake GitHub's state, ``the_loop/sandbox/fakegithub/state.py``);
+  and the fake GitHub's state, ``the_loop/sandbox/fakegithub/{state,store,git}.py``);
 - ``files``: the project files those functions are in;
 - ``json_parses``: every JSON parse a project function asked for, with the caller and
   the document's size (``body`` marks a parse of the delivery's body);
@@ -61,7 +61,9 @@ import _common as c  # noqa: E402  (the shared payload helpers)
 
 REPO = "Codertocat/Hello-World"
 SECRET = "walk-secret"
-EXCLUDED = ("tests/", "the_loop/sandbox/fakegithub/state.py", "benchmarks/", ".venv/")
+EXCLUDED = ("tests/", "the_loop/sandbox/fakegithub/state.py",
+            "the_loop/sandbox/fakegithub/store.py", "the_loop/sandbox/fakegithub/git.py",
+            "benchmarks/", ".venv/")
 
 
 def project_path(filename: str) -> str | None:

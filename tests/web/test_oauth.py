@@ -1,4 +1,4 @@
-""""Sign in with GitHub" against the loopback fake GitHub (the_loop/sandbox/fakegithub/http.py
+""""Sign in with GitHub" against the loopback fake GitHub (the_loop/sandbox/fakegithub/http/
 served on 127.0.0.1): the App's web flow with its client id and secret, then the
 organization or team membership check; the session cookie is Secure, HttpOnly and
 SameSite=Lax; a non-member, a forged state and a refused authorization get no session."""

@@ -43,7 +43,7 @@ from typing import Any
 
 import requests
 
-from the_loop.sandbox.fakegithub.http import _GIT_PATH, HttpFakeGitHub
+from the_loop.sandbox.fakegithub.http import GIT_PATH, HttpFakeGitHub
 from the_loop.sandbox.fakegithub.state import Repo, now, run_git
 from webhook.signature import sign
 
@@ -507,7 +507,7 @@ class SandboxGitHub(HttpFakeGitHub):
 
         def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
             path = environ.get("PATH_INFO", "")
-            match = _GIT_PATH.match(path)
+            match = GIT_PATH.match(path)
             if (match is None or environ.get("REQUEST_METHOD") != "POST"
                     or not path.endswith("/git-receive-pack")):
                 return inner(environ, start_response)

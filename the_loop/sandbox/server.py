@@ -36,7 +36,7 @@ from flask import Blueprint, Response, jsonify, request
 from werkzeug.serving import make_server
 
 from foundation.signing import KEYS_PATH
-from the_loop.sandbox.fakegithub.http import _QuietHandler
+from the_loop.sandbox.fakegithub.http import QuietHandler
 from the_loop.sandbox.github import LOGIN, SandboxGitHub
 
 __all__ = ["DEMO_REPO", "Sandbox", "collaborators_yaml", "parse_ref", "serve_forever"]
@@ -283,7 +283,7 @@ def serve_forever(sandbox: Sandbox, host: str, port: int,
     """Serve ``sandbox`` (threaded werkzeug) until SIGTERM or SIGINT, delivering its
     webhooks meanwhile; what is queued is posted before it returns."""
     server = make_server(host, port, sandbox.github.app, threaded=True,
-                         request_handler=_QuietHandler)
+                         request_handler=QuietHandler)
     sandbox.github.start_delivering()
 
     def stop(_signum: int, _frame: Any) -> None:

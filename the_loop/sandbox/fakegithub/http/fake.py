@@ -1,0 +1,384 @@
+"""The fake GitHub with its HTTP front: :class:`HttpFakeGitHub` is the state and the
+operations of :class:`~the_loop.sandbox.fakegithub.state.FakeGitHub` plus what only HTTP
+has (tokens and installations, OAuth and memberships, injected faults, the request log,
+conditional requests and the primary rate limit) and the Flask app that serves it all
+(:func:`the_loop.sandbox.fakegithub.http.factory.create_app`)."""
+
+from __future__ import annotations
+
+import collections
+import random
+import re
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from the_loop.sandbox.fakegithub.http.factory import create_app
+from the_loop.sandbox.fakegithub.http.records import Chaos, Fault, RecordedRequest
+from the_loop.sandbox.fakegithub.state import FakeGitHub
+
+__all__ = ["HttpFakeGitHub"]
+
+
+class HttpFakeGitHub(FakeGitHub):
+    """The fake GitHub's state and operations plus the Flask app that serves them.
+
+    Args:
+        bot_login: login that installation tokens act as (author of their comments).
+        user_login: login that any other token acts as.
+        tokens: if given, the only non-installation tokens accepted (others get 401).
+        app_id: if given, the JWT ``iss`` the access-token endpoint accepts.
+        installations: if given, the only installation ids that can get a token (404).
+
+    Seeding and reading are :class:`~the_loop.sandbox.fakegithub.state.FakeGitHub`'s. Besides:
+    :attr:`requests`, :attr:`token_requests`, :meth:`clear_records`; faults:
+    :meth:`fail_next`, :meth:`chaos` (counted in :attr:`injected`); installations:
+    :meth:`suspend_installation`, :meth:`expire_tokens`; renames: ``rename_repo``.
+
+    Conditional requests and the primary rate limit, as GitHub answers them ("Best
+    practices for using the REST API": use conditional requests; "Rate limits for the REST
+    API"): every successful ``GET`` carries an ``ETag`` (a digest of the body) and a
+    ``Last-Modified`` (when that body was first served); a ``GET`` whose
+    ``If-None-Match`` matches (or, without one, whose ``If-Modified-Since`` is not older)
+    is answered ``304 Not Modified`` with no body. Every API answer carries
+    ``x-ratelimit-limit``/``-remaining``/``-used``/``-reset``/``-resource``; each request
+    but a 304 counts against the caller's budget (per installation, else per login),
+    renewed every hour: :meth:`set_rate_limit` sets it.
+    """
+
+    #: Files larger than this (bytes) come back from the contents API with
+    #: ``encoding: "none"`` and no content, as GitHub does above 1 MB.
+    contents_inline_limit = 1024 * 1024
+
+    def __init__(
+        self,
+        *,
+        bot_login: str = "the-loop[bot]",
+        user_login: str = "octocat",
+        tokens: Iterable[str] | None = None,
+        app_id: int | None = None,
+        installations: Iterable[int] | None = None,
+    ) -> None:
+        super().__init__(bot_login=bot_login, user_login=user_login)
+        self._tokens = None if tokens is None else set(tokens)
+        self.app_id = app_id
+        self._installations = None if installations is None else set(installations)
+        self._issued: dict[str, int] = {}  # installation token -> installation id
+        self._faults: list[Fault] = []
+        self._chaos: Chaos | None = None
+        self._injected: collections.Counter[str] = collections.Counter()
+        self._requests: list[RecordedRequest] = []
+        self._token_requests: list[int] = []
+        #: One-time codes of the manifest flow -> ``{"manifest", "owner"}``.
+        self.manifests: dict[str, dict[str, Any]] = {}
+        self._suspended: set[int] = set()
+        self._oauth_apps: dict[str, str] = {}  # client id -> client secret
+        self._signed_in: str | None = None  # who approves at the authorize page
+        self._codes: dict[str, tuple[str, str, str]] = {}  # code -> (client, redirect, login)
+        self._user_tokens: dict[str, str] = {}  # user access token -> login
+        self._members: dict[tuple[str, str | None], dict[str, str]] = {}  # -> login: state
+        #: ETag -> when a body with it was first served (its Last-Modified).
+        self._first_served: dict[str, datetime] = {}
+        #: The primary limit per hour the fake reports: GitHub's for an installation of
+        #: a GitHub Enterprise Cloud organization ("Rate limits for the REST API"), so
+        #: long tests keep full speed; :meth:`set_rate_limit` brings it down.
+        self.rate_limit = 15000
+        self._rate_used: collections.Counter[str] = collections.Counter()
+        self._rate_reset = int(datetime.now(UTC).timestamp()) + 3600
+        self.app = create_app(self)
+
+    # -- the primary rate limit ---------------------------------------------------------
+
+    def set_rate_limit(self, *, remaining: int, reset_in: float = 3600.0,
+                       who: str | None = None) -> None:
+        """Make ``x-ratelimit-remaining`` ``remaining`` for ``who`` (``installation:ID``
+        or a login; ``None``: every caller seen so far and the installations' default),
+        resetting ``reset_in`` seconds from now."""
+        with self.lock:
+            self._rate_reset = int(datetime.now(UTC).timestamp() + reset_in)
+            for key in ([who] if who else [*self._rate_used, "installation:1"]):
+                self._rate_used[key] = max(0, self.rate_limit - remaining)
+
+    # -- installations ----------------------------------------------------------------
+
+    def suspend_installation(self, installation_id: int, suspended: bool = True) -> None:
+        """Suspend (or unsuspend) an installation: its tokens stop working (401 "Bad
+        credentials") and no new one is issued (403 "This installation has been
+        suspended"), as GitHub answers a suspended App installation."""
+        with self.lock:
+            if suspended:
+                self._suspended.add(installation_id)
+            else:
+                self._suspended.discard(installation_id)
+
+    def expire_tokens(self, installation_id: int | None = None) -> int:
+        """Revoke the installation tokens issued so far (of one installation, or all)
+        before their hour is up, as GitHub does when a token is revoked or the App's
+        permissions change; they then get 401. Returns how many were revoked."""
+        with self.lock:
+            dead = [t for t, i in self._issued.items()
+                    if installation_id is None or i == installation_id]
+            for token in dead:
+                del self._issued[token]
+            return len(dead)
+
+    # -- OAuth and memberships ----------------------------------------------------------
+
+    def add_oauth_app(self, client_id: str, client_secret: str) -> None:
+        """Register an OAuth client (a GitHub App's client id and secret)."""
+        with self.lock:
+            self._oauth_apps[client_id] = client_secret
+
+    def sign_in_as(self, login: str | None) -> None:
+        """Who is signed in at the fake's web front: the authorize page approves for
+        ``login`` (``None``: it answers ``error=access_denied``)."""
+        with self.lock:
+            self._signed_in = login
+
+    def add_member(self, org: str, login: str, team: str | None = None, *,
+                   state: str = "active") -> None:
+        """Make ``login`` a member of ``org`` (or of its team ``team``, a slug) with
+        membership ``state`` (``active`` or ``pending``)."""
+        with self.lock:
+            self._members.setdefault((org.casefold(), team.casefold() if team else None),
+                                     {})[login.casefold()] = state
+
+    def membership(self, org: str, login: str, team: str | None = None) -> str | None:
+        """The membership state of ``login`` in ``org`` (or its team), or ``None``."""
+        with self.lock:
+            return self._members.get((org.casefold(), team.casefold() if team else None),
+                                     {}).get(login.casefold())
+
+    # -- faults -----------------------------------------------------------------------
+
+    def fail_next(
+        self,
+        path_regex: str,
+        status: int,
+        headers: dict[str, str] | None = None,
+        *,
+        body: Any = None,
+        method: str | None = None,
+        times: int = 1,
+        after: bool = False,
+    ) -> None:
+        """Answer the next ``times`` requests whose path matches ``path_regex``
+        (``re.search``; the path includes any ``/api/v3`` prefix) and, if given, whose
+        method is ``method``, with ``status``, ``headers`` and JSON ``body`` (default
+        ``{"message": "Injected fault"}``) instead of handling them. Faults queue in order.
+        With ``after=True`` the request is handled (a write lands) and the fault replaces
+        its answer: the client sees an error for something that happened.
+        """
+        with self.lock:
+            self._faults.append(
+                Fault(
+                    re.compile(path_regex),
+                    status,
+                    dict(headers or {}),
+                    {"message": "Injected fault"} if body is None else body,
+                    method.upper() if method else None,
+                    times,
+                    after,
+                )
+            )
+
+    def chaos(
+        self,
+        rate: float,
+        *,
+        after_rate: float = 0.0,
+        statuses: tuple[tuple[int, dict[str, str]], ...] = (
+            (502, {}),
+            (403, {"retry-after": "1"}),
+            (429, {"retry-after": "1"}),
+        ),
+        seed: int | None = None,
+        path_regex: str = r"^(?!.*/access_tokens)",
+    ) -> None:
+        """Fail a random fraction ``rate`` of the requests matching ``path_regex`` (default:
+        all but the installation-token endpoint) with one of ``statuses`` (default: 502,
+        a secondary rate limit -- 403 with ``retry-after`` -- and 429); of those faults, a
+        share ``after_rate`` is injected after handling (the answer is lost, the write
+        landed). ``rate=0`` turns it off. Counts are in :attr:`injected`."""
+        with self.lock:
+            self._chaos = Chaos(rate, after_rate, statuses, random.Random(seed),
+                                 re.compile(path_regex)) if rate > 0 else None
+
+    @property
+    def injected(self) -> dict[str, int]:
+        """Faults injected so far: ``{"<status>": n, "<status>-after": n}``."""
+        with self.lock:
+            return dict(self._injected)
+
+    # -- reading ----------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Copy of every request received, in order (faulted ones included)."""
+        with self.lock:
+            return list(self._requests)
+
+    @property
+    def token_requests(self) -> list[int]:
+        """Installation ids for which an access token was issued, in order."""
+        with self.lock:
+            return list(self._token_requests)
+
+    def clear_records(self) -> None:
+        """Forget recorded actions, requests and token requests (state stays)."""
+        with self.lock:
+            self.clear_actions()
+            self._requests.clear()
+            self._token_requests.clear()
+
+    # -- for the routes and the request gate --------------------------------------------
+
+    def log_request(self, recorded: RecordedRequest) -> int:
+        """Append ``recorded`` to :attr:`requests`; returns its index (see
+        :meth:`answered`)."""
+        with self.lock:
+            self._requests.append(recorded)
+            return len(self._requests) - 1
+
+    def answered(self, index: int, status: int) -> None:
+        """Note ``status`` as the answer to logged request ``index`` (if the log still
+        holds it: :meth:`clear_records` may have emptied it meanwhile)."""
+        with self.lock:
+            if index < len(self._requests):
+                self._requests[index] = self._requests[index]._replace(status=status)
+
+    def token_holder(self, credential: str) -> tuple[int | None, str | None]:
+        """``(installation id, login)`` of an API token: the installation of an
+        installation token the fake issued and has not revoked, the login of a user access
+        token (each ``None`` otherwise)."""
+        with self.lock:
+            return self._issued.get(credential), self._user_tokens.get(credential)
+
+    def accepts_token(self, credential: str) -> bool:
+        """Whether a token that is neither an installation's nor a user access token acts
+        as :attr:`user_login`: any but a ``ghs_...`` one, or only one of ``tokens=``."""
+        return not credential.startswith("ghs_") and (
+            self._tokens is None or credential in self._tokens)
+
+    def git_login(self, password: str) -> str | None:
+        """The login a git smart HTTP password (a token) acts as: :attr:`bot_login` for
+        an installation token the fake issued, :attr:`user_login` for one of
+        ``tokens=``; ``None`` for anything else."""
+        with self.lock:
+            if password in self._issued:
+                return self.bot_login
+            if self._tokens is not None and password in self._tokens:
+                return self.user_login
+        return None
+
+    def has_installation(self, installation_id: int) -> bool:
+        """Whether a token can be issued for ``installation_id`` (any, without
+        ``installations=``)."""
+        return self._installations is None or installation_id in self._installations
+
+    def is_suspended(self, installation_id: int) -> bool:
+        """Whether :meth:`suspend_installation` suspended ``installation_id``."""
+        with self.lock:
+            return installation_id in self._suspended
+
+    def issue_token(self, installation_id: int) -> str:
+        """A new installation token (``ghs_...``) for ``installation_id``, recorded in
+        :attr:`token_requests`."""
+        with self.lock:
+            token = f"ghs_fake{installation_id}x{self.next_id()}"
+            self._issued[token] = installation_id
+            self._token_requests.append(installation_id)
+            return token
+
+    def first_served(self, etag: str) -> datetime:
+        """When a body with ``etag`` was first served (now, to the second, the first
+        time): its ``Last-Modified``."""
+        with self.lock:
+            return self._first_served.setdefault(etag, datetime.now(UTC).replace(
+                microsecond=0))
+
+    def count_request(self, who: str, *, counted: bool) -> tuple[int, int]:
+        """Count one request of ``who`` (``installation:ID`` or a login) against the
+        primary rate limit when ``counted`` (a 304 is not), renewing every budget when
+        the hour is up.
+
+        Returns:
+            ``(used, reset)``: requests ``who`` made this hour, and when the hour ends
+            (epoch seconds).
+        """
+        with self.lock:
+            if datetime.now(UTC).timestamp() >= self._rate_reset:  # a new hour
+                self._rate_used.clear()
+                self._rate_reset = int(datetime.now(UTC).timestamp()) + 3600
+            if counted:
+                self._rate_used[who] += 1
+            return self._rate_used[who], self._rate_reset
+
+    def oauth_client_known(self, client_id: str) -> bool:
+        """Whether :meth:`add_oauth_app` registered ``client_id``."""
+        with self.lock:
+            return client_id in self._oauth_apps
+
+    @property
+    def signed_in(self) -> str | None:
+        """Who is signed in at the fake's web front (see :meth:`sign_in_as`)."""
+        with self.lock:
+            return self._signed_in
+
+    def new_oauth_code(self, client_id: str, redirect_uri: str, login: str) -> str:
+        """A one-time code of the OAuth web flow: ``login`` approved ``client_id``, which
+        must send ``redirect_uri`` again (if at all) to exchange it."""
+        code = f"code{self.next_id()}x{random.getrandbits(64):x}"
+        with self.lock:
+            self._codes[code] = (client_id, redirect_uri, login)
+        return code
+
+    def exchange_oauth_code(self, client_id: str, client_secret: str, code: str,
+                            redirect_uri: str | None) -> dict[str, str]:
+        """Exchange a code of :meth:`new_oauth_code` for a user access token (``ghu_...``),
+        once.
+
+        Returns:
+            ``{"access_token", "token_type", "scope"}``, or GitHub's ``{"error"}``:
+            ``incorrect_client_credentials``, ``bad_verification_code`` (unknown, used
+            or another client's code) or ``redirect_uri_mismatch``.
+        """
+        with self.lock:
+            if not client_id or self._oauth_apps.get(client_id) != client_secret:
+                return {"error": "incorrect_client_credentials"}
+            if code not in self._codes or self._codes[code][0] != client_id:
+                return {"error": "bad_verification_code"}
+            if redirect_uri and self._codes[code][1] != redirect_uri:
+                return {"error": "redirect_uri_mismatch"}
+            _, _, login = self._codes.pop(code)
+            token = f"ghu_fake{self.next_id()}x{random.getrandbits(64):x}"
+            self._user_tokens[token] = login
+            return {"access_token": token, "token_type": "bearer", "scope": ""}
+
+    def take_fault(self, method: str, path: str) -> Fault | None:
+        """The fault to answer a ``method`` request of ``path`` with, if any: the first
+        queued one that matches (used up after its ``times``), else possibly a random one
+        of :meth:`chaos`; counted in :attr:`injected`."""
+        with self.lock:
+            return self._take_fault(method, path)
+
+    # -- internals (call with the lock held) ------------------------------------------
+
+    def _take_fault(self, method: str, path: str) -> Fault | None:
+        for fault in self._faults:
+            if (fault.method is None or fault.method == method) and fault.pattern.search(path):
+                fault.times -= 1
+                if fault.times <= 0:
+                    self._faults.remove(fault)
+                self._injected[f"{fault.status}{'-after' if fault.after else ''}"] += 1
+                return fault
+        chaos = self._chaos
+        if chaos is not None and chaos.pattern.search(path) and chaos.rng.random() < chaos.rate:
+            status, headers = chaos.rng.choice(chaos.statuses)
+            after = chaos.rng.random() < chaos.after_rate
+            self._injected[f"{status}{'-after' if after else ''}"] += 1
+            message = ("You have exceeded a secondary rate limit. Please wait a few minutes "
+                       "before you try again." if status in (403, 429) else "Server Error")
+            return Fault(chaos.pattern, status, dict(headers), {"message": message}, None, 1,
+                         after)
+        return None
