@@ -27,7 +27,7 @@ from typing import Any
 import _common as c
 
 from foundation.hooks.classify_feedback import parse_command
-from foundation.hooks.commands import rendered
+from foundation.commands import rendered
 from tests.support.adversarial import SIZE, corpus
 
 TARGET_MS = 50.0

@@ -6,7 +6,7 @@ Counts, over the production packages (tests and benchmarks excluded), from the c
 AST (docstrings and comments never count):
 
 - ``env_reads``: ``os.environ`` / ``os.getenv`` uses outside the settings module
-  (``foundation/settings.py``), per file;
+  (``foundation/settings/environment.py``), per file;
 - ``key_spellings``: string literals or f-string pieces that spell a Redis key of the-loop
   (``...:inbox:...``, ``:delivery:``, ``:lock:`` ...) outside the stores' key modules
   (:data:`KEYS_MODULES`: each owns its key namespaces, ``foundation.redis.namespaces``),

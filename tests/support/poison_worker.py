@@ -20,7 +20,7 @@ _parse = classify_feedback.commands
 
 
 def poisoned(body: str | None) -> set[str]:
-    """:func:`foundation.hooks.commands.commands`, unless ``body`` carries a marker."""
+    """:func:`foundation.commands.commands`, unless ``body`` carries a marker."""
     if body and FREEZE in body:
         re.match(r"(a+)+$", "a" * 80 + "b")  # years of backtracking, the lock held
     if body and EXIT in body:
