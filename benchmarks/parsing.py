@@ -26,8 +26,8 @@ from typing import Any
 
 import _common as c
 
-from foundation.hooks.classify_feedback import parse_command
 from foundation.commands import rendered
+from foundation.hooks.classify_feedback import parse_command
 from tests.support.adversarial import SIZE, corpus
 
 TARGET_MS = 50.0
