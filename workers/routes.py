@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from foundation.events import GitHubEvent
+from foundation.hooks.request_review import render_withdrawn_request
 from foundation.inbox.record import DeliveryRecord
 from foundation.settings import WorkerSettings
 from foundation.turns import RunnerWork, TurnContext, TurnRecords
@@ -47,7 +48,6 @@ from graph.ports import GitHub, IntegrationError
 from graph.refs import WorkItemRef
 from graph.runtime import AdvanceResult, Runtime
 from graph.state import StateError, StateStore, WorkItemState
-from graph.status import render_withdrawn_request
 from workers import metrics as worker_metrics
 from workers.identities import DELETED, SUSPENDED, Installations, Repositories
 from workers.notices import (
