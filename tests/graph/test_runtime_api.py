@@ -117,6 +117,83 @@ def test_runtime_implements_every_method_of_the_public_api():
         assert callable(getattr(Runtime, name)), name
 
 
+# -- no import circle among the core's modules ---------------------------------------------
+
+
+def graph_imports() -> dict[str, set[str]]:
+    """Module -> the ``graph`` modules it imports (lazy and ``TYPE_CHECKING`` imports
+    included). Importing ``a.b.c`` runs ``a.b``'s ``__init__`` first, so it counts as
+    importing that package too, unless the importer is inside it."""
+    files = {}
+    for path in (REPO_ROOT / "graph").rglob("*.py"):
+        parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    edges: dict[str, set[str]] = {m: set() for m in files}
+    for module, path in files.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                named = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in files]
+                named = subs if len(subs) == len(node.names) else [base, *subs]
+            else:
+                continue
+            for target in (t for t in named if t in files and t != module):
+                edges[module].add(target)
+                parts = target.split(".")
+                for k in range(1, len(parts)):
+                    ancestor = ".".join(parts[:k])
+                    if ancestor in files and not module.startswith(ancestor + ".") \
+                            and module != ancestor:
+                        edges[module].add(ancestor)
+    return edges
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle_among_the_graph_modules():
+    assert circles(graph_imports()) == []
+
+
+def test_the_circle_check_finds_a_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
 # -- the delivery worker's seam: state loaded once per delivery ------------------------------
 
 
