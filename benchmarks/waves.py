@@ -1,4 +1,4 @@
-"""Task plans and wave joins (graph/tasks.py, graph/waves.py).
+"""Task plans and wave joins (graph/tasks.py, graph/runtime/waves.py).
 
 1. Planning at the caps: a random DAG of 1,000 tasks and ~10,000 dependency edges (each
    task depends on up to 10 earlier ones, seed 7): ``graph_findings`` + ``build`` (the

@@ -8,7 +8,9 @@ module         its one job
 ``context``    what hooks are handed besides the work item: HookConfig and its handles
 ``compile``    YAML text -> a frozen Graph, validated by ``graph.schema.json``
 ``registry``   hook name -> HookDef (the plugins register themselves elsewhere)
-``runtime``    runs chains, walks edges, parks, escalates, publishes status, force/derive
+``runtime``    the ``Runtime`` (a package): runs chains, walks edges, parks, escalates,
+               orders agent turns and task-plan waves, publishes status; operator verbs
+               (force, drift, migrate) and the rebuild from the artifacts (derive)
 ``effects``    the outbox: every visible effect recorded before it is performed
 ``markers``    the hidden marker that names an effect in a comment
 ``status``     the status comment's text and effect id

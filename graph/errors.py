@@ -14,8 +14,8 @@ exception class in the packages is in this tree, and drawn here::
     │   ├── RegistryError (ValueError)             registry.py
     │   ├── RefError (ValueError)                  refs.py: not a work-item ref
     │   ├── StateError (ValueError)                state.py: a stored state is unreadable
-    │   ├── GraphMismatch (RuntimeError)           runtime.py
-    │   ├── ForceError (ValueError)                runtime.py: `graph force`/`state migrate` refused
+    │   ├── GraphMismatch (RuntimeError)           runtime/shapes.py
+    │   ├── ForceError (ValueError)                runtime/shapes.py: `force`/`migrate` refused
     │   ├── TaskPlanError (ValueError)             tasks.py: a task list is not a valid plan
     │   ├── EnvelopeError (ValueError)             envelope.py: an envelope that does not hold
     │   │   └── EnvelopeLimitError                 past the the-loop.graph/v1 limits

@@ -2,7 +2,9 @@
 
 The rendering is the-loop's own text plus node ids, hook names and repository paths from
 the graph; never text from a webhook payload (specification, "Feedback to the harness").
-The runtime publishes it through the outbox (:mod:`graph.effects`), edited in place.
+The runtime publishes it through the outbox (:mod:`graph.effects`), edited in place. (The
+review request's text, and its withdrawn form, live beside the hook that posts it:
+``foundation/hooks/request_review.py``.)
 """
 
 from __future__ import annotations
@@ -80,25 +82,3 @@ def render_status(
     lines += ["", marker(status_effect(work_item.ref))]
     return "\n".join(lines)
 
-
-def render_withdrawn_request(phase: str, effect: str) -> str:
-    """The review-request comment of a gate's visit once the request is withdrawn (the
-    pull request was converted to a draft), edited in place by the worker: the-loop's own
-    text and the phase name only, keeping the marker of ``effect`` (the request's effect
-    id, ``<ref>/<node>/<visit>/request-review``) so it stays that effect's one comment.
-
-    Args:
-        phase: the gate's phase (from the graph).
-        effect: the review request's effect id.
-
-    Returns:
-        The comment body (Markdown).
-    """
-    return "\n".join([
-        f"~~**the-loop** · phase `{phase}` is waiting for a decision.~~",
-        "",
-        "**Withdrawn**: the pull request was converted to a draft. The review is requested "
-        "again when it is marked ready for review; decisions made before then do not count.",
-        "",
-        marker(effect),
-    ])

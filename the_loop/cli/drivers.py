@@ -276,8 +276,8 @@ def check_cmd(ref: str, repo: Path, graph_path: str | None, recompute: bool,
                         f"`the-loop state migrate {ref} --to-current`")
     else:
         node = runtime.graph.node(state.current_node)
-        chain = runtime._run(node, "exit", state, item, offline, None, local.repo,
-                             record=False)
+        chain = runtime.run_boundary(node, "exit", state, item, offline, None, local.repo,
+                                     record=False)
         fields.update(node=node.id, chain=chain.status,
                       messages=[m.to_dict() for m in chain.messages])
         if node.is_gate and chain.status != "pass":

@@ -38,7 +38,7 @@ def state_extras(state: WorkItemState, runtime: Runtime) -> tuple[dict[str, Any]
         lines.append(f"graph changed: node(s) {', '.join(fields['drift'])} no longer match; "
                      f"`the-loop state migrate {state.ref} --to-current`")
     if state.plan:
-        from graph.waves import PlanRun
+        from graph.runtime.waves import PlanRun
 
         plan = plans.Plan.from_stored(state.plan["tasks"])
         fields["workGraph"] = PlanRun(runtime).document(state, state.plan, plan)

@@ -15,7 +15,7 @@ from graph.ports import GitHub
 from graph.refs import WorkItemRef
 from graph.runtime import AdvanceResult
 from graph.state import WorkItemState
-from graph.status import render_withdrawn_request
+from foundation.hooks.request_review import render_withdrawn_request
 from workers import metrics as worker_metrics
 from workers.notices import ALARM_TEXT, ALARMS, Reactions, alarm_effect
 from workers.routes.agent import Agent, Delivery, Handled, logged_by

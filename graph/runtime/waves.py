@@ -31,19 +31,18 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from graph import tasks as plans
 from graph.context import HookConfig
 from graph.effects import HookEffects
 from graph.model import HookResult, InboundEvent, Message, Node, Status, WorkItem, plain
+from graph.runtime.api import RuntimeAPI
+from graph.runtime.chains import ChainResult
+from graph.runtime.shapes import AdvanceResult, gate_artifacts
 from graph.state import WorkItemState
 from graph.work import CANCELLED, TURN_COMPLETED, TurnEnded, TurnOrder, add_spend, spend_of
-
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from graph.runtime import AdvanceResult, ChainResult, Runtime
 
 #: File name of the portable work graph, beside the plan in the spec directory.
 WORK_GRAPH = "work-graph.json"
@@ -51,9 +50,10 @@ WORK_GRAPH = "work-graph.json"
 
 @dataclass
 class PlanRun:
-    """The plan of one node visit, bound to the runtime that drives it."""
+    """The plan of one node visit, bound to the runtime that drives it (through its
+    public API only)."""
 
-    runtime: Runtime
+    runtime: RuntimeAPI
 
     # -- the step -----------------------------------------------------------------------
 
@@ -72,7 +72,7 @@ class PlanRun:
             run, chain = self._start(state, work_item, config, node, event)
             if run is None:
                 assert chain is not None
-                return rt._park(state, work_item, config, chain, result)
+                return rt.park(state, work_item, config, chain, result)
         plan = plans.Plan.from_stored(run["tasks"])
         if event is not None and event.kind == TURN_COMPLETED and event.turn \
                 and self._record(state, run, node, event, config):
@@ -88,20 +88,20 @@ class PlanRun:
                           f"later waves stay pending"
                           + (f" (blocked: {', '.join(join['blocked'])})" if join["blocked"]
                              else ""))
-                rt._escalate(state, node, reason)
+                rt.escalate(state, node, reason)
                 rt.store.save(state)
                 result.status, result.node = state.status, state.current_node
-                rt._publish(state, work_item, config, node, ())
+                rt.publish(state, work_item, config, node, ())
                 return result
         if run["wave"] > len(plan.waves):
             return None
         if not self._dispatch(state, run, plan, work_item, config, node):
             rt.store.save(state)  # escalated: cost cap
             result.status, result.node = state.status, state.current_node
-            rt._publish(state, work_item, config, node, ())
+            rt.publish(state, work_item, config, node, ())
             return result
         result.status, result.node = state.status, state.current_node
-        rt._publish(state, work_item, config, node, ())
+        rt.publish(state, work_item, config, node, ())
         return result
 
     @staticmethod
@@ -117,8 +117,6 @@ class PlanRun:
     def _start(self, state: WorkItemState, work_item: WorkItem, config: HookConfig,
                node: Node, event: InboundEvent | None,
                ) -> tuple[dict[str, Any] | None, ChainResult | None]:
-        from graph.runtime import ChainResult
-
         rt = self.runtime
         assert node.plan is not None
         path = rt.artifacts_for(work_item, node.plan)
@@ -135,7 +133,7 @@ class PlanRun:
                              for f in findings)
             chain = ChainResult(node.id, "exit", "block", "block", (HookResult(
                 "block", "plan", messages, {}, retriable=False),))
-            rt._record(state, chain, event)
+            rt.record(state, chain, event)
             return None, chain
         run: dict[str, Any] = {
             "node": node.id, "visit": state.visit, "artifact": path, "digest": plan.digest,
@@ -149,9 +147,9 @@ class PlanRun:
         }
         state.plan = run
         rt.store.save(state)
-        rt._log(state, "plan.started", {"node": node.id, "digest": plan.digest,
-                                        "tasks": len(plan.tasks), "edges": plan.edges,
-                                        "waves": len(plan.waves)}, event)
+        rt.log(state, "plan.started", {"node": node.id, "digest": plan.digest,
+                                       "tasks": len(plan.tasks), "edges": plan.edges,
+                                       "waves": len(plan.waves)}, event)
         return run, None
 
     # -- a task's turn ended ------------------------------------------------------------
@@ -177,7 +175,7 @@ class PlanRun:
         if ended.harness_session:
             session["resume"] = ended.harness_session
         passed = ended.ok and ended.merged is not False
-        rt._log(state, "turn.completed", {
+        rt.log(state, "turn.completed", {
             "node": node.id, "task": task, "turn": order.get("number"),
             "status": ended.status, "merged": ended.merged, "cost_usd": ended.cost_usd,
             "seconds": ended.seconds, "head_sha": ended.head_sha,
@@ -187,8 +185,8 @@ class PlanRun:
             run["next_input"].pop(task, None)
             if ended.head_sha:
                 run["heads"][task] = ended.head_sha
-            rt._log(state, "task.passed", {"node": node.id, "task": task,
-                                           "head_sha": ended.head_sha}, event)
+            rt.log(state, "task.passed", {"node": node.id, "task": task,
+                                          "head_sha": ended.head_sha}, event)
             return True
         if ended.ok:  # completed, but its branch did not merge
             text = f"task {task}: its work did not merge into the work item's branch " \
@@ -205,8 +203,8 @@ class PlanRun:
             "hook": "harness", "boundary": "exit",
             "messages": [Message(text, code=code).to_dict()]}}
         run["status"][task] = plans.FAILED if final else plans.PENDING
-        rt._log(state, "task.failed" if final else "task.blocked",
-                {"node": node.id, "task": task, "code": code}, event)
+        rt.log(state, "task.failed" if final else "task.blocked",
+               {"node": node.id, "task": task, "code": code}, event)
         return True
 
     # -- the join -----------------------------------------------------------------------
@@ -226,7 +224,7 @@ class PlanRun:
         run["joins"].append(join)
         run["wave"] += 1
         rt.store.save(state)  # durable before the next wave's first turn
-        rt._log(state, "wave.joined", {"node": run["node"], **join}, None)
+        rt.log(state, "wave.joined", {"node": run["node"], **join}, None)
         self.write_work_graph(state, run, plan, work_item, config, repo)
         return join
 
@@ -270,8 +268,8 @@ class PlanRun:
                                 text=text, sha=current["sha"] if current else None,
                                 message=f"the-loop: {WORK_GRAPH} after wave {run['wave'] - 1}")
         except Exception as exc:  # noqa: BLE001  (recorded; the plan must not wedge)
-            rt._log(state, "notification.failed",
-                    {"channel": "work-graph", "error": type(exc).__name__}, None)
+            rt.log(state, "notification.failed",
+                   {"channel": "work-graph", "error": type(exc).__name__}, None)
         rt.store.save(state)
 
     # -- ordering task turns --------------------------------------------------------------
@@ -294,8 +292,8 @@ class PlanRun:
                 continue
             spent = spend_of(state.spend)["cost_usd"]
             if work.cost_cap_usd is not None and spent >= work.cost_cap_usd:
-                rt._escalate(state, node, f"the agent's cost cap of ${work.cost_cap_usd:.2f} "
-                                          f"for this work item is reached (${spent:.2f} spent)")
+                rt.escalate(state, node, f"the agent's cost cap of ${work.cost_cap_usd:.2f} "
+                                         f"for this work item is reached (${spent:.2f} spent)")
                 return False
             self._order(state, run, plan, work_item, node, task, work.max_turns)
             work.order(TurnOrder.from_dict(run["out"][task]))
@@ -312,8 +310,6 @@ class PlanRun:
     def _order(self, state: WorkItemState, run: dict[str, Any], plan: plans.Plan,
                work_item: WorkItem, node: Node, task_id: str, max_turns: int) -> None:
         """Record task ``task_id``'s next turn as ordered (saved before it is placed)."""
-        from graph.runtime import gate_artifacts
-
         rt = self.runtime
         number = int(run["turns"].get(task_id, 0)) + 1
         session = run["sessions"].setdefault(task_id, {
@@ -340,10 +336,10 @@ class PlanRun:
         run["out"][task_id] = order.to_dict()
         run["status"][task_id] = plans.RUNNING
         rt.store.save(state)
-        rt._log(state, "turn.ordered", {"node": node.id, "task": task_id, "turn": number,
-                                        "wave": plan.wave_of[task_id],
-                                        "session": order.session_id,
-                                        "resume": order.resume is not None}, None)
+        rt.log(state, "turn.ordered", {"node": node.id, "task": task_id, "turn": number,
+                                       "wave": plan.wave_of[task_id],
+                                       "session": order.session_id,
+                                       "resume": order.resume is not None}, None)
 
 
 def now() -> float:
