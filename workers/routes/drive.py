@@ -8,6 +8,7 @@ reactions, the state's bookkeeping).
 from __future__ import annotations
 
 from foundation.events import GitHubEvent
+from foundation.hooks.request_review import render_withdrawn_request
 from graph.context import PHASE_PREFIX, HookConfig
 from graph.markers import effect_id
 from graph.model import InboundEvent, Status, WorkItem
@@ -15,7 +16,6 @@ from graph.ports import GitHub
 from graph.refs import WorkItemRef
 from graph.runtime import AdvanceResult
 from graph.state import WorkItemState
-from foundation.hooks.request_review import render_withdrawn_request
 from workers import metrics as worker_metrics
 from workers.notices import ALARM_TEXT, ALARMS, Reactions, alarm_effect
 from workers.routes.agent import Agent, Delivery, Handled, logged_by
