@@ -37,8 +37,8 @@ through ``git http-backend`` (clone, fetch, push), with HTTP Basic auth whose pa
 must be a token the fake issued (an installation token, or one of ``tokens=``); anything
 else gets 401 with ``WWW-Authenticate: Basic realm="GitHub"``, as github.com answers.
 
-The package, in the manner of Prow's ``prow/github/fakegithub``: :mod:`.fake` (the class),
-:mod:`.factory` (``create_app``: the app and its blueprints), :mod:`.gate` (the request
+The package, in the manner of Prow's ``prow/github/fakegithub``: :mod:`.fake` (the
+state the routes read), :mod:`.served` (the class: that state and its app), :mod:`.factory` (``create_app``: the app and its blueprints), :mod:`.gate` (the request
 log, faults, authentication, conditional requests, the rate limit), :mod:`.common` (what
 every route shares: errors, validation answers, auth helpers, pagination),
 :mod:`.shapes` (GitHub's JSON), one blueprint module per resource family -- :mod:`.apps`
@@ -53,9 +53,9 @@ from __future__ import annotations
 
 from the_loop.sandbox.fakegithub.http.common import DOCS, GHES_PREFIX, GIT_PATH
 from the_loop.sandbox.fakegithub.http.factory import create_app
-from the_loop.sandbox.fakegithub.http.fake import HttpFakeGitHub
 from the_loop.sandbox.fakegithub.http.git import GIT_BACKEND_TIMEOUT
 from the_loop.sandbox.fakegithub.http.records import RecordedRequest
+from the_loop.sandbox.fakegithub.http.served import HttpFakeGitHub
 from the_loop.sandbox.fakegithub.http.serving import QuietHandler, main, serve
 
 __all__ = ["DOCS", "ENDPOINTS", "GHES_PREFIX", "GIT_BACKEND_TIMEOUT", "GIT_PATH",

@@ -23,7 +23,7 @@ from graph.ports import REACTIONS
 from the_loop.sandbox.fakegithub.store import Repo
 
 if TYPE_CHECKING:
-    from the_loop.sandbox.fakegithub.http.fake import HttpFakeGitHub
+    from the_loop.sandbox.fakegithub.http.fake import HttpFakeState
 
 __all__ = [
     "APP_PATH", "DOCS", "EXTENSION", "GHES_PREFIX", "GIT_PATH", "MANIFEST_PATH", "api_base",
@@ -49,10 +49,10 @@ APP_PATH = re.compile(r"^(/api/v3)?/app$")
 GIT_PATH = re.compile(r"^/([A-Za-z0-9._-]+)/([A-Za-z0-9._-]+)\.git(/.*)$")
 
 
-def fake() -> HttpFakeGitHub:
+def fake() -> HttpFakeState:
     """The fake whose app serves the current request (kept in the app's extensions by
     :func:`the_loop.sandbox.fakegithub.http.factory.create_app`)."""
-    return cast("HttpFakeGitHub", current_app.extensions[EXTENSION])
+    return cast("HttpFakeState", current_app.extensions[EXTENSION])
 
 
 # -- answers --------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from the_loop.sandbox.fakegithub.http import (
 from the_loop.sandbox.fakegithub.http.common import EXTENSION, GHES_PREFIX
 
 if TYPE_CHECKING:
-    from the_loop.sandbox.fakegithub.http.fake import HttpFakeGitHub
+    from the_loop.sandbox.fakegithub.http.fake import HttpFakeState
 
 __all__ = ["create_app"]
 
@@ -35,7 +35,7 @@ API = (apps.bp, users.bp, repos.bp, pulls.bp, issues.bp, contents.bp, checks.bp)
 WEB = (oauth.web, git.web, apps.web)
 
 
-def create_app(fake: HttpFakeGitHub) -> Flask:
+def create_app(fake: HttpFakeState) -> Flask:
     """The app that serves ``fake`` (its state and operations; its request log, faults,
     tokens and rate limit). Returns a new app each call; routes reach ``fake`` through
     ``app.extensions["fake_github"]``."""

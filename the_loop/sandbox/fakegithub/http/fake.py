@@ -1,8 +1,9 @@
-"""The fake GitHub with its HTTP front: :class:`HttpFakeGitHub` is the state and the
+"""The fake GitHub's HTTP-side state: :class:`HttpFakeState` is the state and the
 operations of :class:`~the_loop.sandbox.fakegithub.state.FakeGitHub` plus what only HTTP
 has (tokens and installations, OAuth and memberships, injected faults, the request log,
-conditional requests and the primary rate limit) and the Flask app that serves it all
-(:func:`the_loop.sandbox.fakegithub.http.factory.create_app`)."""
+conditional requests and the primary rate limit). The blueprints read it through
+:func:`~the_loop.sandbox.fakegithub.http.common.fake`; :class:`HttpFakeGitHub`
+(:mod:`.served`) adds the Flask app that serves it."""
 
 from __future__ import annotations
 
@@ -13,15 +14,14 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from the_loop.sandbox.fakegithub.http.factory import create_app
 from the_loop.sandbox.fakegithub.http.records import Chaos, Fault, RecordedRequest
 from the_loop.sandbox.fakegithub.state import FakeGitHub
 
-__all__ = ["HttpFakeGitHub"]
+__all__ = ["HttpFakeState"]
 
 
-class HttpFakeGitHub(FakeGitHub):
-    """The fake GitHub's state and operations plus the Flask app that serves them.
+class HttpFakeState(FakeGitHub):
+    """The fake GitHub's state and operations, and what only its HTTP front has.
 
     Args:
         bot_login: login that installation tokens act as (author of their comments).
@@ -85,7 +85,6 @@ class HttpFakeGitHub(FakeGitHub):
         self.rate_limit = 15000
         self._rate_used: collections.Counter[str] = collections.Counter()
         self._rate_reset = int(datetime.now(UTC).timestamp()) + 3600
-        self.app = create_app(self)
 
     # -- the primary rate limit ---------------------------------------------------------
 

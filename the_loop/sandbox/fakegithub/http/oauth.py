@@ -2,8 +2,8 @@
 token for a GitHub App"), on the web host only (:data:`web`).
 
 Register a client with
-:meth:`~the_loop.sandbox.fakegithub.http.fake.HttpFakeGitHub.add_oauth_app` and say who is
-signed in with :meth:`~the_loop.sandbox.fakegithub.http.fake.HttpFakeGitHub.sign_in_as`;
+:meth:`~the_loop.sandbox.fakegithub.http.fake.HttpFakeState.add_oauth_app` and say who is
+signed in with :meth:`~the_loop.sandbox.fakegithub.http.fake.HttpFakeState.sign_in_as`;
 then ``GET /login/oauth/authorize`` approves at once and ``POST /login/oauth/access_token``
 exchanges the code, once, for a ``ghu_...`` user access token.
 """

@@ -1,7 +1,7 @@
 """What the fake GitHub's HTTP front records of each request (:class:`RecordedRequest`)
 and the faults it injects (:class:`Fault`, queued by
-:meth:`~the_loop.sandbox.fakegithub.http.fake.HttpFakeGitHub.fail_next`; :class:`Chaos`,
-set by :meth:`~the_loop.sandbox.fakegithub.http.fake.HttpFakeGitHub.chaos`)."""
+:meth:`~the_loop.sandbox.fakegithub.http.fake.HttpFakeState.fail_next`; :class:`Chaos`,
+set by :meth:`~the_loop.sandbox.fakegithub.http.fake.HttpFakeState.chaos`)."""
 
 from __future__ import annotations
 

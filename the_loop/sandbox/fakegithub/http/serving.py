@@ -12,7 +12,7 @@ from collections.abc import Callable
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from the_loop.sandbox.fakegithub.http.common import GHES_PREFIX
-from the_loop.sandbox.fakegithub.http.fake import HttpFakeGitHub
+from the_loop.sandbox.fakegithub.http.served import HttpFakeGitHub
 
 __all__ = ["QuietHandler", "main", "serve"]
 

@@ -1,6 +1,6 @@
 """People: "Get a user", "Get the authenticated user" and the membership endpoints that
 "Sign in with GitHub" checks (organizations and teams, seeded with
-:meth:`~the_loop.sandbox.fakegithub.http.fake.HttpFakeGitHub.add_member`). Served at the
+:meth:`~the_loop.sandbox.fakegithub.http.fake.HttpFakeState.add_member`). Served at the
 API root and under ``/api/v3``."""
 
 from __future__ import annotations
