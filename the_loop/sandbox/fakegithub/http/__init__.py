@@ -38,7 +38,8 @@ must be a token the fake issued (an installation token, or one of ``tokens=``); 
 else gets 401 with ``WWW-Authenticate: Basic realm="GitHub"``, as github.com answers.
 
 The package, in the manner of Prow's ``prow/github/fakegithub``: :mod:`.fake` (the
-state the routes read), :mod:`.served` (the class: that state and its app), :mod:`.factory` (``create_app``: the app and its blueprints), :mod:`.gate` (the request
+state the routes read), :mod:`.served` (the class: that state and its app),
+:mod:`.factory` (``create_app``: the app and its blueprints), :mod:`.gate` (the request
 log, faults, authentication, conditional requests, the rate limit), :mod:`.common` (what
 every route shares: errors, validation answers, auth helpers, pagination),
 :mod:`.shapes` (GitHub's JSON), one blueprint module per resource family -- :mod:`.apps`
