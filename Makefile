@@ -7,7 +7,7 @@ MERMAID := $(VENV)/mermaid
 OPENAPI := $(VENV)/github-openapi
 AXE     := $(VENV)/axe
 
-.PHONY: run test lint venv clean bench
+.PHONY: run test lint venv clean bench system
 
 venv: $(STAMP) $(MERMAID)/.installed $(OPENAPI)/.installed $(AXE)/.installed
 
@@ -43,6 +43,22 @@ $(AXE)/.installed: tools/axe/package.json tools/axe/package-lock.json
 	cd $(AXE) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $@
 
+# What the tests use beyond the venv, from Debian's packages: Chromium and its ChromeDriver
+# (the dashboard's browser tests) and tmux (the harness's tmux mode). Installed with apt
+# when missing and run as root; otherwise one line names the command, before any test.
+SYSTEM_PACKAGES := chromium chromium-driver tmux
+system:
+	@missing=""; \
+	for cmd in chromium chromedriver tmux; do command -v $$cmd >/dev/null 2>&1 || missing="$$missing $$cmd"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's $(SYSTEM_PACKAGES) (missing:$$missing)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES) >/dev/null; \
+	  else \
+	    echo "the tests need$$missing: run 'sudo apt-get install -y $(SYSTEM_PACKAGES)', then make test"; exit 1; \
+	  fi; \
+	fi
+
 run: venv
 	./scripts/dev-run.sh
 
@@ -50,7 +66,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy graph foundation integrations webhook workers runner the_loop
 
-test: venv lint
+test: venv system lint
 	$(BIN)/python -m pytest -q
 
 bench: venv

@@ -102,7 +102,7 @@ def browser(tmp_path) -> Iterator[webdriver.Chrome]:
     for path in (CHROMIUM, CHROMEDRIVER):
         if not Path(path).is_file():
             pytest.fail(f"{path} is missing: apt-get install -y chromium chromium-driver "
-                        "(.ci/run does)")
+                        "(make test does)")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in ("--headless", "--no-sandbox", "--disable-gpu",
