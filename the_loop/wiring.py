@@ -266,21 +266,24 @@ def build_receiver(settings: Settings, *, connection: redis.Redis | None = None)
 def build_worker(
     settings: Settings, connection: redis.Redis | None = None, *, which: Which | None = None
 ) -> DeliveryProcessor:
-    """The worker's processor: Redis, the graph, the providers (throttled, checked
-    against every operation the graph's hooks and the worker need, observed by the
-    worker's metrics) and the classifier.
+    """The worker's processor: Redis, the graph (its hook calls' tools installed here:
+    :func:`the_loop.graphs.require_tools`), the providers (throttled, checked against
+    every operation the graph's hooks and the worker need, observed by the worker's
+    metrics) and the classifier.
 
     Raises:
-        SettingsError (NoGitHubClient among them), graph.compile.GraphError,
-        integrations.harness.base.HarnessError (a graph using mcp-call without a usable
-        harness on this worker), integrations.providers.ProviderConfigError,
+        SettingsError (NoGitHubClient among them), graph.compile.GraphError (a
+        the_loop.graphs.MissingTool among them: e.g. no Mermaid parser for
+        ``lint-artifacts``' diagram checks), integrations.harness.base.HarnessError (a
+        graph using mcp-call without a usable harness on this worker),
+        integrations.providers.ProviderConfigError,
         integrations.capabilities.CapabilityError: at start-up, naming what to fix.
     """
     from integrations.capabilities import check_capabilities, hooks_needing
     from integrations.classifier import build_classifier
     from integrations.harness.mcp import check_mcp
     from integrations.metrics import ObservedFactory, ObservedIntegration
-    from the_loop.graphs import load_graph
+    from the_loop.graphs import load_graph, require_tools
 
     worker = settings.worker
     if worker.signer is None:
@@ -290,6 +293,7 @@ def build_worker(
     classifier = build_classifier(settings.classifier.config, settings.classifier.token)
     conn = connection or redis_client(settings)
     graph = load_graph(worker.graph_path)
+    require_tools(graph)  # the worker runs every hook: what they need, named now
     # mcp-call runs the harness here, in the worker: checked now, failing closed.
     mcp = check_mcp(settings.harness, graph, settings.environ, settings.runner.home_dir)
     schemas = payload_schemas(settings)

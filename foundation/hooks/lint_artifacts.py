@@ -21,9 +21,15 @@ Tools, and why:
 
 The npm packages are pinned in ``tools/mermaid/package.json`` + ``package-lock.json``;
 ``make venv`` installs them with ``npm ci`` into ``.venv/mermaid``. Another location is
-named by the environment variable ``THE_LOOP_MERMAID_PARSER``. A graph that asks for
-diagram checks where the parser is not installed does not load (see :func:`check_params`):
-a diagram check never passes because nothing checked.
+named by the environment variable ``THE_LOOP_MERMAID_PARSER``.
+
+Compiling a graph needs neither Node nor the npm packages (:func:`check_params` checks
+the ``with:`` block only), so the commands that only read a graph (``the-loop graph
+validate``, ``graph export``) work from ``pip install .`` alone. A process that will run
+the hook with ``diagrams: true`` (the worker, ``the-loop run``, ``decide``, ``check
+--recompute``) asks :func:`check_installed` at its start-up and refuses to start, naming
+the fix (:func:`the_loop.graphs.require_tools`). A diagram check that cannot run anyway
+blocks (``mermaid-not-checked``, retriable): it never passes because nothing checked.
 """
 
 from __future__ import annotations
@@ -60,7 +66,8 @@ MAX_DIAGRAM_CHARS = 50_000  # Mermaid's default maxTextSize: a longer diagram do
 MAX_MARKDOWN_FINDINGS = 50  # per artifact; the rest are counted in one message
 INSTALL_HINT = (
     "run `make venv` (installs tools/mermaid/package.json with npm ci into .venv/mermaid), "
-    f"or install those packages elsewhere and set {PARSER_ENV} to that directory"
+    "or run `npm ci --ignore-scripts` in a copy of tools/mermaid (package.json, "
+    f"package-lock.json) and set {PARSER_ENV} to that directory"
 )
 
 
@@ -135,7 +142,7 @@ def parser_unavailable() -> str | None:
     if missing:
         return (
             f"diagram checks need the npm packages {', '.join(missing)} of Mermaid's parser "
-            f"in {where}/node_modules; {INSTALL_HINT}"
+            f"in {where}/node_modules ({PARSER_ENV}, default <venv>/mermaid); {INSTALL_HINT}"
         )
     return None
 
@@ -290,8 +297,9 @@ def check_params(params: Mapping[str, Any]) -> str | None:
     """Load-time check of a call's ``with:`` block (``HookDef.check``).
 
     Returns the problem, or ``None``: a non-boolean ``markdown``/``diagrams``, nothing to
-    check, unknown rule ids, and — when ``diagrams`` is true — a missing Mermaid parser,
-    naming what to install.
+    check, unknown rule ids, a malformed ``artifacts``. Whether the Mermaid parser is
+    installed is not asked here (compiling a graph needs no Node): see
+    :func:`check_installed`.
     """
     for key in ("markdown", "diagrams"):
         if key in params and not isinstance(params[key], bool):
@@ -310,9 +318,21 @@ def check_params(params: Mapping[str, Any]) -> str | None:
     if artifacts is not None and (not isinstance(artifacts, list | tuple)
                                   or not all(isinstance(a, str) for a in artifacts)):
         return "parameter 'artifacts' must be a list of file names"
-    if params.get("diagrams", False):
-        return parser_unavailable()
     return None
+
+
+def check_installed(params: Mapping[str, Any]) -> str | None:
+    """Start-up check of a call, for a process that will run it: what it needs installed.
+
+    Args:
+        params: the call's (compiled) ``with:`` block.
+
+    Returns:
+        ``None`` without ``diagrams: true`` (PyMarkdown is a Python dependency); else
+        :func:`parser_unavailable`: what is missing (Node, or the npm packages where
+        ``THE_LOOP_MERMAID_PARSER`` points) and how to install it, or ``None``.
+    """
+    return parser_unavailable() if params.get("diagrams", False) else None
 
 
 def _artifacts(ctx: HookContext) -> Iterator[tuple[str, str]]:

@@ -21,7 +21,7 @@ from graph.registry import hook
 # Linear on artifact text from a pull request: a heading's closing ``#``s are stripped
 # after the match, not by a lazy group (quadratic on a long run of spaces); a fence never
 # closed runs to the end (CommonMark), so no opening is scanned to the end twice.
-HEADING_RE = re.compile(r"^#{1,6}[ \t]+(.+)$", re.MULTILINE)
+HEADING_RE = re.compile(r"^(#{1,6})[ \t]+(.+)$", re.MULTILINE)
 FENCE_RE = re.compile(r"^(```|~~~).*?(?:^\1[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
 
 
@@ -29,7 +29,23 @@ def headings(markdown: str) -> set[str]:
     """ATX headings of ``markdown`` (outside fenced code; a fence never closed runs to
     the end), case-folded, closing ``#``s and spaces stripped."""
     text = FENCE_RE.sub("", markdown)
-    return {_heading_text(m.group(1)) for m in HEADING_RE.finditer(text)}
+    return {_heading_text(m.group(2)) for m in HEADING_RE.finditer(text)}
+
+
+def sections(markdown: str) -> set[str]:
+    """The section names of ``markdown``: its headings (as :func:`headings` reads them)
+    but the document's title, its first level-1 heading (``# Requirements``), which names
+    the document and is no section of it. Every other heading is a section, of any level:
+    a level-1 heading after the title too (a document may put its sections at ``#``)."""
+    text = FENCE_RE.sub("", markdown)
+    found: set[str] = set()
+    titled = False
+    for m in HEADING_RE.finditer(text):
+        if not titled and m.group(1) == "#":
+            titled = True
+            continue
+        found.add(_heading_text(m.group(2)))
+    return found
 
 
 def _heading_text(raw: str) -> str:
@@ -64,8 +80,11 @@ def validate_artifacts(ctx: HookContext) -> HookResult:
     """Check each artifact of the node (``produces``, or ``with.artifacts``) in the work
     item's spec directory at the revision ``ctx.config.files`` reads.
 
-    Parameters (``with:``): ``sections`` — headings every artifact must have (a list), or
-    artifact name -> list; ``locked`` — the front matter must say ``locked: true``;
+    Parameters (``with:``): ``sections`` — sections every artifact must have (a list), or
+    artifact name -> list: a section is a heading below the document's title, so the
+    first level-1 heading (``# Requirements``) never counts as one, while any later
+    heading does, ``#`` included (:func:`sections`); ``locked`` — the front matter must
+    say ``locked: true``;
     ``reviewed`` — artifacts that have passed a gate and so must carry their
     ``## Review comments`` record (checked where the record can be written: a local
     checkout or a pull request; an issue's decisions live in state and on the issue; for
@@ -92,7 +111,7 @@ def validate_artifacts(ctx: HookContext) -> HookResult:
                 "must produce it", path=path, code="artifact-missing"))
             continue
         checked.append(path)
-        present = headings(text)
+        present = sections(text)
         for section in _sections_for(name, ctx.params.get("sections")):
             if section.casefold() not in present:
                 findings.append(Message(

@@ -21,7 +21,7 @@ from graph.registry import HookRegistry
 from graph.runtime import Runtime
 from graph.state import MemoryStateStore
 from tests.support.processes import start, stop
-from the_loop.graphs import load_graph
+from the_loop.graphs import MissingTool, load_graph, missing_tools, require_tools
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "mermaid"
 SPEC_DIAGRAMS = (FIXTURES / "spec_diagrams.md").read_text(encoding="utf-8")
@@ -247,26 +247,42 @@ def test_a_parser_that_cannot_run_blocks_and_never_passes(tmp_path, monkeypatch)
 # -- load time ------------------------------------------------------------------------------
 
 
-def test_a_graph_asking_for_diagrams_fails_at_load_when_the_parser_is_absent(
+def test_a_graph_asking_for_diagrams_loads_without_the_parser_and_its_runners_refuse(
         tmp_path, monkeypatch):
     """Given no Mermaid parser where THE_LOOP_MERMAID_PARSER points
     When a graph whose design node asks lint-artifacts for diagrams is loaded
-    Then loading fails naming the file, the node, the hook and what to install."""
+    Then it compiles (reading a graph needs no Node), and the start-up check of a process
+    that runs its hooks fails naming the file, the node, the hook and what to install."""
     monkeypatch.setenv(la.PARSER_ENV, str(tmp_path / "nowhere"))
     path = graph_file(tmp_path)
-    with pytest.raises(GraphError) as err:
-        load_graph(path)
+    graph = load_graph(path)
+    assert graph.node("design").exit[1].params["diagrams"] is True
+    problems = missing_tools(graph)
+    assert problems == [f"{path}: node 'design': exit[1]: hook 'lint-artifacts': "
+                        + la.parser_unavailable()]
+    with pytest.raises(MissingTool) as err:
+        require_tools(graph)
     text = str(err.value)
+    assert isinstance(err.value, GraphError) and "\n" not in text
     assert str(path) in text and "node 'design'" in text and "'lint-artifacts'" in text
     assert "make venv" in text and la.PARSER_ENV in text and "mermaid" in text
+    assert "npm ci" in text and str(tmp_path / "nowhere" / "node_modules") in text
     # Markdown alone needs no parser.
-    assert load_graph(graph_file(tmp_path, "{markdown: true}")).node("design")
+    assert missing_tools(load_graph(graph_file(tmp_path, "{markdown: true}"))) == []
 
 
-def test_without_node_on_path_the_load_error_says_to_install_node(tmp_path, monkeypatch):
+def test_with_the_parser_installed_nothing_is_missing():
+    assert la.parser_unavailable() is None, la.parser_unavailable()
+    assert missing_tools(load_graph()) == []
+    require_tools(load_graph())
+
+
+def test_without_node_on_path_the_graph_loads_and_the_start_up_check_says_install_node(
+        tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(GraphError, match="Node.js"):
-        load_graph(graph_file(tmp_path))
+    graph = load_graph(graph_file(tmp_path))
+    with pytest.raises(MissingTool, match="Node.js"):
+        require_tools(graph)
 
 
 @pytest.mark.parametrize(("lint_with", "problem"), [
@@ -355,7 +371,8 @@ def test_a_design_artifact_with_an_unparseable_mermaid_block_blocks_the_node():
 
 def test_a_worker_without_the_mermaid_parser_refuses_to_start_naming_the_fix(
         tmp_path, redis_ns):
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path),
+    root = Path(__file__).resolve().parents[2]  # this tree's code, not the installed one
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(root),
            "REDIS_URL": redis_ns.url,
            "THE_LOOP_REDIS_PREFIX": redis_ns.prefix, "THE_LOOP_QUEUE": redis_ns.queue_name,
            la.PARSER_ENV: str(tmp_path / "no-parser")}

@@ -44,6 +44,18 @@ def _fail(action: str, as_json: bool, status: str, message: str, **fields: Any) 
     raise click.ClickException(message)
 
 
+def _require_tools(local: Local, action: str, as_json: bool, ref: str) -> None:
+    """Refuse (exit 1, naming the fix) when a hook call of the graph cannot run here,
+    e.g. ``lint-artifacts``' diagram checks without Mermaid's parser
+    (:func:`the_loop.graphs.require_tools`): for the commands that run exit chains."""
+    from the_loop.graphs import MissingTool, require_tools
+
+    try:
+        require_tools(local.graph)
+    except MissingTool as exc:
+        _fail(action, as_json, "tools-missing", str(exc), ref=ref)
+
+
 def _driver(settings: Settings, local: Local, action: str, as_json: bool,
             ref: str) -> tuple[LocalDriver | None, str | None]:
     """The local driver of agent turns and the harness's version text, or ``(None,
@@ -139,6 +151,7 @@ def run_cmd(ref: str, repo: Path, graph_path: str | None, dry_run: bool,
     escalated."""
     settings = read_settings()
     local = open_checkout(repo, ref, graph_path, settings)
+    _require_tools(local, "run", as_json, ref)
     driver, version = _driver(settings, local, "run", as_json, ref)
     if dry_run:
         _dry_run(settings, local, driver, version, ref, as_json)
@@ -248,6 +261,7 @@ def check_cmd(ref: str, repo: Path, graph_path: str | None, recompute: bool,
         problems.append(f"state is unreadable ({exc}); re-derived from the artifacts")
         recompute = True
     if recompute:
+        _require_tools(local, "check", as_json, ref)  # derive runs every validating hook
         verdicts = runtime.derive(item, offline, repo=local.repo)
         fields["verdicts"] = [_verdict_dict(v) for v in verdicts]
         derived_at = verdicts[-1].node if verdicts else runtime.graph.start
@@ -427,6 +441,7 @@ def decide_cmd(ref: str, decision: str, login: str, comment_file: Path | None, r
                                "--comment-file FILE")
     settings = read_settings()
     local = open_checkout(repo, ref, graph_path, settings)
+    _require_tools(local, "decide", as_json, ref)
     try:
         state = local.runtime.store.load(ref)
     except StateError as exc:

@@ -22,11 +22,13 @@ from the_loop.cli.base import emit, graph_group, open_operator, read_settings, s
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def graph_validate(file: str | None, as_json: bool) -> None:
     """Compile FILE (default: the shipped graph); report the first structural error, naming
-    the file, the node and the field or hook."""
+    the file, the node and the field or hook. A hook call that could not run here (e.g.
+    diagram checks without Mermaid's parser) is a warning: the graph is valid, and the
+    processes that run its hooks refuse to start here until it is installed."""
     import warnings
 
     from graph.compile import GraphError
-    from the_loop.graphs import load_graph
+    from the_loop.graphs import load_graph, missing_tools
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -38,6 +40,8 @@ def graph_validate(file: str | None, as_json: bool) -> None:
                 sys.exit(1)
             raise click.ClickException(str(exc)) from None
     notes = [str(w.message) for w in caught]
+    notes += [f"{problem}; the worker, `the-loop run`, `decide` and `check --recompute` "
+              "refuse to start here" for problem in missing_tools(graph)]
     if as_json:
         emit("graph.validate", True, "valid", file=graph.source, digest=graph.digest,
              nodes=list(graph.nodes), warnings=notes,
