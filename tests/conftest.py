@@ -31,6 +31,31 @@ TEST_REDIS_URL = os.environ.get("THE_LOOP_TEST_REDIS_URL", "redis://127.0.0.1:63
 _SHARED_SETS = ("rq:queues", "rq:workers")
 
 
+#: pytest-xdist workers of a run that names no ``-n`` (``THE_LOOP_TEST_WORKERS`` overrides):
+#: the e2e tests mostly wait on their subprocesses, so on 2 cores 4 workers beat 2.
+DEFAULT_WORKERS = int(os.environ.get("THE_LOOP_TEST_WORKERS", "4"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Run in ``DEFAULT_WORKERS`` parallel processes, ``--dist loadgroup`` (so tests marked
+    ``xdist_group`` share one worker), unless the command line names ``-n`` (``-n 0``:
+    serially), xdist is off (``-p no:xdist``), this is a worker already, or every
+    argument is a single test's node id (``path::test``: a worker pool would only add its
+    start-up). Runs before xdist's own ``pytest_cmdline_main``, which turns ``-n`` into
+    its workers."""
+    if not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput"):
+        return
+    if config.option.numprocesses is not None or DEFAULT_WORKERS <= 0:
+        return
+    args = config.args
+    if args and all("::" in arg for arg in args):
+        return
+    config.option.numprocesses = DEFAULT_WORKERS
+    if config.option.dist == "no":
+        config.option.dist = "loadgroup"
+
+
 def fixture_files() -> list[tuple[str, Path]]:
     """Every webhook payload fixture as ``(event, path)``; the event is the folder name."""
     return sorted(

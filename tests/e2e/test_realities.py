@@ -173,6 +173,12 @@ def test_a_secondary_rate_limit_delays_the_retry_at_least_retry_after(stack):
     Then the delivery is scheduled for retry no sooner than 120 s after the answer (the
       recorded retry time, not the 1 s backoff), and the worker's line says retrying."""
     enrolled(stack)
+    # The enrolment writes its own phase label at the end of its delivery, after the state
+    # is saved: the fault is queued only once that write was answered, or it would take it.
+    labels = f"/repos/{REPO}/issues/1/labels"
+    wait_until(lambda: any(r.method == "POST" and r.path.endswith(labels) and r.status
+                           for r in stack.fake.requests),
+               what="the enrolment's phase label written")
     # The phase label of the node the approval moves to: a write the delivery needs.
     stack.fake.fail_next(rf"/repos/{REPO}/issues/1/labels$", 403, {"retry-after": "120"},
                          method="POST", body={

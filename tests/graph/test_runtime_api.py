@@ -78,7 +78,7 @@ def test_nothing_outside_the_runtime_package_uses_a_private_of_a_runtime():
 
 def test_the_scan_covers_the_callers_and_the_package_clients():
     names = {str(p.relative_to(REPO_ROOT)) for p in scanned_files()}
-    assert {"the_loop/drivers.py", "workers/routes.py", "graph/runtime/waves.py",
+    assert {"the_loop/cli/drivers.py", "workers/routes/drive.py", "graph/runtime/waves.py",
             "graph/runtime/operator.py", "tests/graph/test_runtime.py"} <= names
     assert "graph/runtime/walk.py" not in names
 

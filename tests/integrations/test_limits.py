@@ -250,26 +250,43 @@ def test_throttle_spaces_writes_after_a_burst(redis_ns) -> None:
 def test_throttle_is_shared_by_every_worker(redis_ns) -> None:
     workers = [WriteThrottle(redis.Redis.from_url(redis_ns.url), redis_ns.prefix, burst=10)
                for _ in range(3)]
-    waits: list[float] = []
+    # (call started, wait, call returned), seconds: a wait is relative to the moment Redis
+    # ran the reservation, somewhere between the two, so the slot it reserves is that
+    # moment plus the wait. Gaps between waits would drift when a thread is descheduled
+    # between calls; the slots (absolute times) do not.
+    calls: list[tuple[float, float, float]] = []
     lock = threading.Lock()
 
     def write(throttle: WriteThrottle) -> None:
         for _ in range(10):
+            started = time.time()
             wait = throttle.reserve("installation:9")
+            returned = time.time()
+            assert wait is not None
             with lock:
-                waits.append(wait)
+                calls.append((started, wait, returned))
 
     threads = [threading.Thread(target=write, args=(w,)) for w in workers]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    waits.sort()
+    waits = sorted(wait for _, wait, _ in calls)
     assert waits[:10] == [0.0] * 10 and all(w > 0 for w in waits[10:])
-    # 30 writes: 10 at once, then one per 60/70 s -- wherever they came from.
-    assert waits[-1] == pytest.approx(20 * 60 / 70, abs=0.5)
-    for earlier, later in zip(waits[10:], waits[11:], strict=False):
-        assert later - earlier == pytest.approx(60 / 70, abs=0.2)
+    # 30 writes: 10 at once, then one per 60/70 s (858 ms, rounded up) -- wherever they came
+    # from. The schedule starts when Redis ran the first reservation (S): the stored
+    # schedule ends 30 intervals after it, and S lies between the earliest call's start and
+    # the earliest return.
+    interval = 0.858
+    tat = float(redis_ns.client.hget(workers[0].key("installation:9"), "tat1")) / 1000
+    start = tat - 30 * interval
+    ms = 0.0015  # Redis's TIME is read in whole milliseconds
+    assert min(c[0] for c in calls) - ms <= start <= min(c[2] for c in calls) + ms
+    slots = sorted((started + wait, returned + wait) for started, wait, returned in calls
+                   if wait > 0)
+    for n, (earliest, latest) in enumerate(slots, start=1):
+        assert earliest - ms <= start + n * interval <= latest + ms, (n, slots)
+    assert max(waits) <= 20 * interval + ms
 
 
 def test_hourly_budget_and_max_wait(redis_ns) -> None:

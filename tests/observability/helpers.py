@@ -29,7 +29,10 @@ def value(parsed: dict, name: str, **labels: str) -> float | None:
     return parsed.get((name, tuple(sorted(labels.items()))))
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "it") -> Any:
+def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "it") -> Any:
+    """Poll ``predicate`` every 50 ms until it returns something truthy (returned) or
+    ``timeout`` seconds pass (AssertionError naming ``what``): a generous deadline for a
+    loaded machine, and a wait that ends as soon as the condition holds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         result = predicate()

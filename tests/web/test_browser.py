@@ -39,7 +39,9 @@ from tests.web.conftest import TOKEN, environment
 from tests.web.seed import AT_GATE, FORCED, PARKED, Seeded, seed
 from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 
-pytestmark = pytest.mark.e2e
+# One worker runs the module (pytest-xdist, --dist loadgroup): its receiver and Chromium are
+# set up once, not once per worker, and one run writes test-output/browser/.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("browser")]
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 AXE = Path(sys.prefix) / "axe" / "node_modules" / "axe-core" / "axe.min.js"

@@ -19,6 +19,10 @@ from tests.conftest import TEST_REDIS_URL, RedisNamespace, _cleanup, load_fixtur
 from tests.observability.helpers import free_port, wait_until
 from tests.support.processes import start, stop
 
+# One worker runs the module (pytest-xdist, --dist loadgroup): each gunicorn it starts is
+# started once, not once per worker.
+pytestmark = pytest.mark.xdist_group("chunked-gunicorn")
+
 BIN = Path(sys.executable).parent
 SECRET = "chunked-secret-9b1e"
 SIZE_MARKER = b"7a7a7a7a7a7a7a7a7a7a7a7a"  # a chunk size no log line may quote
