@@ -78,6 +78,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from graph.context import HookConfig
+from graph.errors import LoopError
 from graph.markers import OwnAccounts, find_effect, marker, own_effect
 from graph.ports import (
     OPERATIONS,
@@ -250,7 +251,7 @@ class HookEffects:
                 # The earlier attempt may have landed and the target cannot be read back:
                 # at most once, so it is not made again.
                 previous.update(status="done", result={"unconfirmed": True}, at=time.time())
-                self.store.save_effect(self.state, effect)
+                self._save(effect, name, op)
                 log.warning("effect %s (%s %s) was left pending by an earlier attempt and "
                             "%s cannot be read back: not performed again (at most once)",
                             effect, name, op, name)
@@ -272,7 +273,7 @@ class HookEffects:
             }
             self.state.effects[effect] = record
             # Persist BEFORE the side effect: a crash from here on leaves it pending.
-            self.store.save_effect(self.state, effect)
+            self._save(effect, name, op)
         try:
             result = (self._reconcile(integration, op, params, record, effect, previous)
                       if retry else None)
@@ -283,7 +284,7 @@ class HookEffects:
                 with self._lock:  # the target answered: it did not make it, so it may again
                     if not self._closed:
                         record.update(status="failed", at=time.time())
-                        self.store.save_effect(self.state, effect)
+                        self._save(effect, name, op)
             if exc.retriable:
                 raise RetryLater.from_error(exc) from exc
             raise
@@ -291,8 +292,30 @@ class HookEffects:
             if self._closed:  # abandoned meanwhile: the runtime owns the state now
                 return result
             record.update(status="done", result=summary(result), at=time.time())
-            self.store.save_effect(self.state, effect)
+            self._save(effect, name, op)
         return result
+
+    def _save(self, effect: str, name: str, op: str) -> None:
+        """Record ``effect`` in the state store.
+
+        The store being unreachable (a dropped or timed-out connection) is a transient
+        failure of the-loop's own infrastructure, never the hook's verdict: it is raised as
+        :class:`RetryLater` (``integration="state"``), so the delivery is retried and the
+        outbox converges (a pending record is looked up or replayed). The-loop's own refusals
+        (a :class:`~graph.errors.LoopError`, e.g. the work item's lock taken over) pass
+        through unchanged.
+
+        Raises:
+            RetryLater: the store failed to record the effect.
+        """
+        try:
+            self.store.save_effect(self.state, effect)
+        except LoopError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (the store's client errors: not ours)
+            raise RetryLater(f"the state store could not record effect {effect} "
+                             f"({name} {op}): {type(exc).__name__}",
+                             integration="state", op="save-effect") from exc
 
     # -- what identifies an effect at its target -----------------------------------------
 

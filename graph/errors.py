@@ -56,6 +56,7 @@ exception class in the packages is in this tree, and drawn here::
     │   └── TurnAbandoned                          service.py: another attempt took the turn
     └── the_loop
         ├── NoGitHubClient (SettingsError)         wiring.py
+        ├── MissingTool (GraphError)               graphs.py: a hook's tool is not installed
         ├── UpgradeError (ConfigFileError)         upgrade.py
         ├── ManifestError (ValueError)             manifest.py
         ├── AppCreateError                         app_create.py: the manifest flow failed

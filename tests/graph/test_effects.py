@@ -13,6 +13,7 @@ from foundation.config.repository import Collaborators
 from graph.compile import compile_graph
 from graph.context import HookConfig
 from graph.effects import EffectProxy, HookEffects, hook_keys, is_side_effect
+from graph.errors import LoopError
 from graph.markers import find_effect
 from graph.model import HookResult, InboundEvent, WorkItem
 from graph.ports import OPERATIONS, IntegrationError, RetryLater
@@ -478,3 +479,36 @@ def test_a_comment_that_names_itself_stays_single_when_the_state_lost_its_effect
     assert requests == [f"{REF}/requirements-approval/1/request-review"]
     results = runtime.store.load(REF).results["requirements-approval"]["entry"]
     assert next(r for r in results if r["hook"] == "request-review")["data"]["reused"]
+
+
+class UnreachableStore(MemoryStateStore):
+    """A store whose client fails its effect writes, as Redis does when its connection is
+    dropped or times out."""
+
+    def save_effect(self, state, effect):
+        raise ConnectionError("connection to the store timed out")
+
+
+def test_a_store_that_cannot_record_an_effect_retries_the_delivery_not_a_verdict():
+    state, gh = WorkItemState(REF, "g", "n"), FakeGitHub()
+    effects = HookEffects(state, UnreachableStore(), f"{REF}/n/1/h")
+    with pytest.raises(RetryLater) as raised:
+        effects.perform("github", gh, "add-label", {"repo": REPO, "number": 1, "label": "x"})
+    assert raised.value.retriable and raised.value.integration == "state"
+    assert "ConnectionError" in str(raised.value)
+    assert gh.actions == []  # recorded before performed: nothing was made
+
+
+def test_a_refusal_of_the_loop_from_the_store_passes_through():
+    class Refusing(MemoryStateStore):
+        def save_effect(self, state, effect):
+            raise LoopErrorForTest("the work item's lock was taken over")
+
+    effects = HookEffects(WorkItemState(REF, "g", "n"), Refusing(), f"{REF}/n/1/h")
+    with pytest.raises(LoopErrorForTest):
+        effects.perform("github", FakeGitHub(), "add-label",
+                        {"repo": REPO, "number": 1, "label": "x"})
+
+
+class LoopErrorForTest(LoopError):
+    """Stands for a store's own refusal (``workers.state.LockLost``)."""
