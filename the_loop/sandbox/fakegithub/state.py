@@ -200,17 +200,7 @@ class FakeGitHub(FakeStore, Transport):
         if content not in REACTIONS:
             raise _refused("add-reaction", 422, f"content {content!r} is not a reaction",
                            "invalid")
-        with self.lock:
-            full_name = self.repo(repo).full_name
-            existing = self.reaction_store.setdefault(comment_id, [])
-            found = next((x for x in existing
-                          if x["user"] == self.actor and x["content"] == content), None)
-            if found is None:
-                found = {"id": self.next_id(), "user": self.actor, "content": content,
-                         "created_at": now()}
-                existing.append(found)
-            self.record(f"{full_name}:add-reaction:{comment_id}:{content}")
-            return {"id": found["id"]}
+        return self._react(self.reaction_store, "add-reaction", repo, comment_id, content)
 
     def add_review_comment_reaction(self, repo: str, comment_id: int,
                                     content: str) -> Created:
@@ -219,9 +209,15 @@ class FakeGitHub(FakeStore, Transport):
         op = "add-review-comment-reaction"
         if content not in REACTIONS:
             raise _refused(op, 422, f"content {content!r} is not a reaction", "invalid")
+        return self._react(self.review_reaction_store, op, repo, comment_id, content)
+
+    def _react(self, store: dict[int, list[dict[str, Any]]], op: str, repo: str,
+               comment_id: int, content: str) -> Created:
+        """The actor's ``content`` reaction on ``comment_id`` in ``store`` (issue comments'
+        or review comments' reactions), made once: the same one again is returned again."""
         with self.lock:
             full_name = self.repo(repo).full_name
-            existing = self.review_reaction_store.setdefault(comment_id, [])
+            existing = store.setdefault(comment_id, [])
             found = next((x for x in existing
                           if x["user"] == self.actor and x["content"] == content), None)
             if found is None:
