@@ -112,7 +112,9 @@ class ClaudeCode(BinaryHarness):
         killed = killed_status(proc.reason)
         if killed and stream.result is None:
             return outcome(killed, limit_detail(proc.reason, request.limits))
-        if stream.unknown_session and request.resume and stream.result is None:
+        lost = stream.unknown_session and request.resume and (
+            stream.result is None or result.get("subtype") != "success")
+        if lost:
             return outcome("resume-failed", (
                 f"claude has no session {request.resume} to resume (it needs the same HOME "
                 "and workspace): start a fresh session"))
@@ -121,5 +123,10 @@ class ClaudeCode(BinaryHarness):
                            f"claude ended (exit {proc.exit_code}) without a result line")
         subtype = result.get("subtype")
         if subtype != "success" or result.get("is_error") is True:
-            return outcome("failed", f"claude's result is {str(subtype)[:40]!r}")
+            said = result.get("errors") or result.get("result") or ""
+            if isinstance(said, list):
+                said = "; ".join(str(item) for item in said)
+            return outcome("failed", (f"claude's result is {str(subtype)[:40]!r}"
+                                      f" (is_error {result.get('is_error')!r}): "
+                                      f"{str(said)[:200]}"))
         return outcome("completed")

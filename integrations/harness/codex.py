@@ -39,6 +39,7 @@ class _Events:
         self.thread: str | None = None
         self.completed = 0
         self.failed = False
+        self.warnings: list[str] = []
         self.input_tokens = 0
         self.output_tokens = 0
 
@@ -60,9 +61,14 @@ class _Events:
             self.output_tokens += int(number(usage.get("output_tokens"), integer=True))
             self.completed += 1
             return True
-        elif kind in ("turn.failed", "error"):
+        elif kind == "turn.failed":
             self.failed = True
-            return kind == "turn.failed"
+            return True
+        elif kind == "error":
+            # A stream error (a retried 5xx, a reconnect) is a warning: the turn's
+            # outcome is turn.completed / turn.failed and the exit status.
+            message = event.get("message")
+            self.warnings.append(str(message)[:200] if message is not None else "error")
         return False
 
 
