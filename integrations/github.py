@@ -501,9 +501,15 @@ def _decoded(output: str) -> Any:
 def _html_answer(op: str, target: str, status: int | None,
                  headers: Mapping[str, Any] | None) -> IntegrationError | None:
     """The error for an answer that is a web page rather than the REST API's JSON (a base
-    URL without ``/api/v3`` on GitHub Enterprise Server reaches its web UI), or ``None``."""
+    URL without ``/api/v3`` on GitHub Enterprise Server reaches its web UI), or ``None``.
+
+    Only a 2xx/3xx web page means a wrong URL: GitHub answers an outage (500, 502, 503)
+    with its HTML error page too, and that is a 5xx like any other (retried, see
+    :func:`~integrations.github_ops.errors.http_error`); a 4xx page goes the same way."""
     lower = {str(k).lower(): str(v) for k, v in (headers or {}).items()}
     if "text/html" not in lower.get("content-type", "").lower():
+        return None
+    if status is not None and status >= 400:
         return None
     return IntegrationError(
         f"github {op} on {target}: GitHub answered HTTP {status} with an HTML page, not "

@@ -14,7 +14,7 @@ import responses
 from foundation.hooks.lint_artifacts import lint_markdown
 from foundation.settings import Settings, SettingsError
 from graph.effects import HookEffects
-from graph.ports import IntegrationError, RateLimited, RetryLater
+from graph.ports import IntegrationError, RateLimited, RetryLater, Unavailable
 from graph.state import MemoryStateStore, WorkItemState
 from integrations.github import GitHubClients, GitHubSettings
 from integrations.jira import JiraApi
@@ -137,6 +137,18 @@ def test_an_html_answer_is_a_clear_error_not_a_type_error():
     with pytest.raises(IntegrationError, match="HTML page, not the REST API's JSON") as info:
         token_client(api_url=base).for_installation(None).get_repository(repo=REPO)
     assert not info.value.retriable
+
+
+@responses.activate
+def test_githubs_html_502_page_is_a_retriable_outage_not_a_wrong_url():
+    base = "https://ghe.example.com/api/v3"
+    responses.get(f"https://ghe.example.com:443/api/v3/repos/{REPO}", status=502,
+                  body="<html><body>Unicorn! 502 Server Error</body></html>",
+                  content_type="text/html; charset=utf-8")
+    with pytest.raises(Unavailable) as info:
+        token_client(api_url=base).for_installation(None).get_repository(repo=REPO)
+    assert info.value.retriable and info.value.status == 502
+    assert "HTML page" not in str(info.value)
 
 
 # -- 9: Jira auth and errors ----------------------------------------------------------------
