@@ -72,6 +72,17 @@ def test_a_wrong_token_a_foreign_next_and_a_cross_site_post_are_refused(site):
         assert sign_in(site, next_path=target).headers["Location"] == "/ui/"
 
 
+def test_a_next_with_a_line_break_is_a_400_not_a_500(site):
+    for target in ("/ui/\r\nSet-Cookie: x=1", "/ui/\nx", "/ui/\x00"):
+        answer = sign_in(site, next_path=target)
+        assert answer.status_code == 400, (target, answer.status_code)
+        assert "Set-Cookie" not in answer.headers
+        assert "not a dashboard path" in answer.data.decode()
+        assert "x=1" not in answer.data.decode()  # the value is never echoed
+    login = page(site, "/ui/login?next=" + urllib.parse.quote("/ui/\r\nx"))
+    assert "\r\nx" not in login
+
+
 def test_removing_a_token_from_the_settings_ends_its_sessions(redis_ns, site):
     sign_in(site, token=OTHER_TOKEN)
     cookie = site.client.get_cookie("the_loop_session", domain="loop.test").value

@@ -240,10 +240,17 @@ def vendor(name: str) -> Response:
 # -- signing in ---------------------------------------------------------------------------
 
 
+def _controls(value: str | None) -> bool:
+    """Whether ``value`` holds a control character (CR, LF, NUL...): such a ``next`` can
+    never be a ``Location`` header (werkzeug refuses a header value with a newline)."""
+    return bool(value) and any(ord(char) < 0x20 or ord(char) == 0x7F for char in value or "")
+
+
 def _next(value: str | None) -> str:
-    """A place on the dashboard to go after signing in (never another site)."""
+    """A place on the dashboard to go after signing in (never another site, never a
+    value with control characters)."""
     if value and value.startswith(f"{links.UI_PREFIX}/") and not value.startswith("//") \
-            and "\\" not in value:
+            and "\\" not in value and not _controls(value):
         return value
     return f"{links.UI_PREFIX}/"
 
@@ -279,6 +286,10 @@ def login() -> Response:
 @ui.post("/login")
 def login_token() -> ResponseReturnValue:
     """Sign in with a token: 303 to the page asked for, or the sign-in page again."""
+    if _controls(request.form.get("next")):
+        return page("login.html", "Sign in", status=400, next=f"{links.UI_PREFIX}/",
+                    configured=web().auth.configured,
+                    error="The page to go to after signing in is not a dashboard path.")
     next_path = _next(request.form.get("next"))
     if not _same_origin():
         return page("login.html", "Sign in", status=403, next=next_path,
