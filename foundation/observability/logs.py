@@ -31,6 +31,7 @@ __all__ = [
     "DELIVERY_ID",
     "WORK_ITEM",
     "ContextFilter",
+    "ThirdPartyFilter",
     "bind",
     "clear",
     "configure",
@@ -77,6 +78,34 @@ class ContextFilter(logging.Filter):
         return True
 
 
+#: Loggers whose INFO lines are the-loop's own story: its packages, RQ's job lines and
+#: gunicorn's. Every other logger (PyMarkdown, urllib3, PyGithub...) is a library's.
+OWN_LOGGERS = ("graph", "foundation", "integrations", "webhook", "workers", "runner",
+               "the_loop", "rq", "gunicorn", "__main__")
+
+
+class ThirdPartyFilter(logging.Filter):
+    """Keep a library's records at WARNING and above only, unless the process logs at
+    DEBUG: at INFO, PyMarkdown (run by ``lint-artifacts``) writes one record per line of
+    the artifact it lints, which would flood the worker's log with artifact text. Attached
+    to the handler, so the root logger's level stays as configured and a library's
+    warnings and errors still come through.
+
+    Args:
+        level: the process's ``THE_LOOP_LOG_LEVEL`` name (``DEBUG`` lets every record by).
+    """
+
+    def __init__(self, level: str = "INFO") -> None:
+        super().__init__()
+        self.everything = str(level).upper() == "DEBUG"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.everything or record.levelno >= logging.WARNING:
+            return True
+        top = record.name.split(".", 1)[0]
+        return top in OWN_LOGGERS or record.name == "root"
+
+
 def json_formatter() -> logging.Formatter:
     """One JSON object per record: ``timestamp``, ``level``, ``logger``, ``message``, then
     ``delivery_id``/``work_item`` (when bound), any ``extra=`` fields and ``exc_info``.
@@ -119,14 +148,15 @@ def logging_dict(settings: LogSettings, *, gunicorn: bool = False) -> dict[str, 
     config: dict[str, Any] = {
         "version": 1,
         "disable_existing_loggers": False,
-        "filters": {"context": {"()": ContextFilter}},
+        "filters": {"context": {"()": ContextFilter},
+                    "libraries": {"()": ThirdPartyFilter, "level": level}},
         "formatters": {"the_loop": formatter},
         "handlers": {
             "stdout": {
                 "class": "logging.StreamHandler",
                 "stream": "ext://sys.stdout",
                 "formatter": "the_loop",
-                "filters": ["context"],
+                "filters": ["context", "libraries"],
             },
         },
         "root": {"level": level, "handlers": ["stdout"]},

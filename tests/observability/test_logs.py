@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import logging.config
 import os
 import runpy
 import sys
@@ -200,3 +201,51 @@ def test_a_json_line_keeps_text_orjson_would_refuse(capsys) -> None:
     assert line["message"] == "label \ud800x"
     assert line["big"] == 2**70
     assert "Logging error" not in out.err
+
+
+@pytest.fixture
+def configured_root():
+    """The root logger configured by :func:`logs.logging_dict` at INFO, its handler
+    writing to a buffer; the root's handlers and level put back afterwards."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    buffer = io.StringIO()
+    config = logs.logging_dict(Settings.from_env({"THE_LOOP_LOG_FORMAT": "text"}).logging)
+    config["handlers"]["stdout"]["stream"] = buffer
+    logging.config.dictConfig(config)
+    try:
+        yield buffer
+    finally:
+        for handler in list(root.handlers):
+            if handler not in handlers:
+                root.removeHandler(handler)
+        for handler in handlers:
+            if handler not in root.handlers:
+                root.addHandler(handler)
+        root.setLevel(level)
+
+
+def test_a_lint_of_a_long_artifact_adds_no_library_info_line(configured_root):
+    from foundation.hooks.lint_artifacts import lint_markdown
+
+    body = "\n".join(f"Line {n} of the artifact, secret-looking text {n}." for n in range(200))
+    lint_markdown("specs/1/design.md", f"# Design\n\n{body}\n", disabled=())
+    logging.getLogger("workers.drain").info("the worker's own line")
+    logging.getLogger("pymarkdown.tokens").warning("a library's warning")
+    logging.getLogger("urllib3.connectionpool").info("a library's info")
+    lines = configured_root.getvalue().splitlines()
+    assert logging.getLogger().level == logging.INFO  # the root is not silenced
+    assert [line for line in lines if "the worker's own line" in line]
+    assert [line for line in lines if "a library's warning" in line]
+    assert not [line for line in lines if "a library's info" in line]
+    assert not [line for line in lines if "Line 5 of the artifact" in line or
+                "Processing line" in line], lines[:5]
+    assert len(lines) == 2, lines[:5]
+
+
+def test_at_debug_the_libraries_lines_come_through():
+    record = logging.LogRecord("pymarkdown.x", logging.INFO, __file__, 1, "m", None, None)
+    assert logs.ThirdPartyFilter("DEBUG").filter(record)
+    assert not logs.ThirdPartyFilter("INFO").filter(record)
+    own = logging.LogRecord("the_loop.cli", logging.INFO, __file__, 1, "m", None, None)
+    assert logs.ThirdPartyFilter("INFO").filter(own)
