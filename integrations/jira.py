@@ -1,4 +1,5 @@
-"""Jira transports: ``api`` (REST v3 with an API token) and ``cli`` (a jira-cli binary).
+"""Jira transports: ``api`` (REST v3 on Jira Cloud, v2 on Jira Data Center / Server)
+and ``cli`` (a jira-cli binary).
 
 Operations (both transports; ``issue`` is an issue key such as ``PROJ-12``)::
 
@@ -16,6 +17,11 @@ body in Atlassian Document Format), "Edit issue" (``PUT /rest/api/3/issue/{key}`
 (``GET``/``POST /rest/api/3/issue/{key}/transitions``; the transition is picked by its
 name, or the name of the status it leads to, case-insensitively). Auth: HTTP basic with
 the account's email and an API token, or a bearer token when no user is given.
+
+Jira Data Center / Server serves the same resources under ``/rest/api/2`` ("Jira Server
+platform REST API", version 2), where a comment's ``body`` is plain text (wiki markup),
+not ADF, and authenticates a personal access token as ``Authorization: Bearer``. Jira
+Cloud serves v2 as well, but v3 is its current API and the one that takes ADF.
 
 ``cli`` -- the community jira-cli (github.com/ankitpokhrel/jira-cli) argument shapes,
 run with an argument array, no shell, bounded time and output::
@@ -105,6 +111,8 @@ class JiraApi(_JiraBase):
         base_url: the site, e.g. ``https://example.atlassian.net``.
         token: API token (never shown by ``repr``).
         user: the account's email for basic auth; ``None`` sends ``Bearer <token>``.
+        api_version: ``3`` (ADF comment bodies) or ``2`` (plain-text bodies); ``None``:
+            3 for an ``*.atlassian.net`` site (Jira Cloud), else 2 (Data Center / Server).
         timeout: seconds per request.
         retries: urllib3 retries (see :func:`jira_retry`).
         session: a ready session (tests); its adapters are replaced.
@@ -122,6 +130,7 @@ class JiraApi(_JiraBase):
         retries: int = 3,
         max_wait: float = MAX_RATE_LIMIT_WAIT,
         session: requests.Session | None = None,
+        api_version: int | None = None,
     ) -> None:
         parsed = urllib.parse.urlparse(base_url)
         if parsed.scheme not in ("https", "http") or not parsed.hostname:
@@ -129,6 +138,11 @@ class JiraApi(_JiraBase):
                 "THE_LOOP_JIRA_URL must be the site's https:// URL, e.g. "
                 "https://example.atlassian.net"
             )
+        if api_version is None:
+            api_version = 3 if parsed.hostname.lower().endswith(".atlassian.net") else 2
+        if api_version not in (2, 3):
+            raise ValueError("THE_LOOP_JIRA_API_VERSION must be 2 or 3")
+        self.api_version = api_version
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self._session = session or requests.Session()
@@ -144,7 +158,7 @@ class JiraApi(_JiraBase):
             self._session.headers["Authorization"] = f"Bearer {token}"
 
     def __repr__(self) -> str:
-        return f"JiraApi(base_url={self.base_url!r})"
+        return f"JiraApi(base_url={self.base_url!r}, api_version={self.api_version})"
 
     def close(self) -> None:
         self._session.close()
@@ -152,7 +166,8 @@ class JiraApi(_JiraBase):
     def _request(
         self, op: str, method: str, key: str, suffix: str = "", body: Any = None
     ) -> Any:
-        url = f"{self.base_url}/rest/api/3/issue/{urllib.parse.quote(key, safe='')}{suffix}"
+        url = (f"{self.base_url}/rest/api/{self.api_version}/issue/"
+               f"{urllib.parse.quote(key, safe='')}{suffix}")
         try:
             response = self._session.request(method, url, json=body, timeout=self.timeout)
         except requests.RequestException as exc:
@@ -172,8 +187,9 @@ class JiraApi(_JiraBase):
             return None
 
     def add_comment(self, issue: str, body: str) -> JiraComment:
-        """``add-comment``: ``POST /rest/api/3/issue/{key}/comment`` with the text as an
-        ADF document (:func:`adf`).
+        """``add-comment``: ``POST /rest/api/{2|3}/issue/{key}/comment``, the text as an
+        ADF document on v3 (:func:`adf`), as the plain string on v2 (Data Center refuses
+        an object body: "Can not deserialize instance of java.lang.String").
 
         Returns:
             ``{"issue": key, "id": str}`` -- the comment id.
@@ -181,7 +197,8 @@ class JiraApi(_JiraBase):
         op = "add-comment"
         key = _issue(op, issue)
         text = _text(op, "body", body)
-        data = self._request(op, "POST", key, "/comment", {"body": adf(text)}) or {}
+        body_value: Any = adf(text) if self.api_version == 3 else text
+        data = self._request(op, "POST", key, "/comment", {"body": body_value}) or {}
         cid = data.get("id")
         return {"issue": key, "id": str(cid) if cid is not None else None}
 

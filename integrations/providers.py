@@ -267,9 +267,11 @@ def jira_provider(
     env: Mapping[str, str] | None = None,
     which: Callable[[str], str | None] = shutil.which,
     auth: str = "basic",
+    api_version: int | None = None,
 ) -> Integration:
-    """Build the Jira transport ``api`` (REST v3, base URL + API token) or ``cli`` (a
-    jira-cli compatible binary).
+    """Build the Jira transport ``api`` (REST v3 for Jira Cloud, v2 for Data Center:
+    ``api_version``, see :class:`integrations.jira.JiraApi`; base URL + API token or
+    personal access token) or ``cli`` (a jira-cli compatible binary).
 
     Raises:
         ProviderConfigError: unknown transport, missing URL/token, or binary not found.
@@ -287,7 +289,8 @@ def jira_provider(
                 f"Jira transport api with {ENV_JIRA_TOKEN} needs {ENV_JIRA_USER} (Jira Cloud's "
                 "Basic auth: the account's e-mail and an API token); a Data Center personal "
                 "access token needs THE_LOOP_JIRA_AUTH=bearer")
-        return JiraApi(base_url, token, user=None if auth == "bearer" else user)
+        return JiraApi(base_url, token, user=None if auth == "bearer" else user,
+                       api_version=api_version)
     if chosen == "cli":
         if not which(binary):
             raise ProviderConfigError(

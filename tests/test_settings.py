@@ -435,3 +435,22 @@ def test_harness_env_may_not_name_the_signing_key(tmp_path) -> None:
                       "  env: [ANTHROPIC_API_KEY, THE_LOOP_SIGNING_KEY_FILE]\n")
     with pytest.raises(SettingsError, match="harness.env names THE_LOOP_SIGNING_KEY_FILE"):
         Settings.from_env({"THE_LOOP_CONFIG": str(config)})
+
+
+def test_the_jira_api_version_follows_the_site_unless_set():
+    from foundation.settings import Settings, SettingsError
+
+    base = {"GH_TOKEN": "x", "THE_LOOP_JIRA_TOKEN": "t", "THE_LOOP_JIRA_AUTH": "bearer"}
+    cloud = Settings.from_env({**base, "THE_LOOP_JIRA_URL": "https://acme.atlassian.net"},
+                              process="worker")
+    center = Settings.from_env({**base, "THE_LOOP_JIRA_URL": "https://jira.acme.example"},
+                               process="worker")
+    forced = Settings.from_env({**base, "THE_LOOP_JIRA_URL": "https://jira.acme.example",
+                                "THE_LOOP_JIRA_API_VERSION": "3"}, process="worker")
+    assert (cloud.jira.api_version, center.jira.api_version, forced.jira.api_version) == (
+        3, 2, 3)
+    import pytest
+
+    with pytest.raises(SettingsError, match="THE_LOOP_JIRA_API_VERSION must be 2"):
+        Settings.from_env({**base, "THE_LOOP_JIRA_URL": "https://j.example",
+                           "THE_LOOP_JIRA_API_VERSION": "4"}, process="worker")

@@ -43,6 +43,10 @@ class JiraSettings:
         auth: ``basic`` (Jira Cloud: the account's e-mail and an API token, "Basic auth for
             REST APIs") or ``bearer`` (a Data Center personal access token,
             ``THE_LOOP_JIRA_AUTH=bearer``).
+        api_version: the REST API version, ``2`` (Jira Data Center / Server: plain-text
+            comment bodies) or ``3`` (Jira Cloud: Atlassian Document Format);
+            ``THE_LOOP_JIRA_API_VERSION``, else 3 for an ``*.atlassian.net`` site and 2
+            for any other.
     """
 
     transport: str | None = None
@@ -51,6 +55,7 @@ class JiraSettings:
     token: str | None = field(default=None, repr=False)
     binary: str = "jira"
     auth: str = "basic"
+    api_version: int = 3
 
     @property
     def configured(self) -> bool:

@@ -503,15 +503,45 @@ def _adf_text(doc: dict[str, Any]) -> str:
     return "\n\n".join(paragraphs)
 
 
+def _jira_server(version: int, exchange: Exchange) -> Any:
+    """A responses callback answering ``exchange`` as Jira REST ``version`` does, refusing
+    a comment body of the other version's form with a 400 as the real servers do (v2,
+    Data Center: ``body`` must be a string, "Can not deserialize instance of
+    java.lang.String"; v3, Cloud: ``body`` must be an ADF document, "Comment body is not
+    valid!")."""
+    def answer(request: Any) -> tuple[int, dict[str, str], str]:
+        body = json.loads(request.body) if request.body else None
+        if request.method == "POST" and request.url.endswith("/comment"):
+            text = isinstance(body.get("body"), str)
+            doc = isinstance(body.get("body"), dict) and body["body"].get("type") == "doc"
+            if version == 2 and not text:
+                return 400, {}, json.dumps({"errorMessages": [], "errors": {
+                    "body": "Can not deserialize instance of java.lang.String"}})
+            if version == 3 and not doc:
+                return 400, {}, json.dumps({"errorMessages": [], "errors": {
+                    "comment": "Comment body is not valid!"}})
+        return exchange.status, {}, json.dumps(exchange.reply) if exchange.reply else ""
+    return answer
+
+
 class JiraApiHarness(Harness):
+    """Jira Cloud: REST v3, ADF bodies."""
+
     cls, integration, transport = JiraApi, "jira", "api"
+    version = 3
+
+    def __repr__(self) -> str:
+        return f"{self.integration}-{self.transport}-v{self.version}"
 
     def run(self, op: str, case: Case, tmp: Path) -> tuple[dict[str, Any], list[Any]]:
         exchanges = _canned(self, case)
         with responses.RequestsMock(assert_all_requests_are_fired=True) as rs:
             for e in exchanges:
-                rs.add(e.method, JIRA + e.path, json=e.reply, status=e.status)
-            api = JiraApi(JIRA, "jira-contract-token", user="bot@example.com", retries=0)
+                path = e.path.replace("/rest/api/3/", f"/rest/api/{self.version}/")
+                rs.add_callback(e.method, JIRA + path, callback=_jira_server(self.version, e),
+                                content_type="application/json")
+            api = JiraApi(JIRA, "jira-contract-token", user="bot@example.com", retries=0,
+                          api_version=self.version)
             result = api.call(op, **case.params)
             requests_seen = [(c.request.method, urllib.parse.urlsplit(c.request.url).path,
                               json.loads(c.request.body) if c.request.body else None)
@@ -520,8 +550,10 @@ class JiraApiHarness(Harness):
         transitions = {t["id"]: t["name"] for t in TRANSITIONS["transitions"]}
         for method, path, body in requests_seen:
             key = path.split("/")[5]
+            assert path.startswith(f"/rest/api/{self.version}/"), path
             if method == "POST" and path.endswith("/comment"):
-                effects.append(("add-comment", key, _adf_text(body["body"])))
+                text = body["body"] if self.version == 2 else _adf_text(body["body"])
+                effects.append(("add-comment", key, text))
             elif method == "PUT":
                 (change,) = body["update"]["labels"]
                 effects.append(("add-label", key, change["add"]))
@@ -530,6 +562,12 @@ class JiraApiHarness(Harness):
             else:
                 assert method == "GET", (method, path)  # reads cause no effect
         return result, effects
+
+
+class JiraDataCenterHarness(JiraApiHarness):
+    """Jira Data Center / Server: REST v2, plain-text bodies."""
+
+    version = 2
 
 
 class JiraCliHarness(Harness):
@@ -563,6 +601,7 @@ PROVIDERS: list[Harness] = [
     SlackSdkHarness(),
     SlackWebhookHarness(),
     JiraApiHarness(),
+    JiraDataCenterHarness(),
     JiraCliHarness(),
 ]
 

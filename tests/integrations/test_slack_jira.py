@@ -115,7 +115,7 @@ def rs():
 
 
 def jira(**kw: Any) -> JiraApi:
-    return JiraApi(JIRA, JIRA_TOKEN, user="bot@example.com", **kw)
+    return JiraApi(JIRA, JIRA_TOKEN, user="bot@example.com", api_version=3, **kw)
 
 
 ISSUE = f"{JIRA}/rest/api/3/issue/PROJ-12"
@@ -136,7 +136,7 @@ def test_jira_auth_and_adf(rs: responses.RequestsMock) -> None:
 
 def test_jira_bearer_token_without_user(rs: responses.RequestsMock) -> None:
     rs.put(ISSUE, status=204)
-    JiraApi(JIRA, JIRA_TOKEN).call("add-label", issue="PROJ-12", label="x")
+    JiraApi(JIRA, JIRA_TOKEN, api_version=3).call("add-label", issue="PROJ-12", label="x")
     assert rs.calls[0].request.headers["Authorization"] == f"Bearer {JIRA_TOKEN}"
 
 
