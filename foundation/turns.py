@@ -169,6 +169,22 @@ def record_key(order: TurnOrder) -> str:
     return order.ref if order.task_id is None else f"{order.ref}/task/{order.task_id}"
 
 
+def is_continuation(order: TurnOrder, status: str = QUEUED) -> bool:
+    """Whether ``order`` resumes work already under way (taken before first turns).
+
+    Args:
+        order: the turn.
+        status: the record's status it is queued with (``INTERRUPTED``: requeued).
+
+    Returns:
+        True for a repair, a changes-requested turn or an interrupted one: a turn
+        after the first of its visit, one resuming a harness session, one with
+        feedback, or one queued again.
+    """
+    return (status == INTERRUPTED or order.number > 1 or order.resume is not None
+            or bool(order.feedback))
+
+
 def job_id(order_id: str) -> str:
     """The RQ job id of turn ``order_id`` (RQ ids are free text; a digest keeps them
     short and free of ``:``)."""
@@ -234,8 +250,11 @@ class TurnRecords:
             description=f"the-loop turn {order.number} of {record} at {order.node}")
         key = self.keys.turn(record)
         with self.redis.pipeline() as pipe:
-            # RQ opens the MULTI itself: its job goes first, the records join it.
-            self.queue.enqueue_job(job, pipeline=pipe)
+            # RQ opens the MULTI itself: its job goes first, the records join it. A
+            # continuation goes to the queue's front: its session (and the provider's
+            # prompt cache) is warm, and a reviewer waits on it, not on strangers.
+            self.queue.enqueue_job(job, pipeline=pipe,
+                                   at_front=is_continuation(order, status))
             pipe.set(self.keys.turn_ordered(order.id), "1", ex=SEVEN_DAYS)
             pipe.hdel(key, "host", "pid", "pgid", "started_at", "lease_until", "ended_at",
                       "detail", "cancel")

@@ -213,3 +213,15 @@ def test_a_local_turn_names_no_issue_and_promises_no_push():
     assert "Write the requirements for the local work item local:demo" in text
     assert "gh issue view" not in text and "#0" not in text
     assert "commits what you changed on `main` (nothing is pushed)" in text
+
+
+def test_a_resumed_turn_is_taken_before_waiting_first_turns(records):
+    first = [order(id=f"github:o/r#{n}/requirements/1/turn/1", ref=f"github:o/r#{n}")
+             for n in (1, 2)]
+    for item in first:
+        assert records.order(item, CONTEXT)
+    repair = order(number=2, id="github:o/r#3/requirements/1/turn/2", ref="github:o/r#3",
+                   resume="harness-session", feedback={"block": {"hook": "x"}})
+    assert records.order(repair, CONTEXT)
+    queue = Queue(records.queue.name, connection=records.redis)
+    assert queue.job_ids == [f"{job_id(o.id)}-1" for o in (repair, *first)]
