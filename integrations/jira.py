@@ -111,8 +111,9 @@ class JiraApi(_JiraBase):
         base_url: the site, e.g. ``https://example.atlassian.net``.
         token: API token (never shown by ``repr``).
         user: the account's email for basic auth; ``None`` sends ``Bearer <token>``.
-        api_version: ``3`` (ADF comment bodies) or ``2`` (plain-text bodies); ``None``:
-            3 for an ``*.atlassian.net`` site (Jira Cloud), else 2 (Data Center / Server).
+        api_version: ``3`` (Jira Cloud: ADF comment bodies) or ``2`` (Data Center /
+            Server: plain-text bodies); the settings choose it from the site
+            (:class:`foundation.settings.JiraSettings` ``api_version``).
         timeout: seconds per request.
         retries: urllib3 retries (see :func:`jira_retry`).
         session: a ready session (tests); its adapters are replaced.
@@ -130,7 +131,7 @@ class JiraApi(_JiraBase):
         retries: int = 3,
         max_wait: float = MAX_RATE_LIMIT_WAIT,
         session: requests.Session | None = None,
-        api_version: int | None = None,
+        api_version: int = 3,
     ) -> None:
         parsed = urllib.parse.urlparse(base_url)
         if parsed.scheme not in ("https", "http") or not parsed.hostname:
@@ -138,8 +139,6 @@ class JiraApi(_JiraBase):
                 "THE_LOOP_JIRA_URL must be the site's https:// URL, e.g. "
                 "https://example.atlassian.net"
             )
-        if api_version is None:
-            api_version = 3 if parsed.hostname.lower().endswith(".atlassian.net") else 2
         if api_version not in (2, 3):
             raise ValueError("THE_LOOP_JIRA_API_VERSION must be 2 or 3")
         self.api_version = api_version

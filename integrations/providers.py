@@ -267,7 +267,7 @@ def jira_provider(
     env: Mapping[str, str] | None = None,
     which: Callable[[str], str | None] = shutil.which,
     auth: str = "basic",
-    api_version: int | None = None,
+    api_version: int = 3,
 ) -> Integration:
     """Build the Jira transport ``api`` (REST v3 for Jira Cloud, v2 for Data Center:
     ``api_version``, see :class:`integrations.jira.JiraApi`; base URL + API token or

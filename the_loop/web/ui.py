@@ -243,7 +243,7 @@ def vendor(name: str) -> Response:
 def _controls(value: str | None) -> bool:
     """Whether ``value`` holds a control character (CR, LF, NUL...): such a ``next`` can
     never be a ``Location`` header (werkzeug refuses a header value with a newline)."""
-    return bool(value) and any(ord(char) < 0x20 or ord(char) == 0x7F for char in value or "")
+    return any(ord(char) < 0x20 or ord(char) == 0x7F for char in value or "")
 
 
 def _next(value: str | None) -> str:
