@@ -29,7 +29,9 @@ environment a turn gets.
   ``fail_tasks`` (task ids whose turns fail: exit 1, no result), ``sleep_tasks`` (task id
   -> seconds to sleep first).
 - A task of a plan (``THE_LOOP_TASK`` set) writes ``tasks/<id>.md`` instead of
-  ``IMPLEMENTED.md``.
+  ``IMPLEMENTED.md``, and its code and pytest test (``demo_<id>.py``,
+  ``tests/test_demo_<id>.py``); a ``tasks.md`` artifact's ``## Tasks`` section holds a
+  task plan (the_loop/sandbox/agent_work.py says which, and the one defect).
 """
 
 from __future__ import annotations

@@ -12,6 +12,14 @@ a blocked turn's feedback lists the check's messages as lines
   ``IMPLEMENTED.md``.
 - Resumed turn: a missing section is added only when a feedback line names it
   (``'Name'``).
+- A task plan (an artifact named ``tasks.md``): its ``## Tasks`` section holds the plan
+  :data:`PLAN` as a ```` ```yaml ```` block (``tasks:``, two tasks and one that depends on
+  both; graph/tasks.py reads it).
+- A task of a plan (``task``): ``tasks/<task>.md`` as before, plus real code and its test,
+  ``demo_<name>.py`` and ``tests/test_demo_<name>.py`` (``name``: the task id with ``-``
+  as ``_``). The first turn of task :data:`DEFECTIVE` writes its code with one deliberate
+  defect its test catches; a resumed turn of that task whose feedback comes from
+  ``verify-tests`` (the CI check blocked) fixes it.
 """
 
 from __future__ import annotations
@@ -28,6 +36,38 @@ SECTION = re.compile(r"`(#{1,6} [^`]+)`")
 QUOTED = re.compile(r"'([^']+)'")
 #: What a section says when no text is given for it.
 FILLER = "Written by the fake harness."
+#: The task plan the agent writes into a ``tasks.md`` artifact's ``## Tasks`` section.
+PLAN = """```yaml
+tasks:
+  - id: greet
+    title: A greeting for a name
+    acceptance: ["greet('Ada') == 'Hello, Ada!'"]
+    paths: [demo_greet.py, tests/test_demo_greet.py]
+  - id: shout
+    title: Text in capitals
+    acceptance: ["shout('hi') == 'HI'"]
+    paths: [demo_shout.py, tests/test_demo_shout.py]
+  - id: banner
+    title: A shouted greeting, built on greet and shout
+    depends_on: [greet, shout]
+    acceptance: ["banner('Ada') == 'HELLO, ADA!'"]
+    paths: [demo_banner.py, tests/test_demo_banner.py]
+```"""
+#: The task whose first turn carries the deliberate defect (CI catches it).
+DEFECTIVE = "greet"
+#: task id -> (code, test); ``{defect}`` in the code is the defect's place.
+_CODE = {
+    "greet": ('def greet(name: str) -> str:\n    return f"{defect}, {name}!"\n',
+              'from demo_greet import greet\n\n\ndef test_greet():\n'
+              '    assert greet("Ada") == "Hello, Ada!"\n'),
+    "shout": ("def shout(text: str) -> str:\n    return text.upper()\n",
+              'from demo_shout import shout\n\n\ndef test_shout():\n'
+              '    assert shout("hi") == "HI"\n'),
+    "banner": ("from demo_greet import greet\nfrom demo_shout import shout\n\n\n"
+               "def banner(name: str) -> str:\n    return shout(greet(name))\n",
+               'from demo_banner import banner\n\n\ndef test_banner():\n'
+               '    assert banner("Ada") == "HELLO, ADA!"\n'),
+}
 
 
 def parse_prompt(prompt: str) -> tuple[dict[str, list[str]], list[str]]:
@@ -59,10 +99,30 @@ def render(path: str, headings: list[str], filler: str = FILLER,
     parts = [f"# {Path(path).name}\n"]
     for heading in headings:
         body = (texts or {}).get(section_name(heading), filler)
+        if section_name(heading) == "Tasks" and Path(path).name == "tasks.md":
+            body = f"{body}\n\n{PLAN}"
         parts.append(f"\n{heading}\n\n{body}\n")
     for n in range(1, revisions + 1):
         parts.append(f"\nRevised after review {n}.\n")
     return "".join(parts)
+
+
+def _hook_feedback(prompt: str, hook: str) -> list[str]:
+    """The feedback messages of ``hook`` in a turn's input."""
+    return [m["message"] for line in prompt.splitlines()
+            if (m := FEEDBACK.match(line.strip())) and m["hook"] == hook]
+
+
+def task_code(task: str, *, defective: bool) -> dict[str, str]:
+    """Repository-relative path -> text of task ``task``'s code and its pytest test
+    (``defective``: the deliberate defect, for :data:`DEFECTIVE` only)."""
+    name = task.replace("-", "_")
+    code, test = _CODE.get(task, (
+        f"def {name}() -> str:\n    return {task!r}\n",
+        f"from demo_{name} import {name}\n\n\ndef test_{name}():\n"
+        f"    assert {name}() == {task!r}\n"))
+    code = code.replace("{defect}", "Helo" if defective and task == DEFECTIVE else "Hello")
+    return {f"demo_{name}.py": code, f"tests/test_demo_{name}.py": test}
 
 
 def do_work(prompt: str, state: dict[str, Any] | None, cwd: Path, *, filler: str = FILLER,
@@ -98,6 +158,13 @@ def do_work(prompt: str, state: dict[str, Any] | None, cwd: Path, *, filler: str
                     have.append(heading)
             have.sort(key=headings.index)
     state["turns"] += 1
+    if task:
+        if any(m.startswith("check ") for m in _hook_feedback(prompt, "verify-tests")):
+            state["fixed"] = True  # the CI check blocked the last turn: repair the defect
+        for rel, text in task_code(task, defective=not state.get("fixed")).items():
+            target = cwd / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
     if "decided `changes-requested`" in prompt:  # a reviewer asked for changes: revise
         state["revisions"] = int(state.get("revisions", 0)) + 1
     for path, headings in state["written"].items():
