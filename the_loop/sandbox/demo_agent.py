@@ -7,9 +7,9 @@ writes each listed artifact from a template (:mod:`the_loop.sandbox.agent_work`)
 first turn of a session it leaves out the last required section, so the-loop's exit
 checks block it and the repair loop shows; a resumed turn adds the sections its input
 names. At ``tasks`` it writes a task plan, and a task's turn writes code and its test
-(one with a defect until a ``verify-tests`` block asks for the repair). The session's state is ``$HOME/.the-loop-demo-agent/sessions/<id>.json`` (the
-runner's ``homeDir``), its result ``$THE_LOOP_RESULT_FILE`` (docs/harness.md). Standard
-library only.
+(one with a defect until a ``verify-tests`` block asks for the repair). The session's
+state is ``$HOME/.the-loop-demo-agent/sessions/<id>.json`` (the runner's ``homeDir``),
+its result ``$THE_LOOP_RESULT_FILE`` (docs/harness.md). Standard library only.
 
 ``--version`` prints :data:`VERSION` (pin it as ``harness.version``).
 """
