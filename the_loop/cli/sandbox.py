@@ -11,8 +11,9 @@ the-loop's settings for it, and act in it as a person would on GitHub.
     the-loop sandbox label REF L [--as LOGIN]
     the-loop sandbox show REF [--json]
 
-The commands find the running sandbox at ``$THE_LOOP_SANDBOX_URL`` (default
-``http://127.0.0.1:8765``) and its admin token in ``$THE_LOOP_SANDBOX_DIR/admin-token``
+The commands find the running sandbox at ``$THE_LOOP_SANDBOX_URL``, else
+``http://127.0.0.1:$THE_LOOP_SANDBOX_PORT`` (default port 8765, the port ``make run``
+and ``--port`` take too) and its admin token in ``$THE_LOOP_SANDBOX_DIR/admin-token``
 (default ``.dev/sandbox``).
 """
 
@@ -37,6 +38,7 @@ from the_loop.cli.base import main
 DEFAULT_PORT = 8765
 DEFAULT_DIR = ".dev/sandbox"
 ENV_URL = "THE_LOOP_SANDBOX_URL"
+ENV_PORT = "THE_LOOP_SANDBOX_PORT"
 ENV_DIR = "THE_LOOP_SANDBOX_DIR"
 ENV_USER = "THE_LOOP_SANDBOX_USER"
 #: ``THE_LOOP_HARNESS`` values that replace the demo agent when their CLI is on PATH.
@@ -56,8 +58,8 @@ def local_user() -> str:
 
 
 @main.group("sandbox", invoke_without_command=True)
-@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT,
-              show_default=True, help="TCP port of the sandbox's GitHub.")
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
+              help=f"TCP port of the sandbox's GitHub [${ENV_PORT} or {DEFAULT_PORT}].")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--dir", "directory", default=None,
               help=f"State directory (git repositories, admin token) [${ENV_DIR} or "
@@ -66,13 +68,14 @@ def local_user() -> str:
               help="Where deliveries go [http://127.0.0.1:$PORT/webhook, $PORT of the "
                    "receiver, default 8080].")
 @click.pass_context
-def sandbox(ctx: click.Context, port: int, host: str, directory: str | None,
+def sandbox(ctx: click.Context, port: int | None, host: str, directory: str | None,
             webhook_url: str | None) -> None:
     """The embedded sandbox: a local GitHub stand-in that serves the REST API and git
     over HTTP the-loop uses, seeds a demo repository, and sends signed webhook
     deliveries to the receiver for everything that happens in it."""
     if ctx.invoked_subcommand is not None:
         return
+    port = port or configured_port()
     from the_loop.sandbox.server import DEMO_REPO, build, serve_forever
 
     secret = os.environ.get("THE_LOOP_WEBHOOK_SECRET", "").split(",")[0].strip()
@@ -95,13 +98,14 @@ def sandbox(ctx: click.Context, port: int, host: str, directory: str | None,
 
 @sandbox.command("prepare")
 @click.option("--dir", "directory", default=None, help="State directory.")
-@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT,
-              show_default=True, help="TCP port the sandbox will serve on.")
-def prepare(directory: str | None, port: int) -> None:
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
+              help=f"TCP port the sandbox will serve on [${ENV_PORT} or {DEFAULT_PORT}].")
+def prepare(directory: str | None, port: int | None) -> None:
     """Write the-loop's settings for the sandbox (cli-config.yaml with the runner and the
     harness, a locally generated App key, the review records' signing key, the webhook
     secret) into the state directory
     and print the shell lines that point the-loop at it (``eval`` them)."""
+    port = port or configured_port()
     import yaml
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
@@ -185,10 +189,36 @@ def _harness() -> tuple[dict[str, Any], str]:
 # -- acting in the sandbox ---------------------------------------------------------------
 
 
+def sandbox_url() -> str:
+    """Where the running sandbox answers: ``$THE_LOOP_SANDBOX_URL``, else
+    ``http://127.0.0.1:$THE_LOOP_SANDBOX_PORT`` (8765 when unset).
+
+    Raises:
+        click.ClickException: ``THE_LOOP_SANDBOX_PORT`` is not a TCP port (1-65535).
+    """
+    url = os.environ.get(ENV_URL)
+    if url:
+        return url.rstrip("/")
+    return f"http://127.0.0.1:{configured_port()}"
+
+
+def configured_port() -> int:
+    """``$THE_LOOP_SANDBOX_PORT``, or 8765 when it is unset or empty.
+
+    Raises:
+        click.ClickException: it is not a TCP port (1-65535).
+    """
+    raw = os.environ.get(ENV_PORT, "").strip() or str(DEFAULT_PORT)
+    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+        raise click.ClickException(f"{ENV_PORT} must be a TCP port (1-65535); unset it for "
+                                   f"{DEFAULT_PORT}")
+    return int(raw)
+
+
 def _call(method: str, path: str, **payload: Any) -> dict[str, Any]:
     import requests
 
-    url = (os.environ.get(ENV_URL) or f"http://127.0.0.1:{DEFAULT_PORT}").rstrip("/")
+    url = sandbox_url()
     token_file = _directory(None) / "admin-token"
     try:
         token = token_file.read_text(encoding="utf-8").strip()
