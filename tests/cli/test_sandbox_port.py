@@ -1,7 +1,7 @@
-"""``THE_LOOP_SANDBOX_PORT`` moves the sandbox and its commands together: the sandbox
-serves on it, and ``the-loop sandbox ...`` finds it there with no
-``THE_LOOP_SANDBOX_URL`` set; a port that is not one is refused with the variable's
-name."""
+"""``the-loop sandbox show`` names states; ``THE_LOOP_SANDBOX_PORT`` moves the sandbox
+and its commands together: the sandbox serves on it, and ``the-loop sandbox ...`` finds
+it there with no ``THE_LOOP_SANDBOX_URL`` set; a port that is not one is refused with
+the variable's name."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import requests
 
 from tests.e2e.test_end_to_end import free_port, wait_until
 from tests.support.processes import start, stop
+from the_loop.sandbox.server import pull_state
 
 BIN = Path(sys.executable).parent
 
@@ -51,7 +53,7 @@ def test_the_commands_find_a_sandbox_moved_by_the_port_variable_alone(tmp_path):
         assert made.returncode == 0, made.stderr
         shown = the_loop(env, "show", "1")
         assert shown.returncode == 0, shown.stderr
-        assert "Add a login page" in shown.stdout
+        assert "Add a login page  (issue, open)" in shown.stdout
     finally:
         stop(server)
 
@@ -63,3 +65,13 @@ def test_a_port_that_is_not_one_is_refused_naming_the_variable(tmp_path):
     assert done.returncode != 0
     assert "THE_LOOP_SANDBOX_PORT must be a TCP port" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("stored", "shown"), [
+    ({"state": "open", "draft": True}, "draft"),
+    ({"state": "open", "draft": False}, "open"),
+    ({"state": "closed", "draft": True}, "closed"),
+    ({"state": "closed", "merged": True}, "merged"),
+])
+def test_show_names_a_pull_requests_state_as_a_person_reads_it(stored, shown):
+    assert pull_state(stored) == shown

@@ -309,13 +309,13 @@ def show(ref: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
-    click.echo(f"{data['ref']}  {data['title']}  ({data['kind']})")
+    click.echo(f"{data['ref']}  {data['title']}  ({data['kind']}, {data['state']})")
     click.echo(f"labels: {', '.join(data['labels']) or '-'}")
     click.echo(f"branches: {', '.join(sorted(data['branches'])) or '-'}")
     for pr in data["pull_requests"]:
         reviews = ", ".join(f"{v['user']} {v['state'].lower()}" for v in pr["reviews"])
         click.echo(f"pull request #{pr['number']}: {pr['head']} -> {pr['base']} "
-                   f"({'draft, ' if pr['draft'] else ''}{pr['state']})"
+                   f"({pr['state']})"
                    + (f"; reviews: {reviews}" if reviews else ""))
     click.echo(f"comments: {len(data['comments'])}")
     for c in data["comments"]:

@@ -66,6 +66,17 @@ requirements -> design -> tasks -> implementation -> review.
 """
 
 
+def pull_state(pr: dict[str, Any]) -> str:
+    """A stored pull request's state as a person reads it: ``draft``, ``open``,
+    ``merged`` or ``closed`` (GitHub's ``state`` is only open|closed; ``draft`` and
+    ``merged`` are its own fields)."""
+    if pr.get("merged"):
+        return "merged"
+    if pr["state"] == "open" and pr.get("draft"):
+        return "draft"
+    return str(pr["state"])
+
+
 def parse_ref(text: str, default_repo: str = DEMO_REPO) -> tuple[str, int]:
     """``(OWNER/NAME, number)`` from ``N``, ``#N``, ``OWNER/NAME#N`` or
     ``github:OWNER/NAME#N``.
@@ -258,7 +269,7 @@ def _admin_routes(sandbox: Sandbox) -> None:
             branches = fake.branches(r)
             pulls = [{"number": n, "title": p["title"], "head": p["head_ref"],
                       "base": p["base_ref"], "draft": bool(p.get("draft")),
-                      "state": p["state"], "user": p["user"],
+                      "state": pull_state(p), "user": p["user"],
                       "reviews": [{"user": v["user"], "state": v["state"]}
                                   for v in p["reviews"]]}
                      for n, p in sorted(r.pulls.items())
@@ -268,6 +279,7 @@ def _admin_routes(sandbox: Sandbox) -> None:
                 "ref": ref_of(r.full_name, number),
                 "kind": "pull request" if pr is not None else "issue",
                 "title": (issue or pr or {}).get("title", ""),
+                "state": pull_state(pr) if pr is not None else (issue or {}).get("state", "open"),
                 "labels": fake.labels(r.full_name, number),
                 "comments": [{"id": c["id"], "user": c["user"], "body": c["body"]}
                              for c in fake.comments_on(r.full_name, number)],
