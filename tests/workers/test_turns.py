@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from rq import Queue
@@ -23,7 +25,8 @@ from foundation.turns import (
 )
 from graph.work import TurnEnded, TurnOrder
 from runner import prompts
-from runner.service import TurnReaper
+from runner.service import TurnReaper, TurnRunner
+from the_loop.sandbox.fakegithub.state import FakeGitHub
 
 REF = "github:o/r#7"
 CONTEXT = TurnContext("o/r", 7, "Add a login page", "main", installation_id=3)
@@ -225,3 +228,26 @@ def test_a_resumed_turn_is_taken_before_waiting_first_turns(records):
     assert records.order(repair, CONTEXT)
     queue = Queue(records.queue.name, connection=records.redis)
     assert queue.job_ids == [f"{job_id(o.id)}-1" for o in (repair, *first)]
+
+
+@pytest.mark.parametrize(("kind", "link"), [("issue", "Closes #7"), ("pull_request", "Refs #7")])
+def test_the_draft_pull_request_closes_an_issue_work_item_and_refers_to_a_pull(kind, link):
+    fake = FakeGitHub()
+    fake.add_repo("o/r")
+    fake.add_file("o/r", "README.md", "# r\n")
+    fake.add_file("o/r", "specs/7/requirements.md", "# R\n", ref="the-loop/7-login")
+    runner = SimpleNamespace(github=lambda installation: fake)
+    context = replace(CONTEXT, kind=kind)
+    number = TurnRunner._draft_pull(runner, context, "the-loop/7-login")  # type: ignore[arg-type]
+    pull = fake.repo("o/r").pulls[number]
+    assert pull["draft"] is True
+    assert pull["body"].endswith(f"\n\n{link}")
+    # The second turn finds it rather than opening another.
+    assert TurnRunner._draft_pull(runner, context, "the-loop/7-login") == number  # type: ignore[arg-type]
+
+
+def test_a_turn_context_keeps_its_work_items_kind():
+    context = replace(CONTEXT, kind="pull_request")
+    assert TurnContext.from_dict(json.loads(json.dumps(context.to_dict()))) == context
+    old = {k: v for k, v in CONTEXT.to_dict().items() if k != "kind"}  # a record from before
+    assert TurnContext.from_dict(old).kind == "issue"
