@@ -23,10 +23,12 @@ from foundation.turns import (
     TurnRecords,
     job_id,
 )
+from graph.refs import WorkItemRef
 from graph.work import TurnEnded, TurnOrder
 from runner import prompts
 from runner.service import TurnReaper, TurnRunner
 from the_loop.sandbox.fakegithub.state import FakeGitHub
+from workers.session import turn_work
 
 REF = "github:o/r#7"
 CONTEXT = TurnContext("o/r", 7, "Add a login page", "main", installation_id=3)
@@ -251,3 +253,21 @@ def test_a_turn_context_keeps_its_work_items_kind():
     assert TurnContext.from_dict(json.loads(json.dumps(context.to_dict()))) == context
     old = {k: v for k, v in CONTEXT.to_dict().items() if k != "kind"}  # a record from before
     assert TurnContext.from_dict(old).kind == "issue"
+
+
+def test_a_turn_context_is_an_issue_unless_the_work_item_is_a_pull_request(records):
+    agent = SimpleNamespace(turns=records, max_turns=5, cost_cap_usd=None)
+    item, draft = WorkItemRef("o/r", 7), WorkItemRef("o/r", 8)
+
+    def kind(event: GitHubEvent, stored: str | None = None) -> str:
+        work, _ = turn_work(agent, event, item, "o/r", stored)  # type: ignore[arg-type]
+        assert work is not None
+        return work.context.kind
+
+    assert kind(GitHubEvent("issues", ref=item, kind="issue")) == "issue"
+    assert kind(GitHubEvent("pull_request", ref=item, kind="pull_request")) == "pull_request"
+    # A delivery on the issue's draft pull request does not make the issue one.
+    assert kind(GitHubEvent("pull_request", ref=draft, kind="pull_request")) == "issue"
+    assert kind(GitHubEvent(TURN_EVENT, ref=item)) == "issue"
+    # The kind the work item's state recorded wins (a turn report names no kind).
+    assert kind(GitHubEvent(TURN_EVENT, ref=item), "pull_request") == "pull_request"
