@@ -137,6 +137,8 @@ class TurnContext:
         default_branch: the repository's default branch.
         installation_id: the GitHub App installation, or ``None`` (token mode, local).
         branch: the work item's branch when one exists already.
+        kind: ``"issue"`` or ``"pull_request"``: what the work item is (its draft pull
+            request closes an issue, ``Closes #N``, and only refers to a pull request).
     """
 
     repository: str
@@ -145,6 +147,7 @@ class TurnContext:
     default_branch: str
     installation_id: int | None = None
     branch: str | None = None
+    kind: str = "issue"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -160,7 +163,8 @@ class TurnContext:
         inst = data.get("installation_id")
         return cls(str(data["repository"]), int(data["number"]), str(data.get("title") or ""),
                    str(data.get("default_branch") or "main"),
-                   int(inst) if inst is not None else None, data.get("branch"))
+                   int(inst) if inst is not None else None, data.get("branch"),
+                   str(data.get("kind") or "issue"))
 
 
 def record_key(order: TurnOrder) -> str:

@@ -281,18 +281,21 @@ class TurnRunner:
 
     def _draft_pull(self, context: TurnContext, branch: str) -> int | None:
         """Open the work item's one draft pull request, or find it (``None`` without
-        GitHub: a local run)."""
+        GitHub: a local run). Its body says ``Closes #N`` for an issue work item, so
+        merging it closes the issue (GitHub docs, "Linking a pull request to an issue");
+        ``Refs #N`` for a pull request, which a pull request cannot close."""
         if self.github is None:
             return None
         github = self.github(context.installation_id)
         found = github.find_pull_request(repo=context.repository, head=branch)
         if found is not None:
             return int(found["number"])
+        link = "Closes" if context.kind == "issue" else "Refs"
         created = github.create_pull_request(
             repo=context.repository, head=branch, base=context.default_branch,
             title=f"the-loop: #{context.number}",
             body=(f"The work of the-loop's agent for #{context.number}, pushed turn by "
-                  f"turn; the-loop keeps it a draft while it works.\n\nRefs #{context.number}"),
+                  f"turn; the-loop keeps it a draft while it works.\n\n{link} #{context.number}"),
             draft=True)
         return int(created["number"])
 

@@ -39,8 +39,8 @@ if TYPE_CHECKING:  # the handlers' types; their module imports this one
     from workers.routes.agent import Agent, Delivery
 
 
-def turn_work(agent: Agent, event: GitHubEvent, ref: WorkItemRef,
-              repository: str) -> tuple[RunnerWork | None, str | None]:
+def turn_work(agent: Agent, event: GitHubEvent, ref: WorkItemRef, repository: str,
+              kind: str | None = None) -> tuple[RunnerWork | None, str | None]:
     """Where the work item's agent turns are ordered (``HookConfig.work``), and its branch
     (artifacts are read there once a turn has pushed); ``(None, None)`` without a
     harness (``agent.turns`` is ``None``).
@@ -50,6 +50,9 @@ def turn_work(agent: Agent, event: GitHubEvent, ref: WorkItemRef,
         event: the delivery's event (title, default branch, installation).
         ref: the work item.
         repository: the repository's current full name.
+        kind: what the work item is (``issue`` or ``pull_request``) as its state last
+            recorded it; ``None``: the event's kind when the event names the work item
+            itself (a delivery on its draft pull request does not), else ``issue``.
     """
     if agent.turns is None:
         return None, None
@@ -57,7 +60,8 @@ def turn_work(agent: Agent, event: GitHubEvent, ref: WorkItemRef,
     context = TurnContext(
         repository=repository, number=ref.number, title=event.title or "",
         default_branch=event.default_branch or "main",
-        installation_id=event.installation_id, branch=branch)
+        installation_id=event.installation_id, branch=branch,
+        kind=kind or (event.kind if event.ref == ref and event.kind else "issue"))
     return RunnerWork(agent.turns, context, max_turns=agent.max_turns,
                       cost_cap_usd=agent.cost_cap_usd), branch
 
@@ -138,7 +142,8 @@ class WorkItemSession:
             agent, event, ref = self.agent, self.delivery.event, self.ref
             if self.github is None:
                 self.github = agent.github_for(event.installation_id)  # raises, naming why
-            work, branch = turn_work(agent, event, ref, self.repository)
+            work, branch = turn_work(agent, event, ref, self.repository,
+                                     self.stored.kind if self.stored is not None else None)
             self._config = agent.repos.hook_config(self.github, event, ref, self.repo_config,
                                                    branch=branch, work=work,
                                                    repository=self.repository)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from rq import Queue
@@ -21,9 +23,12 @@ from foundation.turns import (
     TurnRecords,
     job_id,
 )
+from graph.refs import WorkItemRef
 from graph.work import TurnEnded, TurnOrder
 from runner import prompts
-from runner.service import TurnReaper
+from runner.service import TurnReaper, TurnRunner
+from the_loop.sandbox.fakegithub.state import FakeGitHub
+from workers.session import turn_work
 
 REF = "github:o/r#7"
 CONTEXT = TurnContext("o/r", 7, "Add a login page", "main", installation_id=3)
@@ -225,3 +230,44 @@ def test_a_resumed_turn_is_taken_before_waiting_first_turns(records):
     assert records.order(repair, CONTEXT)
     queue = Queue(records.queue.name, connection=records.redis)
     assert queue.job_ids == [f"{job_id(o.id)}-1" for o in (repair, *first)]
+
+
+@pytest.mark.parametrize(("kind", "link"), [("issue", "Closes #7"), ("pull_request", "Refs #7")])
+def test_the_draft_pull_request_closes_an_issue_work_item_and_refers_to_a_pull(kind, link):
+    fake = FakeGitHub()
+    fake.add_repo("o/r")
+    fake.add_file("o/r", "README.md", "# r\n")
+    fake.add_file("o/r", "specs/7/requirements.md", "# R\n", ref="the-loop/7-login")
+    runner = SimpleNamespace(github=lambda installation: fake)
+    context = replace(CONTEXT, kind=kind)
+    number = TurnRunner._draft_pull(runner, context, "the-loop/7-login")  # type: ignore[arg-type]
+    pull = fake.repo("o/r").pulls[number]
+    assert pull["draft"] is True
+    assert pull["body"].endswith(f"\n\n{link}")
+    # The second turn finds it rather than opening another.
+    assert TurnRunner._draft_pull(runner, context, "the-loop/7-login") == number  # type: ignore[arg-type]
+
+
+def test_a_turn_context_keeps_its_work_items_kind():
+    context = replace(CONTEXT, kind="pull_request")
+    assert TurnContext.from_dict(json.loads(json.dumps(context.to_dict()))) == context
+    old = {k: v for k, v in CONTEXT.to_dict().items() if k != "kind"}  # a record from before
+    assert TurnContext.from_dict(old).kind == "issue"
+
+
+def test_a_turn_context_is_an_issue_unless_the_work_item_is_a_pull_request(records):
+    agent = SimpleNamespace(turns=records, max_turns=5, cost_cap_usd=None)
+    item, draft = WorkItemRef("o/r", 7), WorkItemRef("o/r", 8)
+
+    def kind(event: GitHubEvent, stored: str | None = None) -> str:
+        work, _ = turn_work(agent, event, item, "o/r", stored)  # type: ignore[arg-type]
+        assert work is not None
+        return work.context.kind
+
+    assert kind(GitHubEvent("issues", ref=item, kind="issue")) == "issue"
+    assert kind(GitHubEvent("pull_request", ref=item, kind="pull_request")) == "pull_request"
+    # A delivery on the issue's draft pull request does not make the issue one.
+    assert kind(GitHubEvent("pull_request", ref=draft, kind="pull_request")) == "issue"
+    assert kind(GitHubEvent(TURN_EVENT, ref=item)) == "issue"
+    # The kind the work item's state recorded wins (a turn report names no kind).
+    assert kind(GitHubEvent(TURN_EVENT, ref=item), "pull_request") == "pull_request"
