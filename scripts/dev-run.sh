@@ -65,9 +65,9 @@ fi
 
 case "$mode" in
   sandbox)
-    SANDBOX_PORT=${THE_LOOP_SANDBOX_PORT:-8765}
-    # Point the-loop at the sandbox: its API, git URL, a local App key, the harness.
-    eval "$("$BIN/the-loop" sandbox prepare --dir "${THE_LOOP_SANDBOX_DIR:-$DEV/sandbox}" --port "$SANDBOX_PORT")"
+    # Point the-loop at the sandbox: its API, git URL, a local App key, the harness (the
+    # port: THE_LOOP_SANDBOX_PORT, read by the sandbox commands themselves).
+    eval "$("$BIN/the-loop" sandbox prepare --dir "${THE_LOOP_SANDBOX_DIR:-$DEV/sandbox}")"
     unset GH_TOKEN GITHUB_TOKEN THE_LOOP_GITHUB_PRIVATE_KEY THE_LOOP_GITHUB_TRANSPORT
     echo "the-loop: mode: sandbox, because $why; GitHub stand-in on $THE_LOOP_SANDBOX_URL"
     ;;
@@ -85,7 +85,7 @@ esac
 
 "$BIN/the-loop" graph validate
 if [ "$mode" = sandbox ]; then
-  "$BIN/the-loop" sandbox --port "$SANDBOX_PORT" --webhook-url "http://127.0.0.1:$PORT/webhook" &
+  "$BIN/the-loop" sandbox --webhook-url "http://127.0.0.1:$PORT/webhook" &
   pids+=($!)
 fi
 "$BIN/the-loop" serve --port "$PORT" --host "$THE_LOOP_HOST" &
