@@ -654,12 +654,14 @@ def _api_url(value: str | None, *, say: bool = True) -> str:
 
 def _web_url(api_url: str) -> str:
     """GitHub's web root for a REST API root, as GitHub lays hosts out:
-    ``https://api.github.com`` -> ``https://github.com``, Enterprise Server
+    ``https://api.github.com`` -> ``https://github.com``, GHE.com
+    ``https://api.SUBDOMAIN.ghe.com`` -> ``https://SUBDOMAIN.ghe.com``, Enterprise Server
     ``https://HOST/api/v3`` -> ``https://HOST`` ("About GitHub Enterprise Server" docs);
     any other root (a loopback fake) serves both."""
     parts = urlsplit(api_url)
-    host = parts.netloc.removeprefix("api.") if parts.netloc == "api.github.com" \
-        else parts.netloc
+    hosted = parts.netloc == "api.github.com" or (
+        parts.netloc.startswith("api.") and parts.netloc.endswith(".ghe.com"))
+    host = parts.netloc.removeprefix("api.") if hosted else parts.netloc
     path = parts.path.rstrip("/").removesuffix("/api/v3")
     return urlunsplit((parts.scheme, host, path, "", "")).rstrip("/")
 

@@ -170,6 +170,13 @@ def test_the_corrected_url_is_the_one_the_dashboard_and_the_transport_use():
     assert settings.dashboard.github_api_url == "https://ghe.example.com/api/v3"
 
 
+def test_a_ghe_com_api_root_has_its_web_root_for_sign_in():
+    settings = Settings.from_env({"THE_LOOP_GITHUB_API_URL": "https://api.octocorp.ghe.com",
+                                  "GH_TOKEN": "x"}, process="worker")
+    assert settings.dashboard.github_api_url == "https://api.octocorp.ghe.com"
+    assert settings.dashboard.github_web_url == "https://octocorp.ghe.com"
+
+
 @responses.activate
 def test_an_html_answer_is_a_clear_error_not_a_type_error():
     base = "https://ghe.example.com/api/v3"
