@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import math
 import re
 import sys
@@ -67,6 +68,7 @@ from foundation.signing import ENV_SIGNING_KEY, ENV_SIGNING_KEY_FILE, load_signe
 from graph.compile import duration
 from graph.signing import Signer, SigningKeyError
 
+log = logging.getLogger("foundation.settings")
 _N = TypeVar("_N", int, float)  # the numbers _Reader._positive reads
 
 _DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
@@ -294,8 +296,6 @@ class _Reader:
             raise SettingsError(
                 "THE_LOOP_LOG_FORMAT must be json or text, e.g. THE_LOOP_LOG_FORMAT=json"
             )
-        import logging
-
         level = (self.get("THE_LOOP_LOG_LEVEL") or "INFO").upper()
         if not isinstance(logging.getLevelName(level), int):
             raise SettingsError(
@@ -335,7 +335,7 @@ class _Reader:
         public_url = self.public_url()
         base_url = deployment.integrations.github.api.base_url
         api_url = _api_url(self.get(ENV_API_URL) or (
-            None if base_url.rstrip("/") == DEFAULT_API_URL else base_url))
+            None if base_url.rstrip("/") == DEFAULT_API_URL else base_url), say=False)
         client_id = self.get(ENV_CLIENT_ID)
         client_secret = self.get(ENV_CLIENT_SECRET)
         members = self.names(ENV_UI_MEMBERS)
@@ -586,36 +586,82 @@ def _jira_api_version(value: str | None, url: str | None) -> int:
     return 3 if host.endswith(".atlassian.net") or not host else 2
 
 
-def _api_url(value: str | None) -> str:
+def _api_url(value: str | None, *, say: bool = True) -> str:
+    """The REST API root ``THE_LOOP_GITHUB_API_URL`` (or
+    ``integrations.github.api.baseUrl``) names, checked against the layouts GitHub serves
+    ("About GitHub Enterprise Server", "About GitHub Enterprise Cloud with data
+    residency" docs): ``https://api.github.com``, a GHE.com ``https://api.SUBDOMAIN.ghe.com``
+    (no path), a GitHub Enterprise Server ``https://HOST/api/v3``. A loopback host (a fake
+    GitHub) may use either layout.
+
+    Args:
+        value: the configured URL, or ``None`` (then ``https://api.github.com``).
+        say: log the correction below (the GitHub settings do; the dashboard's read of
+            the same variable does not, so a process says it once).
+
+    Returns:
+        The root without a trailing slash; a GitHub Enterprise Server host given without
+        a path (``https://HOST`` or ``https://HOST/``) gets ``/api/v3`` appended, and a
+        warning says so.
+
+    Raises:
+        SettingsError: not an http(s) URL, a user or password in it, a GHE.com web host
+            (not ``api.``), or a path other than ``/api/v3`` (a github.com or GHE.com
+            root takes none); the message names the variable and the fix, never the value.
+    """
     if value is None:
         return DEFAULT_API_URL
+    names = f"{ENV_API_URL} (integrations.github.api.baseUrl)"
     parsed = urllib.parse.urlparse(value)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise SettingsError(
-            f"{ENV_API_URL} (integrations.github.api.baseUrl) must be an http(s) URL such "
-            f"as {DEFAULT_API_URL} or, for GitHub Enterprise Server, https://HOST/api/v3"
+            f"{names} must be an http(s) URL such as {DEFAULT_API_URL} or, for GitHub "
+            "Enterprise Server, https://HOST/api/v3"
+        )
+    if parsed.username is not None or parsed.password is not None:
+        raise SettingsError(
+            f"{names} must carry no user or password: give the API root alone (e.g. "
+            "https://HOST/api/v3) and the credentials in GH_TOKEN or the App's settings"
         )
     host = parsed.hostname.lower()
-    github_hosted = host == "api.github.com" or host.endswith(".ghe.com")
-    loopback = host in ("localhost", "127.0.0.1", "::1")
-    if not github_hosted and not loopback and parsed.path.rstrip("/") == "":
-        # A GitHub Enterprise Server's REST API lives under /api/v3 ("REST API endpoints
-        # ... GitHub Enterprise Server"); its root answers with web pages.
+    path = parsed.path.rstrip("/")
+    if host in ("localhost", "127.0.0.1", "::1"):
+        return value.rstrip("/")
+    if host == "api.github.com" or host.endswith(".ghe.com"):
+        if host.endswith(".ghe.com") and not host.startswith("api."):
+            raise SettingsError(
+                f"{names} names a GHE.com web host: its REST API root is "
+                "https://api.SUBDOMAIN.ghe.com (add api. in front of the host)")
+        if path or parsed.query or parsed.params or parsed.fragment:
+            raise SettingsError(
+                f"{names} has a path, but GitHub's hosted REST API root has none: use "
+                f"{DEFAULT_API_URL} or https://api.SUBDOMAIN.ghe.com as it is")
+        return value.rstrip("/")
+    if path == "" and not (parsed.query or parsed.params or parsed.fragment):
+        # A GitHub Enterprise Server's REST API lives under /api/v3; its root answers
+        # with web pages, which the transport would take for a wrong URL on every call.
+        if say:
+            log.warning("%s has no path; using HOST/api/v3, a GitHub Enterprise Server's "
+                        "REST API root (set it to https://HOST/api/v3 to silence this)",
+                        ENV_API_URL)
+        return f"{value.rstrip('/')}/api/v3"
+    if not path.endswith("/api/v3") or parsed.query or parsed.params or parsed.fragment:
         raise SettingsError(
-            f"{ENV_API_URL} (integrations.github.api.baseUrl) has no path: a GitHub "
-            "Enterprise Server's REST API root is https://HOST/api/v3; add /api/v3 to it"
-        )
+            f"{names} has a path other than /api/v3: a GitHub Enterprise Server's REST API "
+            "root is https://HOST/api/v3; set it to that")
     return value.rstrip("/")
 
 
 def _web_url(api_url: str) -> str:
     """GitHub's web root for a REST API root, as GitHub lays hosts out:
-    ``https://api.github.com`` -> ``https://github.com``, Enterprise Server
+    ``https://api.github.com`` -> ``https://github.com``, GHE.com
+    ``https://api.SUBDOMAIN.ghe.com`` -> ``https://SUBDOMAIN.ghe.com``, Enterprise Server
     ``https://HOST/api/v3`` -> ``https://HOST`` ("About GitHub Enterprise Server" docs);
     any other root (a loopback fake) serves both."""
     parts = urlsplit(api_url)
-    host = parts.netloc.removeprefix("api.") if parts.netloc == "api.github.com" \
-        else parts.netloc
+    hosted = parts.netloc == "api.github.com" or (
+        parts.netloc.startswith("api.") and parts.netloc.endswith(".ghe.com"))
+    host = parts.netloc.removeprefix("api.") if hosted else parts.netloc
     path = parts.path.rstrip("/").removesuffix("/api/v3")
     return urlunsplit((parts.scheme, host, path, "", "")).rstrip("/")
 

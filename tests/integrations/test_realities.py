@@ -5,6 +5,7 @@ installations, tokens, limits, failures said out loud): the transports against
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any
 
@@ -117,15 +118,63 @@ def test_a_401_drops_the_installation_token_and_mints_a_new_one_once(rsa_pem, ca
 # -- 4: GitHub Enterprise Server base URL ---------------------------------------------------
 
 
-def test_a_ghes_base_url_without_api_v3_is_refused_with_the_fix():
-    with pytest.raises(SettingsError, match=r"THE_LOOP_GITHUB_API_URL .*has no path: .*add "
-                       r"/api/v3 to it") as refused:
-        Settings.from_env({"THE_LOOP_GITHUB_API_URL": "https://ghe.example.com",
-                           "GH_TOKEN": "x"}, process="worker")
-    assert "ghe.example.com" not in str(refused.value)  # the value is never echoed
-    ok = Settings.from_env({"THE_LOOP_GITHUB_API_URL": "https://ghe.example.com/api/v3",
-                            "GH_TOKEN": "x"}, process="worker")
-    assert ok.require_github().api_url == "https://ghe.example.com/api/v3"
+def api_url(value: str) -> str:
+    return Settings.from_env({"THE_LOOP_GITHUB_API_URL": value, "GH_TOKEN": "x"},
+                             process="worker").require_github().api_url
+
+
+@pytest.mark.parametrize("given", ["https://ghe.example.com", "https://ghe.example.com/",
+                                   "https://ghe.example.com:8443/"])
+def test_a_ghes_host_without_a_path_gets_api_v3_and_says_so(given, caplog):
+    with caplog.at_level(logging.WARNING, "foundation.settings"):
+        assert api_url(given) == given.rstrip("/") + "/api/v3"
+    said = [r.getMessage() for r in caplog.records if r.name == "foundation.settings"]
+    assert len(said) == 1 and "THE_LOOP_GITHUB_API_URL has no path" in said[0], said
+    assert "ghe.example.com" not in said[0]  # the value is never echoed
+
+
+@pytest.mark.parametrize("given,kept", [
+    ("https://api.github.com", "https://api.github.com"),
+    ("https://api.github.com/", "https://api.github.com"),
+    ("https://api.octocorp.ghe.com", "https://api.octocorp.ghe.com"),
+    ("https://api.octocorp.ghe.com/", "https://api.octocorp.ghe.com"),
+    ("https://ghe.example.com/api/v3", "https://ghe.example.com/api/v3"),
+    ("https://ghe.example.com/api/v3/", "https://ghe.example.com/api/v3"),
+    ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+])
+def test_githubs_own_layouts_are_taken_as_they_are(given, kept, caplog):
+    with caplog.at_level(logging.WARNING, "foundation.settings"):
+        assert api_url(given) == kept
+    assert not [r for r in caplog.records if r.name == "foundation.settings"]
+
+
+@pytest.mark.parametrize("given,fix", [
+    ("https://ghe.example.com/api", r"path other than /api/v3: .*https://HOST/api/v3"),
+    ("https://ghe.example.com/web/login", r"path other than /api/v3: .*https://HOST/api/v3"),
+    ("https://ghe.example.com/api/v4", r"path other than /api/v3: .*https://HOST/api/v3"),
+    ("https://api.github.com/api/v3", r"has a path, .*https://api\.github\.com"),
+    ("https://api.octocorp.ghe.com/api/v3", r"has a path, .*api\.SUBDOMAIN\.ghe\.com"),
+    ("https://octocorp.ghe.com", r"GHE\.com web host: .*https://api\.SUBDOMAIN\.ghe\.com"),
+])
+def test_an_unexpected_github_url_is_refused_naming_the_key_and_the_fix(given, fix):
+    with pytest.raises(SettingsError, match=r"THE_LOOP_GITHUB_API_URL ") as refused:
+        api_url(given)
+    assert re.search(fix, str(refused.value)), str(refused.value)
+    assert "example.com" not in str(refused.value) and "octocorp" not in str(refused.value)
+
+
+def test_the_corrected_url_is_the_one_the_dashboard_and_the_transport_use():
+    settings = Settings.from_env({"THE_LOOP_GITHUB_API_URL": "https://ghe.example.com/",
+                                  "GH_TOKEN": "x"}, process="worker")
+    assert settings.require_github().api_url == "https://ghe.example.com/api/v3"
+    assert settings.dashboard.github_api_url == "https://ghe.example.com/api/v3"
+
+
+def test_a_ghe_com_api_root_has_its_web_root_for_sign_in():
+    settings = Settings.from_env({"THE_LOOP_GITHUB_API_URL": "https://api.octocorp.ghe.com",
+                                  "GH_TOKEN": "x"}, process="worker")
+    assert settings.dashboard.github_api_url == "https://api.octocorp.ghe.com"
+    assert settings.dashboard.github_web_url == "https://octocorp.ghe.com"
 
 
 @responses.activate

@@ -24,6 +24,7 @@ from graph.ports import IntegrationError, RateLimited
 from graph.refs import WorkItemRef
 from graph.runtime import Runtime, with_moved_head
 from graph.state import MemoryStateStore, WorkItemState
+from integrations.github import GitHubClients, GitHubSettings
 from integrations.slack import SlackSdk
 from tests.conftest import gh_label, load_payload
 from tests.graph.test_effects import Files
@@ -39,6 +40,7 @@ from tests.workers.test_routes import (
     record,
 )
 from the_loop.graphs import load_graph
+from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 from the_loop.sandbox.fakegithub.state import FakeGitHub
 from the_loop.wiring import build_processor
 from workers.files import GitHubFiles
@@ -475,3 +477,51 @@ def test_jira_issue_keys_are_read_from_the_title_and_body():
     payload = {"action": "opened", "repository": {"full_name": REPO},
                "issue": {"number": 1, "title": "ABC-123: login", "body": "see OPS-9, x-1"}}
     assert GitHubEvent.parse("issues", payload).tickets == ("ABC-123", "OPS-9")
+
+
+#: GitHub's own answer to an outage: a web page, not the REST API's JSON.
+UNICORN = "<!DOCTYPE html><html><body><h1>Unicorn!</h1>502 Server Error</body></html>"
+
+
+def test_githubs_html_502_page_retries_the_delivery_and_never_escalates(redis_ns):
+    """Given an enrolled work item whose worker reaches the loopback fake GitHub over HTTP
+    through the real transport
+    When GitHub answers the next read with its HTML 502 page
+    Then the delivery is retried like any 502 (a retry is scheduled); the work item is
+    not escalated, and the retried delivery advances it."""
+    fake = HttpFakeGitHub(tokens=["ghp_worker"])
+    fake.add_repo(REPO, default_branch="master")
+    fake.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS)
+    fake.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS)
+    url, stop = serve(fake)
+    clients = GitHubClients(GitHubSettings(api_url=f"{url}/api/v3", token="ghp_worker",
+                                           write_interval=0.0, read_interval=0.0,
+                                           retries=0))
+    try:
+        settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name,
+                                  delivery_attempts=3, delivery_backoff=(0.0,))
+        processor = build_processor(settings, redis_ns.client, GRAPH,
+                                    lambda _installation: clients.for_installation(None))
+        assert processor.handle(record("issues", installed(enrolment()))).outcome == \
+            "advanced"
+        processor.repos._fresh.clear()  # the next delivery reads the files again
+        fake.fail_next(r"/contents/", 502, {"Content-Type": "text/html; charset=utf-8"},
+                       body=UNICORN)
+        inbox = DeliveryQueue(processor.redis, queue_name=settings.queue,
+                              prefix=settings.prefix)
+        delivery = deliver(inbox, "issue_comment",
+                           json.dumps(installed(comment("/approve"))).encode())
+        handled = processor.drain(REF1)
+        assert [h.outcome for h in handled] == ["retrying"], [h.detail for h in handled]
+        faulted = [r.path for r in fake.requests if r.status == 502]
+        assert len(faulted) == 1 and "/contents/" in faulted[0], faulted
+        assert processor.redis.zscore(processor.keys.retry, delivery) is not None
+        assert processor.store.load(REF1).status != "escalated"
+        assert not [e for e in processor.store.events(REF1)
+                    if e.type == "work-item.escalated"]
+        assert processor.deliveries.release_due(time.time() + 3600) == 1
+        assert [h.outcome for h in processor.drain(REF1)] == ["advanced"]
+        assert processor.store.load(REF1).current_node == "design"
+    finally:
+        clients.close()
+        stop()

@@ -164,7 +164,9 @@ class HttpFakeState(FakeGitHub):
         """Answer the next ``times`` requests whose path matches ``path_regex``
         (``re.search``; the path includes any ``/api/v3`` prefix) and, if given, whose
         method is ``method``, with ``status``, ``headers`` and JSON ``body`` (default
-        ``{"message": "Injected fault"}``) instead of handling them. Faults queue in order.
+        ``{"message": "Injected fault"}``; a ``str`` is sent as it is, e.g. GitHub's HTML
+        error page with ``{"Content-Type": "text/html"}``) instead of handling them.
+        Faults queue in order.
         With ``after=True`` the request is handled (a write lands) and the fault replaces
         its answer: the client sees an error for something that happened.
         """

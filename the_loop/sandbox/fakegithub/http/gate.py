@@ -20,7 +20,7 @@ from the_loop.sandbox.fakegithub.http.common import (
     fake,
     not_found,
 )
-from the_loop.sandbox.fakegithub.http.records import RecordedRequest
+from the_loop.sandbox.fakegithub.http.records import Fault, RecordedRequest
 
 __all__ = ["install"]
 
@@ -60,10 +60,7 @@ def gate() -> Response | None:
         fault = gh.take_fault(request.method, request.path)
     g.after_fault = fault if fault is not None and fault.after else None
     if fault is not None and not fault.after:
-        resp = jsonify(fault.body)
-        resp.status_code = fault.status
-        resp.headers.update(fault.headers)
-        return resp
+        return _fault_answer(fault)
     g.login = None
     g.installation = None
     if ("/access_tokens" in request.path or GIT_PATH.match(request.path)
@@ -126,10 +123,17 @@ def lose_answer(resp: Response) -> Response:
     fault = g.get("after_fault")
     if fault is None:
         return resp
-    lost = jsonify(fault.body)
-    lost.status_code = fault.status
-    lost.headers.update(fault.headers)
-    return lost
+    return _fault_answer(fault)
+
+
+def _fault_answer(fault: Fault) -> Response:
+    """A fault's answer: its JSON body, or a ``str`` body sent as it is (GitHub's HTML
+    error page, given with a ``Content-Type: text/html`` header); its status and headers.
+    """
+    resp = Response(fault.body) if isinstance(fault.body, str) else jsonify(fault.body)
+    resp.status_code = fault.status
+    resp.headers.update(fault.headers)
+    return resp
 
 
 def unknown(_: Exception) -> Response:
