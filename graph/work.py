@@ -131,6 +131,8 @@ class TurnEnded:
         detail: the-loop's own words about an unsuccessful turn (never agent output).
         merged: a task's turn: whether its work reached the work item's branch (``False``:
             the merge conflicted, ``detail`` names the paths); ``None`` otherwise.
+        warnings: what the harness reported without failing the turn (a retried 5xx,
+            a reconnect), at most 10, each cut to 200 characters.
     """
 
     id: str
@@ -145,6 +147,7 @@ class TurnEnded:
     seconds: float = 0.0
     detail: str = ""
     merged: bool | None = None
+    warnings: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -153,7 +156,9 @@ class TurnEnded:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (the runner's event payload)."""
-        return asdict(self)
+        data = asdict(self)
+        data["warnings"] = list(self.warnings)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TurnEnded:
@@ -175,6 +180,7 @@ class TurnEnded:
             seconds=float(data.get("seconds") or 0.0),
             detail=str(data.get("detail") or "")[:500],
             merged=None if data.get("merged") is None else bool(data["merged"]),
+            warnings=tuple(str(w)[:200] for w in list(data.get("warnings") or ())[:10]),
         )
 
 

@@ -25,6 +25,7 @@ from typing import Protocol
 from graph.errors import LoopError
 
 __all__ = [
+    "MAX_WARNINGS",
     "STATUSES",
     "Harness",
     "HarnessError",
@@ -35,6 +36,9 @@ __all__ = [
     "TurnRequest",
     "secret_values",
 ]
+
+#: The most :attr:`TurnOutcome.warnings` one turn keeps.
+MAX_WARNINGS = 10
 
 #: Every :attr:`TurnOutcome.status`.
 STATUSES = ("completed", "failed", "timeout", "idle", "no-result", "resume-failed")
@@ -124,6 +128,9 @@ class TurnOutcome:
         cost_usd, input_tokens, output_tokens: what the harness reported for the turn.
         num_turns: agentic steps the harness reported.
         detail: the-loop's own words about a failure (never agent output).
+        warnings: what the CLI reported without failing the turn (Codex ``error``
+            events: a retried 5xx, a reconnect), each cut to 200 characters, at most
+            :data:`MAX_WARNINGS`.
     """
 
     status: str
@@ -135,6 +142,7 @@ class TurnOutcome:
     output_tokens: int = 0
     num_turns: int = 0
     detail: str = ""
+    warnings: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

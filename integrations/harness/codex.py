@@ -21,6 +21,7 @@ import json
 from typing import Any
 
 from integrations.harness.base import (
+    MAX_WARNINGS,
     TurnOutcome,
     TurnRequest,
     killed_status,
@@ -68,7 +69,8 @@ class _Events:
             # A stream error (a retried 5xx, a reconnect) is a warning: the turn's
             # outcome is turn.completed / turn.failed and the exit status.
             message = event.get("message")
-            self.warnings.append(str(message)[:200] if message is not None else "error")
+            if len(self.warnings) < MAX_WARNINGS:
+                self.warnings.append(str(message)[:200] if message is not None else "error")
         return False
 
 
@@ -101,7 +103,7 @@ class Codex(BinaryHarness):
                 status=status, harness_session=events.thread or request.resume,
                 exit_code=proc.exit_code, duration_s=proc.duration_s, cost_usd=0.0,
                 input_tokens=events.input_tokens, output_tokens=events.output_tokens,
-                num_turns=events.completed, detail=detail)
+                num_turns=events.completed, detail=detail, warnings=tuple(events.warnings))
 
         ended = events.completed or events.failed
         killed = killed_status(proc.reason)
