@@ -126,7 +126,8 @@ def request(setup: TurnSetup, order: TurnOrder, context: TurnContext, *, cwd: Pa
         the request: the input rendered by :func:`runner.prompts.render` (a resumed
         session gets only the feedback), the environment of :func:`environment`, the
         model for the node's stage, the log and result paths under :func:`log_dir`, the
-        limits of ``harness:`` and ``runner.logBytes``.
+        limits of ``harness:`` and ``runner.logBytes``, and the order's running totals
+        of the session when it is resumed (none for a fresh session).
     """
     logs = log_dir(setup, order.ref, create=create_dirs)
     task = f"-{order.task_id}" if order.task_id is not None else ""
@@ -143,7 +144,7 @@ def request(setup: TurnSetup, order: TurnOrder, context: TurnContext, *, cwd: Pa
         limits=TurnLimits(turn_timeout=settings.turn_timeout,
                           idle_timeout=settings.idle_timeout,
                           log_bytes=setup.runner_settings.log_bytes),
-        on_start=on_start)
+        on_start=on_start, totals=dict(order.totals) if resume is not None else {})
 
 
 def run(harness: Harness, turn: TurnRequest) -> TurnOutcome:

@@ -235,7 +235,7 @@ class TurnRunner:
             harness_session=outcome.harness_session, head_sha=head, pull=pull,
             cost_usd=outcome.cost_usd, input_tokens=outcome.input_tokens,
             output_tokens=outcome.output_tokens, detail=detail, merged=merged,
-            warnings=outcome.warnings), (
+            warnings=outcome.warnings, totals=outcome.totals), (
                 branch if pushed else context.branch)
 
     def _harness(self, workspaces: Workspaces, order: TurnOrder, context: TurnContext,

@@ -219,7 +219,7 @@ class LocalDriver:
             harness_session=outcome.harness_session, head_sha=head,
             cost_usd=outcome.cost_usd, input_tokens=outcome.input_tokens,
             output_tokens=outcome.output_tokens, seconds=round(outcome.duration_s, 3),
-            detail=outcome.detail, warnings=outcome.warnings)
+            detail=outcome.detail, warnings=outcome.warnings, totals=outcome.totals)
 
     def report(self, ended: TurnEnded) -> AdvanceResult:
         """Hand ``ended`` to the runtime (the exit chain runs on the checkout).

@@ -20,7 +20,9 @@ from graph.work import (
     TurnEnded,
     TurnOrder,
     add_spend,
+    record_totals,
     spend_of,
+    totals_of,
     working_line,
 )
 
@@ -49,6 +51,7 @@ def turn_ended(rt: RuntimeAPI, state: WorkItemState, node: Node,
     state.turn = None
     add_spend(state.spend, ended)
     session = state.sessions.setdefault(node.id, dict(state.session or {}))
+    record_totals(session, ended)
     if ended.session_id:
         session["id"] = ended.session_id
     if ended.harness_session:
@@ -114,6 +117,7 @@ def order_turn(rt: RuntimeAPI, state: WorkItemState, work_item: WorkItem,
         ref=work_item.ref, node=node.id, visit=state.visit, number=number,
         max_turns=work.max_turns, session_id=str(session["id"]),
         resume=session.get("resume"), command=node.command, stage=node.stage,
+        totals=totals_of(session.get("totals")) if session.get("resume") else {},
         artifacts=tuple(rt.artifacts(node, work_item).values()),
         checks=tuple({"hook": c.name, "with": plain(c.params)} for c in node.exit),
         feedback=dict(state.next_input.get(node.id) or {}),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -97,6 +97,9 @@ class TurnRequest:
         limits: time and output bounds.
         max_agent_turns: claude ``--max-turns`` (agentic steps inside one turn).
         on_start: called with the process group id once the process started.
+        totals: the running totals the harness last reported for the session being
+            resumed (``{cost_usd?, input_tokens?, output_tokens?}``); empty for a fresh
+            session. The turn's figures are the difference (:func:`turn_figure`).
     """
 
     session_id: str
@@ -110,6 +113,7 @@ class TurnRequest:
     limits: TurnLimits
     max_agent_turns: int | None = None
     on_start: Callable[[int], None] | None = None
+    totals: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,8 @@ class TurnOutcome:
         warnings: what the CLI reported without failing the turn (Codex ``error``
             events: a retried 5xx, a reconnect), each cut to 200 characters, at most
             :data:`MAX_WARNINGS`.
+        totals: the session's running totals the harness reported (what the next
+            resumed turn's figures are the difference of); empty when it reported none.
     """
 
     status: str
@@ -143,6 +149,7 @@ class TurnOutcome:
     num_turns: int = 0
     detail: str = ""
     warnings: tuple[str, ...] = ()
+    totals: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -186,6 +193,16 @@ def number(value: object, *, integer: bool = False) -> float:
     if not 0 <= value < float("inf"):
         return 0
     return int(value) if integer else float(value)
+
+
+def turn_figure(reported: float, previous: float | None) -> float:
+    """A turn's own figure from the session's running total ``reported`` and the total
+    the last turn of the session reported (``previous``; ``None``: a fresh session).
+    A total below the previous one means the harness started counting afresh: the
+    reported figure is the turn's."""
+    if previous is None or reported < previous:
+        return reported
+    return reported - previous
 
 
 def killed_status(reason: str) -> str | None:

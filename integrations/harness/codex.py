@@ -10,9 +10,11 @@ same argv):
   read-only), ``--skip-git-repo-check`` (a workspace need not be a trusted repository).
 - ``--json`` prints JSON lines: ``thread.started{thread_id}``, ``turn.started``,
   ``item.*``, ``turn.completed{usage{input_tokens, cached_input_tokens,
-  output_tokens}}``, ``turn.failed{error{message}}``, ``error{message}``.
-- Codex reports no cost: ``cost_usd`` is 0 and tokens are summed over the turn's
-  ``turn.completed`` events.
+  output_tokens}}``, ``turn.failed{error{message}}``, ``error{message}`` (a retried
+  5xx, a WebSocket-to-HTTPS fallback: a warning; the turn goes on).
+- ``turn.completed.usage`` is the thread's running total (on a resumed thread too):
+  a turn's tokens are the difference from the totals the last turn reported.
+- Codex reports no cost: ``cost_usd`` is 0.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from integrations.harness.base import (
     killed_status,
     limit_detail,
     number,
+    turn_figure,
 )
 from integrations.harness.modes import BinaryHarness, launch
 
@@ -57,9 +60,10 @@ class _Events:
         if kind == "thread.started" and isinstance(event.get("thread_id"), str):
             self.thread = event["thread_id"]
         elif kind == "turn.completed":
+            # The thread's running totals (on a resumed thread too): the latest wins.
             usage: dict[str, Any] = event["usage"] if isinstance(event.get("usage"), dict) else {}
-            self.input_tokens += int(number(usage.get("input_tokens"), integer=True))
-            self.output_tokens += int(number(usage.get("output_tokens"), integer=True))
+            self.input_tokens = int(number(usage.get("input_tokens"), integer=True))
+            self.output_tokens = int(number(usage.get("output_tokens"), integer=True))
             self.completed += 1
             return True
         elif kind == "turn.failed":
@@ -98,11 +102,20 @@ class Codex(BinaryHarness):
         events = _Events()
         proc = launch(self.mode, self.command(request), request, events)
 
+        resumed = request.resume is not None and events.thread in (None, request.resume)
+        before = request.totals if resumed else {}
+        totals = ({"input_tokens": events.input_tokens, "output_tokens": events.output_tokens}
+                  if events.completed else {})
+
         def outcome(status: str, detail: str = "") -> TurnOutcome:
             return TurnOutcome(
                 status=status, harness_session=events.thread or request.resume,
                 exit_code=proc.exit_code, duration_s=proc.duration_s, cost_usd=0.0,
-                input_tokens=events.input_tokens, output_tokens=events.output_tokens,
+                input_tokens=int(turn_figure(events.input_tokens,
+                                             before.get("input_tokens"))),
+                output_tokens=int(turn_figure(events.output_tokens,
+                                              before.get("output_tokens"))),
+                totals=totals,
                 num_turns=events.completed, detail=detail, warnings=tuple(events.warnings))
 
         ended = events.completed or events.failed

@@ -60,7 +60,9 @@ class Rig:
 
     def env(self) -> dict[str, str]:
         return {"PATH": "/usr/bin:/bin", "HOME": str(self.root / "user-home"),
-                "LANG": "C.UTF-8", "THE_LOOP_CONFIG": str(self.config)}
+                "LANG": "C.UTF-8", "THE_LOOP_CONFIG": str(self.config),
+                # this checkout's code, not whichever the virtualenv was installed from
+                "PYTHONPATH": str(REPO_ROOT)}
 
     def git(self, *args: str) -> str:
         return subprocess.run(["git", "-C", str(self.repo), *args], capture_output=True,
@@ -228,3 +230,19 @@ def test_an_unpinned_harness_fails_closed_naming_the_fix(tmp_path):
     assert code == 1 and (doc["ok"], doc["status"]) == (False, "harness-unavailable")
     assert "harness.version is not pinned" in doc["error"]
     assert rig.turns_seen() == []
+
+
+def test_a_resumed_sessions_turn_costs_what_it_spent_not_the_sessions_total(tmp_path):
+    rig = Rig(tmp_path, "claude-code")
+    knobs = rig.home / "github_acme_widgets_7" / ".fake-harness" / "knobs.json"
+    knobs.parent.mkdir(parents=True)
+    knobs.write_text(json.dumps({"cost_usd": 0.25}))
+    code, doc = rig.json("run", "--work-item", REF, "--repo", str(rig.repo))
+    assert code == 0, doc
+    # the repair's result line says $0.50, the session's running total
+    assert [t["cost_usd"] for t in doc["turns"]] == [0.25, 0.25]
+    [path] = (rig.repo / ".the-loop" / "state").glob("*.json")
+    state = json.loads(path.read_text())
+    assert state["spend"]["cost_usd"] == 0.5
+    # the session keeps the last running total the next resumed turn is measured from
+    assert state["sessions"]["requirements"]["totals"] == {"cost_usd": 0.5}
