@@ -21,6 +21,7 @@ __all__ = [
     "HARNESS_ADAPTERS",
     "HARNESS_BINARIES",
     "HARNESS_ENV",
+    "harness_env",
     "RUNNER_MODES",
     "HarnessSettings",
     "RunnerSettings",
@@ -42,3 +43,11 @@ HARNESS_ENV: Mapping[str, tuple[str, ...]] = {
     "codex": ("OPENAI_API_KEY", "CODEX_API_KEY"),
 }
 RUNNER_MODES = ("process", "tmux")
+
+
+def harness_env(adapter: str, named: tuple[str, ...], only: bool) -> tuple[str, ...]:
+    """The variables a harness gets: the adapter's own (:data:`HARNESS_ENV`) then the
+    names ``harness.env`` adds, each once; with ``harness.envOnly`` the named ones
+    alone."""
+    names = named if only else (*HARNESS_ENV.get(adapter, ()), *named)
+    return tuple(dict.fromkeys(names))
