@@ -129,10 +129,14 @@ class ClaudeCode(BinaryHarness):
                            f"claude ended (exit {proc.exit_code}) without a result line")
         subtype = result.get("subtype")
         if subtype != "success" or result.get("is_error") is True:
+            # A model error (an API error, an overload) is a result with is_error true,
+            # often with subtype success: what the CLI said is the detail.
             said = result.get("errors") or result.get("result") or ""
             if isinstance(said, list):
                 said = "; ".join(str(item) for item in said)
-            return outcome("failed", (f"claude's result is {str(subtype)[:40]!r}"
-                                      f" (is_error {result.get('is_error')!r}): "
-                                      f"{str(said)[:200]}"))
+            said = " ".join(str(said).split())[:200]
+            if said:
+                return outcome("failed", f"claude reported an error: {said}")
+            return outcome("failed", f"claude's result is {str(subtype)[:40]!r} with "
+                                     "nothing said")
         return outcome("completed")

@@ -88,3 +88,12 @@ def test_the_totals_a_turn_reports_are_kept_on_its_session_and_resumed_with() ->
     order = TurnOrder("o", "r", "n", 1, 2, 5, "s2", resume="h", totals={"cost_usd": 0.1})
     assert TurnOrder.from_dict(json.loads(json.dumps(order.to_dict()))).totals == {
         "cost_usd": 0.1}
+
+
+def test_a_model_error_says_what_claude_said(claude: Rig) -> None:
+    # As Claude Code reports an API error: subtype success, is_error true, exit 1.
+    claude.knobs(is_error=True, result_text="API Error: 529 Overloaded")
+    outcome = claude.run(claude.request())
+    assert outcome.status == "failed"
+    assert outcome.detail == "claude reported an error: API Error: 529 Overloaded"
+    assert "'success'" not in outcome.detail
