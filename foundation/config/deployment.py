@@ -229,6 +229,10 @@ class HarnessSettings:
         mcp_config: the MCP servers file (Claude Code's ``--mcp-config`` JSON shape) of
             the ``mcp-call`` hook's harness calls, ``THE_LOOP_MCP_CONFIG`` or
             ``harness.mcpConfig``; ``None``: no server.
+        base_url: ``harness.baseUrl``: a gateway (a proxy, a self-hosted model) the CLI
+            talks to instead of its vendor's API: Claude Code gets it as
+            ``ANTHROPIC_BASE_URL``, Codex as a model provider in the work item's
+            ``$HOME/.codex/config.toml``. ``None``: the vendor's API.
     """
 
     adapter: str = "none"
@@ -245,6 +249,7 @@ class HarnessSettings:
     source: str = field(default=CLI_CONFIG_NAME, metadata={RESOLVED: True})
     path: str | None = field(default=None, metadata={RESOLVED: True})
     mcp_config: str | None = None
+    base_url: str | None = None
 
     def model_for(self, stage: str | None) -> str | None:
         """The model configured for node stage ``stage``, or ``None`` (the harness's own

@@ -20,6 +20,7 @@ __all__ = [
     "ENV_WORKSPACE_DIR",
     "HARNESS_ADAPTERS",
     "HARNESS_BINARIES",
+    "HARNESS_BASE_URL_ENV",
     "HARNESS_ENV",
     "harness_env",
     "RUNNER_MODES",
@@ -43,6 +44,9 @@ HARNESS_ENV: Mapping[str, tuple[str, ...]] = {
     "codex": ("OPENAI_API_KEY", "CODEX_API_KEY"),
 }
 RUNNER_MODES = ("process", "tmux")
+#: The variable that points each adapter at ``harness.baseUrl`` (Claude Code's LLM
+#: gateway docs); Codex reads a model provider from its config.toml instead.
+HARNESS_BASE_URL_ENV: Mapping[str, str] = {"claude-code": "ANTHROPIC_BASE_URL"}
 
 
 def harness_env(adapter: str, named: tuple[str, ...], only: bool) -> tuple[str, ...]:

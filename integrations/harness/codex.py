@@ -20,6 +20,9 @@ same argv):
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from integrations.harness.base import (
@@ -33,7 +36,44 @@ from integrations.harness.base import (
 )
 from integrations.harness.modes import BinaryHarness, launch
 
-__all__ = ["Codex"]
+__all__ = ["PROVIDER", "Codex", "write_provider"]
+
+#: The model provider id ``harness.baseUrl`` is written as (``-c model_provider=...``).
+PROVIDER = "the-loop"
+_TABLE = f"[model_providers.{PROVIDER}]"
+
+
+def write_provider(home: Path, base_url: str, env: Mapping[str, str]) -> Path:
+    """Write the gateway ``base_url`` as model provider :data:`PROVIDER` into
+    ``home/.codex/config.toml`` (Codex ignores ``OPENAI_BASE_URL``; a provider is
+    ``[model_providers.<id>]`` with ``base_url``, ``env_key``, ``wire_api``). The
+    provider's table is replaced; the rest of the file is kept. ``env_key`` names the
+    key variable ``env`` holds (``CODEX_API_KEY``, else ``OPENAI_API_KEY``).
+
+    Returns:
+        the config file's path.
+    """
+    path = home / ".codex" / "config.toml"
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        lines = []
+    kept: list[str] = []
+    inside = False
+    for line in lines:
+        header = line.strip()
+        if header.startswith("["):
+            inside = header == _TABLE
+        if not inside:
+            kept.append(line)
+    key = next((k for k in ("CODEX_API_KEY", "OPENAI_API_KEY") if env.get(k)),
+               "CODEX_API_KEY")
+    kept += [_TABLE, 'name = "the-loop gateway"', f"base_url = {json.dumps(base_url)}",
+             f"env_key = {json.dumps(key)}", 'wire_api = "responses"']
+    path.write_text("\n".join(kept) + "\n", encoding="utf-8")
+    os.chmod(path, 0o600)
+    return path
 
 
 class _Events:
@@ -86,11 +126,17 @@ class Codex(BinaryHarness):
 
     default_binary = "codex"
 
+    def __init__(self, settings: object, mode: str = "process") -> None:
+        super().__init__(settings, mode)
+        self.base_url: str | None = getattr(settings, "base_url", None)
+
     def command(self, request: TurnRequest) -> list[str]:
         """``codex exec --json --cd DIR --sandbox workspace-write --skip-git-repo-check
         [--model M] [resume THREAD] -``; never the prompt."""
         argv = [self.binary, "exec", "--json", "--cd", str(request.cwd),
                 "--sandbox", "workspace-write", "--skip-git-repo-check"]
+        if self.base_url:  # the gateway's provider, written in HOME's config.toml
+            argv += ["-c", f"model_provider={json.dumps(PROVIDER)}"]
         if request.model:
             argv += ["--model", request.model]
         if request.resume:
@@ -100,6 +146,8 @@ class Codex(BinaryHarness):
     def run(self, request: TurnRequest) -> TurnOutcome:
         """One turn; ``harness_session`` is the thread id to resume next."""
         events = _Events()
+        if self.base_url and request.env.get("HOME"):
+            write_provider(Path(request.env["HOME"]), self.base_url, request.env)
         proc = launch(self.mode, self.command(request), request, events)
 
         resumed = request.resume is not None and events.thread in (None, request.resume)

@@ -5,12 +5,17 @@ session, a lost session, the version probe."""
 from __future__ import annotations
 
 import json
+import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from foundation.settings import HarnessSettings, RunnerSettings
 from graph.work import TurnEnded, TurnOrder, record_totals
-from tests.harness.support import FEEDBACK, Rig
+from integrations.harness.codex import Codex
+from runner.harness_turn import TurnSetup, environment
+from tests.harness.support import FAKES, FEEDBACK, Rig
 
 
 @pytest.fixture
@@ -97,3 +102,33 @@ def test_a_model_error_says_what_claude_said(claude: Rig) -> None:
     assert outcome.status == "failed"
     assert outcome.detail == "claude reported an error: API Error: 529 Overloaded"
     assert "'success'" not in outcome.detail
+
+
+def test_a_codex_gateway_is_a_provider_in_the_work_items_home(tmp_path: Path) -> None:
+    rig = Rig("codex", tmp_path)
+    rig.harness = Codex(HarnessSettings(adapter="codex", binary=str(FAKES / "codex"),
+                                        base_url="http://127.0.0.1:9/v1"))
+    config = rig.home / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('model = "gpt-5"\n\n[model_providers.the-loop]\nbase_url = "old"\n')
+    outcome = rig.run(rig.request())
+    assert outcome.ok, outcome
+    written = tomllib.loads(config.read_text())
+    assert written["model"] == "gpt-5"  # the rest of the file is kept
+    assert written["model_providers"]["the-loop"] == {
+        "name": "the-loop gateway", "base_url": "http://127.0.0.1:9/v1",
+        "env_key": "CODEX_API_KEY", "wire_api": "responses"}
+    argv = rig.calls()[-1]["argv"]
+    assert argv[argv.index("-c") + 1] == 'model_provider="the-loop"'
+
+
+def test_a_claude_gateway_is_anthropic_base_url(tmp_path: Path) -> None:
+    harness = HarnessSettings(adapter="claude-code", base_url="https://gw.example/anthropic")
+    setup = TurnSetup(harness, RunnerSettings(home_dir=str(tmp_path)),
+                      {"PATH": "/usr/bin", "ANTHROPIC_BASE_URL": "https://elsewhere"})
+    order = TurnOrder("o", "github:o/r#1", "n", 1, 1, 5, "s")
+    env = environment(setup, order, "s", None, tmp_path / "r.json")
+    assert env["ANTHROPIC_BASE_URL"] == "https://gw.example/anthropic"
+    codex = environment(replace(setup, harness_settings=replace(harness, adapter="codex")),
+                        order, "s", None, tmp_path / "r.json")
+    assert "ANTHROPIC_BASE_URL" not in codex

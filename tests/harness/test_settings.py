@@ -59,6 +59,9 @@ def test_harness_env_adds_to_the_adapters_names_and_env_only_replaces_them(
     only = settings(tmp_path, "harness: {adapter: codex, env: [CODEX_API_KEY], "
                               "envOnly: true}\n").harness
     assert only.env == ("CODEX_API_KEY",)
+    gateway = settings(tmp_path, "harness: {adapter: codex, baseUrl: "
+                                 "'https://gw.example/v1'}\n").harness
+    assert gateway.base_url == "https://gw.example/v1"
 
 
 def test_adapter_defaults_for_binary_and_env(tmp_path: Path) -> None:
