@@ -351,9 +351,18 @@ class TurnRecords:
             self.queue.enqueue_job(job, pipeline=pipe)
             pipe.execute()
 
-    def enqueue_again(self, ref: str) -> bool:
+    def enqueue_again(self, ref: str, *, front: bool = False) -> bool:
         """Queue ``ref``'s recorded turn's job again as it is (same attempt, status and
-        flags: a turn waiting for a slot or for the work item's lock).
+        flags: a turn waiting for a slot or for the work item's lock). A first turn goes
+        to the end of its installation's line; a continuation to the queue's end, or
+        with ``front`` to its front.
+
+        Args:
+            ref: the turn record's key.
+            front: the turn waited for its work item's lock, which the previous turn's
+                runner is about to release: a continuation keeps its place at the front.
+                Not for a turn without a slot: at the front it would hold the head while
+                its installation is at its cap, costing every free runner a wait.
 
         Returns:
             False when there is no queued or interrupted turn to queue.
@@ -369,10 +378,8 @@ class TurnRecords:
             description=f"the-loop turn {order.number} of {ref} at {order.node}")
         context = TurnContext.from_dict(json.loads(record["context"]))
         with self.redis.pipeline() as pipe:
-            # Back in line, not at the front: a turn whose installation is at its cap
-            # would otherwise hold the head and cost every free runner a wait.
-            self._push(job, pipe, front=False,
-                       fair=not is_continuation(order, record["status"]),
+            continuation = is_continuation(order, record["status"])
+            self._push(job, pipe, front=front and continuation, fair=not continuation,
                        installation=context.installation_id)
             pipe.execute()
         return True

@@ -288,6 +288,25 @@ def test_an_installation_arriving_late_joins_the_round_under_way(records):
                                   a[0].ref]
 
 
+def test_a_repair_that_finds_its_work_items_lock_held_keeps_its_place_at_the_front(
+        records, monkeypatch):
+    """Given two waiting first turns and a repair a runner took from the queue's front
+      while the previous turn's runner still holds the work item's turn lock
+    When the runner's take path meets the held lock
+    Then the repair goes back to the queue's front, not behind the first turns."""
+    monkeypatch.setattr("runner.service.BUSY_WAIT", 0)
+    first = [_first_turn("a/r", n) for n in (1, 2)]
+    for item in first:
+        records.order(item, CONTEXT)
+    repair = order(number=2, resume="harness-session", feedback={"block": {"hook": "x"}})
+    records.order(repair, CONTEXT)
+    records.queue.remove(f"{job_id(repair.id)}-1")  # a runner took it
+    assert records.lock(REF, 30) is not None  # the previous turn's runner is reporting
+    runner = SimpleNamespace(records=records, runner_settings=SimpleNamespace(lease=30))
+    assert TurnRunner.run(runner, REF, repair.id).startswith("busy")  # type: ignore[arg-type]
+    assert records.queue.job_ids == [f"{job_id(o.id)}-1" for o in (repair, *first)]
+
+
 @pytest.mark.parametrize(("kind", "link"), [("issue", "Closes #7"), ("pull_request", "Refs #7")])
 def test_the_draft_pull_request_closes_an_issue_work_item_and_refers_to_a_pull(kind, link):
     fake = FakeGitHub()
