@@ -272,18 +272,30 @@ def test_first_turns_are_taken_round_robin_across_installations_behind_a_resumed
         f"{job_id(_first_turn('a/r', 6).id)}-1".encode()]
 
 
-def test_an_installation_arriving_late_joins_the_round_under_way(records):
+def _runner(records, per_installation=1):
+    """A runner with only what its take path reads (the lease and the caps)."""
+    return TurnRunner(records, None, None, None,  # type: ignore[arg-type]
+                      SimpleNamespace(lease=30, concurrency=8,  # type: ignore[arg-type]
+                                      per_installation=per_installation),
+                      None, None, {})  # type: ignore[arg-type]
+
+
+def test_an_installation_arriving_late_joins_the_round_under_way(records, monkeypatch):
     """Given installation 1's first turns in rounds 1-3 and installation 2's in 1
     When installation 3 orders a first turn
-    Then it waits behind round 1 only, not behind installation 1's whole backlog; a first
-      turn queued again (no slot) goes to the back of its installation's line."""
+    Then it waits behind round 1 only, not behind installation 1's whole backlog; and
+      installation 1's oldest, taken while the installation is at its cap, does not run
+      and goes to the back of its installation's line."""
+    monkeypatch.setattr("runner.service.SLOT_WAIT", 0)
     a = [_first_turn("a/r", n) for n in range(1, 4)]
     for item in a:
         records.order(item, replace(CONTEXT, installation_id=1))
     records.order(_first_turn("b/r", 1), replace(CONTEXT, installation_id=2))
     records.order(_first_turn("c/r", 1), replace(CONTEXT, installation_id=3))
-    records.queue.remove(f"{job_id(a[0].id)}-1")  # a runner took it, found no slot,
-    records.enqueue_again(a[0].ref)                # and queues it again
+    assert records.take_slot("elsewhere", 1, 30, limit=8, per_installation=1)
+    records.queue.remove(f"{job_id(a[0].id)}-1")  # a runner took it
+    assert _runner(records).run(a[0].ref, a[0].id) == "waiting for a slot"
+    assert records.get(a[0].ref)["status"] == QUEUED
     assert _take_all(records) == ["github:b/r#1", "github:c/r#1", a[1].ref, a[2].ref,
                                   a[0].ref]
 
