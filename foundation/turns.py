@@ -16,6 +16,8 @@ Keys (:class:`TurnKeys`; ``P`` the prefix, ``REF`` a work item or a task's recor
 
 - ``P:turn:REF``            hash: the work item's outstanding or last turn record
 - ``P:turns``               set of refs with a turn record (``the-loop sessions list``)
+- ``P:turns:rounds``        hash: RQ job id of a waiting first turn -> "INST ROUND" (its
+                            installation and round-robin round, :data:`_FAIR_SCRIPT`)
 - ``P:turn:ordered:ID``     string "1": turn order ID was queued (ordering it again is a no-op)
 - ``P:turn-lock:REF``       the one live turn of a work item (token; expires without a heartbeat)
 - ``P:runner:slots``        sorted set: live turn ids -> lease expiry (the global cap)
@@ -75,6 +77,43 @@ redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
 return 1
 """
 
+_FAIR_SCRIPT = """
+-- Place a first turn the RQ queue just pushed at its tail where round-robin across
+-- installations puts it. KEYS: the RQ queue's list, the rounds hash; ARGV: job id,
+-- installation. Waiting first turns carry a round (one installation's k-th waiting first
+-- turn is in round k, a newcomer joins the lowest round waiting); the queue keeps them
+-- by round, then arrival, behind the continuations at its front. Returns the round.
+local queue, rounds, id, inst = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+redis.call('LREM', queue, -1, id)
+local ids = redis.call('LRANGE', queue, 0, -1)
+local waiting, at = {}, {}
+local low, mine
+for i, job in ipairs(ids) do
+  waiting[job] = true
+  local tag = redis.call('HGET', rounds, job)
+  if tag then
+    local who, round = string.match(tag, '^(.*) (%d+)$')
+    round = tonumber(round)
+    at[i] = round
+    if low == nil or round < low then low = round end
+    if who == inst and (mine == nil or round > mine) then mine = round end
+  end
+end
+for _, job in ipairs(redis.call('HKEYS', rounds)) do  -- taken since: forget them
+  if not waiting[job] then redis.call('HDEL', rounds, job) end
+end
+local round = mine and mine + 1 or low or 1
+redis.call('HSET', rounds, id, inst .. ' ' .. round)
+for i, job in ipairs(ids) do
+  if at[i] and at[i] > round then
+    redis.call('LINSERT', queue, 'BEFORE', job, id)
+    return round
+  end
+end
+redis.call('RPUSH', queue, id)
+return round
+"""
+
 
 @owns("turn", "turns", "turn-lock", "runner:slots", "workspace", "alias", "turn-log")
 @dataclass(frozen=True, slots=True)
@@ -93,6 +132,11 @@ class TurnKeys(KeySpace):
     def turns(self) -> str:
         """``P:turns``: refs with a turn record."""
         return self.key("turns")
+
+    @property
+    def rounds(self) -> str:
+        """``P:turns:rounds``: waiting first turns' installation and round (hash)."""
+        return self.key("turns", "rounds")
 
     def turn_ordered(self, order_id: str) -> str:
         """``P:turn:ordered:ID``: turn order ``order_id`` was queued."""
@@ -220,6 +264,7 @@ class TurnRecords:
         self.queue = Queue(queue, connection=connection)
         self.job_timeout = job_timeout
         self._slot = connection.register_script(_SLOT_SCRIPT)
+        self._fair = connection.register_script(_FAIR_SCRIPT)
 
     # -- orders -------------------------------------------------------------------------
 
@@ -254,11 +299,10 @@ class TurnRecords:
             description=f"the-loop turn {order.number} of {record} at {order.node}")
         key = self.keys.turn(record)
         with self.redis.pipeline() as pipe:
-            # RQ opens the MULTI itself: its job goes first, the records join it. A
-            # continuation goes to the queue's front: its session (and the provider's
-            # prompt cache) is warm, and a reviewer waits on it, not on strangers.
-            self.queue.enqueue_job(job, pipeline=pipe,
-                                   at_front=is_continuation(order, status))
+            # RQ opens the MULTI itself: its job goes first, the records join it.
+            continuation = is_continuation(order, status)
+            self._push(job, pipe, front=continuation, fair=not continuation,
+                       installation=context.installation_id)
             pipe.set(self.keys.turn_ordered(order.id), "1", ex=SEVEN_DAYS)
             pipe.hdel(key, "host", "pid", "pgid", "started_at", "lease_until", "ended_at",
                       "detail", "cancel", "warnings")
@@ -307,9 +351,18 @@ class TurnRecords:
             self.queue.enqueue_job(job, pipeline=pipe)
             pipe.execute()
 
-    def enqueue_again(self, ref: str) -> bool:
+    def enqueue_again(self, ref: str, *, front: bool = False) -> bool:
         """Queue ``ref``'s recorded turn's job again as it is (same attempt, status and
-        flags: a turn waiting for a slot or for the work item's lock).
+        flags: a turn waiting for a slot or for the work item's lock). A first turn goes
+        to the end of its installation's line; a continuation to the queue's end, or
+        with ``front`` to its front.
+
+        Args:
+            ref: the turn record's key.
+            front: the turn waited for its work item's lock, which the previous turn's
+                runner is about to release: a continuation keeps its place at the front.
+                Not for a turn without a slot: at the front it would hold the head while
+                its installation is at its cap, costing every free runner a wait.
 
         Returns:
             False when there is no queued or interrupted turn to queue.
@@ -323,10 +376,36 @@ class TurnRecords:
             TURN_FUNC, args=(ref, order.id), job_id=f"{job_id(order.id)}-{attempt}",
             timeout=self.job_timeout, result_ttl=0, failure_ttl=SEVEN_DAYS,
             description=f"the-loop turn {order.number} of {ref} at {order.node}")
+        context = TurnContext.from_dict(json.loads(record["context"]))
         with self.redis.pipeline() as pipe:
-            self.queue.enqueue_job(job, pipeline=pipe)
+            continuation = is_continuation(order, record["status"])
+            self._push(job, pipe, front=front and continuation, fair=not continuation,
+                       installation=context.installation_id)
             pipe.execute()
         return True
+
+    def _push(self, job: Any, pipe: Any, *, front: bool, fair: bool,
+              installation: int | None) -> None:
+        """Put RQ ``job`` on the turns queue in ``pipe`` (its MULTI).
+
+        Args:
+            job: the RQ job.
+            pipe: the pipeline RQ opens the MULTI of.
+            front: at the queue's front (a continuation: its session, and the model
+                provider's prompt cache, is warm, and a reviewer waits on it, not on
+                strangers).
+            fair: a first turn: behind the continuations, oldest first per installation
+                and round-robin across installations (:data:`_FAIR_SCRIPT`, in the same
+                MULTI: RQ pushes it at the tail, the script moves it), so one busy
+                installation does not starve the others.
+            installation: the turn's installation; ``None`` (token mode) counts as
+                installation 0, as the slots do.
+        """
+        self.queue.enqueue_job(job, pipeline=pipe, at_front=front)
+        if fair:
+            self._fair(keys=[self.queue.key, self.keys.rounds],
+                       args=[job.id, installation if installation is not None else 0],
+                       client=pipe)
 
     def update_if(self, ref: str, order_id: str, **fields: Any) -> bool:
         """Set fields of ``ref``'s turn record only while it is turn ``order_id``'s (a

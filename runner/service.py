@@ -129,7 +129,7 @@ class TurnRunner:
             # come back shortly; an attempt of this very turn is live only when RUNNING.
             if record.get("status") != RUNNING:
                 time.sleep(BUSY_WAIT)
-                self.records.enqueue_again(ref)
+                self.records.enqueue_again(ref, front=True)
             return "busy: another turn of this work item is live"
         try:
             if not self.records.take_slot(order.id, context.installation_id, lease,

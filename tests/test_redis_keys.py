@@ -51,6 +51,7 @@ EXPECTED: list[tuple[type[KeySpace], str, tuple, object]] = [
     (Keys, "stuck", ("J1",), "P:stuck:J1"),
     # agent turns
     (TurnKeys, "turns", (), "P:turns"),
+    (TurnKeys, "rounds", (), "P:turns:rounds"),
     (TurnKeys, "turn", (REF,), "P:turn:github:o/r#7"),
     (TurnKeys, "turn_ordered", ("O1",), "P:turn:ordered:O1"),
     (TurnKeys, "turn_retired", (REF,), "P:turn:retired:github:o/r#7"),

@@ -26,7 +26,7 @@ from foundation.turns import (
 from graph.refs import WorkItemRef
 from graph.work import TurnEnded, TurnOrder
 from runner import prompts
-from runner.service import TurnReaper, TurnRunner
+from runner.service import TurnReaper, TurnRunner, TurnWorker
 from the_loop.sandbox.fakegithub.state import FakeGitHub
 from workers.session import turn_work
 
@@ -230,6 +230,93 @@ def test_a_resumed_turn_is_taken_before_waiting_first_turns(records):
     assert records.order(repair, CONTEXT)
     queue = Queue(records.queue.name, connection=records.redis)
     assert queue.job_ids == [f"{job_id(o.id)}-1" for o in (repair, *first)]
+
+
+def _first_turn(repo, n):
+    ref = f"github:{repo}#{n}"
+    return order(id=f"{ref}/requirements/1/turn/1", ref=ref)
+
+
+def _take_all(records):
+    """Work the turns queue with the runner's own RQ worker (burst) and a runner that
+    only notes which turn it was given; the refs in the order they were taken."""
+    taken = []
+    runner = SimpleNamespace(run=lambda ref, order_id: taken.append(ref) or "noted")
+    worker = TurnWorker([records.queue], connection=records.redis, runner=runner)
+    worker.work(burst=True, with_scheduler=False)
+    return taken
+
+
+def test_first_turns_are_taken_round_robin_across_installations_behind_a_resumed_one(records):
+    """Given installation 1 with five waiting first turns and installation 2 with two,
+      queued 1,1,1,1,1,2,2, and then a repair turn of installation 1
+    When the runner's RQ worker takes the turns queue
+    Then the repair comes first, then the first turns alternate between the installations,
+      each installation's oldest first, until only installation 1's are left; and the
+      rounds of the turns taken are forgotten."""
+    a = [_first_turn("a/r", n) for n in range(1, 6)]
+    b = [_first_turn("b/r", n) for n in range(1, 3)]
+    for item in a:
+        assert records.order(item, replace(CONTEXT, repository="a/r", number=1,
+                                           installation_id=1))
+    for item in b:
+        assert records.order(item, replace(CONTEXT, repository="b/r", installation_id=2))
+    repair = order(number=2, id="github:a/r#9/requirements/1/turn/2", ref="github:a/r#9",
+                   resume="harness-session", feedback={"block": {"hook": "x"}})
+    assert records.order(repair, replace(CONTEXT, repository="a/r", installation_id=1))
+
+    assert _take_all(records) == [repair.ref] + [o.ref for o in (
+        a[0], b[0], a[1], b[1], a[2], a[3], a[4])]
+    records.order(_first_turn("a/r", 6), replace(CONTEXT, installation_id=1))
+    assert list(records.redis.hkeys(records.keys.rounds)) == [
+        f"{job_id(_first_turn('a/r', 6).id)}-1".encode()]
+
+
+def _runner(records, per_installation=1):
+    """A runner with only what its take path reads (the lease and the caps)."""
+    return TurnRunner(records, None, None, None,  # type: ignore[arg-type]
+                      SimpleNamespace(lease=30, concurrency=8,  # type: ignore[arg-type]
+                                      per_installation=per_installation),
+                      None, None, {})  # type: ignore[arg-type]
+
+
+def test_an_installation_arriving_late_joins_the_round_under_way(records, monkeypatch):
+    """Given installation 1's first turns in rounds 1-3 and installation 2's in 1
+    When installation 3 orders a first turn
+    Then it waits behind round 1 only, not behind installation 1's whole backlog; and
+      installation 1's oldest, taken while the installation is at its cap, does not run
+      and goes to the back of its installation's line."""
+    monkeypatch.setattr("runner.service.SLOT_WAIT", 0)
+    a = [_first_turn("a/r", n) for n in range(1, 4)]
+    for item in a:
+        records.order(item, replace(CONTEXT, installation_id=1))
+    records.order(_first_turn("b/r", 1), replace(CONTEXT, installation_id=2))
+    records.order(_first_turn("c/r", 1), replace(CONTEXT, installation_id=3))
+    assert records.take_slot("elsewhere", 1, 30, limit=8, per_installation=1)
+    records.queue.remove(f"{job_id(a[0].id)}-1")  # a runner took it
+    assert _runner(records).run(a[0].ref, a[0].id) == "waiting for a slot"
+    assert records.get(a[0].ref)["status"] == QUEUED
+    assert _take_all(records) == ["github:b/r#1", "github:c/r#1", a[1].ref, a[2].ref,
+                                  a[0].ref]
+
+
+def test_a_repair_that_finds_its_work_items_lock_held_keeps_its_place_at_the_front(
+        records, monkeypatch):
+    """Given two waiting first turns and a repair a runner took from the queue's front
+      while the previous turn's runner still holds the work item's turn lock
+    When the runner's take path meets the held lock
+    Then the repair goes back to the queue's front, not behind the first turns."""
+    monkeypatch.setattr("runner.service.BUSY_WAIT", 0)
+    first = [_first_turn("a/r", n) for n in (1, 2)]
+    for item in first:
+        records.order(item, CONTEXT)
+    repair = order(number=2, resume="harness-session", feedback={"block": {"hook": "x"}})
+    records.order(repair, CONTEXT)
+    records.queue.remove(f"{job_id(repair.id)}-1")  # a runner took it
+    assert records.lock(REF, 30) is not None  # the previous turn's runner is reporting
+    runner = SimpleNamespace(records=records, runner_settings=SimpleNamespace(lease=30))
+    assert TurnRunner.run(runner, REF, repair.id).startswith("busy")  # type: ignore[arg-type]
+    assert records.queue.job_ids == [f"{job_id(o.id)}-1" for o in (repair, *first)]
 
 
 @pytest.mark.parametrize(("kind", "link"), [("issue", "Closes #7"), ("pull_request", "Refs #7")])
