@@ -109,3 +109,14 @@ def due_reminder(state: WorkItemState, graph: Graph, now: float) -> int | None:
     if seen is None or seen.status != STALE or seen.period <= seen.reminded:
         return None
     return seen.period
+
+
+def reminder_due_at(state: WorkItemState, graph: Graph, now: float) -> float | None:
+    """When ``state`` next needs its monitor looked at (Unix seconds): the end of the
+    first freshness period neither reminded nor due now (so once the reminder due now is
+    sent, the next period's); ``None`` when it has no monitor (:func:`monitor`) or no
+    signal. Period *k* ends ``k * freshness`` after the gate was entered."""
+    seen = monitor(state, graph, now)
+    if seen is None or seen.last_signal is None:
+        return None
+    return seen.last_signal + (max(seen.reminded, seen.period) + 1) * seen.freshness
