@@ -71,10 +71,12 @@ class MonitorSweep:
         """Whether :data:`SWEEP_INTERVAL` passed since this sweep last ran."""
         return self.clock() - self._last >= SWEEP_INTERVAL
 
-    def next_look(self, state: WorkItemState, now: float) -> float:
-        """When the sweep should next look at waiting ``state`` (``math.inf``: never by
-        time; its next save indexes it again)."""
-        at = reminder_due_at(state, self.graph, now)
+    def next_look(self, state: WorkItemState, reminded: int | None = None) -> float:
+        """When the sweep should next look at waiting ``state``: when its next reminder
+        falls due after the ``reminded`` periods (default: those it records)
+        (:func:`graph.monitors.reminder_due_at`); ``math.inf``: never by time (its next
+        save indexes it again)."""
+        at = reminder_due_at(state, self.graph, reminded=reminded)
         return math.inf if at is None else at
 
     def sweep(self) -> list[str]:
@@ -83,7 +85,7 @@ class MonitorSweep:
         self._last = now = self.clock()
         store = self.store
         if not store.backfilled(self.graph.digest):
-            written = store.backfill(self.graph.digest, lambda s: self.next_look(s, now))
+            written = store.backfill(self.graph.digest, self.next_look)
             log.info("monitors: indexed %d waiting work items", written)
         queued = []
         for ref, seen in store.due(now, SWEEP_BATCH):
@@ -104,8 +106,9 @@ class MonitorSweep:
             period = due_reminder(state, self.graph, now)
             if period is not None and self._remind(ref, parsed, state, period, now):
                 queued.append(ref)
-            # After the delivery is queued: a failed put leaves the entry due.
-            store.reschedule(ref, seen, self.next_look(state, now))
+            # After the delivery is queued (a failed put leaves the entry due): the next
+            # period's time.
+            store.reschedule(ref, seen, self.next_look(state, period))
         if queued:
             log.info("monitors: reminders due for %s", ", ".join(queued))
         return queued
