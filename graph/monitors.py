@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from graph.model import Graph, Status
+from graph.model import Graph, Node, Status
 from graph.state import WorkItemState
 
 HEALTHY, STALE, SKEW, UNKNOWN = "healthy", "stale", "skew", "unknown"
@@ -85,13 +85,22 @@ def forget_reminders(state: WorkItemState, node: str) -> None:
         del state.reminders[key]
 
 
-def monitor(state: WorkItemState, graph: Graph, now: float) -> Monitor | None:
-    """The monitor of ``state``: ``None`` unless it waits (or is escalated) at a gate of
-    ``graph`` that declares ``freshness``."""
+def _watched(state: WorkItemState, graph: Graph) -> Node | None:
+    """The gate of ``graph`` ``state`` waits (or is escalated) at, if it declares
+    ``freshness``; else ``None``."""
     node = graph.nodes.get(state.current_node)
     if node is None or not node.is_gate or node.freshness is None:
         return None
     if state.status not in (Status.WAITING, Status.ESCALATED):
+        return None
+    return node
+
+
+def monitor(state: WorkItemState, graph: Graph, now: float) -> Monitor | None:
+    """The monitor of ``state``: ``None`` unless it waits (or is escalated) at a gate of
+    ``graph`` that declares ``freshness``."""
+    node = _watched(state, graph)
+    if node is None or node.freshness is None:
         return None
     signal = float(state.visit_started) if state.visit_started else None
     status = status_of(signal, now, node.freshness)
@@ -109,3 +118,17 @@ def due_reminder(state: WorkItemState, graph: Graph, now: float) -> int | None:
     if seen is None or seen.status != STALE or seen.period <= seen.reminded:
         return None
     return seen.period
+
+
+def reminder_due_at(state: WorkItemState, graph: Graph, *,
+                    reminded: int | None = None) -> float | None:
+    """When ``state``'s next reminder falls due (Unix seconds): the end of the first
+    freshness period after the ``reminded`` ones (default: those ``state`` records for
+    this visit; period *k* ends ``k * freshness`` after the gate was entered). ``None``
+    when it has no monitor (:func:`monitor`) or no signal."""
+    node = _watched(state, graph)
+    if node is None or node.freshness is None or not state.visit_started:
+        return None
+    if reminded is None:
+        reminded = int(state.reminders.get(reminder_key(node.id, state.visit), 0))
+    return float(state.visit_started) + (reminded + 1) * node.freshness

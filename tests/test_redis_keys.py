@@ -71,6 +71,8 @@ EXPECTED: list[tuple[type[KeySpace], str, tuple, object]] = [
     (StateKeys, "fence", (REF,), "P:fence:github:o/r#7"),
     (StateKeys, "event_types", (REF,), "P:event-types:github:o/r#7"),
     (StateKeys, "events_by", ("D1", REF), "P:events-by:D1:github:o/r#7"),
+    (StateKeys, "due", (), "P:state-due"),
+    (StateKeys, "due_backfilled", (), "P:state-due:backfilled"),
     # commits
     (CommitKeys, "head", ("o/r",), "P:head:o/r"),
     (CommitKeys, "ci", ("o/r", "abc"), "P:ci:o/r:abc"),

@@ -7,6 +7,14 @@ repository's configuration (who to remind) like any delivery. The delivery id is
 from the work item, the gate visit and the freshness period, so the receiver's dedupe
 marker makes it one delivery per period however many sweeps see it; the outbox and
 ``WorkItemState.reminders`` make it one reminder.
+
+A sweep costs O(work items due), not O(work items): it reads only the entries of the
+state store's index ``P:state-due`` whose time has come (:meth:`RedisStateStore.due`, at
+most :data:`SWEEP_BATCH`), loads those, and moves each to the time it next needs looking
+at (:func:`graph.monitors.reminder_due_at`), or out of the index when it no longer waits.
+Once per graph digest (states saved before the index existed; a graph whose freshness
+changed) the first sweep builds the index from every state
+(:meth:`RedisStateStore.backfill`: one ``SCAN``).
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,15 +32,18 @@ from foundation.inbox.enqueue import DeliveryQueue
 from foundation.inbox.record import DeliveryRecord
 from foundation.turns import RUNNER_SENDER
 from graph.model import Graph
-from graph.monitors import due_reminder
+from graph.monitors import due_reminder, reminder_due_at
 from graph.refs import RefError, WorkItemRef
-from graph.state import StateError
-from workers.state import RedisStateStore
+from graph.state import StateError, WorkItemState
+from workers.state import WAITING_STATUSES, RedisStateStore
 
 log = logging.getLogger("the_loop.monitors")
 
 #: Seconds between two sweeps of one worker (the reaper round that wins runs it).
 SWEEP_INTERVAL = 60.0
+#: At most this many due work items are looked at in one sweep (the rest stay due: the
+#: next sweep takes them, earliest first).
+SWEEP_BATCH = 1000
 
 
 def reminder_id(ref: str, node: str, visit: int, period: int) -> str:
@@ -59,36 +71,59 @@ class MonitorSweep:
         """Whether :data:`SWEEP_INTERVAL` passed since this sweep last ran."""
         return self.clock() - self._last >= SWEEP_INTERVAL
 
+    def next_look(self, state: WorkItemState, reminded: int | None = None) -> float:
+        """When the sweep should next look at waiting ``state``: when its next reminder
+        falls due after the ``reminded`` periods (default: those it records)
+        (:func:`graph.monitors.reminder_due_at`); ``math.inf``: never by time (its next
+        save indexes it again)."""
+        at = reminder_due_at(state, self.graph, reminded=reminded)
+        return math.inf if at is None else at
+
     def sweep(self) -> list[str]:
-        """One sweep over every work item's state. Returns the refs given a reminder
-        delivery now."""
+        """One sweep over the waiting work items that are due (see the module docstring).
+        Returns the refs given a reminder delivery now."""
         self._last = now = self.clock()
+        store = self.store
+        if not store.backfilled(self.graph.digest):
+            written = store.backfill(self.graph.digest, self.next_look)
+            log.info("monitors: indexed %d waiting work items", written)
         queued = []
-        keys = self.store.keys
-        for key in self.store.redis.scan_iter(match=keys.state_match, count=500):
-            ref = (key.decode() if isinstance(key, bytes) else str(key)).removeprefix(
-                keys.state_prefix)
+        for ref, seen in store.due(now, SWEEP_BATCH):
             try:
-                state = self.store.load(ref)
                 parsed = WorkItemRef.parse(ref)
-            except (StateError, RefError):
-                continue  # unreadable state is rebuilt when the item is next processed
-            if state is None:
+            except RefError:
+                store.reschedule(ref, seen, None)  # not a work item's
+                continue
+            try:
+                state = store.load(ref)
+            except StateError:
+                # Rebuilt when the item is next processed; that save indexes it again.
+                store.reschedule(ref, seen, math.inf)
+                continue
+            if state is None or state.status not in WAITING_STATUSES:
+                store.reschedule(ref, seen, None)
                 continue
             period = due_reminder(state, self.graph, now)
-            if period is None:
-                continue
-            payload = {"action": "stale", "repository": {"full_name": parsed.repository},
-                       "issue": {"number": parsed.number}, "sender": RUNNER_SENDER,
-                       "monitor": {"node": state.current_node, "period": period}}
-            if state.installation_id is not None:
-                payload["installation"] = {"id": state.installation_id}
-            if self.inbox.put(DeliveryRecord(
-                    delivery_id=reminder_id(ref, state.current_node, state.visit, period),
-                    event=MONITOR_EVENT, action="stale", received_at=now,
-                    installation_id=state.installation_id, repository=parsed.repository,
-                    work_item=ref, body=json.dumps(payload).encode())):
+            if period is not None and self._remind(ref, parsed, state, period, now):
                 queued.append(ref)
+            # After the delivery is queued (a failed put leaves the entry due): the next
+            # period's time.
+            store.reschedule(ref, seen, self.next_look(state, period))
         if queued:
             log.info("monitors: reminders due for %s", ", ".join(queued))
         return queued
+
+    def _remind(self, ref: str, parsed: WorkItemRef, state: WorkItemState, period: int,
+                now: float) -> bool:
+        """Queue the reminder delivery of ``state``'s ``period``; ``False``: it was queued
+        before (the same delivery id)."""
+        payload = {"action": "stale", "repository": {"full_name": parsed.repository},
+                   "issue": {"number": parsed.number}, "sender": RUNNER_SENDER,
+                   "monitor": {"node": state.current_node, "period": period}}
+        if state.installation_id is not None:
+            payload["installation"] = {"id": state.installation_id}
+        return self.inbox.put(DeliveryRecord(
+            delivery_id=reminder_id(ref, state.current_node, state.visit, period),
+            event=MONITOR_EVENT, action="stale", received_at=now,
+            installation_id=state.installation_id, repository=parsed.repository,
+            work_item=ref, body=json.dumps(payload).encode()))

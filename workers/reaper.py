@@ -33,10 +33,11 @@ class Reaper(reaper.Reaper):
             prefix=processor.settings.prefix)) if isinstance(agent.store, RedisStateStore) \
             else None
 
-    def reap(self) -> dict[str, int]:
+    def round(self) -> dict[str, int]:
         """The protocol's round; the worker that wins it also sweeps the monitors of
-        waiting gates (at most every :data:`workers.monitors.SWEEP_INTERVAL` seconds)."""
-        counts = super().reap()
+        waiting gates (at most every :data:`workers.monitors.SWEEP_INTERVAL` seconds; the
+        beat has its own thread, so a long sweep never delays it)."""
+        counts = super().round()
         # A non-empty count means this worker won the round.
         if counts and self.monitors is not None and self.monitors.due():
             counts["reminders"] = len(self.monitors.sweep())

@@ -14,10 +14,21 @@ written by the worker and read by the dashboard (:mod:`the_loop.web.readmodel`):
   ``"SEQ ENVELOPE"``: the entries delivery ID caused, expiring after :data:`CAUSED_TTL`):
   the log's indexes, so nothing on the delivery path reads the whole log;
 - ``P:fence:REF``: hash: ``writer``, ``n``, ``reply`` of the last write applied to the
-  work item's state or log (below).
+  work item's state or log (below);
+- ``P:state-due``: sorted set, ref -> when the monitor sweep should next look at it (Unix
+  seconds): every work item that waits (``waiting`` or ``escalated``), so the sweep reads
+  only the entries due (:meth:`RedisStateStore.due`) instead of every state. A save
+  scores the item at its node visit's start (:func:`due_score`: the earliest any monitor
+  can fall due; the store does not know the graph) or removes it when it stops waiting;
+  the sweep moves an entry it looked at to its exact next time
+  (:meth:`RedisStateStore.reschedule`, ``+inf``: no monitor);
+- ``P:state-due:backfilled``: the graph digest the index was last built for from every
+  state (:meth:`RedisStateStore.backfill`: states saved before the index existed, or a
+  graph whose gates' freshness changed).
 
 Scripts (``workers/scripts/``): ``save_state.lua``, ``append_event.lua`` and
-``quarantine.lua``, each loaded behind ``fence.lua``; they get every key through ``KEYS``.
+``quarantine.lua``, each loaded behind ``fence.lua``, and ``reschedule_due.lua``; they get
+every key through ``KEYS``.
 
 Fencing: every write to a work item's state or log (:meth:`RedisStateStore.save`,
 ``save_effect``, ``append_event``, ``quarantine``) is one Lua call that begins with
@@ -42,11 +53,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import socket
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +71,7 @@ from foundation.redis import scripts
 from foundation.redis.namespaces import KeySpace, owns
 from graph.errors import LoopError
 from graph.model import Status
-from graph.state import LogEvent, WorkItemState, new_event_id, now
+from graph.state import LogEvent, StateError, WorkItemState, new_event_id, now
 
 #: Seconds the entries a delivery caused stay indexed: as long as its record can be
 #: retried (the receiver keeps a delivery, and its dedupe marker, seven days).
@@ -77,8 +89,24 @@ _IN_ORDER = tuple(threading.Lock() for _ in range(64))
 #: The package of the store's Lua scripts.
 SCRIPTS = "workers.scripts"
 
+#: The statuses of a work item that waits for people (the ones the monitor sweep reads).
+WAITING_STATUSES = frozenset({Status.WAITING, Status.ESCALATED})
 
-@owns("state", "state-corrupt", "events", "event-types", "events-by", "effects", "fence")
+
+def due_score(state: WorkItemState) -> float | None:
+    """``state``'s score in ``P:state-due`` when saved: the start of its node visit
+    (no monitor can fall due earlier), ``None`` when it does not wait (it leaves the
+    index)."""
+    return float(state.visit_started) if state.status in WAITING_STATUSES else None
+
+
+def _score(at: float) -> str:
+    """A sorted-set score as Redis reads it (``+inf`` for infinity)."""
+    return "+inf" if math.isinf(at) else repr(float(at))
+
+
+@owns("state", "state-corrupt", "events", "event-types", "events-by", "effects", "fence",
+      "state-due")
 @dataclass(frozen=True, slots=True)
 class StateKeys(KeySpace):
     """The state store's key names of one deployment (see the module docstring). No I/O.
@@ -101,6 +129,16 @@ class StateKeys(KeySpace):
     def state_prefix(self) -> str:
         """``P:state:``: a state key less its ref."""
         return self.key("state", "")
+
+    @property
+    def due(self) -> str:
+        """``P:state-due``: sorted set, waiting ref -> when the sweep next looks at it."""
+        return self.key("state-due")
+
+    @property
+    def due_backfilled(self) -> str:
+        """``P:state-due:backfilled``: the graph digest ``P:state-due`` was built for."""
+        return self.key("state-due", "backfilled")
 
     def state_corrupt(self, at: int, ref: str) -> str:
         """``P:state-corrupt:AT:REF``: a state set aside as unreadable at Unix time AT."""
@@ -174,6 +212,7 @@ class RedisStateStore:
         self._append = scripts.register(connection, SCRIPTS, "fence", "append_event")
         self._save = scripts.register(connection, SCRIPTS, "fence", "save_state")
         self._quarantine = scripts.register(connection, SCRIPTS, "fence", "quarantine")
+        self._reschedule = scripts.register(connection, SCRIPTS, "reschedule_due")
         # ref -> the lock token this process holds for it (fence(); the heartbeat's
         # thread and the drain's share the store).
         self._fences: dict[str, str] = {}
@@ -254,8 +293,10 @@ class RedisStateStore:
         if state.effects_reset:
             outbox = ["1", *itertools.chain.from_iterable(
                 (k, json.dumps(v, sort_keys=True)) for k, v in state.effects.items())]
+        score = due_score(state)
         self._write(self._save, ref, self._saved_keys(ref),
-                    [state.to_json(effects=False), retention, *(outbox or [""])])
+                    [state.to_json(effects=False), retention,
+                     "" if score is None else _score(score), ref, *(outbox or [""])])
         state.effects_reset = False
 
     def save_effect(self, state: WorkItemState, effect: str) -> None:
@@ -269,13 +310,14 @@ class RedisStateStore:
             return
         ref = state.ref
         self._write(self._save, ref, self._saved_keys(ref),
-                    ["", "", "effect", effect, json.dumps(state.effects[effect],
-                                                          sort_keys=True)])
+                    ["", "", "", ref, "effect", effect,
+                     json.dumps(state.effects[effect], sort_keys=True)])
 
     def _saved_keys(self, ref: str) -> list[str]:
-        """``save_state.lua``'s keys after the fence's: state, outbox, log, log types."""
+        """``save_state.lua``'s keys after the fence's: state, outbox, log, log types,
+        the sweep's index."""
         return [self.state_key(ref), self.effects_key(ref), self.events_key(ref),
-                self.keys.event_types(ref)]
+                self.keys.event_types(ref), self.keys.due]
 
     def quarantine(self, ref: str) -> str | None:
         """Move ``ref``'s unreadable state record aside, fenced; returns its new key, or
@@ -285,8 +327,85 @@ class RedisStateStore:
             LockLost: the work item's lock is held by another worker now.
         """
         aside = self.keys.state_corrupt(int(now()), ref)
-        moved = self._write(self._quarantine, ref, [self.state_key(ref), aside], [])
+        moved = self._write(self._quarantine, ref,
+                            [self.state_key(ref), aside, self.keys.due], [ref])
         return aside if moved is not None and int(moved) else None
+
+    # -- the monitor sweep's index (P:state-due) ----------------------------------------
+
+    def due(self, now: float, limit: int) -> list[tuple[str, float]]:
+        """The waiting work items the sweep should look at by ``now``, earliest first.
+
+        Args:
+            now: Unix seconds; limit: at most this many (one bounded read).
+
+        Returns:
+            ``(ref, score)`` pairs; pass the score back to :meth:`reschedule`.
+        """
+        rows: list[tuple[bytes | str, float]] = self.redis.zrangebyscore(  # type: ignore[assignment]
+            self.keys.due, "-inf", _score(now), start=0, num=limit, withscores=True)
+        return [(_text(ref), float(score)) for ref, score in rows]
+
+    def reschedule(self, ref: str, seen: float, at: float | None) -> bool:
+        """Move ``ref``'s entry in the index from ``seen`` (the score :meth:`due` gave)
+        to ``at`` (``math.inf``: no monitor), or remove it (``None``: it no longer
+        waits) -- unless a save changed the entry meanwhile (that save's score stands).
+
+        Returns:
+            whether the entry was changed.
+        """
+        return bool(self._reschedule(keys=[self.keys.due], args=[
+            ref, _score(seen), "" if at is None else _score(at)]))
+
+    def backfilled(self, tag: str) -> bool:
+        """Whether the index was built from every state for ``tag`` (a graph digest)."""
+        return _text(self.redis.get(self.keys.due_backfilled) or b"") == tag
+
+    def backfill(self, tag: str, score: Callable[[WorkItemState], float | None], *,
+                 count: int = 1000) -> int:
+        """Index every waiting state (one ``SCAN`` of ``P:state:*``, states read a page at
+        a time), then note ``tag``: states saved before the index existed, or scores
+        that ``tag``'s graph times differently. An entry only ever moves earlier
+        (``ZADD LT``), so a save or a sweep meanwhile never gets an entry looked at late.
+
+        Args:
+            tag: what :meth:`backfilled` checks afterwards (the graph digest).
+            score: a state -> its score, or ``None``: not indexed (it does not wait).
+            count: ``SCAN``'s page size.
+
+        Returns:
+            how many entries were written.
+        """
+        written = 0
+        for page in self._state_pages(count):
+            entries: dict[str, float] = {}
+            for ref, raw in page:
+                try:
+                    state = WorkItemState.from_json(raw, self.state_key(ref))
+                except StateError:
+                    continue  # rebuilt when next processed, and indexed by that save
+                at = score(state) if state.status in WAITING_STATUSES else None
+                if at is not None:
+                    entries[ref] = at
+            if entries:
+                self.redis.zadd(self.keys.due, {r: _score(a) for r, a in entries.items()},
+                                lt=True)
+                written += len(entries)
+        self.redis.set(self.keys.due_backfilled, tag)
+        return written
+
+    def _state_pages(self, count: int) -> Iterator[list[tuple[str, bytes | str]]]:
+        """Every state record, ``(ref, JSON)``, a ``SCAN`` page at a time."""
+        cursor: int = 0
+        prefix = self.keys.state_prefix
+        while True:
+            cursor, keys = self.redis.scan(cursor, match=self.keys.state_match, count=count)
+            if keys:
+                raws = self.redis.mget(keys)
+                yield [(_text(k).removeprefix(prefix), raw)
+                       for k, raw in zip(keys, raws, strict=True) if raw is not None]
+            if not cursor:
+                return
 
     def append_event(
         self, ref: str, type: str, data: Mapping[str, Any], caused_by: str | None = None

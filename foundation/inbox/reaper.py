@@ -1,13 +1,15 @@
 """The reaper: heartbeats, due retries, and what workers that died left behind.
 
-``the-loop worker`` runs one :class:`Reaper` in a background thread (and one round
+``the-loop worker`` runs one :class:`Reaper` in two background threads (and one round
 synchronously at start-up, before it takes a job; :mod:`workers.reaper` binds it to the
 worker's processor). Every ``THE_LOOP_REAP_INTERVAL`` seconds each worker
 
-* beats: refreshes its liveness key ``P:worker:NAME`` (expires after
-  ``THE_LOOP_WORKER_TTL``) and extends the work item locks it holds;
+* beats, in a thread of its own: refreshes its liveness key ``P:worker:NAME`` (expires
+  after ``THE_LOOP_WORKER_TTL``) and extends the work item locks it holds -- so a long
+  round (the worker's monitor sweep) never delays it and never lets another worker judge
+  this one dead and release its locks;
 
-and one worker per round (a short Redis lock, ``P:reaper``)
+and, in the other thread, one worker per round (a short Redis lock, ``P:reaper``)
 
 * lists the work items of the retries that are due as ready again
   (:meth:`foundation.inbox.dead.Deliveries.release_due`);
@@ -90,7 +92,7 @@ class Reaper:
         self.queue = self.inboxes.wakeups.queue
         self._heartbeat = heartbeat
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     # -- life cycle -------------------------------------------------------------------
 
@@ -119,7 +121,8 @@ class Reaper:
                    self.settings.lock_timeout / 3)
 
     def start(self) -> None:
-        """Run :meth:`reap` every :attr:`interval` seconds in a daemon thread."""
+        """Run :meth:`beat` every :attr:`interval` seconds in one daemon thread and
+        :meth:`round` every :attr:`interval` seconds in another."""
         outlast = self.interval + SERVICE.longest_stall
         if min(self.settings.worker_ttl, self.settings.lock_timeout) <= outlast:
             log.warning("THE_LOOP_WORKER_TTL and THE_LOOP_LOCK_TIMEOUT should exceed %.0f s "
@@ -128,24 +131,31 @@ class Reaper:
                         "a worker cut off from Redis while its last write is retried (that "
                         "write is then refused and the delivery handled again)", outlast)
         self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="the-loop-reaper", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._loop, args=(self.beat, "beat"),
+                             name="the-loop-beat", daemon=True),
+            threading.Thread(target=self._loop, args=(self.round, "round"),
+                             name="the-loop-reaper", daemon=True)]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self._threads = []
 
-    def _loop(self) -> None:
+    def _loop(self, duty: Callable[[], object], what: str) -> None:
+        """Run ``duty`` every :attr:`interval` seconds until :meth:`stop`."""
         interval = self.interval
         while not self._stop.wait(interval):
             try:
-                self.reap()
+                duty()
             except redis.RedisError as exc:
-                log.warning("reaper: Redis error (%s); trying again in %g s",
-                            type(exc).__name__, interval)
+                log.warning("reaper %s: Redis error (%s); trying again in %g s",
+                            what, type(exc).__name__, interval)
             except Exception:  # noqa: BLE001  (the reaper must outlive a bad round)
-                log.exception("reaper round failed")
+                log.exception("reaper %s failed", what)
 
     # -- one round --------------------------------------------------------------------
 
@@ -155,8 +165,13 @@ class Reaper:
         self._heartbeat()
 
     def reap(self) -> dict[str, int]:
-        """One round (see the module docstring); returns what it did, by kind."""
+        """A beat, then one round (what start-up runs before the worker takes a job)."""
         self.beat()
+        return self.round()
+
+    def round(self) -> dict[str, int]:
+        """One round (see the module docstring), without the beat; returns what it did, by
+        kind (empty: another worker has this round)."""
         window = max(1, int(self.settings.reap_interval * 900))
         if not self.redis.set(self.keys.reaper, self.name, nx=True, px=window):
             return {}

@@ -18,7 +18,7 @@ The stores and their namespaces (each module documents its keys):
   ``github:writes``, ``github:budget``; the ETag cache, :mod:`integrations.github_cache`:
   ``github:etag``;
 - work item state, its log and outbox, :mod:`workers.state`: ``state``, ``state-corrupt``,
-  ``events``, ``event-types``, ``events-by``, ``effects``, ``fence``;
+  ``events``, ``event-types``, ``events-by``, ``effects``, ``fence``, ``state-due``;
 - commits (default branch heads, CI results), :mod:`workers.ci`: ``head``, ``ci``,
   ``ci-order``, ``sha``;
 - repositories, installations, accounts, the App, :mod:`workers.identities`:

@@ -16,6 +16,7 @@ from graph.monitors import (
     UNKNOWN,
     forget_reminders,
     monitor,
+    reminder_due_at,
     status_of,
 )
 from graph.runtime import Runtime
@@ -124,3 +125,18 @@ def test_entering_a_gate_again_forgets_the_reminders_of_its_earlier_visits():
                        "design-approval/1": 1, "requirements-approval-x/1": 1}
     forget_reminders(state, "requirements-approval")
     assert state.reminders == {"design-approval/1": 1, "requirements-approval-x/1": 1}
+
+
+def test_the_next_reminder_falls_due_at_the_end_of_the_first_period_not_reminded():
+    clock = Clock(0.0)
+    config, item, rt, slack = waiting_at_the_gate(clock)
+    state = rt.store.load(REF)
+    entered = state.visit_started
+    assert reminder_due_at(state, rt.graph) == entered + 72 * HOUR
+    assert reminder_due_at(state, rt.graph, reminded=1) == entered + 144 * HOUR
+    state.reminders = {f"requirements-approval/{state.visit}": 2}
+    assert reminder_due_at(state, rt.graph) == entered + 216 * HOUR
+    state.visit_started = 0.0  # no signal
+    assert reminder_due_at(state, rt.graph) is None
+    state.visit_started, state.status = entered, "done"  # not waiting: no monitor
+    assert reminder_due_at(state, rt.graph) is None

@@ -148,11 +148,11 @@ def test_a_late_copy_of_an_older_save_never_overwrites_a_newer_one(redis_ns):
     redis_ns.client.set(lock, "worker-a|1")
     save = scripts.register(redis_ns.client, SCRIPTS, "fence", "save_state")
     fixed = [lock, keys.fence(REF), keys.state(REF), keys.effects(REF),
-             keys.events(REF), keys.event_types(REF)]
+             keys.events(REF), keys.event_types(REF), keys.due]
 
     def copy(n: int, node: str) -> list[bytes]:
         return save(keys=fixed, args=["worker-a|1", "worker-a|1", n,
-                                      state(node).to_json(effects=False), "", ""])
+                                      state(node).to_json(effects=False), "", "", REF, ""])
 
     copy(5, "a")
     copy(6, "b")

@@ -8,6 +8,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import threading
 import time
 import uuid
 
@@ -458,3 +459,46 @@ def test_the_worker_serves_once_redis_answers_again(env, monkeypatch):
     rq_queue = Queue(ns.queue_name, connection=ns.client)
     assert work_with_reconnect(processor, rq_queue, burst=True, name=f"w-{ns.token}")
     assert received(processor) == [d]
+
+
+def test_a_sweep_that_blocks_never_stops_the_liveness_beat(env):
+    """Given a worker whose reaper round is stuck in its monitor sweep
+    When its liveness key is gone meanwhile
+    Then its beat still sets it again (it has its own thread), so no other worker takes
+    it for dead."""
+    gh, processor, queue, ns = env
+    reaper = Reaper(processor, f"live-{ns.token}")
+    sweeping, release, beaten = threading.Event(), threading.Event(), threading.Event()
+    armed = threading.Event()
+    liveness = processor.keys.worker(reaper.name)
+
+    class StuckSweep:
+        def due(self):
+            return True
+
+        def sweep(self):
+            sweeping.set()
+            release.wait(30)
+            return []
+
+    reaper.monitors = StuckSweep()
+    beat = reaper.beat
+
+    def seen_beat():
+        beat()
+        if armed.is_set() and ns.client.exists(liveness):
+            beaten.set()
+
+    reaper.beat = seen_beat
+    reaper.register()
+    reaper.start()
+    try:
+        assert sweeping.wait(10)
+        ns.client.delete(liveness)  # as if it expired while the sweep ran
+        armed.set()
+        assert beaten.wait(10), "the beat waited for the sweep"
+        assert sweeping.is_set() and not release.is_set()  # still stuck in the sweep
+    finally:
+        release.set()
+        reaper.stop()
+        reaper.deregister()

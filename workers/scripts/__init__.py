@@ -5,7 +5,8 @@
   ``save_state.lua``: save its state record or one record of its outbox, and
   ``quarantine.lua``: move its unreadable state record aside
   (:class:`workers.state.RedisStateStore`); each is loaded behind ``fence.lua``, the fence
-  of a work item's writes;
+  of a work item's writes; ``reschedule_due.lua``: move a work item's entry in the monitor
+  sweep's index unless a save changed it meanwhile (the same store);
 - ``ci_record.lua``: store a CI result unless a newer one is stored
   (:class:`workers.ci.RedisCI`);
 - ``repository.lua``: note a repository's id and current name, return its ref key
