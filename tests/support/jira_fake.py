@@ -43,7 +43,7 @@ NO_ISSUE = {"errorMessages": ["Issue does not exist or you do not have permissio
 _ROUTE = re.compile(r"/rest/api/(?P<v>[23])/(?:(?P<info>serverInfo)|issue/(?P<key>[^/?]+)"
                     r"(?P<rest>/comment|/transitions)?)$")
 
-TRANSITIONS = (
+TRANSITIONS: tuple[dict[str, Any], ...] = (
     {"id": "11", "name": "To Do", "to": {"name": "To Do"}},
     {"id": "21", "name": "Start design", "to": {"name": "In Design"}},
     {"id": "31", "name": "Start work", "to": {"name": "In Progress"}},
