@@ -335,3 +335,21 @@ def test_jira_versions_against_the_other_deployment(
         with pytest.raises(IntegrationError) as info:
             api.call("add-comment", issue="PROJ-12", body="x")
         assert info.value.status == refused
+
+
+@pytest.mark.parametrize(("path", "body", "refused"), [
+    ("/rest/api/2/issue/PROJ-12/comment", {"body": adf("x")}, "Comment body can not be empty!"),
+    ("/rest/api/3/issue/PROJ-12/comment", {"body": "x"}, "Comment body is not valid!"),
+])
+def test_the_fake_refuses_the_other_versions_body_as_jira_does(
+        site_rs: responses.RequestsMock, path: str, body: Any, refused: str) -> None:
+    import requests
+
+    site = FakeJira(deployment="Cloud", user="bot@example.com")
+    site.add_issue("PROJ-12")
+    site.install(site_rs)
+    answer = requests.post(site.base_url + path, json=body, auth=(site.user, site.token),
+                           timeout=5)
+    assert answer.status_code == 400
+    assert answer.json() == {"errorMessages": [], "errors": {"comment": refused}}
+    assert site.issues["PROJ-12"].comments == []
