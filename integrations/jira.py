@@ -7,21 +7,31 @@ Operations (both transports; ``issue`` is an issue key such as ``PROJ-12``)::
     add-label(issue, label)        -> {"issue": str, "label": str}
     transition-issue(issue, name)  -> {"issue": str, "transition": str}
 
-``api`` -- Jira Cloud REST API v3 on a ``requests`` session whose adapter retries with
-urllib3's ``Retry`` (:func:`jira_retry`, an :class:`integrations.retry.BoundedRetry`):
-GET/PUT/DELETE on 429/5xx, POST only on 429 (Jira refused it before acting, so no
-comment is posted twice), ``Retry-After`` honoured up
-to ``max_wait`` seconds. Endpoints: "Add comment" (``POST /rest/api/3/issue/{key}/comment``,
-body in Atlassian Document Format), "Edit issue" (``PUT /rest/api/3/issue/{key}`` with
+``api`` -- Jira REST API v3 (Cloud) or v2 (Data Center / Server) on a ``requests``
+session whose adapter retries with urllib3's ``Retry`` (:func:`jira_retry`, an
+:class:`integrations.retry.BoundedRetry`): GET/PUT/DELETE on 429/5xx, POST only on 429
+(Jira refused it before acting, so no comment is posted twice), ``Retry-After`` honoured
+up to ``max_wait`` seconds. Endpoints: "Add comment" (``POST
+/rest/api/{2|3}/issue/{key}/comment``; the body an Atlassian Document Format document on
+v3, the plain text on v2), "Edit issue" (``PUT /rest/api/{2|3}/issue/{key}`` with
 ``{"update": {"labels": [{"add": label}]}}``), "Get transitions" and "Transition issue"
-(``GET``/``POST /rest/api/3/issue/{key}/transitions``; the transition is picked by its
-name, or the name of the status it leads to, case-insensitively). Auth: HTTP basic with
-the account's email and an API token, or a bearer token when no user is given.
+(``GET``/``POST /rest/api/{2|3}/issue/{key}/transitions``; the transition is picked by
+its name, or the name of the status it leads to, case-insensitively). Auth: HTTP basic
+with the account's email and an API token (Cloud), or a bearer token when no user is
+given (a Data Center personal access token).
 
 Jira Data Center / Server serves the same resources under ``/rest/api/2`` ("Jira Server
 platform REST API", version 2), where a comment's ``body`` is plain text (wiki markup),
 not ADF, and authenticates a personal access token as ``Authorization: Bearer``. Jira
 Cloud serves v2 as well, but v3 is its current API and the one that takes ADF.
+
+Which version: the one the transport is given (``THE_LOOP_JIRA_API_VERSION``), else the
+site is asked once, before the first operation: ``GET /rest/api/2/serverInfo`` ("Get
+server info", served by both, anonymously too) names its ``deploymentType``: ``Cloud``
+-> v3, ``Server`` or ``DataCenter`` -> v2. A site that cannot tell (a 4xx answer, no or
+another ``deploymentType``) gets the fallback version (the settings' host rule); a
+transient failure (no answer, 429, 5xx) fails the operation retriable and is asked again
+next time.
 
 ``cli`` -- the community jira-cli (github.com/ankitpokhrel/jira-cli) argument shapes,
 run with an argument array, no shell, bounded time and output::
@@ -35,7 +45,9 @@ The binary keeps its own configuration and token (``jira init``, ``JIRA_API_TOKE
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 import urllib.parse
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -61,6 +73,14 @@ from integrations.retry import MAX_RATE_LIMIT_WAIT, BoundedRetry
 __all__ = ["JiraApi", "JiraCli", "adf", "jira_retry"]
 
 _KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]*-[1-9][0-9]*")
+
+log = logging.getLogger("integrations.jira")
+
+#: The REST versions the transport speaks: 2 (Data Center / Server), 3 (Cloud).
+API_VERSIONS = (2, 3)
+#: "Get server info" (both deployments serve it under v2) and its ``deploymentType``s.
+SERVER_INFO = "/rest/api/2/serverInfo"
+DEPLOYMENT_VERSIONS = {"cloud": 3, "server": 2, "datacenter": 2}
 
 
 def jira_retry(retries: int = 3, max_wait: float = MAX_RATE_LIMIT_WAIT) -> BoundedRetry:
@@ -105,15 +125,18 @@ class _JiraBase(Transport):
 
 
 class JiraApi(_JiraBase):
-    """``api`` transport (Jira Cloud REST API v3).
+    """``api`` transport (Jira Cloud REST API v3, Jira Data Center / Server REST API v2).
 
     Args:
         base_url: the site, e.g. ``https://example.atlassian.net``.
         token: API token (never shown by ``repr``).
         user: the account's email for basic auth; ``None`` sends ``Bearer <token>``.
-        api_version: ``3`` (Jira Cloud: ADF comment bodies) or ``2`` (Data Center /
-            Server: plain-text bodies); the settings choose it from the site
-            (:class:`foundation.settings.JiraSettings` ``api_version``).
+        api_version: ``3`` (Jira Cloud: ADF comment bodies), ``2`` (Data Center /
+            Server: plain-text bodies), or ``None``: ask the site once
+            (``serverInfo``, see the module docstring); the composition root passes
+            :class:`foundation.settings.JiraSettings` ``api_version``.
+        fallback_version: the version used when ``serverInfo`` cannot tell (the
+            settings' ``site_api_version``: 3 for ``*.atlassian.net``, else 2).
         timeout: seconds per request.
         retries: urllib3 retries (see :func:`jira_retry`).
         session: a ready session (tests); its adapters are replaced.
@@ -131,7 +154,8 @@ class JiraApi(_JiraBase):
         retries: int = 3,
         max_wait: float = MAX_RATE_LIMIT_WAIT,
         session: requests.Session | None = None,
-        api_version: int = 3,
+        api_version: int | None = 3,
+        fallback_version: int = 3,
     ) -> None:
         parsed = urllib.parse.urlparse(base_url)
         if parsed.scheme not in ("https", "http") or not parsed.hostname:
@@ -139,9 +163,12 @@ class JiraApi(_JiraBase):
                 "THE_LOOP_JIRA_URL must be the site's https:// URL, e.g. "
                 "https://example.atlassian.net"
             )
-        if api_version not in (2, 3):
+        if api_version not in (None, *API_VERSIONS) or fallback_version not in API_VERSIONS:
             raise ValueError("THE_LOOP_JIRA_API_VERSION must be 2 or 3")
-        self.api_version = api_version
+        #: The REST version in use; ``None`` until the site has been asked.
+        self.api_version: int | None = api_version
+        self.fallback_version = fallback_version
+        self._asking = threading.Lock()
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self._session = session or requests.Session()
@@ -162,10 +189,62 @@ class JiraApi(_JiraBase):
     def close(self) -> None:
         self._session.close()
 
+    def version(self, op: str, key: str) -> int:
+        """The REST version to speak: the one given, else the site's answer to
+        ``GET /rest/api/2/serverInfo`` (asked once; ``deploymentType`` ``Cloud`` -> 3,
+        ``Server``/``DataCenter`` -> 2), else ``fallback_version`` when the site cannot
+        tell (4xx, no JSON, no or another ``deploymentType``), kept likewise.
+
+        Args:
+            op, key: the operation and issue asking (named in errors).
+
+        Raises:
+            Unavailable, RateLimited: no answer, 5xx or 429 (retriable; asked again on
+                the next call).
+        """
+        if self.api_version is not None:
+            return self.api_version
+        with self._asking:
+            if self.api_version is None:
+                self.api_version = self._ask_site(op, key)
+        return self.api_version
+
+    def _ask_site(self, op: str, key: str) -> int:
+        where = f"jira {op} on {key}: GET {SERVER_INFO} (choosing the REST version)"
+        try:
+            response = self._session.get(self.base_url + SERVER_INFO, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise Unavailable(f"{where} failed ({type(exc).__name__})",
+                              integration=self.name, op=op) from None
+        status = response.status_code
+        if status == 429:
+            retry_after = response.headers.get("Retry-After")
+            raise RateLimited(f"{where}: HTTP 429 (rate limited)", integration=self.name,
+                              op=op, status=status, retry_after=_seconds(retry_after))
+        if status >= 500:
+            raise Unavailable(f"{where}: HTTP {status}", integration=self.name, op=op,
+                              status=status)
+        deployment = ""
+        if status < 400:
+            try:
+                data = response.json()
+            except ValueError:
+                data = None
+            if isinstance(data, dict) and isinstance(data.get("deploymentType"), str):
+                deployment = data["deploymentType"]
+        version = DEPLOYMENT_VERSIONS.get(deployment.casefold())
+        if version is not None:
+            log.info("jira: the site is Jira %s: REST v%d", deployment, version)
+            return version
+        log.warning("jira: %s did not name a known deploymentType (HTTP %d); using REST v%d "
+                    "(set THE_LOOP_JIRA_API_VERSION=2 or 3 to choose)", SERVER_INFO, status,
+                    self.fallback_version)
+        return self.fallback_version
+
     def _request(
         self, op: str, method: str, key: str, suffix: str = "", body: Any = None
     ) -> Any:
-        url = (f"{self.base_url}/rest/api/{self.api_version}/issue/"
+        url = (f"{self.base_url}/rest/api/{self.version(op, key)}/issue/"
                f"{urllib.parse.quote(key, safe='')}{suffix}")
         try:
             response = self._session.request(method, url, json=body, timeout=self.timeout)
@@ -196,17 +275,17 @@ class JiraApi(_JiraBase):
         op = "add-comment"
         key = _issue(op, issue)
         text = _text(op, "body", body)
-        body_value: Any = adf(text) if self.api_version == 3 else text
+        body_value: Any = adf(text) if self.version(op, key) == 3 else text
         data = self._request(op, "POST", key, "/comment", {"body": body_value}) or {}
         cid = data.get("id")
         return {"issue": key, "id": str(cid) if cid is not None else None}
 
     def add_label(self, issue: str, label: str,
                   replace_prefix: str | None = None) -> JiraLabel:
-        """``add-label``: ``PUT /rest/api/3/issue/{key}`` with
+        """``add-label``: ``PUT /rest/api/{2|3}/issue/{key}`` with
         ``{"update": {"labels": [{"add": label}, {"remove": old}...]}}`` ("Edit issue";
         adding a present label is a no-op). With ``replace_prefix``, the issue's labels
-        are read first (``GET /rest/api/3/issue/{key}?fields=labels``, "Get issue") and
+        are read first (``GET /rest/api/{2|3}/issue/{key}?fields=labels``, "Get issue") and
         every other one starting with the prefix, case-insensitively, is removed.
 
         Returns:
@@ -227,7 +306,7 @@ class JiraApi(_JiraBase):
         return {"issue": key, "label": name}
 
     def transition_issue(self, issue: str, name: str) -> JiraTransition:
-        """``transition-issue``: ``GET /rest/api/3/issue/{key}/transitions``, pick the
+        """``transition-issue``: ``GET /rest/api/{2|3}/issue/{key}/transitions``, pick the
         transition called ``name`` (or leading to the status ``name``; case-insensitive),
         ``POST`` it.
 

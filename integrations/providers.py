@@ -267,10 +267,12 @@ def jira_provider(
     env: Mapping[str, str] | None = None,
     which: Callable[[str], str | None] = shutil.which,
     auth: str = "basic",
-    api_version: int = 3,
+    api_version: int | None = None,
+    fallback_version: int = 3,
 ) -> Integration:
     """Build the Jira transport ``api`` (REST v3 for Jira Cloud, v2 for Data Center:
-    ``api_version``, see :class:`integrations.jira.JiraApi`; base URL + API token or
+    ``api_version``, or ``None`` to ask the site once, with ``fallback_version`` when it
+    cannot tell; see :class:`integrations.jira.JiraApi`; base URL + API token or
     personal access token) or ``cli`` (a jira-cli compatible binary).
 
     Raises:
@@ -290,7 +292,7 @@ def jira_provider(
                 "Basic auth: the account's e-mail and an API token); a Data Center personal "
                 "access token needs THE_LOOP_JIRA_AUTH=bearer")
         return JiraApi(base_url, token, user=None if auth == "bearer" else user,
-                       api_version=api_version)
+                       api_version=api_version, fallback_version=fallback_version)
     if chosen == "cli":
         if not which(binary):
             raise ProviderConfigError(

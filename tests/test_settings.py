@@ -437,7 +437,7 @@ def test_harness_env_may_not_name_the_signing_key(tmp_path) -> None:
         Settings.from_env({"THE_LOOP_CONFIG": str(config)})
 
 
-def test_the_jira_api_version_follows_the_site_unless_set():
+def test_the_jira_api_version_is_the_variable_or_asked_with_the_site_as_fallback():
     from foundation.settings import Settings, SettingsError
 
     base = {"GH_TOKEN": "x", "THE_LOOP_JIRA_TOKEN": "t", "THE_LOOP_JIRA_AUTH": "bearer"}
@@ -448,9 +448,14 @@ def test_the_jira_api_version_follows_the_site_unless_set():
     forced = Settings.from_env({**base, "THE_LOOP_JIRA_URL": "https://jira.acme.example",
                                 "THE_LOOP_JIRA_API_VERSION": "3"}, process="worker")
     assert (cloud.jira.api_version, center.jira.api_version, forced.jira.api_version) == (
-        3, 2, 3)
+        None, None, 3)  # unset: the transport asks the site (serverInfo)
+    assert (cloud.jira.site_api_version, center.jira.site_api_version) == (3, 2)
     import pytest
 
-    with pytest.raises(SettingsError, match="THE_LOOP_JIRA_API_VERSION must be 2"):
-        Settings.from_env({**base, "THE_LOOP_JIRA_URL": "https://j.example",
-                           "THE_LOOP_JIRA_API_VERSION": "4"}, process="worker")
+    for bad in ("4", "v2", "3.0"):
+        with pytest.raises(SettingsError) as info:
+            Settings.from_env({**base, "THE_LOOP_JIRA_URL": "https://j.example",
+                               "THE_LOOP_JIRA_API_VERSION": bad}, process="worker")
+        message = str(info.value)
+        assert "THE_LOOP_JIRA_API_VERSION must be 2" in message and "=2" in message
+        assert repr(bad) not in message and "got" not in message  # not echoed

@@ -213,6 +213,7 @@ def build_providers(
         providers["jira"] = jira_provider(jira.transport or "api", base_url=jira.base_url,
                                           user=jira.user, token=jira.token, auth=jira.auth,
                                           api_version=jira.api_version,
+                                          fallback_version=jira.site_api_version,
                                           binary=jira.binary, env=settings.child_env(),
                                           which=which)
     elif "jira" in needed:

@@ -48,7 +48,7 @@ from foundation.settings.harness import (
     RunnerSettings,
     harness_env,
 )
-from foundation.settings.integrations import JiraSettings, SlackSettings
+from foundation.settings.integrations import JIRA_API_VERSIONS, JiraSettings, SlackSettings
 from foundation.settings.observability import LOG_FORMATS, LogSettings
 from foundation.settings.queues import DEFAULT_REDIS_URL, ENV_SECRET
 from foundation.settings.web import (
@@ -564,26 +564,25 @@ class _Reader:
             token=token,
             binary=self.get("THE_LOOP_JIRA_CLI_BINARY") or config.cli.binary or "jira",
             auth=auth,
-            api_version=_jira_api_version(self.get("THE_LOOP_JIRA_API_VERSION"), url),
+            api_version=_jira_api_version(self.get("THE_LOOP_JIRA_API_VERSION")),
         )
 
 
-def _jira_api_version(value: str | None, url: str | None) -> int:
-    """``THE_LOOP_JIRA_API_VERSION`` (``2`` or ``3``), else the version the site serves:
-    Jira Cloud (``*.atlassian.net``) REST v3, Jira Data Center / Server REST v2 (its
-    REST reference has no v3).
+def _jira_api_version(value: str | None) -> int | None:
+    """``THE_LOOP_JIRA_API_VERSION``: ``2`` (Jira Data Center / Server) or ``3`` (Jira
+    Cloud); ``None`` when unset (the transport asks the site, see
+    :attr:`JiraSettings.api_version`).
 
     Raises:
-        SettingsError: a value other than 2 or 3 (the value is not echoed).
+        SettingsError: any other value (the value is not echoed).
     """
-    if value is not None:
-        if value.strip() not in ("2", "3"):
-            raise SettingsError(
-                "THE_LOOP_JIRA_API_VERSION must be 2 (Jira Data Center / Server) or 3 "
-                "(Jira Cloud), e.g. THE_LOOP_JIRA_API_VERSION=2")
-        return int(value.strip())
-    host = (urllib.parse.urlparse(url).hostname or "").lower() if url else ""
-    return 3 if host.endswith(".atlassian.net") or not host else 2
+    if value is None:  # unset or blank (Environment.get)
+        return None
+    if value not in {str(v) for v in JIRA_API_VERSIONS}:
+        raise SettingsError(
+            "THE_LOOP_JIRA_API_VERSION must be 2 (Jira Data Center / Server) or 3 "
+            "(Jira Cloud), e.g. THE_LOOP_JIRA_API_VERSION=2, or unset to ask the site")
+    return int(value)
 
 
 def _api_url(value: str | None, *, say: bool = True) -> str:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from dataclasses import dataclass, field
 
 from foundation.config.deployment import Classification
+
+#: ``THE_LOOP_JIRA_API_VERSION``'s values: Jira Data Center / Server's REST v2 and Jira
+#: Cloud's REST v3.
+JIRA_API_VERSIONS = (2, 3)
 
 
 @dataclass(frozen=True)
@@ -43,10 +48,11 @@ class JiraSettings:
         auth: ``basic`` (Jira Cloud: the account's e-mail and an API token, "Basic auth for
             REST APIs") or ``bearer`` (a Data Center personal access token,
             ``THE_LOOP_JIRA_AUTH=bearer``).
-        api_version: the REST API version, ``2`` (Jira Data Center / Server: plain-text
-            comment bodies) or ``3`` (Jira Cloud: Atlassian Document Format);
-            ``THE_LOOP_JIRA_API_VERSION``, else 3 for an ``*.atlassian.net`` site and 2
-            for any other.
+        api_version: the REST API version ``THE_LOOP_JIRA_API_VERSION`` sets, ``2``
+            (Jira Data Center / Server: plain-text comment bodies) or ``3`` (Jira Cloud:
+            Atlassian Document Format), or ``None``: the transport asks the site once
+            (``GET /rest/api/2/serverInfo``'s ``deploymentType``) and, when the site
+            cannot tell, uses :attr:`site_api_version`.
     """
 
     transport: str | None = None
@@ -55,11 +61,20 @@ class JiraSettings:
     token: str | None = field(default=None, repr=False)
     binary: str = "jira"
     auth: str = "basic"
-    api_version: int = 3
+    api_version: int | None = None
 
     @property
     def configured(self) -> bool:
         return self.transport is not None
+
+    @property
+    def site_api_version(self) -> int:
+        """The REST version the site's host name suggests: 3 for Jira Cloud
+        (``*.atlassian.net``, or no URL), 2 for any other host (Data Center / Server,
+        whose REST reference has no v3)."""
+        url = self.base_url
+        host = (urllib.parse.urlparse(url).hostname or "").lower() if url else ""
+        return 3 if host.endswith(".atlassian.net") or not host else 2
 
 @dataclass(frozen=True)
 class ClassifierSettings:

@@ -45,6 +45,7 @@ from integrations.slack import SlackSdk, SlackWebhook
 from tests.integrations import loopback
 from tests.integrations.fakecli import FakeCli
 from tests.integrations.test_github_api import assert_shape as assert_github_shape
+from tests.support import jira_fake
 
 REPO = "Codertocat/Hello-World"
 R = f"/repos/{REPO}"
@@ -495,31 +496,17 @@ class SlackWebhookHarness(Harness):
         return result, effects
 
 
-def _adf_text(doc: dict[str, Any]) -> str:
-    paragraphs = []
-    for block in doc["content"]:
-        paragraphs.append("".join("\n" if n["type"] == "hardBreak" else n["text"]
-                                  for n in block["content"]))
-    return "\n\n".join(paragraphs)
-
-
 def _jira_server(version: int, exchange: Exchange) -> Any:
     """A responses callback answering ``exchange`` as Jira REST ``version`` does, refusing
-    a comment body of the other version's form with a 400 as the real servers do (v2,
-    Data Center: ``body`` must be a string, "Can not deserialize instance of
-    java.lang.String"; v3, Cloud: ``body`` must be an ADF document, "Comment body is not
-    valid!")."""
+    a comment body of the other version's form with Jira's 400
+    (:func:`tests.support.jira_fake.refusal`: v2, Data Center, takes the plain string; v3,
+    Cloud, an ADF document)."""
     def answer(request: Any) -> tuple[int, dict[str, str], str]:
         body = json.loads(request.body) if request.body else None
         if request.method == "POST" and request.url.endswith("/comment"):
-            text = isinstance(body.get("body"), str)
-            doc = isinstance(body.get("body"), dict) and body["body"].get("type") == "doc"
-            if version == 2 and not text:
-                return 400, {}, json.dumps({"errorMessages": [], "errors": {
-                    "body": "Can not deserialize instance of java.lang.String"}})
-            if version == 3 and not doc:
-                return 400, {}, json.dumps({"errorMessages": [], "errors": {
-                    "comment": "Comment body is not valid!"}})
+            refused = jira_fake.refusal(version, body)
+            if refused is not None:
+                return 400, {}, json.dumps(refused)
         return exchange.status, {}, json.dumps(exchange.reply) if exchange.reply else ""
     return answer
 
@@ -529,30 +516,41 @@ class JiraApiHarness(Harness):
 
     cls, integration, transport = JiraApi, "jira", "api"
     version = 3
+    #: ``None``: the version is given; else the site's serverInfo ``deploymentType``
+    #: (the transport asks, with the other version as its fallback).
+    deployment: str | None = None
 
     def __repr__(self) -> str:
-        return f"{self.integration}-{self.transport}-v{self.version}"
+        asked = f"-{self.deployment}" if self.deployment else ""
+        return f"{self.integration}-{self.transport}-v{self.version}{asked}"
 
     def run(self, op: str, case: Case, tmp: Path) -> tuple[dict[str, Any], list[Any]]:
         exchanges = _canned(self, case)
         with responses.RequestsMock(assert_all_requests_are_fired=True) as rs:
+            if self.deployment:
+                rs.get(JIRA + jira_fake.SERVER_INFO,
+                       json={"baseUrl": JIRA, "deploymentType": self.deployment})
             for e in exchanges:
                 path = e.path.replace("/rest/api/3/", f"/rest/api/{self.version}/")
                 rs.add_callback(e.method, JIRA + path, callback=_jira_server(self.version, e),
                                 content_type="application/json")
             api = JiraApi(JIRA, "jira-contract-token", user="bot@example.com", retries=0,
-                          api_version=self.version)
+                          api_version=None if self.deployment else self.version,
+                          fallback_version=5 - self.version)
             result = api.call(op, **case.params)
             requests_seen = [(c.request.method, urllib.parse.urlsplit(c.request.url).path,
                               json.loads(c.request.body) if c.request.body else None)
                              for c in rs.calls]
         effects = []
         transitions = {t["id"]: t["name"] for t in TRANSITIONS["transitions"]}
+        if self.deployment:  # asked once, first
+            assert requests_seen[0] == ("GET", jira_fake.SERVER_INFO, None), requests_seen
+            requests_seen = requests_seen[1:]
         for method, path, body in requests_seen:
             key = path.split("/")[5]
             assert path.startswith(f"/rest/api/{self.version}/"), path
             if method == "POST" and path.endswith("/comment"):
-                text = body["body"] if self.version == 2 else _adf_text(body["body"])
+                text = body["body"] if self.version == 2 else jira_fake.adf_text(body["body"])
                 effects.append(("add-comment", key, text))
             elif method == "PUT":
                 (change,) = body["update"]["labels"]
@@ -568,6 +566,18 @@ class JiraDataCenterHarness(JiraApiHarness):
     """Jira Data Center / Server: REST v2, plain-text bodies."""
 
     version = 2
+
+
+class JiraCloudAskedHarness(JiraApiHarness):
+    """Jira Cloud, the version not given: serverInfo says ``Cloud`` -> v3."""
+
+    deployment = "Cloud"
+
+
+class JiraDataCenterAskedHarness(JiraDataCenterHarness):
+    """Jira Data Center, the version not given: serverInfo says ``DataCenter`` -> v2."""
+
+    deployment = "DataCenter"
 
 
 class JiraCliHarness(Harness):
@@ -602,6 +612,8 @@ PROVIDERS: list[Harness] = [
     SlackWebhookHarness(),
     JiraApiHarness(),
     JiraDataCenterHarness(),
+    JiraCloudAskedHarness(),
+    JiraDataCenterAskedHarness(),
     JiraCliHarness(),
 ]
 

@@ -16,6 +16,7 @@ from integrations.jira import JiraApi, JiraCli, adf
 from integrations.slack import SlackSdk, SlackWebhook
 from tests.integrations import loopback
 from tests.integrations.fakecli import FakeCli
+from tests.support.jira_fake import FakeJira
 
 SLACK_TOKEN = "xoxb-slack-secret-123"
 HOOK_PATH = "/services/T000/B000/hook-secret-456"
@@ -214,3 +215,141 @@ def test_jira_cli_failures(tmp_path) -> None:
         cli.call("add-label", issue="PROJ-1", label="-x")
     assert [c["argv"][:3] for c in fake.calls] == [["issue", "comment", "add"],
                                                    ["issue", "edit", "--no-input"]]
+
+
+# ----------------------------------------------------- Jira REST version: given or asked
+
+
+@pytest.fixture
+def site_rs():
+    """``responses`` for a :class:`FakeJira` (its routes need not all be used)."""
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        yield mock
+
+
+def asked(site: FakeJira, fallback: int) -> JiraApi:
+    """A transport that asks ``site`` its version (THE_LOOP_JIRA_API_VERSION unset)."""
+    return JiraApi(site.base_url, site.token, user=site.user, retries=0, api_version=None,
+                   fallback_version=fallback)
+
+
+@pytest.mark.parametrize(("deployment", "version"), [
+    ("DataCenter", 2), ("Server", 2), ("Cloud", 3)])
+def test_jira_asks_the_site_its_version_once_and_speaks_it(
+        site_rs: responses.RequestsMock, deployment: str, version: int) -> None:
+    site = FakeJira(deployment=deployment, user="bot@example.com" if version == 3 else None)
+    site.add_issue("PROJ-12")
+    site.install(site_rs)
+    api = asked(site, fallback=5 - version)  # the host rule would have said the other
+    assert api.api_version is None
+    api.call("add-comment", issue="PROJ-12", body="Approved.\n\nNext: design.")
+    api.call("add-label", issue="PROJ-12", label="phase:design")
+    api.call("transition-issue", issue="PROJ-12", name="Start design")
+    assert api.api_version == version
+    v = f"/rest/api/{version}/issue/PROJ-12"
+    assert site.paths() == ["GET /rest/api/2/serverInfo", f"POST {v}/comment", f"PUT {v}",
+                            f"GET {v}/transitions", f"POST {v}/transitions"]
+    issue = site.issues["PROJ-12"]
+    assert (issue.comments, issue.comment_versions) == (["Approved.\n\nNext: design."],
+                                                        [version])
+    assert (issue.labels, issue.status) == (["phase:design"], "In Design")
+
+
+@pytest.mark.parametrize("answer", [404, 401, "no deploymentType", "not json"])
+def test_a_site_that_cannot_tell_its_version_gets_the_fallback_once(
+        site_rs: responses.RequestsMock, answer: Any, caplog) -> None:
+    site = FakeJira(deployment="DataCenter")
+    site.add_issue("PROJ-12")
+    if isinstance(answer, int):
+        site.server_info = answer
+    else:
+        site_rs.get(f"{site.base_url}/rest/api/2/serverInfo",
+               **({"json": {"baseUrl": site.base_url}} if answer == "no deploymentType"
+                  else {"body": "<html>Jira</html>"}))
+    site.install(site_rs)
+    api = asked(site, fallback=2)
+    with caplog.at_level(logging.WARNING, logger="integrations.jira"):
+        api.call("add-comment", issue="PROJ-12", body="x")
+        api.call("add-comment", issue="PROJ-12", body="y")
+    assert api.api_version == 2 and site.issues["PROJ-12"].comments == ["x", "y"]
+    asks = [c for c in site_rs.calls if c.request.url.endswith("/serverInfo")]
+    assert len(asks) == 1  # kept: a site that cannot tell is not asked again
+    assert "THE_LOOP_JIRA_API_VERSION" in caplog.text and JIRA_TOKEN not in caplog.text
+
+
+@pytest.mark.parametrize("status", [503, 429])
+def test_a_transient_failure_to_ask_fails_retriable_and_is_asked_again(
+        site_rs: responses.RequestsMock, status: int) -> None:
+    site = FakeJira(deployment="DataCenter")
+    site.add_issue("PROJ-12")
+    site_rs.get(f"{site.base_url}/rest/api/2/serverInfo", status=status,
+           headers={"Retry-After": "30"})
+    site.install(site_rs)
+    api = asked(site, fallback=3)  # guessing v3 here would post a body Jira refuses
+    with pytest.raises(IntegrationError) as info:
+        api.call("add-comment", issue="PROJ-12", body="x")
+    assert (info.value.status, info.value.retriable) == (status, True)
+    assert "serverInfo" in str(info.value) and JIRA_TOKEN not in str(info.value)
+    assert api.api_version is None and site.issues["PROJ-12"].comments == []
+    api.call("add-comment", issue="PROJ-12", body="x")  # asked again: DataCenter
+    assert api.api_version == 2 and site.issues["PROJ-12"].comments == ["x"]
+
+
+def test_a_given_version_is_never_asked(site_rs: responses.RequestsMock) -> None:
+    site = FakeJira(deployment="Cloud", user="bot@example.com")
+    site.add_issue("PROJ-12")
+    site.install(site_rs)
+    JiraApi(site.base_url, site.token, user=site.user, api_version=2).call(
+        "add-comment", issue="PROJ-12", body="x")  # Cloud serves v2 with text bodies too
+    assert site.paths() == ["POST /rest/api/2/issue/PROJ-12/comment"]
+
+
+def test_jira_data_center_takes_a_personal_access_token_as_bearer(
+        site_rs: responses.RequestsMock) -> None:
+    site = FakeJira(deployment="DataCenter", token="pat-secret")
+    site.add_issue("PROJ-12")
+    site.install(site_rs)
+    JiraApi(site.base_url, "pat-secret", api_version=2).call(
+        "add-label", issue="PROJ-12", label="x")
+    assert site_rs.calls[-1].request.headers["Authorization"] == "Bearer pat-secret"
+    with pytest.raises(IntegrationError) as info:  # the same token as basic: refused
+        JiraApi(site.base_url, "pat-secret", user="bot", api_version=2, retries=0).call(
+            "add-label", issue="PROJ-12", label="y")
+    assert info.value.status == 401 and site.issues["PROJ-12"].labels == ["x"]
+
+
+@pytest.mark.parametrize(("deployment", "sent", "refused"), [
+    ("DataCenter", 3, 404),  # Data Center has no REST v3
+    ("Cloud", 2, None),      # Cloud serves v2 too, with a text body
+])
+def test_jira_versions_against_the_other_deployment(
+        site_rs: responses.RequestsMock, deployment: str, sent: int, refused: int | None) -> None:
+    site = FakeJira(deployment=deployment, user="bot@example.com")
+    site.add_issue("PROJ-12")
+    site.install(site_rs)
+    api = JiraApi(site.base_url, site.token, user=site.user, api_version=sent, retries=0)
+    if refused is None:
+        api.call("add-comment", issue="PROJ-12", body="x")
+        assert site.issues["PROJ-12"].comments == ["x"]
+    else:
+        with pytest.raises(IntegrationError) as info:
+            api.call("add-comment", issue="PROJ-12", body="x")
+        assert info.value.status == refused
+
+
+@pytest.mark.parametrize(("path", "body", "refused"), [
+    ("/rest/api/2/issue/PROJ-12/comment", {"body": adf("x")}, "Comment body can not be empty!"),
+    ("/rest/api/3/issue/PROJ-12/comment", {"body": "x"}, "Comment body is not valid!"),
+])
+def test_the_fake_refuses_the_other_versions_body_as_jira_does(
+        site_rs: responses.RequestsMock, path: str, body: Any, refused: str) -> None:
+    import requests
+
+    site = FakeJira(deployment="Cloud", user="bot@example.com")
+    site.add_issue("PROJ-12")
+    site.install(site_rs)
+    answer = requests.post(site.base_url + path, json=body, auth=(site.user, site.token),
+                           timeout=5)
+    assert answer.status_code == 400
+    assert answer.json() == {"errorMessages": [], "errors": {"comment": refused}}
+    assert site.issues["PROJ-12"].comments == []

@@ -473,6 +473,73 @@ def test_a_phase_change_labels_and_moves_the_linked_jira_issue():
     assert result.data["jira_transition"] == "Start design" and not result.data["jira_failed"]
 
 
+JIRA_HARNESS = ("version: 1\nticketing:\n  system: jira\n  jira:\n"
+                "    transitions: {design: In Design}\n")
+
+
+@pytest.mark.parametrize(("deployment", "url", "variable", "version"), [
+    ("DataCenter", "https://jira.acme.example", "2", 2),
+    ("Cloud", "https://acme.atlassian.net", "3", 3),
+    ("DataCenter", "https://jira.acme.example", None, 2),  # asked: serverInfo
+    ("Cloud", "https://jira.acme.example", None, 3),  # asked; the host rule would say 2
+])
+def test_an_approval_comments_labels_and_moves_the_jira_issue_on_either_rest_version(
+        redis_ns, caplog, deployment: str, url: str, variable: str | None,
+        version: int) -> None:
+    """Given an enrolled issue naming ABC-7, Jira Cloud (basic: e-mail + API token) or Data
+    Center (a personal access token as bearer) configured through the settings, and
+    ``ticketing.jira.transitions: {design: In Design}``
+    When the approver comments /approve at requirements-approval
+    Then the decision reaches ABC-7 as a comment in the body form its REST version
+    takes (plain text on v2, ADF on v3; the fake refuses the other with Jira's 400), ABC-7
+    carries only the current phase label and has moved to In Design, every request on
+    /rest/api/<version>, and no Jira failure is logged."""
+    import responses
+
+    from foundation.settings import Settings
+    from tests.support.jira_fake import FakeJira
+    from the_loop.wiring import build_providers
+
+    cloud = deployment == "Cloud"
+    site = FakeJira(base_url=url, deployment=deployment, token="jira-secret",
+                    user="bot@acme.example" if cloud else None)
+    site.add_issue("ABC-7", labels=["triage"])
+    env = {"GH_TOKEN": "ghp_unused", "THE_LOOP_JIRA_URL": url,
+           "THE_LOOP_JIRA_TOKEN": "jira-secret",
+           **({"THE_LOOP_JIRA_USER": "bot@acme.example"} if cloud
+              else {"THE_LOOP_JIRA_AUTH": "bearer"}),
+           **({"THE_LOOP_JIRA_API_VERSION": variable} if variable else {})}
+    jira = build_providers(Settings.from_env(env, process="worker"))["jira"]
+    gh = FakeGitHub()
+    gh.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
+    gh.add_file(REPO, ".the-loop/harness-config.yaml", JIRA_HARNESS, ref="master")
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
+    settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
+    processor = build_processor(settings, redis_ns.client, GRAPH, lambda _i: gh,
+                                integrations={"jira": jira})
+    enrol, approve = installed(enrolment()), installed(comment("/approve"))
+    for payload in (enrol, approve):
+        payload["issue"]["title"] = "ABC-7: spelling error in the README"
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        site.install(mock)
+        assert processor.handle(record("issues", enrol)).outcome == "advanced"
+        assert processor.handle(record("issue_comment", approve)).outcome == "advanced"
+    issue = site.issues["ABC-7"]
+    assert issue.comments == [f"the-loop: Codertocat approved at gate requirements-approval "
+                              f"(phase requirements-approval) of {REF1}."]
+    assert issue.comment_versions == [version]
+    [posted] = [body for method, path, body in site.seen if path.endswith("/comment")]
+    assert isinstance(posted["body"], dict if version == 3 else str)
+    state = processor.store.load(REF1)
+    assert issue.labels == ["triage", f"phase:{GRAPH.node(state.current_node).phase}"]
+    assert issue.status == "In Design"
+    asked = [p for p in site.paths() if p.endswith("/serverInfo")]
+    assert asked == ([] if variable else ["GET /rest/api/2/serverInfo"])
+    issue_paths = [p for p in site.paths() if not p.endswith("/serverInfo")]
+    assert issue_paths and all(f" /rest/api/{version}/issue/ABC-7" in p for p in issue_paths)
+    assert not [r.getMessage() for r in caplog.records if r.name == "foundation.hooks.jira"]
+
+
 def test_jira_issue_keys_are_read_from_the_title_and_body():
     payload = {"action": "opened", "repository": {"full_name": REPO},
                "issue": {"number": 1, "title": "ABC-123: login", "body": "see OPS-9, x-1"}}
