@@ -261,7 +261,7 @@ class TurnRecords:
                                    at_front=is_continuation(order, status))
             pipe.set(self.keys.turn_ordered(order.id), "1", ex=SEVEN_DAYS)
             pipe.hdel(key, "host", "pid", "pgid", "started_at", "lease_until", "ended_at",
-                      "detail", "cancel")
+                      "detail", "cancel", "warnings")
             pipe.hset(key, mapping={
                 "id": order.id, "ref": order.ref, "node": order.node,
                 "number": order.number, "max_turns": order.max_turns, "status": status,

@@ -56,6 +56,11 @@ class TurnOrder:
             ``block`` (hook and messages of the last block) and/or ``feedback`` (a gate's
             decision reference); empty on a first turn.
         seeded_with: artifacts of earlier nodes a fresh session should read first.
+        totals: the running totals the harness last reported for the session it resumes
+            (``{cost_usd?, input_tokens?, output_tokens?}``; empty for a fresh session):
+            a resumed Claude Code session reports its cost, a resumed Codex thread its
+            tokens, as the session's totals, and the turn's own figures are the
+            difference.
         task: the task of a plan this turn works on (:mod:`graph.tasks`), or ``None``
             for the node's own work: ``{id, title, acceptance, paths, tier, wave,
             shared}``; ``shared`` true: the task commits on the work item's branch
@@ -78,6 +83,7 @@ class TurnOrder:
     feedback: Mapping[str, Any] = field(default_factory=dict)
     seeded_with: tuple[str, ...] = ()
     task: Mapping[str, Any] | None = None
+    totals: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def task_id(self) -> str | None:
@@ -92,6 +98,7 @@ class TurnOrder:
         data["feedback"] = dict(self.feedback)
         data["seeded_with"] = list(self.seeded_with)
         data["task"] = json.loads(json.dumps(self.task)) if self.task else None
+        data["totals"] = dict(self.totals)
         return data
 
     @classmethod
@@ -111,6 +118,7 @@ class TurnOrder:
             feedback=dict(data.get("feedback") or {}),
             seeded_with=tuple(str(a) for a in data.get("seeded_with") or ()),
             task=dict(data["task"]) if data.get("task") else None,
+            totals=totals_of(data.get("totals")),
         )
 
 
@@ -131,6 +139,10 @@ class TurnEnded:
         detail: the-loop's own words about an unsuccessful turn (never agent output).
         merged: a task's turn: whether its work reached the work item's branch (``False``:
             the merge conflicted, ``detail`` names the paths); ``None`` otherwise.
+        warnings: what the harness reported without failing the turn (a retried 5xx,
+            a reconnect), at most 10, each cut to 200 characters.
+        totals: the session's running totals the harness reported at the turn's end
+            (see :attr:`TurnOrder.totals`); empty when it reported none.
     """
 
     id: str
@@ -145,6 +157,8 @@ class TurnEnded:
     seconds: float = 0.0
     detail: str = ""
     merged: bool | None = None
+    warnings: tuple[str, ...] = ()
+    totals: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -153,7 +167,10 @@ class TurnEnded:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (the runner's event payload)."""
-        return asdict(self)
+        data = asdict(self)
+        data["warnings"] = list(self.warnings)
+        data["totals"] = dict(self.totals)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TurnEnded:
@@ -175,7 +192,37 @@ class TurnEnded:
             seconds=float(data.get("seconds") or 0.0),
             detail=str(data.get("detail") or "")[:500],
             merged=None if data.get("merged") is None else bool(data["merged"]),
+            warnings=tuple(str(w)[:200] for w in list(data.get("warnings") or ())[:10]),
+            totals=totals_of(data.get("totals")),
         )
+
+
+#: The figures a session's running totals may hold.
+TOTALS = ("cost_usd", "input_tokens", "output_tokens")
+
+
+def totals_of(value: Any) -> dict[str, float]:
+    """``value``'s running totals: the :data:`TOTALS` keys holding a finite number
+    >= 0 (anything else is dropped; a malformed record never fails a turn)."""
+    if not isinstance(value, Mapping):
+        return {}
+    out: dict[str, float] = {}
+    for key in TOTALS:
+        number = value.get(key)
+        if (not isinstance(number, bool) and isinstance(number, int | float)
+                and 0 <= number < float("inf")):
+            out[key] = number
+    return out
+
+
+def record_totals(session: dict[str, Any], ended: TurnEnded) -> None:
+    """Keep the running totals ``ended`` reports on its session record (the work item
+    state's ``sessions`` entry): a fresh session (a new ``session_id``) starts from its
+    own; a turn that reported none (killed, no result) keeps the last ones, so the next
+    turn's difference still counts what it spent."""
+    fresh = bool(ended.session_id) and ended.session_id != session.get("id")
+    if fresh or ended.totals:
+        session["totals"] = dict(ended.totals)
 
 
 def _opt_str(value: Any) -> str | None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from foundation.settings import HARNESS_BASE_URL_ENV
 from foundation.turns import TurnContext
 from graph.work import TurnOrder
 from integrations.harness.base import Harness, TurnLimits, TurnOutcome, TurnRequest
@@ -60,8 +61,9 @@ def environment(setup: TurnSetup, order: TurnOrder, session_id: str, resume: str
     Returns:
         :data:`PASS_THROUGH` (``PATH`` defaulting to :data:`os.defpath`), ``HOME`` (the
         runner's ``homeDir``, where the harness keeps its sessions), the ``THE_LOOP_*``
-        variables naming the turn, and the variables ``harness.env`` names (its API key).
-        None of the-loop's own secrets.
+        variables naming the turn, the variables ``harness.env`` names (its API key),
+        and ``harness.baseUrl`` as Claude Code's ``ANTHROPIC_BASE_URL``. None of
+        the-loop's own secrets.
     """
     environ = setup.environ
     env = {k: environ[k] for k in PASS_THROUGH if environ.get(k)}
@@ -81,6 +83,10 @@ def environment(setup: TurnSetup, order: TurnOrder, session_id: str, resume: str
     for name in setup.harness_settings.env:
         if environ.get(name):
             env[name] = environ[name]
+    settings = setup.harness_settings
+    base_env = HARNESS_BASE_URL_ENV.get(settings.adapter)
+    if settings.base_url and base_env:
+        env[base_env] = settings.base_url  # harness.baseUrl wins over the environment
     return env
 
 
@@ -126,7 +132,8 @@ def request(setup: TurnSetup, order: TurnOrder, context: TurnContext, *, cwd: Pa
         the request: the input rendered by :func:`runner.prompts.render` (a resumed
         session gets only the feedback), the environment of :func:`environment`, the
         model for the node's stage, the log and result paths under :func:`log_dir`, the
-        limits of ``harness:`` and ``runner.logBytes``.
+        limits of ``harness:`` and ``runner.logBytes``, and the order's running totals
+        of the session when it is resumed (none for a fresh session).
     """
     logs = log_dir(setup, order.ref, create=create_dirs)
     task = f"-{order.task_id}" if order.task_id is not None else ""
@@ -143,7 +150,7 @@ def request(setup: TurnSetup, order: TurnOrder, context: TurnContext, *, cwd: Pa
         limits=TurnLimits(turn_timeout=settings.turn_timeout,
                           idle_timeout=settings.idle_timeout,
                           log_bytes=setup.runner_settings.log_bytes),
-        on_start=on_start)
+        on_start=on_start, totals=dict(order.totals) if resume is not None else {})
 
 
 def run(harness: Harness, turn: TurnRequest) -> TurnOutcome:

@@ -234,7 +234,8 @@ class TurnRunner:
             id=order.id, status=status, session_id=session_id,
             harness_session=outcome.harness_session, head_sha=head, pull=pull,
             cost_usd=outcome.cost_usd, input_tokens=outcome.input_tokens,
-            output_tokens=outcome.output_tokens, detail=detail, merged=merged), (
+            output_tokens=outcome.output_tokens, detail=detail, merged=merged,
+            warnings=outcome.warnings, totals=outcome.totals), (
                 branch if pushed else context.branch)
 
     def _harness(self, workspaces: Workspaces, order: TurnOrder, context: TurnContext,
@@ -306,7 +307,8 @@ class TurnRunner:
         self.records.update_if(ref, order.id, status=ended.status, ended_at=time.time(),
                                cost_usd=ended.cost_usd, detail=ended.detail,
                                harness_session=ended.harness_session or "",
-                               head_sha=ended.head_sha or "")
+                               head_sha=ended.head_sha or "",
+                               warnings=json.dumps(list(ended.warnings)))
         self.records.report(self.inbox, order, context, ended, attempt=attempt,
                             branch=branch)
         log.info("turn %s ended: %s", order.id, ended.status)

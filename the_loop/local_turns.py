@@ -103,12 +103,12 @@ class TurnLine:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: ``{node, number, max_turns, status, cost_usd, seconds, session_id,
-        head_sha, detail, after: {status, node}, moves, messages}``."""
+        head_sha, detail, warnings, after: {status, node}, moves, messages}``."""
         return {"node": self.order.node, "number": self.order.number,
                 "max_turns": self.order.max_turns, "status": self.ended.status,
                 "cost_usd": self.ended.cost_usd, "seconds": self.ended.seconds,
                 "session_id": self.ended.session_id, "head_sha": self.ended.head_sha,
-                "detail": self.ended.detail,
+                "detail": self.ended.detail, "warnings": list(self.ended.warnings),
                 "after": {"status": self.status, "node": self.node},
                 "moves": [dict(m) for m in self.moves],
                 "messages": [dict(m) for m in self.messages]}
@@ -219,7 +219,7 @@ class LocalDriver:
             harness_session=outcome.harness_session, head_sha=head,
             cost_usd=outcome.cost_usd, input_tokens=outcome.input_tokens,
             output_tokens=outcome.output_tokens, seconds=round(outcome.duration_s, 3),
-            detail=outcome.detail)
+            detail=outcome.detail, warnings=outcome.warnings, totals=outcome.totals)
 
     def report(self, ended: TurnEnded) -> AdvanceResult:
         """Hand ``ended`` to the runtime (the exit chain runs on the checkout).

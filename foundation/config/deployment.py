@@ -216,9 +216,12 @@ class HarnessSettings:
         max_turns: the-loop turns per node visit (the first and its repairs).
         cost_cap_usd: US dollars per work item; reaching it escalates. ``None``: no cap.
         models: node stage -> model name.
-        env: names of the variables passed to the harness process (API keys); empty in
-            the file means the adapter's (:data:`foundation.settings.HARNESS_ENV`), which
-            start-up fills in.
+        env: names of the variables passed to the harness process (API keys, a
+            gateway's ``ANTHROPIC_BASE_URL``): the adapter's own
+            (:data:`foundation.settings.HARNESS_ENV`) and these, which start-up merges;
+            with ``env_only`` these alone.
+        env_only: ``harness.envOnly``: ``env`` replaces the adapter's names instead of
+            adding to them.
         source: where the settings came from (the file's path, or ``cli-config.yaml``),
             for messages naming the fix. Resolved, not a key of the file.
         path: the ``PATH`` the version probe runs with (this process's ``PATH``), or
@@ -226,6 +229,10 @@ class HarnessSettings:
         mcp_config: the MCP servers file (Claude Code's ``--mcp-config`` JSON shape) of
             the ``mcp-call`` hook's harness calls, ``THE_LOOP_MCP_CONFIG`` or
             ``harness.mcpConfig``; ``None``: no server.
+        base_url: ``harness.baseUrl``: a gateway (a proxy, a self-hosted model) the CLI
+            talks to instead of its vendor's API: Claude Code gets it as
+            ``ANTHROPIC_BASE_URL``, Codex as a model provider in the work item's
+            ``$HOME/.codex/config.toml``. ``None``: the vendor's API.
     """
 
     adapter: str = "none"
@@ -238,9 +245,11 @@ class HarnessSettings:
     cost_cap_usd: float | None = None
     models: Mapping[str, str] = field(default_factory=dict)
     env: tuple[str, ...] = ()
+    env_only: bool = False
     source: str = field(default=CLI_CONFIG_NAME, metadata={RESOLVED: True})
     path: str | None = field(default=None, metadata={RESOLVED: True})
     mcp_config: str | None = None
+    base_url: str | None = None
 
     def model_for(self, stage: str | None) -> str | None:
         """The model configured for node stage ``stage``, or ``None`` (the harness's own

@@ -44,9 +44,9 @@ from foundation.settings.harness import (
     ENV_WORKSPACE_DIR,
     HARNESS_ADAPTERS,
     HARNESS_BINARIES,
-    HARNESS_ENV,
     HarnessSettings,
     RunnerSettings,
+    harness_env,
 )
 from foundation.settings.integrations import JiraSettings, SlackSettings
 from foundation.settings.observability import LOG_FORMATS, LogSettings
@@ -448,7 +448,7 @@ class _Reader:
             idle_timeout=float(config.idle_timeout),
             cost_cap_usd=None if config.cost_cap_usd is None else float(config.cost_cap_usd),
             models=dict(config.models),
-            env=tuple(config.env) or HARNESS_ENV.get(adapter, ()),
+            env=harness_env(adapter, tuple(config.env), config.env_only),
             source=source,
             path=self.get("PATH"),
             mcp_config=self.get("THE_LOOP_MCP_CONFIG") or config.mcp_config,

@@ -20,7 +20,9 @@ __all__ = [
     "ENV_WORKSPACE_DIR",
     "HARNESS_ADAPTERS",
     "HARNESS_BINARIES",
+    "HARNESS_BASE_URL_ENV",
     "HARNESS_ENV",
+    "harness_env",
     "RUNNER_MODES",
     "HarnessSettings",
     "RunnerSettings",
@@ -42,3 +44,14 @@ HARNESS_ENV: Mapping[str, tuple[str, ...]] = {
     "codex": ("OPENAI_API_KEY", "CODEX_API_KEY"),
 }
 RUNNER_MODES = ("process", "tmux")
+#: The variable that points each adapter at ``harness.baseUrl`` (Claude Code's LLM
+#: gateway docs); Codex reads a model provider from its config.toml instead.
+HARNESS_BASE_URL_ENV: Mapping[str, str] = {"claude-code": "ANTHROPIC_BASE_URL"}
+
+
+def harness_env(adapter: str, named: tuple[str, ...], only: bool) -> tuple[str, ...]:
+    """The variables a harness gets: the adapter's own (:data:`HARNESS_ENV`) then the
+    names ``harness.env`` adds, each once; with ``harness.envOnly`` the named ones
+    alone."""
+    names = named if only else (*HARNESS_ENV.get(adapter, ()), *named)
+    return tuple(dict.fromkeys(names))

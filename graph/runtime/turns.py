@@ -20,7 +20,9 @@ from graph.work import (
     TurnEnded,
     TurnOrder,
     add_spend,
+    record_totals,
     spend_of,
+    totals_of,
     working_line,
 )
 
@@ -49,6 +51,7 @@ def turn_ended(rt: RuntimeAPI, state: WorkItemState, node: Node,
     state.turn = None
     add_spend(state.spend, ended)
     session = state.sessions.setdefault(node.id, dict(state.session or {}))
+    record_totals(session, ended)
     if ended.session_id:
         session["id"] = ended.session_id
     if ended.harness_session:
@@ -57,7 +60,7 @@ def turn_ended(rt: RuntimeAPI, state: WorkItemState, node: Node,
     rt.log(state, "turn.completed", {
         "node": node.id, "turn": live.get("number"), "status": ended.status,
         "cost_usd": ended.cost_usd, "seconds": ended.seconds, "head_sha": ended.head_sha,
-        "session": session.get("id")}, event)
+        "session": session.get("id"), "warnings": len(ended.warnings)}, event)
     return ended
 
 
@@ -94,17 +97,23 @@ def order_turn(rt: RuntimeAPI, state: WorkItemState, work_item: WorkItem,
                config: HookConfig, node: Node) -> None:
     """Order the node's next turn (status ``working``), or escalate when the visit's
     turns (``harness.maxTurns``) or the work item's cost cap are used up. The order
-    is saved before it is placed (a crash in between places it again)."""
+    is saved before it is placed (a crash in between places it again); so is an
+    escalation."""
     work = config.work
     assert work is not None
     number = state.turns.get(node.id, 0) + 1
     spent = spend_of(state.spend)["cost_usd"]
+    reason = None
     if number > work.max_turns:
-        escalate(rt, state, node, f"node {node.id} used its {work.max_turns} agent turns")
-        return
-    if work.cost_cap_usd is not None and spent >= work.cost_cap_usd:
-        escalate(rt, state, node, f"the agent's cost cap of ${work.cost_cap_usd:.2f} "
-                                  f"for this work item is reached (${spent:.2f} spent)")
+        reason = f"node {node.id} used its {work.max_turns} agent turns"
+    elif work.cost_cap_usd is not None and spent >= work.cost_cap_usd:
+        reason = (f"the agent's cost cap of ${work.cost_cap_usd:.2f} for this work item "
+                  f"is reached (${spent:.2f} spent)")
+    if reason is not None:
+        # Saved here: entering the node has no later save, and an unsaved escalation
+        # would be decided (and logged) again on every event.
+        escalate(rt, state, node, reason)
+        rt.store.save(state)
         return
     session = state.sessions.get(node.id) or {"id": str(uuid.uuid4()),
                                               "runner": "harness", "cwd": None}
@@ -114,6 +123,7 @@ def order_turn(rt: RuntimeAPI, state: WorkItemState, work_item: WorkItem,
         ref=work_item.ref, node=node.id, visit=state.visit, number=number,
         max_turns=work.max_turns, session_id=str(session["id"]),
         resume=session.get("resume"), command=node.command, stage=node.stage,
+        totals=totals_of(session.get("totals")) if session.get("resume") else {},
         artifacts=tuple(rt.artifacts(node, work_item).values()),
         checks=tuple({"hook": c.name, "with": plain(c.params)} for c in node.exit),
         feedback=dict(state.next_input.get(node.id) or {}),

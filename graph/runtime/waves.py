@@ -42,7 +42,16 @@ from graph.runtime.api import RuntimeAPI
 from graph.runtime.chains import ChainResult
 from graph.runtime.shapes import AdvanceResult, gate_artifacts
 from graph.state import WorkItemState
-from graph.work import CANCELLED, TURN_COMPLETED, TurnEnded, TurnOrder, add_spend, spend_of
+from graph.work import (
+    CANCELLED,
+    TURN_COMPLETED,
+    TurnEnded,
+    TurnOrder,
+    add_spend,
+    record_totals,
+    spend_of,
+    totals_of,
+)
 
 #: File name of the portable work graph, beside the plan in the spec directory.
 WORK_GRAPH = "work-graph.json"
@@ -170,6 +179,7 @@ class PlanRun:
                               detail="the runner's report of the turn was malformed")
         add_spend(state.spend, ended)
         session = run["sessions"].setdefault(task, {"id": order.get("session_id")})
+        record_totals(session, ended)
         if ended.session_id:
             session["id"] = ended.session_id
         if ended.harness_session:
@@ -323,6 +333,7 @@ class PlanRun:
             id=f"{work_item.ref}/{node.id}/{state.visit}/task/{task_id}/turn/{number}",
             ref=work_item.ref, node=node.id, visit=state.visit, number=number,
             max_turns=max_turns, session_id=str(session["id"]), resume=session.get("resume"),
+            totals=totals_of(session.get("totals")) if session.get("resume") else {},
             command=node.command, stage=node.stage, artifacts=(),
             checks=tuple({"hook": c.name, "with": plain(c.params)} for c in node.exit),
             feedback=feedback,

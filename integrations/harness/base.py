@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from graph.errors import LoopError
 
 __all__ = [
+    "MAX_WARNINGS",
     "STATUSES",
     "Harness",
     "HarnessError",
@@ -35,6 +36,9 @@ __all__ = [
     "TurnRequest",
     "secret_values",
 ]
+
+#: The most :attr:`TurnOutcome.warnings` one turn keeps.
+MAX_WARNINGS = 10
 
 #: Every :attr:`TurnOutcome.status`.
 STATUSES = ("completed", "failed", "timeout", "idle", "no-result", "resume-failed")
@@ -93,6 +97,9 @@ class TurnRequest:
         limits: time and output bounds.
         max_agent_turns: claude ``--max-turns`` (agentic steps inside one turn).
         on_start: called with the process group id once the process started.
+        totals: the running totals the harness last reported for the session being
+            resumed (``{cost_usd?, input_tokens?, output_tokens?}``); empty for a fresh
+            session. The turn's figures are the difference (:func:`turn_figure`).
     """
 
     session_id: str
@@ -106,6 +113,7 @@ class TurnRequest:
     limits: TurnLimits
     max_agent_turns: int | None = None
     on_start: Callable[[int], None] | None = None
+    totals: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,11 @@ class TurnOutcome:
         cost_usd, input_tokens, output_tokens: what the harness reported for the turn.
         num_turns: agentic steps the harness reported.
         detail: the-loop's own words about a failure (never agent output).
+        warnings: what the CLI reported without failing the turn (Codex ``error``
+            events: a retried 5xx, a reconnect), each cut to 200 characters, at most
+            :data:`MAX_WARNINGS`.
+        totals: the session's running totals the harness reported (what the next
+            resumed turn's figures are the difference of); empty when it reported none.
     """
 
     status: str
@@ -135,6 +148,8 @@ class TurnOutcome:
     output_tokens: int = 0
     num_turns: int = 0
     detail: str = ""
+    warnings: tuple[str, ...] = ()
+    totals: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -178,6 +193,16 @@ def number(value: object, *, integer: bool = False) -> float:
     if not 0 <= value < float("inf"):
         return 0
     return int(value) if integer else float(value)
+
+
+def turn_figure(reported: float, previous: float | None) -> float:
+    """A turn's own figure from the session's running total ``reported`` and the total
+    the last turn of the session reported (``previous``; ``None``: a fresh session).
+    A total below the previous one means the harness started counting afresh: the
+    reported figure is the turn's."""
+    if previous is None or reported < previous:
+        return reported
+    return reported - previous
 
 
 def killed_status(reason: str) -> str | None:

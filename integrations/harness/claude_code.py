@@ -30,6 +30,7 @@ from integrations.harness.base import (
     killed_status,
     limit_detail,
     number,
+    turn_figure,
 )
 from integrations.harness.modes import BinaryHarness, launch
 
@@ -100,11 +101,16 @@ class ClaudeCode(BinaryHarness):
         session = stream.session or request.resume or None
         result = stream.result or {}
         usage: dict[str, Any] = result["usage"] if isinstance(result.get("usage"), dict) else {}
+        # A resumed session's total_cost_usd is the session's running total.
+        total = number(result.get("total_cost_usd"))
+        previous = request.totals.get("cost_usd") if request.resume else None
+        cost = round(turn_figure(total, previous), 6)
+        totals = {"cost_usd": total} if stream.result is not None else {}
 
         def outcome(status: str, detail: str = "") -> TurnOutcome:
             return TurnOutcome(
                 status=status, harness_session=session, exit_code=proc.exit_code,
-                duration_s=proc.duration_s, cost_usd=number(result.get("total_cost_usd")),
+                duration_s=proc.duration_s, cost_usd=cost, totals=totals,
                 input_tokens=int(number(usage.get("input_tokens"), integer=True)),
                 output_tokens=int(number(usage.get("output_tokens"), integer=True)),
                 num_turns=int(number(result.get("num_turns"), integer=True)), detail=detail)
@@ -123,10 +129,14 @@ class ClaudeCode(BinaryHarness):
                            f"claude ended (exit {proc.exit_code}) without a result line")
         subtype = result.get("subtype")
         if subtype != "success" or result.get("is_error") is True:
+            # A model error (an API error, an overload) is a result with is_error true,
+            # often with subtype success: what the CLI said is the detail.
             said = result.get("errors") or result.get("result") or ""
             if isinstance(said, list):
                 said = "; ".join(str(item) for item in said)
-            return outcome("failed", (f"claude's result is {str(subtype)[:40]!r}"
-                                      f" (is_error {result.get('is_error')!r}): "
-                                      f"{str(said)[:200]}"))
+            said = " ".join(str(said).split())[:200]
+            if said:
+                return outcome("failed", f"claude reported an error: {said}")
+            return outcome("failed", f"claude's result is {str(subtype)[:40]!r} with "
+                                     "nothing said")
         return outcome("completed")

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from foundation.settings import HarnessSettings
     from graph.model import Graph
 
-__all__ = ["ADAPTERS", "build_harness", "check_harness"]
+__all__ = ["ADAPTERS", "build_harness", "check_harness", "matches_pin", "version_of"]
 
 #: Adapter name (``harness.adapter``) -> class; ``none`` is not an adapter.
 ADAPTERS: dict[str, type] = {"claude-code": ClaudeCode, "codex": Codex, "command": Command}
@@ -54,13 +54,14 @@ def check_harness(settings: HarnessSettings, graph: Graph) -> str | None:
     ``none`` must have its harness installed and at the pinned ``harness.version``.
 
     Returns:
-        The version text ``--version`` printed, or ``None`` when nothing was checked
+        The first line ``--version`` printed, or ``None`` when nothing was checked
         (adapter ``none``, or a graph without agent nodes).
 
     Raises:
         HarnessMissing: the executable is not installed.
         HarnessVersionError: ``harness.version`` is unset (the message gives the line
-            to add), or the installed version does not contain it (naming both).
+            to add), or it is not the installed version as printed (:func:`matches_pin`;
+            the message names both).
     """
     if settings.adapter == "none":
         return None
@@ -75,12 +76,29 @@ def check_harness(settings: HarnessSettings, graph: Graph) -> str | None:
             f"harness.version is not pinned: set harness.version: {json.dumps(first)} in "
             f"{settings.source} (what `{_probe_name(settings)} --version` printed), so an "
             "upgrade of the harness is a deliberate change")
-    if settings.version not in printed:
+    if not matches_pin(settings.version, printed):
         raise HarnessVersionError(
             f"harness {_probe_name(settings)} is version {first!r}, but harness.version "
             f"in {settings.source} pins {settings.version!r}: install the pinned version or "
             f"set harness.version: {json.dumps(first)}")
     return first
+
+
+def version_of(printed: str) -> str:
+    """The version as ``--version`` printed it: the first word with a digit on its
+    first line (``codex-cli 0.171.0`` -> ``0.171.0``, ``2.1.332 (Claude Code)`` ->
+    ``2.1.332``), else that whole line; what ``harness.version`` pins."""
+    first = (printed.strip().splitlines() or [""])[0].strip()
+    return next((w for w in first.split() if any(c.isdigit() for c in w)), first)[:200]
+
+
+def matches_pin(pin: str, printed: str) -> bool:
+    """Whether ``harness.version`` ``pin`` is what ``--version`` printed: its whole
+    first line, or one of that line's words that holds a digit (so ``codex-cli`` or
+    ``2.1.33`` pin nothing of ``codex-cli 2.1.332``)."""
+    first = (printed.strip().splitlines() or [""])[0].strip()
+    words = [w for w in first.split() if any(c.isdigit() for c in w)]
+    return pin.strip() == first or pin.strip() in words
 
 
 def _probe_name(settings: HarnessSettings) -> str:

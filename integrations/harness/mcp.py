@@ -20,7 +20,11 @@ Protocol facts:
 - Codex CLI (``codex exec --help``): ``--output-schema FILE`` constrains the final
   message to the JSON Schema in FILE, ``-o FILE`` writes that message; MCP servers are
   configuration (``-c mcp_servers.<name>.command=...``, ``.args=[...]``, TOML values);
-  ``--sandbox read-only``.
+  ``--sandbox read-only``. ``codex exec`` runs with approval policy ``never``, so a
+  tool call fails ("MCP tool call requires approval, but approval policy is never")
+  unless approved: ``mcp_servers.<name>.enabled_tools=[TOOL]`` exposes the one tool
+  and ``mcp_servers.<name>.default_tools_approval_mode="approve"`` (``auto`` |
+  ``prompt`` | ``approve``) approves that server's tools, nothing else.
 
 Schema (Codex's strict mode: every property required, no others): ``{"ok": bool,
 "result": str, "error": str}``, ``result`` the tool's structured result as JSON text.
@@ -214,6 +218,11 @@ class HarnessMcp:
             for key, value in self.servers[server].items():
                 if key in ("command", "args", "env", "url"):
                     argv += ["-c", f"mcp_servers.{server}.{key}={_toml(value)}"]
+            # exec runs with approval policy "never": an MCP call is refused unless its
+            # server's tools are approved. Only this call's tool is enabled, and only
+            # this server's tools are approved.
+            argv += ["-c", f"mcp_servers.{server}.enabled_tools={_toml([tool])}",
+                     "-c", f'mcp_servers.{server}.default_tools_approval_mode="approve"']
             argv.append("-")
         proc = run_process(argv, stdin=self.prompt(server, tool, arguments), cwd=work,
                            env=self._env, limits=limits, log_path=work / "call.log",

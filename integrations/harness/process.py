@@ -103,6 +103,7 @@ def run_process(
     on_line: Callable[[str], bool] | None = None,
     on_start: Callable[[int], None] | None = None,
     redact: Sequence[str] = (),
+    merge_stderr: bool = True,
 ) -> ProcessResult:
     """Run ``argv`` (no shell) in a new session and process group until it ends or a
     limit is reached; return only when no live process of its group remains.
@@ -120,6 +121,8 @@ def run_process(
             is killed if it still runs ``result_grace`` seconds later.
         on_start: called with the process group id right after the start.
         redact: strings replaced by ``***`` in the log (API keys).
+        merge_stderr: stderr joins stdout (a turn's log); false: stderr is discarded
+            (a version probe reads stdout only).
 
     Returns:
         A :class:`ProcessResult`.
@@ -134,8 +137,8 @@ def run_process(
         try:
             proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
                 list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, cwd=cwd, env=dict(env), start_new_session=True,
-                close_fds=True)
+                stderr=subprocess.STDOUT if merge_stderr else subprocess.DEVNULL, cwd=cwd,
+                env=dict(env), start_new_session=True, close_fds=True)
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
             raise HarnessMissing(
                 f"cannot run {argv[0]!r} ({type(exc).__name__}): install it, or point the "
@@ -310,9 +313,10 @@ def probe_env(path: str | None = None) -> dict[str, str]:
 
 def probe_version(binary: str, env: Mapping[str, str] | None = None, *,
                   timeout: float = 10.0) -> str:
-    """``binary --version``'s output (stdout and stderr, stripped), run with ``env``
-    (default :func:`probe_env`; ``HOME`` is a throw-away directory unless given) and a
-    short timeout, in seconds.
+    """``binary --version``'s stdout (stripped), run with ``env`` (default
+    :func:`probe_env`; ``HOME`` is a throw-away directory unless given) and a short
+    timeout, in seconds. Stderr is not read: with a fresh HOME Codex prints a WARNING
+    there first, which is not its version.
 
     Raises:
         HarnessMissing: the binary is not found, or printed nothing / failed; the
@@ -330,7 +334,8 @@ def probe_version(binary: str, env: Mapping[str, str] | None = None, *,
     with tempfile.TemporaryDirectory(prefix="the-loop-probe-") as tmp:
         env = {"HOME": tmp, **(probe_env() if env is None else env)}
         result = run_process([binary, "--version"], stdin="", cwd=tmp, env=env,
-                             limits=limits, log_path=Path(tmp) / "probe.log", on_line=keep)
+                             limits=limits, log_path=Path(tmp) / "probe.log", on_line=keep,
+                             merge_stderr=False)
     text = "\n".join(lines).strip()
     if result.reason != "exited" or result.exit_code != 0 or not text:
         raise HarnessMissing(

@@ -60,7 +60,9 @@ class Rig:
 
     def env(self) -> dict[str, str]:
         return {"PATH": "/usr/bin:/bin", "HOME": str(self.root / "user-home"),
-                "LANG": "C.UTF-8", "THE_LOOP_CONFIG": str(self.config)}
+                "LANG": "C.UTF-8", "THE_LOOP_CONFIG": str(self.config),
+                # this checkout's code, not whichever the virtualenv was installed from
+                "PYTHONPATH": str(REPO_ROOT)}
 
     def git(self, *args: str) -> str:
         return subprocess.run(["git", "-C", str(self.repo), *args], capture_output=True,
@@ -228,3 +230,43 @@ def test_an_unpinned_harness_fails_closed_naming_the_fix(tmp_path):
     assert code == 1 and (doc["ok"], doc["status"]) == (False, "harness-unavailable")
     assert "harness.version is not pinned" in doc["error"]
     assert rig.turns_seen() == []
+
+
+def test_a_resumed_sessions_turn_costs_what_it_spent_not_the_sessions_total(tmp_path):
+    rig = Rig(tmp_path, "claude-code")
+    knobs = rig.home / "github_acme_widgets_7" / ".fake-harness" / "knobs.json"
+    knobs.parent.mkdir(parents=True)
+    knobs.write_text(json.dumps({"cost_usd": 0.25}))
+    code, doc = rig.json("run", "--work-item", REF, "--repo", str(rig.repo))
+    assert code == 0, doc
+    # the repair's result line says $0.50, the session's running total
+    assert [t["cost_usd"] for t in doc["turns"]] == [0.25, 0.25]
+    [path] = (rig.repo / ".the-loop" / "state").glob("*.json")
+    state = json.loads(path.read_text())
+    assert state["spend"]["cost_usd"] == 0.5
+    # the session keeps the last running total the next resumed turn is measured from
+    assert state["sessions"]["requirements"]["totals"] == {"cost_usd": 0.5}
+
+
+def test_a_lost_claude_session_is_replaced_by_a_fresh_seeded_one_recorded_as_new(tmp_path):
+    rig = Rig(tmp_path, "claude-code")
+    knobs = rig.home / "github_acme_widgets_7" / ".fake-harness" / "knobs.json"
+    knobs.parent.mkdir(parents=True)
+    knobs.write_text(json.dumps({"lose_session_once": True}))
+    code, doc = rig.json("run", "--work-item", REF, "--repo", str(rig.repo))
+    # (the fake's fresh session writes its first-turn gap again: the same block twice
+    # escalates; what matters here is the second turn)
+    assert doc["action"] == "run" and len(doc["turns"]) >= 2, doc
+    first, fresh = doc["turns"][:2]
+    assert fresh["status"] == "completed", fresh
+    assert fresh["session_id"] != first["session_id"]  # recorded as a new session
+    calls = rig.turns_seen()
+    lost, seeded = calls[1], calls[2]
+    assert lost["argv"][lost["argv"].index("--resume") + 1] == first["session_id"]
+    assert seeded["argv"][seeded["argv"].index("--session-id") + 1] == fresh["session_id"]
+    # the fresh session is told what is written and what the block said
+    assert "specs/7/requirements.md" in seeded["stdin"]
+    assert "has no 'Requirements' section" in seeded["stdin"]
+    [path] = (rig.repo / ".the-loop" / "state").glob("*.json")
+    state = json.loads(path.read_text())
+    assert state["sessions"]["requirements"]["id"] == fresh["session_id"]

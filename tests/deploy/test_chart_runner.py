@@ -148,6 +148,7 @@ def _references_to(rendered: Rendered, secret_name: str) -> list[str]:
 @pytest.mark.parametrize("adapter, variable, extra", [
     ("claude-code", "ANTHROPIC_API_KEY", {}),
     ("codex", "OPENAI_API_KEY", {}),
+    ("codex", "CODEX_API_KEY", {}),  # codex exec authenticates with this one
     ("command", "AGENT_API_KEY", {"env": "AGENT_API_KEY"}),
     ("claude-code", "CLAUDE_CODE_OAUTH_TOKEN", {"env": "CLAUDE_CODE_OAUTH_TOKEN"}),
 ])

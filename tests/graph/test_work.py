@@ -196,3 +196,18 @@ def test_orders_and_reports_round_trip():
     assert TurnOrder.from_dict(order.to_dict()) == order
     ended = TurnEnded.from_dict(report(order).turn)
     assert ended.ok and ended.head_sha == "a" * 40
+
+
+def test_a_cost_cap_escalation_on_entering_the_node_is_saved_once():
+    gh, config, item, rt, work = agent_setup(cost_cap_usd=0.0)  # spent 0 >= cap 0
+    # No status comment to publish (a local run): nothing else saves the state.
+    config = dataclasses.replace(config, integrations={})
+    r = rt.enrol(item, config, None)
+    assert (r.status, r.node) == ("escalated", "requirements")
+    state = rt.store.load(REF)
+    assert state.status == "escalated" and state.escalated is not None
+    assert "cost cap of $0.00" in state.escalated["reason"]
+    rt.advance(item, config, comment("bob", "any news?", delivery="d-later"))
+    logged = [e for e in rt.store.events(REF) if e.type == "work-item.escalated"]
+    assert len(logged) == 1
+    assert work.orders == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,8 @@ class Rig:
     def request(self, prompt: str = PROMPT, *, session_id: str | None = None,
                 resume: str | None = None, turn_timeout: float = 10, idle_timeout: float = 10,
                 log_bytes: int = 5 * 2**20, line_bytes: int = 64 * 1024,
-                model: str | None = None) -> TurnRequest:
+                model: str | None = None,
+                totals: Mapping[str, float] | None = None) -> TurnRequest:
         session_id = session_id or str(uuid.uuid4())
         return TurnRequest(
             session_id=session_id, resume=resume, prompt=prompt, cwd=self.workspace,
@@ -89,7 +91,7 @@ class Rig:
             limits=TurnLimits(turn_timeout=turn_timeout, idle_timeout=idle_timeout,
                               log_bytes=log_bytes, line_bytes=line_bytes, grace=0.5,
                               result_grace=0.5),
-            on_start=self.started.append)
+            on_start=self.started.append, totals=dict(totals or {}))
 
     def run(self, request: TurnRequest) -> TurnOutcome:
         return self.harness.run(request)

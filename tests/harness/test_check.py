@@ -22,6 +22,8 @@ from integrations.harness import (
     check_harness,
 )
 from integrations.harness.command import read_result
+from integrations.harness.factory import matches_pin, version_of
+from integrations.harness.process import probe_version
 from tests.harness.support import FAKES, settings_for
 
 
@@ -148,3 +150,27 @@ def test_a_resumed_claude_session_reporting_a_new_id_is_recorded(tmp_path: Path)
     rig.knobs(new_session_on_resume=True)
     again = rig.run(rig.request(FEEDBACK, resume=first.harness_session))
     assert again.ok and again.harness_session not in (None, first.harness_session)
+
+
+def test_the_version_probe_reads_stdout_only(tmp_path: Path) -> None:
+    # Codex with a fresh HOME prints a WARNING on stderr before its version.
+    cli = tmp_path / "codex"
+    cli.write_text("#!/bin/sh\necho 'WARNING: proceeding, even though we could not update "
+                   "PATH' >&2\necho 'codex-cli 0.171.0'\n")
+    cli.chmod(0o755)
+    assert probe_version(str(cli)) == "codex-cli 0.171.0"
+    settings = HarnessSettings(adapter="codex", binary=str(cli), version="0.171.0")
+    assert check_harness(settings, AGENT_GRAPH) == "codex-cli 0.171.0"
+
+
+@pytest.mark.parametrize("pin", ["codex-cli", "0.171", "171.0", "WARNING"])
+def test_a_pin_is_the_version_as_printed_not_any_part_of_it(pin: str) -> None:
+    assert not matches_pin(pin, "codex-cli 0.171.0")
+
+
+@pytest.mark.parametrize(("pin", "printed"), [
+    ("0.171.0", "codex-cli 0.171.0"), ("codex-cli 0.171.0", "codex-cli 0.171.0"),
+    ("2.1.332", "2.1.332 (Claude Code)")])
+def test_a_pin_matches_the_printed_line_or_its_version(pin: str, printed: str) -> None:
+    assert matches_pin(pin, printed)
+    assert version_of(printed) == pin.split()[-1]

@@ -91,6 +91,13 @@ def test_mcp_call_asks_the_nodes_harness_and_returns_the_structured_result_in_da
     else:
         assert "--output-schema" in argv and argv[argv.index("--sandbox") + 1] == "read-only"
         assert 'mcp_servers.tracker.command="tracker-mcp"' in argv
+        # exec's approval policy is never: exactly this server's one tool is approved
+        configs = [argv[i + 1] for i, a in enumerate(argv) if a == "-c"]
+        assert 'mcp_servers.tracker.enabled_tools=["get_issue"]' in configs
+        assert 'mcp_servers.tracker.default_tools_approval_mode="approve"' in configs
+        assert [c for c in configs if "approv" in c] == [
+            'mcp_servers.tracker.default_tools_approval_mode="approve"']
+        assert all(c.startswith("mcp_servers.tracker.") for c in configs)
     assert call["env"]["ANTHROPIC_API_KEY"] == SECRET  # the harness's own key, named
     assert "THE_LOOP_GITHUB_PRIVATE_KEY" not in call["env"]
     assert SECRET not in call["stdin"] and SECRET not in json.dumps(argv)

@@ -42,11 +42,26 @@ def test_the_file_sets_every_key(tmp_path: Path) -> None:
     assert (h.adapter, h.binary, h.version) == ("claude-code", "/opt/claude", "2.0.14")
     assert (h.turn_timeout, h.idle_timeout, h.max_turns, h.cost_cap_usd) == (600, 60.5, 3, 2.5)
     assert h.model_for("spec") == "claude-opus-4" and h.model_for("other") is None
-    assert h.env == ("MY_KEY",) and h.source.endswith("cli-config.yaml")
+    # harness.env adds to the adapter's own names
+    assert h.env == ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "MY_KEY")
+    assert h.source.endswith("cli-config.yaml")
     assert (r.queue, r.concurrency, r.per_installation, r.workspace_dir, r.home_dir) == (
         "q-turns", 4, 1, "/srv/ws", "/srv/home")
     assert (r.log_bytes, r.mode, r.lease, r.git_url) == (
         65536, "tmux", 60, "https://git.example/{repo}.git")
+
+
+def test_harness_env_adds_to_the_adapters_names_and_env_only_replaces_them(
+        tmp_path: Path) -> None:
+    added = settings(tmp_path, "harness: {adapter: claude-code, env: [ANTHROPIC_BASE_URL, "
+                               "ANTHROPIC_API_KEY]}\n").harness
+    assert added.env == ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_BASE_URL")
+    only = settings(tmp_path, "harness: {adapter: codex, env: [CODEX_API_KEY], "
+                              "envOnly: true}\n").harness
+    assert only.env == ("CODEX_API_KEY",)
+    gateway = settings(tmp_path, "harness: {adapter: codex, baseUrl: "
+                                 "'https://gw.example/v1'}\n").harness
+    assert gateway.base_url == "https://gw.example/v1"
 
 
 def test_adapter_defaults_for_binary_and_env(tmp_path: Path) -> None:

@@ -25,9 +25,11 @@ environment a turn gets.
   ``spawn_child`` (a grandchild sleeping with stdout held), ``cost_usd``,
   ``hang_after_result``, ``no_result``, ``exit_code``, ``flood_lines`` (print that many
   lines first), ``new_session_on_resume`` (claude: a resumed run reports a new id),
-  ``result_subtype`` (claude), ``bad_result`` (agent: an invalid result file),
-  ``fail_tasks`` (task ids whose turns fail: exit 1, no result), ``sleep_tasks`` (task id
-  -> seconds to sleep first).
+  ``result_subtype``, ``is_error``, ``result_text``, ``lose_session_once`` (claude: the
+  next resume finds no conversation), ``stream_errors``
+  (codex: that many ``error`` events before ``turn.completed``, as a retried 5xx
+  gives), ``bad_result`` (agent: an invalid result file), ``fail_tasks`` (task ids
+  whose turns fail: exit 1, no result), ``sleep_tasks`` (task id -> seconds to sleep first).
 - A task of a plan (``THE_LOOP_TASK`` set) writes ``tasks/<id>.md`` instead of
   ``IMPLEMENTED.md``, and its code and pytest test (``demo_<id>.py``,
   ``tests/test_demo_<id>.py``); a ``tasks.md`` artifact's ``## Tasks`` section holds a

@@ -25,7 +25,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,9 @@ from typing import Any
 import click
 
 from foundation.signing import ENV_SIGNING_KEY_FILE, load_signer
+from integrations.harness.base import HarnessMissing
+from integrations.harness.factory import version_of
+from integrations.harness.process import probe_env, probe_version
 from the_loop.cli.base import main
 
 DEFAULT_PORT = 8765
@@ -168,11 +170,9 @@ def _harness() -> tuple[dict[str, Any], str]:
     found = shutil.which(binary) if binary else None
     if binary and found:
         try:
-            printed = subprocess.run([found, "--version"], capture_output=True, text=True,
-                                     timeout=30, check=False).stdout.strip().splitlines()
-        except (OSError, subprocess.TimeoutExpired):
-            printed = []
-        version = (printed[0].split() or [""])[0] if printed else ""
+            version = version_of(probe_version(found, probe_env(os.environ.get("PATH"))))
+        except HarnessMissing:
+            version = ""
         if version:
             return ({"adapter": chosen, "binary": found, "version": version},
                     f"{chosen} {version} ({found}), chosen with THE_LOOP_HARNESS")

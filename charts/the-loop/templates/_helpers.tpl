@@ -173,15 +173,17 @@ codex: "0.171.0"
 {{- if $config }}{{ toYaml $config }}{{ end }}
 {{- end }}
 
-{{/* The variable the harness's API key is passed as; empty for none (and for a command
-     adapter that names none). */}}
+{{/* The variables the harness's API key is passed as, comma-separated; empty for none
+     (and for a command adapter that names none). Codex gets both OPENAI_API_KEY and
+     CODEX_API_KEY: `codex exec` authenticates with CODEX_API_KEY, OPENAI_API_KEY alone
+     sends no Authorization header (Codex 0.171). */}}
 {{- define "the-loop.harnessKeyEnv" -}}
 {{- $harness := .Values.runner.harness }}
 {{- if ne $harness.adapter "none" }}
 {{- if $harness.apiKey.env }}
 {{- $harness.apiKey.env }}
 {{- else if eq $harness.adapter "claude-code" }}ANTHROPIC_API_KEY
-{{- else if eq $harness.adapter "codex" }}OPENAI_API_KEY
+{{- else if eq $harness.adapter "codex" }}OPENAI_API_KEY,CODEX_API_KEY
 {{- end }}
 {{- end }}
 {{- end }}
