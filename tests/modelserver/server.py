@@ -13,7 +13,7 @@ Speaks two wire protocols, streaming only what the CLIs ask for:
   and ``response.completed`` with ``usage`` (platform.openai.com, "Streaming responses").
 
 A :class:`Script` decides each answer: while the conversation has no tool result yet, the
-model calls the CLI's file-write tool (Claude Code: ``Write``; Codex: ``shell`` with a
+model calls the CLI's file-write tool (Claude Code: ``Write``; Codex: ``exec_command`` with a
 heredoc) to write ``artifact`` with ``content``; once a tool result is in, it ends with a
 text. ``faults`` is a queue of HTTP statuses answered before any real answer (529, 500);
 ``hang`` keeps the response open without a byte until the server stops. Every billed
@@ -233,9 +233,10 @@ class ModelServer:
                     script = server.script
                     command = (f"cat > {script.artifact} <<'THE_LOOP_EOF'\n"
                                f"{script.content}THE_LOOP_EOF")
-                    args = json.dumps({"command": ["bash", "-lc", command]})
+                    # Codex 0.171 offers its shell as exec_command {"cmd": ...}.
+                    args = json.dumps({"cmd": command, "tty": False})
                     item = {"type": "function_call", "id": f"fc_{n:04d}", "call_id": f"call_{n:04d}",
-                            "name": "shell", "arguments": "", "status": "in_progress"}
+                            "name": "exec_command", "arguments": "", "status": "in_progress"}
                     self._event("response.output_item.added", {
                         "type": "response.output_item.added", "sequence_number": next(seq),
                         "output_index": 0, "item": item})
