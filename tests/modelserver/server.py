@@ -55,13 +55,10 @@ def _has_tool_result(body: dict[str, Any]) -> bool:
         isinstance(block, dict) and block.get("type") == "tool_result" for block in content
     ):
         return True
-    items = body.get("input")
-    if isinstance(items, list) and items:
-        return any(
-            isinstance(item, dict) and item.get("type") == "function_call_output"
-            for item in items[-3:]
-        )
-    return False
+    items = [item for item in body.get("input") or [] if isinstance(item, dict)]
+    users = [i for i, item in enumerate(items) if item.get("role") == "user"]
+    since = items[users[-1] + 1:] if users else items  # this turn's items
+    return any(item.get("type") == "function_call_output" for item in since)
 
 
 class ModelServer:
