@@ -4,6 +4,7 @@ through the-loop's adapters against the scripted loopback model server
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
@@ -92,10 +93,8 @@ class CLI:
         outcome = self.harness.run(request)
         for line in request.log_path.read_text(errors="replace").splitlines():
             if line.startswith("{"):
-                try:
+                with contextlib.suppress(ValueError):
                     self.stdout.append(json.loads(line))
-                except ValueError:
-                    pass
         return outcome
 
     def artifact(self) -> str:

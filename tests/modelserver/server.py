@@ -34,7 +34,7 @@ OUTPUT_TOKENS = 20
 
 @dataclass
 class Script:
-    """What the model does: write ``artifact`` (a path relative to the CLI's cwd) with ``content``."""
+    """What the model does: write ``artifact`` (relative to the CLI's cwd) with ``content``."""
 
     artifact: str = "artifact.md"
     content: str = "# Artifact\n"
@@ -133,7 +133,8 @@ class ModelServer:
                     return
                 if fault is not None:
                     kind = "overloaded_error" if fault == 529 else "api_error"
-                    self._json(fault, {"type": "error", "error": {"type": kind, "message": "scripted"}})
+                    error = {"type": kind, "message": "scripted"}
+                    self._json(fault, {"type": "error", "error": error})
                     return
                 if path.endswith("/messages"):
                     self._anthropic(body)
@@ -198,7 +199,8 @@ class ModelServer:
                     else:
                         final["text"] = delta["text"]
                     message.update(content=[final], stop_reason=stop,
-                                   usage={"input_tokens": input_tokens, "output_tokens": output_tokens})
+                                   usage={"input_tokens": input_tokens,
+                                          "output_tokens": output_tokens})
                     self._json(200, message)
                     return
                 self._sse_start()
@@ -225,29 +227,34 @@ class ModelServer:
                 self._sse_start()
                 seq = iter(range(1000))
                 self._event("response.created",
-                            {"type": "response.created", "sequence_number": next(seq), "response": base})
+                            {"type": "response.created", "sequence_number": next(seq),
+                             "response": base})
                 if not done:
                     script = server.script
                     command = (f"cat > {script.artifact} <<'THE_LOOP_EOF'\n"
                                f"{script.content}THE_LOOP_EOF")
                     # Codex 0.171 offers its shell as exec_command {"cmd": ...}.
                     args = json.dumps({"cmd": command, "tty": False})
-                    item = {"type": "function_call", "id": f"fc_{n:04d}", "call_id": f"call_{n:04d}",
+                    item: dict[str, Any] = {"type": "function_call", "id": f"fc_{n:04d}",
+                            "call_id": f"call_{n:04d}",
                             "name": "exec_command", "arguments": "", "status": "in_progress"}
                     self._event("response.output_item.added", {
                         "type": "response.output_item.added", "sequence_number": next(seq),
                         "output_index": 0, "item": item})
                     self._event("response.function_call_arguments.delta", {
-                        "type": "response.function_call_arguments.delta", "sequence_number": next(seq),
+                        "type": "response.function_call_arguments.delta",
+                        "sequence_number": next(seq),
                         "item_id": item["id"], "output_index": 0, "delta": args})
                     self._event("response.function_call_arguments.done", {
-                        "type": "response.function_call_arguments.done", "sequence_number": next(seq),
+                        "type": "response.function_call_arguments.done",
+                        "sequence_number": next(seq),
                         "item_id": item["id"], "output_index": 0, "arguments": args})
-                    final = dict(item, arguments=args, status="completed")
+                    final: dict[str, Any] = dict(item, arguments=args, status="completed")
                 else:
+                    text: dict[str, Any] = {"type": "output_text", "text": "Done.",
+                                            "annotations": []}
                     final = {"type": "message", "id": f"msg_{n:04d}", "role": "assistant",
-                             "status": "completed",
-                             "content": [{"type": "output_text", "text": "Done.", "annotations": []}]}
+                             "status": "completed", "content": [text]}
                     self._event("response.output_item.added", {
                         "type": "response.output_item.added", "sequence_number": next(seq),
                         "output_index": 0, "item": dict(final, content=[], status="in_progress")})
