@@ -61,6 +61,51 @@ def _has_tool_result(body: dict[str, Any]) -> bool:
     return any(item.get("type") == "function_call_output" for item in since)
 
 
+def _mcp_call(body: dict[str, Any], tools: set[Any]) -> tuple[str, dict[str, Any]] | None:
+    """The MCP tool to call and its arguments when the prompt is an ``mcp-call``
+    (a line ``MCP-CALL {"server", "tool", "arguments"}``) and the CLI offers that tool."""
+    for text in _strings(body.get("messages") or body.get("input") or []):
+        for line in text.splitlines():
+            if line.startswith("MCP-CALL "):
+                call = json.loads(line[len("MCP-CALL "):])
+                for name in tools:
+                    if (isinstance(name, str) and name.endswith(call["tool"])
+                            and call["server"] in name):
+                        return name, call["arguments"]
+    return None
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside a JSON value."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _last_tool_result(body: dict[str, Any]) -> str:
+    """The text of the conversation's last tool result (either protocol)."""
+    for message in reversed(body.get("messages") or []):
+        content = message.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    inner = block.get("content")
+                    if isinstance(inner, list):
+                        return "".join(b.get("text", "") for b in inner if isinstance(b, dict))
+                    return str(inner)
+    for item in reversed(body.get("input") or []):
+        if isinstance(item, dict) and item.get("type") == "function_call_output":
+            output = item.get("output")
+            if isinstance(output, list):
+                return "".join(b.get("text", "") for b in output if isinstance(b, dict))
+            return str(output)
+    return ""
+
+
 class ModelServer:
     """A threaded loopback HTTP server; ``base_url`` is ``http://127.0.0.1:PORT``."""
 
@@ -175,8 +220,19 @@ class ModelServer:
                 done = _has_tool_result(body)
                 tools = {t.get("name") for t in body.get("tools") or []}
                 write = not done and "Write" in tools
+                call = _mcp_call(body, tools)
                 input_tokens, output_tokens = self._bill("anthropic", body)
-                if write:
+                if call and (not done or "StructuredOutput" in tools):
+                    name, arguments = call
+                    if done:  # the answer, through Claude Code's --json-schema tool
+                        name, arguments = "StructuredOutput", {
+                            "ok": True, "result": _last_tool_result(body), "error": ""}
+                    write = True  # a tool_use block, streamed as for Write
+                    block = {"type": "tool_use", "id": f"toolu_{n:04d}", "name": name,
+                             "input": {}}
+                    delta = {"type": "input_json_delta", "partial_json": json.dumps(arguments)}
+                    stop = "tool_use"
+                elif write:
                     block: dict[str, Any] = {
                         "type": "tool_use", "id": f"toolu_{n:04d}", "name": "Write", "input": {}}
                     args = json.dumps(
@@ -229,7 +285,25 @@ class ModelServer:
                 self._event("response.created",
                             {"type": "response.created", "sequence_number": next(seq),
                              "response": base})
-                if not done:
+                names = {t.get("name") for t in body.get("tools") or []}
+                call = _mcp_call(body, names)
+                if call and done:
+                    answer = json.dumps({"ok": True, "result": _last_tool_result(body),
+                                         "error": ""})
+                if call and not done:
+                    args = json.dumps(call[1])
+                    item = {"type": "function_call", "id": f"fc_{n:04d}",
+                            "call_id": f"call_{n:04d}", "name": call[0], "arguments": "",
+                            "status": "in_progress"}
+                    self._event("response.output_item.added", {
+                        "type": "response.output_item.added", "sequence_number": next(seq),
+                        "output_index": 0, "item": item})
+                    self._event("response.function_call_arguments.done", {
+                        "type": "response.function_call_arguments.done",
+                        "sequence_number": next(seq),
+                        "item_id": item["id"], "output_index": 0, "arguments": args})
+                    final = dict(item, arguments=args, status="completed")
+                elif not done:
                     script = server.script
                     command = (f"cat > {script.artifact} <<'THE_LOOP_EOF'\n"
                                f"{script.content}THE_LOOP_EOF")
@@ -251,7 +325,8 @@ class ModelServer:
                         "item_id": item["id"], "output_index": 0, "arguments": args})
                     final: dict[str, Any] = dict(item, arguments=args, status="completed")
                 else:
-                    text: dict[str, Any] = {"type": "output_text", "text": "Done.",
+                    text: dict[str, Any] = {"type": "output_text",
+                                            "text": answer if call else "Done.",
                                             "annotations": []}
                     final = {"type": "message", "id": f"msg_{n:04d}", "role": "assistant",
                              "status": "completed", "content": [text]}
