@@ -27,9 +27,6 @@ def test_mcp_call_returns_the_tools_structured_result(cli: CLI) -> None:
     settings = HarnessSettings(adapter=cli.adapter, binary=str(BINARIES[cli.adapter]),
                                mcp_config=str(servers), env=tuple(env))
     mcp = HarnessMcp(settings, env, str(cli.home), timeout=60)
-    try:
-        result = mcp.call("tracker", "get_issue", {"issue": 7, "repository": "o/r"})
-    finally:
-        print("TOOLS", [[t.get("name") for t in r["body"].get("tools", [])] for r in cli.server.requests])
+    result = mcp.call("tracker", "get_issue", {"issue": 7, "repository": "o/r"})
     assert result == {"tool": "get_issue", "echo": True,
                       "arguments": {"issue": 7, "repository": "o/r"}}

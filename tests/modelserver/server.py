@@ -102,7 +102,8 @@ def _last_tool_result(body: dict[str, Any]) -> str:
             output = item.get("output")
             if isinstance(output, list):
                 return "".join(b.get("text", "") for b in output if isinstance(b, dict))
-            return str(output)
+            # Codex 0.171 frames an MCP result: "Wall time: ... seconds\nOutput:\n<text>".
+            return str(output).split("Output:\n", 1)[-1]
     return ""
 
 
@@ -222,6 +223,7 @@ class ModelServer:
                 write = not done and "Write" in tools
                 call = _mcp_call(body, tools)
                 input_tokens, output_tokens = self._bill("anthropic", body)
+                block: dict[str, Any]
                 if call and (not done or "StructuredOutput" in tools):
                     name, arguments = call
                     if done:  # the answer, through Claude Code's --json-schema tool
@@ -233,7 +235,7 @@ class ModelServer:
                     delta = {"type": "input_json_delta", "partial_json": json.dumps(arguments)}
                     stop = "tool_use"
                 elif write:
-                    block: dict[str, Any] = {
+                    block = {
                         "type": "tool_use", "id": f"toolu_{n:04d}", "name": "Write", "input": {}}
                     args = json.dumps(
                         {"file_path": server.script.artifact, "content": server.script.content})
@@ -285,15 +287,22 @@ class ModelServer:
                 self._event("response.created",
                             {"type": "response.created", "sequence_number": next(seq),
                              "response": base})
-                names = {t.get("name") for t in body.get("tools") or []}
-                call = _mcp_call(body, names)
+                # Codex 0.171 offers an MCP server's tools as a namespace tool
+                # {"type": "namespace", "name": "mcp__SERVER", "tools": [...]}.
+                spaces = {f"{t.get('name')}/{f.get('name')}": t.get("name")
+                          for t in body.get("tools") or [] if t.get("type") == "namespace"
+                          for f in t.get("tools") or []}
+                call = _mcp_call(body, set(spaces))
+                item: dict[str, Any]
+                final: dict[str, Any]
                 if call and done:
                     answer = json.dumps({"ok": True, "result": _last_tool_result(body),
                                          "error": ""})
                 if call and not done:
                     args = json.dumps(call[1])
                     item = {"type": "function_call", "id": f"fc_{n:04d}",
-                            "call_id": f"call_{n:04d}", "name": call[0], "arguments": "",
+                            "call_id": f"call_{n:04d}", "name": call[0].split("/")[1],
+                            "namespace": spaces[call[0]], "arguments": "",
                             "status": "in_progress"}
                     self._event("response.output_item.added", {
                         "type": "response.output_item.added", "sequence_number": next(seq),
@@ -309,7 +318,7 @@ class ModelServer:
                                f"{script.content}THE_LOOP_EOF")
                     # Codex 0.171 offers its shell as exec_command {"cmd": ...}.
                     args = json.dumps({"cmd": command, "tty": False})
-                    item: dict[str, Any] = {"type": "function_call", "id": f"fc_{n:04d}",
+                    item = {"type": "function_call", "id": f"fc_{n:04d}",
                             "call_id": f"call_{n:04d}",
                             "name": "exec_command", "arguments": "", "status": "in_progress"}
                     self._event("response.output_item.added", {
@@ -323,7 +332,7 @@ class ModelServer:
                         "type": "response.function_call_arguments.done",
                         "sequence_number": next(seq),
                         "item_id": item["id"], "output_index": 0, "arguments": args})
-                    final: dict[str, Any] = dict(item, arguments=args, status="completed")
+                    final = dict(item, arguments=args, status="completed")
                 else:
                     text: dict[str, Any] = {"type": "output_text",
                                             "text": answer if call else "Done.",
