@@ -99,6 +99,7 @@ def test_argv_as_a_string_is_refused(tmp_path: Path) -> None:
     ("harness: {binary: claude --verbose}\n", {}, "harness.binary"),
     ("harness: {models: {spec: 3}}\n", {}, "harness.models.spec"),
     ("harness: {env: [my-key]}\n", {}, "harness.env"),
+    ("harness: {baseUrl: 'ftp://gw.example'}\n", {}, "harness.baseUrl"),
     ("runner: {mode: screen}\n", {}, "runner.mode"),
     ("runner: {gitUrl: 'https://github.com/x.git'}\n", {}, "{repo}"),
     ("", {"THE_LOOP_HARNESS": "aider"}, "THE_LOOP_HARNESS must be one of"),

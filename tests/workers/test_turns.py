@@ -271,3 +271,23 @@ def test_a_turn_context_is_an_issue_unless_the_work_item_is_a_pull_request(recor
     assert kind(GitHubEvent(TURN_EVENT, ref=item)) == "issue"
     # The kind the work item's state recorded wins (a turn report names no kind).
     assert kind(GitHubEvent(TURN_EVENT, ref=item), "pull_request") == "pull_request"
+
+
+def test_a_turns_warnings_are_kept_in_its_record_and_its_report(records, redis_ns):
+    inbox = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
+                          prefix=redis_ns.prefix)
+    records.order(order(), CONTEXT)
+    runner = SimpleNamespace(records=records, inbox=inbox)
+    ended = TurnEnded(order().id, "completed", warnings=("Reconnecting... 1/5",))
+    TurnRunner._report(runner, REF, order(), CONTEXT, ended, 1, None)  # type: ignore[arg-type]
+    record = records.get(REF)
+    assert record is not None and record["status"] == "completed"
+    assert json.loads(record["warnings"]) == ["Reconnecting... 1/5"]
+    keys = Keys(redis_ns.prefix, redis_ns.queue_name)
+    [delivery] = [i.decode() for i in redis_ns.client.lrange(keys.inbox(REF), 0, -1)]
+    body = json.loads(redis_ns.client.hget(keys.delivery(delivery), "body"))
+    inbound = GitHubEvent.parse(TURN_EVENT, body).inbound(delivery)
+    assert TurnEnded.from_dict(inbound.turn).warnings == ("Reconnecting... 1/5",)
+    # the next turn's record starts without them
+    records.order(order(2), CONTEXT)
+    assert "warnings" not in (records.get(REF) or {})
