@@ -24,6 +24,7 @@ answer is appended to :attr:`ModelServer.billed` as ``{"api", "input_tokens",
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,6 +41,30 @@ class Script:
     content: str = "# Artifact\n"
     faults: list[int] = field(default_factory=list)
     hang: bool = False
+    #: Write what the-loop's prompt lists instead (lines ``- `PATH` with sections:
+    #: `## A`, `## B```): a fresh session's turn leaves out each artifact's last section,
+    #: a turn whose prompt carries the exit hooks' feedback writes every section.
+    from_prompt: bool = False
+
+
+_ARTIFACT_LINE = re.compile(r"^- `(?P<path>[^`]+)` with sections: (?P<sections>.+)$", re.M)
+
+
+def _writes(body: dict[str, Any], script: Script) -> list[dict[str, str]]:
+    """The ``Write`` inputs of this turn: ``[{"file_path", "content"}]``."""
+    if not script.from_prompt:
+        return [{"file_path": script.artifact, "content": script.content}]
+    texts = _strings(body.get("messages") or [])
+    prompt = "\n".join(texts)
+    repair = "blocked" in (texts[-1] if texts else "") or "has no '" in prompt
+    writes = []
+    for match in _ARTIFACT_LINE.finditer(prompt):
+        sections = re.findall(r"`(## [^`]+)`", match["sections"])
+        kept = sections if repair else sections[:-1]
+        content = "# " + match["path"] + "\n\n" + "".join(
+            f"{section}\n\nWritten by the scripted model.\n\n" for section in kept)
+        writes.append({"file_path": match["path"], "content": content})
+    return writes
 
 
 def _input_tokens(body: dict[str, Any]) -> int:
@@ -224,6 +249,7 @@ class ModelServer:
                 call = _mcp_call(body, tools)
                 input_tokens, output_tokens = self._bill("anthropic", body)
                 block: dict[str, Any]
+                extra: list[dict[str, str]] = []
                 if call and (not done or "StructuredOutput" in tools):
                     name, arguments = call
                     if done:  # the answer, through Claude Code's --json-schema tool
@@ -235,12 +261,12 @@ class ModelServer:
                     delta = {"type": "input_json_delta", "partial_json": json.dumps(arguments)}
                     stop = "tool_use"
                 elif write:
+                    writes = _writes(body, server.script)
                     block = {
                         "type": "tool_use", "id": f"toolu_{n:04d}", "name": "Write", "input": {}}
-                    args = json.dumps(
-                        {"file_path": server.script.artifact, "content": server.script.content})
-                    delta = {"type": "input_json_delta", "partial_json": args}
+                    delta = {"type": "input_json_delta", "partial_json": json.dumps(writes[0])}
                     stop = "tool_use"
+                    extra = writes[1:]
                 else:
                     block = {"type": "text", "text": ""}
                     delta = {"type": "text_delta", "text": "Done."}
@@ -268,6 +294,15 @@ class ModelServer:
                 self._event("content_block_delta",
                             {"type": "content_block_delta", "index": 0, "delta": delta})
                 self._event("content_block_stop", {"type": "content_block_stop", "index": 0})
+                for index, more in enumerate(extra if write and not call else [], start=1):
+                    self._event("content_block_start", {
+                        "type": "content_block_start", "index": index, "content_block": dict(
+                            block, id=f"toolu_{n:04d}_{index}")})
+                    self._event("content_block_delta", {
+                        "type": "content_block_delta", "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": json.dumps(more)}})
+                    self._event("content_block_stop",
+                                {"type": "content_block_stop", "index": index})
                 self._event("message_delta", {
                     "type": "message_delta",
                     "delta": {"stop_reason": stop, "stop_sequence": None},
