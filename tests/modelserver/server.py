@@ -54,7 +54,7 @@ def _writes(body: dict[str, Any], script: Script) -> list[dict[str, str]]:
     """The ``Write`` inputs of this turn: ``[{"file_path", "content"}]``."""
     if not script.from_prompt:
         return [{"file_path": script.artifact, "content": script.content}]
-    texts = _strings(body.get("messages") or [])
+    texts = _strings(body.get("messages") or body.get("input") or [])
     prompt = "\n".join(texts)
     repair = "blocked" in (texts[-1] if texts else "") or "has no '" in prompt
     writes = []
@@ -348,9 +348,10 @@ class ModelServer:
                         "item_id": item["id"], "output_index": 0, "arguments": args})
                     final = dict(item, arguments=args, status="completed")
                 elif not done:
-                    script = server.script
-                    command = (f"cat > {script.artifact} <<'THE_LOOP_EOF'\n"
-                               f"{script.content}THE_LOOP_EOF")
+                    command = "".join(
+                        f"mkdir -p \"$(dirname '{w['file_path']}')\" && "
+                        f"cat > '{w['file_path']}' <<'THE_LOOP_EOF'\n{w['content']}THE_LOOP_EOF\n"
+                        for w in _writes(body, server.script))
                     # Codex 0.171 offers its shell as exec_command {"cmd": ...}.
                     args = json.dumps({"cmd": command, "tty": False})
                     item = {"type": "function_call", "id": f"fc_{n:04d}",
