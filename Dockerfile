@@ -53,6 +53,9 @@ COPY --from=dashboard /mermaid/node_modules/mermaid/dist/mermaid.min.js \
 # for the build's platform. @openai/codex has no install script; @anthropic-ai/claude-code
 # has one, install.cjs, which copies that native binary over its bin/claude.exe
 # placeholder: it is run explicitly, from the pinned package, and no other script is.
+# claude-code >= 2.1.198 declares Node >= 22 (a plain npm install on Node 20 falls back
+# to 2.1.197), yet the copied native binary needs no Node: `make venv` installs the same
+# pins this way under Debian's Node 20 (tools/agents/).
 FROM ${NODE_IMAGE} AS harness
 ARG CLAUDE_CODE_VERSION
 ARG CODEX_VERSION

@@ -6,10 +6,11 @@ STAMP  := $(VENV)/.installed
 MERMAID := $(VENV)/mermaid
 OPENAPI := $(VENV)/github-openapi
 AXE     := $(VENV)/axe
+AGENTS  := $(VENV)/agents
 
 .PHONY: run test lint venv clean bench system
 
-venv: $(STAMP) $(MERMAID)/.installed $(OPENAPI)/.installed $(AXE)/.installed
+venv: $(STAMP) $(MERMAID)/.installed $(OPENAPI)/.installed $(AXE)/.installed $(AGENTS)/.installed
 
 # Reinstall whenever pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -41,6 +42,20 @@ $(AXE)/.installed: tools/axe/package.json tools/axe/package-lock.json
 	mkdir -p $(AXE)
 	cp tools/axe/package.json tools/axe/package-lock.json tools/axe/.npmrc $(AXE)/
 	cd $(AXE) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $@
+
+# The harness CLIs at the Dockerfile's pins, for the contract tests (tests/contract/).
+# claude-code >= 2.1.198 declares Node >= 22 but ships its native binary in a platform
+# package: npm ci --ignore-scripts, then its install.cjs copies that binary over
+# bin/claude.exe (nothing is downloaded); the binary runs under Node 20 as well.
+$(AGENTS)/.installed: tools/agents/package.json tools/agents/package-lock.json
+	@command -v npm >/dev/null || { echo "npm not found: install Node.js >= 20 with npm (Debian: apt-get install nodejs npm)"; exit 1; }
+	mkdir -p $(AGENTS)
+	cp tools/agents/package.json tools/agents/package-lock.json tools/agents/.npmrc $(AGENTS)/
+	cd $(AGENTS) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error --engine-strict=false
+	cd $(AGENTS) && node node_modules/@anthropic-ai/claude-code/install.cjs
+	HOME=$$(mktemp -d) $(AGENTS)/node_modules/.bin/claude --version | grep -qF "$$(node -p 'require("./tools/agents/package.json").dependencies["@anthropic-ai/claude-code"]')"
+	HOME=$$(mktemp -d) $(AGENTS)/node_modules/.bin/codex --version | grep -qF "$$(node -p 'require("./tools/agents/package.json").dependencies["@openai/codex"]')"
 	touch $@
 
 # What the tests use beyond the venv, from Debian's packages: Chromium and its ChromeDriver
