@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from foundation.settings.harness import HARNESS_BASE_URL_ENV
 from graph.ports import IntegrationError
 from integrations.harness.base import (
     HarnessError,
@@ -50,6 +51,7 @@ from integrations.harness.base import (
     TurnLimits,
     secret_values,
 )
+from integrations.harness.codex import PROVIDER, write_provider
 from integrations.harness.factory import build_harness
 from integrations.harness.process import run_process
 
@@ -118,7 +120,8 @@ class HarnessMcp:
     """:class:`graph.context.McpTools` through the configured harness.
 
     Args:
-        settings: ``harness:`` (adapter, binary, the API-key variable names, mcpConfig).
+        settings: ``harness:`` (adapter, binary, the API-key variable names, mcpConfig,
+            baseUrl: the gateway a call goes through, as a turn does).
         environ: the worker's environment; the harness gets ``PATH``-like variables and
             the ones ``harness.env`` names, nothing else.
         home: the harness's ``HOME``.
@@ -148,6 +151,9 @@ class HarnessMcp:
         env.setdefault("PATH", os.defpath)
         env["HOME"] = home
         env.update({k: environ[k] for k in settings.env if environ.get(k)})
+        base_env = HARNESS_BASE_URL_ENV.get(settings.adapter)
+        if settings.base_url and base_env:
+            env[base_env] = settings.base_url  # the gateway the turns use, as for a turn
         self._env = env
 
     def __repr__(self) -> str:
@@ -223,6 +229,9 @@ class HarnessMcp:
             # this server's tools are approved.
             argv += ["-c", f"mcp_servers.{server}.enabled_tools={_toml([tool])}",
                      "-c", f'mcp_servers.{server}.default_tools_approval_mode="approve"']
+            if self.settings.base_url:  # the turns' gateway, as Codex.run writes it
+                write_provider(Path(self.home), self.settings.base_url, self._env)
+                argv += ["-c", f"model_provider={json.dumps(PROVIDER)}"]
             argv.append("-")
         proc = run_process(argv, stdin=self.prompt(server, tool, arguments), cwd=work,
                            env=self._env, limits=limits, log_path=work / "call.log",

@@ -7,10 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-import pytest
-
 from foundation.settings import HarnessSettings
-from graph.ports import IntegrationError
 from integrations.harness.codex import write_provider
 from integrations.harness.mcp import HarnessMcp
 from tests.conftest import REPO_ROOT
@@ -35,10 +32,6 @@ def test_mcp_call_returns_the_tools_structured_result(cli: CLI) -> None:
                       "arguments": {"issue": 7, "repository": "o/r"}}
 
 
-@pytest.mark.xfail(strict=True, raises=IntegrationError, reason=(
-    "missing fix: HarnessMcp ignores harness.baseUrl (no ANTHROPIC_BASE_URL for Claude "
-    "Code, no model provider in HOME's config.toml nor -c model_provider for Codex), so "
-    "an mcp-call never reaches the gateway the turns use"))
 def test_mcp_call_goes_through_the_harness_gateway(cli: CLI) -> None:
     servers = cli.root / "mcp.json"
     servers.write_text(json.dumps({"mcpServers": {"tracker": {
@@ -47,8 +40,15 @@ def test_mcp_call_goes_through_the_harness_gateway(cli: CLI) -> None:
     env = {k: v for k, v in cli.env().items() if k != "ANTHROPIC_BASE_URL"}
     env |= {"ENABLE_TOOL_SEARCH": "false"}
     base = cli.server.base_url + ("/v1" if cli.adapter == "codex" else "")
+    config = cli.home / ".codex" / "config.toml"
+    if cli.adapter == "codex":  # the user's own model choice, which the provider keeps
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text('model = "gpt-5"\n')
     settings = HarnessSettings(adapter=cli.adapter, binary=str(BINARIES[cli.adapter]),
                                mcp_config=str(servers), env=tuple(env), base_url=base)
-    mcp = HarnessMcp(settings, env, str(cli.home), timeout=10)
+    mcp = HarnessMcp(settings, env, str(cli.home), timeout=30)
     result = mcp.call("tracker", "get_issue", {"issue": 7, "repository": "o/r"})
     assert result["echo"] is True
+    if cli.adapter == "codex":  # the gateway's provider, beside the user's settings
+        text = config.read_text()
+        assert 'model = "gpt-5"' in text and f'base_url = "{base}"' in text
