@@ -54,6 +54,7 @@ from graph.ports import (
     RateLimited,
     Transport,
     Unavailable,
+    provider_text,
 )
 from integrations.cli import run_bounded
 from integrations.retry import MAX_RATE_LIMIT_WAIT, BoundedRetry
@@ -259,6 +260,7 @@ class JiraApi(_JiraBase):
                 f"jira {op} on {key}: no transition {name!r} from its current status "
                 f"(available: {names})",
                 integration=self.name, op=op,
+                reason=f"no transition {name!r} from the current status (available: {names})",
             )
         self._request(op, "POST", key, "/transitions", {"transition": {"id": str(chosen["id"])}})
         return {"issue": key, "transition": str(chosen.get("name"))}
@@ -361,42 +363,45 @@ MAX_ERROR_TEXT = 300
 
 
 def _jira_errors(response: requests.Response) -> str:
-    """Jira's ``errors`` object ("Status codes": ``{"errorMessages": [...], "errors":
-    {"field": "message"}}``) as one bounded line, or ``""``: the field names and what
-    Jira says of them. ``errorMessages`` are left out (free text that may quote the
-    request)."""
+    """Jira's error answer ("Status codes": ``{"errorMessages": [...], "errors":
+    {"field": "message"}}``) as one line, or ``""``: the ``errorMessages`` and each field
+    with what Jira says of it. Untrusted text: :func:`graph.ports.provider_text` bounds
+    it (:data:`MAX_ERROR_TEXT`) and strips control characters."""
     try:
         data = response.json()
     except ValueError:
         return ""
     if not isinstance(data, dict):
         return ""
+    messages = data.get("errorMessages")
+    parts = [str(m) for m in messages] if isinstance(messages, list) else []
     errors = data.get("errors")
-    parts = [f"{k}: {v}" for k, v in errors.items()] if isinstance(errors, dict) else []
-    text = "; ".join(" ".join(p.split()) for p in parts)
-    return text[:MAX_ERROR_TEXT]
+    parts += [f"{k}: {v}" for k, v in errors.items()] if isinstance(errors, dict) else []
+    return provider_text("; ".join(parts), MAX_ERROR_TEXT)
 
 
 def _http_error(op: str, key: str, status: int, retry_after: str | None,
                 errors: str = "") -> IntegrationError:
+    """The error of Jira's answer ``status`` to ``op`` on ``key``; ``errors`` (Jira's
+    words, :func:`_jira_errors`) is its ``reason`` and quoted in its message."""
     message = f"jira {op} on {key} failed: HTTP {status}"
     if errors:
         message += f" (Jira: {errors})"
     if status == 404:
         return NotFound(message + " (no such issue, or not visible to this account)",
-                        integration="jira", op=op, status=status)
+                        integration="jira", op=op, status=status, reason=errors)
     if status == 429:
         message += " (rate limited" + (f"; retry-after {retry_after}" if retry_after else "") + ")"
         return RateLimited(message, integration="jira", op=op, status=status,
-                           retry_after=_seconds(retry_after))
+                           retry_after=_seconds(retry_after), reason=errors)
     if status >= 500:
-        return Unavailable(message, integration="jira", op=op, status=status)
+        return Unavailable(message, integration="jira", op=op, status=status, reason=errors)
     if status in (401, 403):
         message += (" (check THE_LOOP_JIRA_USER and THE_LOOP_JIRA_TOKEN, and the account's "
                     "permission on the project)")
     elif status == 400:
         message += " (rejected: see the issue's fields and workflow)"
-    return IntegrationError(message, integration="jira", op=op, status=status)
+    return IntegrationError(message, integration="jira", op=op, status=status, reason=errors)
 
 
 def _seconds(value: str | None) -> float | None:

@@ -48,8 +48,7 @@ def _transitions(ctx: HookContext) -> Mapping[str, str]:
 
 
 def _failed(hook: str, issue: str, op: str, exc: IntegrationError) -> Message:
-    log.error("jira %s on %s failed for hook %s: status=%s codes=%s", op, issue, hook,
-              exc.status, ",".join(exc.codes) or "-")
+    log.error("hook %s: %s", hook, exc.summary(issue))
     return Message(f"Jira {op} on {issue} failed: {exc}", code="jira-failed")
 
 
