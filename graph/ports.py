@@ -44,6 +44,7 @@ from typing import Any, ClassVar, Protocol, TypedDict, TypeVar, runtime_checkabl
 from graph.errors import LoopError
 
 __all__ = [
+    "MAX_REASON",
     "OPERATIONS",
     "PERMISSIONS",
     "REACTIONS",
@@ -77,7 +78,6 @@ __all__ = [
     "Operation",
     "Permission",
     "Posted",
-    "provider_text",
     "PullFiles",
     "PullRequest",
     "RateLimited",
@@ -93,6 +93,7 @@ __all__ = [
     "Unsupported",
     "User",
     "operations_of",
+    "provider_text",
     "read",
     "write",
 ]
