@@ -49,7 +49,9 @@ def _transitions(ctx: HookContext) -> Mapping[str, str]:
 
 def _failed(hook: str, issue: str, op: str, exc: IntegrationError) -> Message:
     log.error("hook %s: %s", hook, exc.summary(issue))
-    return Message(f"Jira {op} on {issue} failed: {exc}", code="jira-failed")
+    said = f"HTTP {exc.status}" if exc.status is not None else "refused"
+    return Message(f"Jira {op} on {issue} failed ({said}): {exc.reason or exc}",
+                   code="jira-failed")
 
 
 def jira_phase(ctx: HookContext, result: HookResult) -> HookResult:
