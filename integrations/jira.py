@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -362,46 +362,60 @@ class JiraCli(_JiraBase):
 MAX_ERROR_TEXT = 300
 
 
-def _jira_errors(response: requests.Response) -> str:
-    """Jira's error answer ("Status codes": ``{"errorMessages": [...], "errors":
-    {"field": "message"}}``) as one line, or ``""``: the ``errorMessages`` and each field
-    with what Jira says of it. Untrusted text: :func:`graph.ports.provider_text` bounds
-    it (:data:`MAX_ERROR_TEXT`) and strips control characters."""
+class JiraErrors(NamedTuple):
+    """What Jira said of a refusal ("Status codes": ``{"errorMessages": [...], "errors":
+    {"field": "message"}}``), each one safe line (:func:`graph.ports.provider_text`:
+    bounded to :data:`MAX_ERROR_TEXT`, no control characters).
+
+    Attributes:
+        fields: the ``errors`` object, ``field: message; ...`` -- quoted in the error's
+            message (it names the issue's fields, not the request).
+        reason: the ``errorMessages`` then the ``errors`` -- the error's ``reason`` only
+            (free text that may quote the request stays out of the message).
+    """
+
+    fields: str = ""
+    reason: str = ""
+
+
+def _jira_errors(response: requests.Response) -> JiraErrors:
+    """Jira's error answer as :class:`JiraErrors` (empty when it is not Jira's JSON)."""
     try:
         data = response.json()
     except ValueError:
-        return ""
+        return JiraErrors()
     if not isinstance(data, dict):
-        return ""
+        return JiraErrors()
     messages = data.get("errorMessages")
-    parts = [str(m) for m in messages] if isinstance(messages, list) else []
+    said = [str(m) for m in messages] if isinstance(messages, list) else []
     errors = data.get("errors")
-    parts += [f"{k}: {v}" for k, v in errors.items()] if isinstance(errors, dict) else []
-    return provider_text("; ".join(parts), MAX_ERROR_TEXT)
+    fields = [f"{k}: {v}" for k, v in errors.items()] if isinstance(errors, dict) else []
+    return JiraErrors(provider_text("; ".join(fields), MAX_ERROR_TEXT),
+                      provider_text("; ".join(said + fields), MAX_ERROR_TEXT))
 
 
 def _http_error(op: str, key: str, status: int, retry_after: str | None,
-                errors: str = "") -> IntegrationError:
-    """The error of Jira's answer ``status`` to ``op`` on ``key``; ``errors`` (Jira's
-    words, :func:`_jira_errors`) is its ``reason`` and quoted in its message."""
+                errors: JiraErrors = JiraErrors()) -> IntegrationError:  # noqa: B008
+    """The error of Jira's answer ``status`` to ``op`` on ``key``: its message quotes
+    ``errors.fields``; its ``reason`` is ``errors.reason`` (:func:`_jira_errors`)."""
     message = f"jira {op} on {key} failed: HTTP {status}"
-    if errors:
-        message += f" (Jira: {errors})"
+    if errors.fields:
+        message += f" (Jira: {errors.fields})"
     if status == 404:
         return NotFound(message + " (no such issue, or not visible to this account)",
-                        integration="jira", op=op, status=status, reason=errors)
+                        integration="jira", op=op, status=status, reason=errors.reason)
     if status == 429:
         message += " (rate limited" + (f"; retry-after {retry_after}" if retry_after else "") + ")"
         return RateLimited(message, integration="jira", op=op, status=status,
-                           retry_after=_seconds(retry_after), reason=errors)
+                           retry_after=_seconds(retry_after), reason=errors.reason)
     if status >= 500:
-        return Unavailable(message, integration="jira", op=op, status=status, reason=errors)
+        return Unavailable(message, integration="jira", op=op, status=status, reason=errors.reason)
     if status in (401, 403):
         message += (" (check THE_LOOP_JIRA_USER and THE_LOOP_JIRA_TOKEN, and the account's "
                     "permission on the project)")
     elif status == 400:
         message += " (rejected: see the issue's fields and workflow)"
-    return IntegrationError(message, integration="jira", op=op, status=status, reason=errors)
+    return IntegrationError(message, integration="jira", op=op, status=status, reason=errors.reason)
 
 
 def _seconds(value: str | None) -> float | None:
