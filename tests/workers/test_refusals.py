@@ -119,3 +119,14 @@ def test_a_jira_400_comment_and_a_slack_refusal_carry_the_providers_reason(
     assert slack.value.reason == "channel_not_found"
     line: Any = slack.value.summary("C1")
     assert "reason=channel_not_found" in line and "xoxb" not in line
+
+
+def test_githubs_message_is_the_reason_bounded_and_free_of_control_characters() -> None:
+    from integrations.github_ops.errors import error_reason, http_error
+
+    body = {"message": "Validation Failed\r\n\x1b[2J" + "x" * 500}
+    exc = http_error("add-label", "acme/widgets#1", 422, {"Authorization": "token ghs_x"},
+                     reason=error_reason(body))
+    assert exc.reason.startswith("Validation Failed [2J") and len(exc.reason) <= 300
+    assert "\r" not in exc.reason and "\x1b" not in exc.reason
+    assert "ghs_x" not in exc.summary("acme/widgets#1")
