@@ -54,6 +54,11 @@ and:
     recorded ``failed`` and performed again. Any other operation is performed again (at
     least once).
 
+A refusal (a non-retriable ``IntegrationError``: a 4xx answer, a Jira transition that
+does not exist from the issue's status) is recorded ``failed`` with ``refused: true``, the
+HTTP status (``http_status``) and the provider's ``reason``; the same effect performed again
+(a redelivery) raises that refusal again without asking the target.
+
 An effect performed *in place* (``perform(..., in_place=True)``: the work item's one status
 comment, edited as the status changes) is reconciled with its target every time, and a
 ``done`` record does not stop it from being brought up to date.
@@ -81,6 +86,7 @@ from graph.context import HookConfig
 from graph.errors import LoopError
 from graph.markers import OwnAccounts, find_effect, marker, own_effect
 from graph.ports import (
+    MAX_REASON,
     OPERATIONS,
     EffectFinder,
     GitHub,
@@ -229,7 +235,9 @@ class HookEffects:
 
         Raises:
             RetryLater: a transient failure, or the hook run was abandoned.
-            IntegrationError: a permanent refusal (left pending; a later run retries it).
+            IntegrationError: a permanent refusal: recorded ``failed`` (``refused``, with
+                the HTTP status and the provider's ``reason``) and raised again, without
+                asking the target, when the same effect is performed again (a redelivery).
         """
         with self._lock:
             if self._closed:
@@ -243,6 +251,10 @@ class HookEffects:
             if (previous and previous.get("op") == op and previous.get("status") == "done"
                     and not in_place):
                 return dict(previous.get("result") or {})
+            if (previous and previous.get("op") == op and previous.get("status") == "failed"
+                    and previous.get("refused") and not in_place):
+                # The target refused it for good: a redelivery does not ask again.
+                raise _refused(name, op, effect, previous)
             finder = "find-effect" in integration.operations
             at_most_once = not finder and op in frozenset(
                 getattr(integration, "at_most_once", None) or ())
@@ -280,7 +292,14 @@ class HookEffects:
             if result is None:
                 result = _method(integration, name, op)(**params)
         except IntegrationError as exc:
-            if at_most_once and exc.status is not None:
+            if not exc.retriable:
+                with self._lock:  # refused for good: failed, never performed again
+                    if not self._closed:
+                        record.update(status="failed", refused=True, http_status=exc.status,
+                                      reason=exc.reason or str(exc)[:MAX_REASON],
+                                      at=time.time())
+                        self._save(effect, name, op)
+            elif at_most_once and exc.status is not None:
                 with self._lock:  # the target answered: it did not make it, so it may again
                     if not self._closed:
                         record.update(status="failed", at=time.time())
@@ -562,3 +581,15 @@ class EffectProxy:
             if exc.retriable:
                 raise RetryLater.from_error(exc) from exc
             raise
+
+
+def _refused(name: str, op: str, effect: str, record: Mapping[str, Any]) -> IntegrationError:
+    """The refusal recorded in ``record`` (a ``failed`` effect the target refused for
+    good), raised again instead of asking the target a second time."""
+    status = record.get("http_status")
+    reason = str(record.get("reason") or "")
+    return IntegrationError(
+        f"{name} {op}: refused when first tried (effect {effect}, HTTP {status}): "
+        f"{reason or 'no reason given'}; not tried again",
+        integration=name, op=op, status=status if isinstance(status, int) else None,
+        reason=reason)

@@ -36,6 +36,7 @@ Errors (one tree, below :class:`graph.errors.LoopError`)::
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypedDict, TypeVar, runtime_checkable
@@ -43,6 +44,7 @@ from typing import Any, ClassVar, Protocol, TypedDict, TypeVar, runtime_checkabl
 from graph.errors import LoopError
 
 __all__ = [
+    "MAX_REASON",
     "OPERATIONS",
     "PERMISSIONS",
     "REACTIONS",
@@ -91,6 +93,7 @@ __all__ = [
     "Unsupported",
     "User",
     "operations_of",
+    "provider_text",
     "read",
     "write",
 ]
@@ -608,6 +611,23 @@ class Transport:
 # ----------------------------------------------------------------------------- errors
 
 
+#: Longest provider text an :class:`IntegrationError` carries as its ``reason``.
+MAX_REASON = 300
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]+")
+
+
+def provider_text(value: object, limit: int = MAX_REASON) -> str:
+    """``value`` (a provider's free text: untrusted) as one safe line: control and
+    bidirectional-formatting characters become spaces, runs of whitespace one space, at
+    most ``limit`` characters (an ellipsis marks a cut); ``""`` for anything not a
+    string."""
+    if not isinstance(value, str):
+        return ""
+    text = " ".join(_CONTROL.sub(" ", value).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class IntegrationError(LoopError):
     """An external system refused or failed an operation.
 
@@ -618,6 +638,10 @@ class IntegrationError(LoopError):
         retriable: whether trying again later may succeed (5xx, rate limits, network).
         codes: the system's own error codes when it gave any (GitHub's ``errors[].code``,
             e.g. ``("already_exists",)``), else ``()``.
+        reason: what the system said of its refusal (Jira's ``errorMessages``/``errors``,
+            Slack's ``error``, GitHub's ``message``), made safe by :func:`provider_text`
+            (untrusted text: bounded, no control characters), else ``""``. Set by each
+            transport's error builder; never a header, token or request body.
     """
 
     def __init__(
@@ -629,6 +653,7 @@ class IntegrationError(LoopError):
         status: int | None = None,
         retriable: bool = False,
         codes: tuple[str, ...] = (),
+        reason: str = "",
     ) -> None:
         super().__init__(message)
         self.integration = integration
@@ -636,6 +661,14 @@ class IntegrationError(LoopError):
         self.status = status
         self.retriable = retriable
         self.codes = tuple(codes)
+        self.reason = provider_text(reason)
+
+    def summary(self, target: str) -> str:
+        """The refusal as one log line, secret-free: ``<integration> <op> on <target>:
+        status=<HTTP status|None> codes=<codes|-> reason=<provider's words|->`` (the
+        request's parameters, headers and credentials are never in it)."""
+        return (f"{self.integration} {self.op} on {target}: status={self.status} "
+                f"codes={','.join(self.codes) or '-'} reason={self.reason or '-'}")
 
 
 class NotFound(IntegrationError):
@@ -662,9 +695,10 @@ class RateLimited(IntegrationError):
         codes: tuple[str, ...] = (),
         retry_after: float | None = None,
         reset_at: float | None = None,
+        reason: str = "",
     ) -> None:
         super().__init__(message, integration=integration, op=op, status=status,
-                         retriable=True, codes=codes)
+                         retriable=True, codes=codes, reason=reason)
         self.retry_after = retry_after
         self.reset_at = reset_at
 
@@ -681,9 +715,10 @@ class Unavailable(IntegrationError):
         op: str,
         status: int | None = None,
         codes: tuple[str, ...] = (),
+        reason: str = "",
     ) -> None:
         super().__init__(message, integration=integration, op=op, status=status,
-                         retriable=True, codes=codes)
+                         retriable=True, codes=codes, reason=reason)
 
 
 class Unsupported(IntegrationError):

@@ -48,6 +48,7 @@ from integrations.github_ops import (
     GitHubOperations,
     Reply,
     error_codes,
+    error_reason,
     fields,
     http_error,
     next_link,
@@ -526,6 +527,7 @@ def _from_github(op: str, target: str, exc: GithubException) -> IntegrationError
         exc.headers,
         rate_limited=isinstance(exc, _RateLimited) or says_rate_limit(exc.data),
         codes=error_codes(exc.data),
+        reason=error_reason(exc.data),
     )
 
 

@@ -42,6 +42,7 @@ from integrations.github_ops import (
     GitHubOperations,
     Reply,
     error_codes,
+    error_reason,
     http_error,
     says_rate_limit,
 )
@@ -201,7 +202,7 @@ class GitHubCli(GitHubOperations):
             retry.sleep(response)
         raise http_error(
             op, target, status, answer, rate_limited=says_rate_limit(data),
-            codes=error_codes(data),
+            codes=error_codes(data), reason=error_reason(data),
         )
 
     def _parse(

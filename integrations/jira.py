@@ -50,7 +50,7 @@ import re
 import threading
 import urllib.parse
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -66,6 +66,7 @@ from graph.ports import (
     RateLimited,
     Transport,
     Unavailable,
+    provider_text,
 )
 from integrations.cli import run_bounded
 from integrations.retry import MAX_RATE_LIMIT_WAIT, BoundedRetry
@@ -338,6 +339,7 @@ class JiraApi(_JiraBase):
                 f"jira {op} on {key}: no transition {name!r} from its current status "
                 f"(available: {names})",
                 integration=self.name, op=op,
+                reason=f"no transition {name!r} from the current status (available: {names})",
             )
         self._request(op, "POST", key, "/transitions", {"transition": {"id": str(chosen["id"])}})
         return {"issue": key, "transition": str(chosen.get("name"))}
@@ -439,43 +441,60 @@ class JiraCli(_JiraBase):
 MAX_ERROR_TEXT = 300
 
 
-def _jira_errors(response: requests.Response) -> str:
-    """Jira's ``errors`` object ("Status codes": ``{"errorMessages": [...], "errors":
-    {"field": "message"}}``) as one bounded line, or ``""``: the field names and what
-    Jira says of them. ``errorMessages`` are left out (free text that may quote the
-    request)."""
+class JiraErrors(NamedTuple):
+    """What Jira said of a refusal ("Status codes": ``{"errorMessages": [...], "errors":
+    {"field": "message"}}``), each one safe line (:func:`graph.ports.provider_text`:
+    bounded to :data:`MAX_ERROR_TEXT`, no control characters).
+
+    Attributes:
+        fields: the ``errors`` object, ``field: message; ...`` -- quoted in the error's
+            message (it names the issue's fields, not the request).
+        reason: the ``errorMessages`` then the ``errors`` -- the error's ``reason`` only
+            (free text that may quote the request stays out of the message).
+    """
+
+    fields: str = ""
+    reason: str = ""
+
+
+def _jira_errors(response: requests.Response) -> JiraErrors:
+    """Jira's error answer as :class:`JiraErrors` (empty when it is not Jira's JSON)."""
     try:
         data = response.json()
     except ValueError:
-        return ""
+        return JiraErrors()
     if not isinstance(data, dict):
-        return ""
+        return JiraErrors()
+    messages = data.get("errorMessages")
+    said = [str(m) for m in messages] if isinstance(messages, list) else []
     errors = data.get("errors")
-    parts = [f"{k}: {v}" for k, v in errors.items()] if isinstance(errors, dict) else []
-    text = "; ".join(" ".join(p.split()) for p in parts)
-    return text[:MAX_ERROR_TEXT]
+    fields = [f"{k}: {v}" for k, v in errors.items()] if isinstance(errors, dict) else []
+    return JiraErrors(provider_text("; ".join(fields), MAX_ERROR_TEXT),
+                      provider_text("; ".join(said + fields), MAX_ERROR_TEXT))
 
 
 def _http_error(op: str, key: str, status: int, retry_after: str | None,
-                errors: str = "") -> IntegrationError:
+                errors: JiraErrors = JiraErrors()) -> IntegrationError:  # noqa: B008
+    """The error of Jira's answer ``status`` to ``op`` on ``key``: its message quotes
+    ``errors.fields``; its ``reason`` is ``errors.reason`` (:func:`_jira_errors`)."""
     message = f"jira {op} on {key} failed: HTTP {status}"
-    if errors:
-        message += f" (Jira: {errors})"
+    if errors.fields:
+        message += f" (Jira: {errors.fields})"
     if status == 404:
         return NotFound(message + " (no such issue, or not visible to this account)",
-                        integration="jira", op=op, status=status)
+                        integration="jira", op=op, status=status, reason=errors.reason)
     if status == 429:
         message += " (rate limited" + (f"; retry-after {retry_after}" if retry_after else "") + ")"
         return RateLimited(message, integration="jira", op=op, status=status,
-                           retry_after=_seconds(retry_after))
+                           retry_after=_seconds(retry_after), reason=errors.reason)
     if status >= 500:
-        return Unavailable(message, integration="jira", op=op, status=status)
+        return Unavailable(message, integration="jira", op=op, status=status, reason=errors.reason)
     if status in (401, 403):
         message += (" (check THE_LOOP_JIRA_USER and THE_LOOP_JIRA_TOKEN, and the account's "
                     "permission on the project)")
     elif status == 400:
         message += " (rejected: see the issue's fields and workflow)"
-    return IntegrationError(message, integration="jira", op=op, status=status)
+    return IntegrationError(message, integration="jira", op=op, status=status, reason=errors.reason)
 
 
 def _seconds(value: str | None) -> float | None:

@@ -376,9 +376,10 @@ def _api_error(
         except ValueError:
             wait = None
         return RateLimited(message, integration="slack", op=op, status=status, codes=codes,
-                           retry_after=wait)
+                           retry_after=wait, reason=code or "")
     if (status is not None and status >= 500) or code in _RETRIABLE:
-        return Unavailable(message, integration="slack", op=op, status=status, codes=codes)
+        return Unavailable(message, integration="slack", op=op, status=status, codes=codes,
+                           reason=code or "")
     if code in _AUTH or (status in (401, 403) and not webhook):
         message += " -- check THE_LOOP_SLACK_TOKEN and the app's scopes (chat:write)"
     elif webhook and status in (403, 404, 410):
@@ -388,7 +389,8 @@ def _api_error(
         )
     elif code in _CHANNEL:
         message += " -- invite the app to the channel, or check the channel/user id"
-    return IntegrationError(message, integration="slack", op=op, status=status, codes=codes)
+    return IntegrationError(message, integration="slack", op=op, status=status, codes=codes,
+                            reason=code or "")
 
 
 def _bad(op: str, detail: str) -> IntegrationError:

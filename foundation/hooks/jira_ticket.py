@@ -48,9 +48,10 @@ def _transitions(ctx: HookContext) -> Mapping[str, str]:
 
 
 def _failed(hook: str, issue: str, op: str, exc: IntegrationError) -> Message:
-    log.error("jira %s on %s failed for hook %s: status=%s codes=%s", op, issue, hook,
-              exc.status, ",".join(exc.codes) or "-")
-    return Message(f"Jira {op} on {issue} failed: {exc}", code="jira-failed")
+    log.error("hook %s: %s", hook, exc.summary(issue))
+    said = f"HTTP {exc.status}" if exc.status is not None else "refused"
+    return Message(f"Jira {op} on {issue} failed ({said}): {exc.reason or exc}",
+                   code="jira-failed")
 
 
 def jira_phase(ctx: HookContext, result: HookResult) -> HookResult:

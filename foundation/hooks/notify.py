@@ -77,8 +77,7 @@ def notify(ctx: HookContext) -> HookResult:
         except IntegrationError as exc:  # transient ones too: a notification never wedges
             failed += 1
             codes = ",".join(exc.codes) or "-"
-            log.error("notify %s for %s: slack post-message failed: status=%s code=%s",
-                      event, ctx.work_item.ref, exc.status, codes)
+            log.error("notify %s for %s: %s", event, ctx.work_item.ref, exc.summary(channel))
             messages.append(Message(
                 f"the Slack notification {event} was not delivered (HTTP {exc.status}, "
                 f"Slack error {codes})", code="notification-failed"))

@@ -4,22 +4,25 @@ run writes through, and the record the run leaves in state and the event log.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from graph.context import HookConfig
 from graph.effects import HookEffects, hook_keys
+from graph.envelope import MAX_TEXT
 from graph.model import (
     Boundary,
     GateVisit,
     HookCall,
     HookContext,
+    HookResult,
     InboundEvent,
     Node,
     Session,
     WorkItem,
 )
+from graph.ports import provider_text
 from graph.runtime.api import RuntimeAPI
 from graph.runtime.chains import ChainResult, run_chain
 from graph.runtime.shapes import gate_artifacts
@@ -114,7 +117,8 @@ def record(rt: RuntimeAPI, state: WorkItemState, chain: ChainResult,
            event: InboundEvent | None) -> None:
     """Keep ``chain``'s results as the node's latest (``state.results``), take in the
     decisions and votes its hooks return, and log the run (``chain.completed``), each
-    failed notification (``notification.failed``) and checkpoint (``checkpoint``).
+    failed notification (``notification.failed``), the messages of its passing hooks
+    (:func:`keep_notes`) and each checkpoint (``checkpoint``).
     Nothing is saved here: the caller saves with what follows."""
     state.results.setdefault(chain.node, {})[chain.boundary] = [
         r.to_dict() for r in chain.results
@@ -146,7 +150,39 @@ def record(rt: RuntimeAPI, state: WorkItemState, chain: ChainResult,
                    {"channel": r.hook, "node": chain.node,
                     "error": r.data.get("error") or r.data.get("integration_failed")
                     or "failed"}, event)
+    keep_notes(rt, state, chain.node, chain.boundary,
+               [r for r in chain.results if r is not chain.stopper], event)
     for r in chain.results:
         checkpoint = r.data.get("checkpoint")
         if isinstance(checkpoint, Mapping):
             rt.log(state, "checkpoint", dict(checkpoint), event)
+
+
+def keep_notes(rt: RuntimeAPI, state: WorkItemState, node: str, boundary: str,
+               results: Sequence[HookResult], event: InboundEvent | None) -> bool:
+    """Keep the messages of the passing ``results`` (a hook's own words that do not stop
+    the chain: a refused notification, a Jira transition that does not exist from the
+    issue's status, with the available ones named): each new one is a note of the status
+    comment (:meth:`WorkItemState.note`, ``<hook>: <text>``) and an event
+    ``hook.notes`` ``{hook, node, boundary, code, note}``. A message already noted in
+    this node visit (a redelivery) is not kept again. Nothing is saved here.
+
+    Returns:
+        whether a note was added (the status comment changed).
+    """
+    added = False
+    for r in results:
+        if r.status != "pass":
+            continue  # a skip's reason is routine; a stop's messages are its findings
+        for m in r.messages:
+            # Bounded to what the event log's metadata keeps as is (the dashboard shows it);
+            # provider text in it is untrusted: no control characters.
+            text = provider_text(m.text, MAX_TEXT)
+            shown = f"{r.hook}: {text}"
+            if shown in state.current_notes():
+                continue
+            state.note(m.code or "hook-note", shown)
+            rt.log(state, "hook.notes", {"hook": r.hook, "node": node, "boundary": boundary,
+                                         "code": m.code, "note": text}, event)
+            added = True
+    return added

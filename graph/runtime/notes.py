@@ -55,13 +55,20 @@ def note(rt: RuntimeAPI, work_item: WorkItem, config: HookConfig, code: str, tex
     rt.store.save(state)
     rt.log(state, "note", {"code": code, "node": state.current_node, **(data or {})},
            event)
+    republish(rt, state, work_item, config)
+    return True
+
+
+def republish(rt: RuntimeAPI, state: WorkItemState, work_item: WorkItem,
+              config: HookConfig) -> None:
+    """Publish the status of the current node again (its notes changed), with the
+    findings of the block it stands at when it is blocked or escalated."""
     node = rt.graph.node(state.current_node)
     block = (state.next_input.get(node.id) or {}).get("block") or {}
     messages = tuple(Message.from_dict(m) for m in block.get("messages") or ()
                      if state.status in (Status.BLOCKED, Status.ESCALATED))
     rt.publish(state, work_item, config, node, messages,
                hook=block.get("hook") if messages else None)
-    return True
 
 
 def later_gate_passed(rt: RuntimeAPI, state: WorkItemState, index: int) -> bool:

@@ -25,7 +25,7 @@ from graph.context import HookConfig
 from graph.model import Graph, HookResult, InboundEvent, Message, Node, Status, WorkItem
 from graph.monitors import REMINDER, forget_reminders
 from graph.runtime.api import RuntimeAPI
-from graph.runtime.calls import context, scope
+from graph.runtime.calls import context, keep_notes, scope
 from graph.runtime.chains import ChainResult, call_hook, with_moved_head
 from graph.runtime.shapes import (
     AWAITING_REPAIR,
@@ -92,6 +92,7 @@ def settle(rt: RuntimeAPI, state: WorkItemState, work_item: WorkItem,
         return None
     effects = scope(rt, node, "entry", state, work_item)
     ctx = context(rt, node, "entry", {}, state, work_item, config)
+    settled: list[HookResult] = []
     for position, call in enumerate(node.entry):
         on_settle = call.definition.on_settle
         if on_settle is None:
@@ -104,6 +105,11 @@ def settle(rt: RuntimeAPI, state: WorkItemState, work_item: WorkItem,
             on_timeout=outbox.close)
         if result.status == "block":
             return ChainResult(node.id, "entry", "block", "block", (result,))
+        settled.append(result)
+    # A settling hook's refusals (a Jira label or transition) are shown and logged.
+    if keep_notes(rt, state, node.id, "entry", settled, None):
+        rt.store.save(state)
+        notes.republish(rt, state, work_item, config)
     return None
 
 

@@ -37,7 +37,12 @@ from integrations.github_ops.checks import (
     CheckRunOperations,
 )
 from integrations.github_ops.contents import ContentOperations
-from integrations.github_ops.errors import error_codes, http_error, says_rate_limit
+from integrations.github_ops.errors import (
+    error_codes,
+    error_reason,
+    http_error,
+    says_rate_limit,
+)
 from integrations.github_ops.issues import IssueOperations
 from integrations.github_ops.params import fields
 from integrations.github_ops.pulls import PullRequestOperations
@@ -72,6 +77,7 @@ __all__ = [
     "Reply",
     "RestTransport",
     "error_codes",
+    "error_reason",
     "fields",
     "http_error",
     "next_link",

@@ -25,6 +25,7 @@ def http_error(
     *,
     rate_limited: bool = False,
     codes: tuple[str, ...] = (),
+    reason: str = "",
 ) -> IntegrationError:
     """The IntegrationError for GitHub's error answer ``status`` to operation ``op``.
 
@@ -38,7 +39,9 @@ def http_error(
       repository the App cannot see (404, or 403 "Resource not accessible by integration").
 
     The message names the operation, target, status and the fix, never the body.
-    ``codes`` are GitHub's ``errors[].code`` values (e.g. ``already_exists``).
+    ``codes`` are GitHub's ``errors[].code`` values (e.g. ``already_exists``);
+    ``reason`` is GitHub's ``message`` (:func:`error_reason`), kept as the error's
+    ``reason`` (bounded, control characters stripped), not in its message.
     """
     lower = {str(k).lower(): str(v) for k, v in (headers or {}).items()}
     message = f"github {op} on {target} failed: HTTP {status}"
@@ -46,7 +49,7 @@ def http_error(
     if status == 404:
         return NotFound(
             f"{message} (not found, or not visible to this installation/token)",
-            integration="github", op=op, status=status, codes=codes,
+            integration="github", op=op, status=status, codes=codes, reason=reason,
         )
     limited = status == 429 or (
         status == 403
@@ -63,9 +66,11 @@ def http_error(
             message, integration="github", op=op, status=status, codes=codes,
             retry_after=_seconds(lower.get("retry-after")),
             reset_at=_seconds(lower.get("x-ratelimit-reset")) if exhausted else None,
+            reason=reason,
         )
     if isinstance(status, int) and status >= 500:
-        return Unavailable(message, integration="github", op=op, status=status, codes=codes)
+        return Unavailable(message, integration="github", op=op, status=status, codes=codes,
+                       reason=reason)
     if status == 401:
         message += (
             " (credentials rejected: check THE_LOOP_GITHUB_APP_ID and the private key, "
@@ -91,7 +96,8 @@ def http_error(
         message += " (conflict: the target changed since it was read; re-read and retry)"
     elif status == 422:
         message += " (validation failed)"
-    return IntegrationError(message, integration="github", op=op, status=status, codes=codes)
+    return IntegrationError(message, integration="github", op=op, status=status, codes=codes,
+                       reason=reason)
 
 
 def _permissions_named(header: str) -> str:
@@ -120,6 +126,13 @@ def error_codes(data: Any) -> tuple[str, ...]:
     if not isinstance(errors, list):
         return ()
     return tuple(str(e["code"]) for e in errors if isinstance(e, dict) and "code" in e)
+
+
+def error_reason(data: Any) -> str:
+    """GitHub's error body's ``message`` (e.g. ``"Validation Failed"``), or ``""``; the
+    caller's :class:`IntegrationError` makes it safe (``reason``)."""
+    message = data.get("message") if isinstance(data, dict) else None
+    return message if isinstance(message, str) else ""
 
 
 def says_rate_limit(data: Any) -> bool:

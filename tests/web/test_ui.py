@@ -212,3 +212,23 @@ def test_a_long_timeline_shows_the_newest_events_and_points_to_the_rest(site, mo
         str(n) for n in range(events, events - 5, -1)]
     assert f"{events - 5} earlier events:" in html
     assert 'href="/api/v1/work-items/github:acme/widgets%231/events"' in html
+
+
+def test_a_hooks_refusal_is_shown_in_the_notes_and_the_timeline(site):
+    """Given a work item whose hook noted a Jira refusal (``hook.notes``, and a note of the
+    status comment)
+    When its page is opened
+    Then the refusal, with Jira's reason, is in its notes and its timeline."""
+    store = site.seeded.store
+    state = store.load(AT_GATE)
+    text = "Jira transition-issue on ABC-125 failed (refused): no transition 'In Review'"
+    state.note("jira-failed", f"set-phase-label: {text}")
+    store.save(state)
+    store.append_event(AT_GATE, "hook.notes", {"hook": "set-phase-label", "code": "jira-failed",
+                                                "node": state.current_node, "note": text})
+    sign_in(site)
+    html = page(site, work_item_path(AT_GATE))
+    notes = html[html.index("<dt>Notes</dt>"):html.index("</dd>", html.index("<dt>Notes</dt>"))]
+    assert "no transition &#39;In Review&#39;" in notes
+    timeline = html[html.index('id="timeline"'):]
+    assert "hook.notes" in timeline and "no transition &#39;In Review&#39;" in timeline

@@ -369,7 +369,7 @@ def test_a_failed_notification_is_said_in_messages_and_one_log_line(caplog):
     assert result.status == "pass" and result.data["notification_failed"]
     assert "channel_not_found" in result.messages[0].text
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 1 and "code=channel_not_found" in lines[0]
+    assert len(lines) == 1 and "codes=channel_not_found" in lines[0]
 
 
 class DyingStore(MemoryStateStore):

@@ -116,7 +116,8 @@ def work_items() -> Response:
 
 @api.get("/work-items/<path:ref>")
 def work_item(ref: str) -> Response:
-    """The work item: node, phase, status, parked reason and escalation, attempts,
+    """The work item: node, phase, status, parked reason and escalation, the notes of
+    the current visit (what its status comment notes: a hook's refusal), attempts,
     visits and outcomes per node, every hook of the current node with its last status
     and messages, decisions (who, outcome, when, source link, head SHA, body digest),
     approved SHAs, forced moves (reason as a digest), history, sessions with their

@@ -265,6 +265,8 @@ class ReadModel:
             "escalation": None if state.escalated is None else {
                 "node": state.escalated.get("node"), "reason": state.escalated.get("reason"),
                 "at": timestamp(state.escalated.get("at"))},
+            # The status comment's notes of this visit (a hook's refusal, a gate re-opened).
+            "notes": state.current_notes(),
             "attempts": dict(sorted(state.attempts.items())),
             "visits": dict(sorted(state.visits.items())),
             "outcomes": dict(sorted(state.outcomes.items())),
