@@ -233,10 +233,12 @@ def is_continuation(order: TurnOrder, status: str = QUEUED) -> bool:
             or bool(order.feedback))
 
 
-def job_id(order_id: str) -> str:
-    """The RQ job id of turn ``order_id`` (RQ ids are free text; a digest keeps them
-    short and free of ``:``)."""
-    return "turn-" + hashlib.sha256(order_id.encode()).hexdigest()[:32]
+def job_id(order_id: str, prefix: str) -> str:
+    """The RQ job id of turn ``order_id`` of the deployment whose keys start ``prefix``
+    (RQ ids are free text; a digest keeps them short and free of ``:``). RQ keeps a
+    job's hash at ``rq:job:ID`` whatever the-loop's prefix, so the prefix is in the
+    digest: two deployments sharing one Redis never take or delete each other's jobs."""
+    return "turn-" + hashlib.sha256(f"{prefix}\n{order_id}".encode()).hexdigest()[:32]
 
 
 def report_id(order_id: str, attempt: int) -> str:
@@ -294,7 +296,8 @@ class TurnRecords:
                  status: str = QUEUED) -> None:
         record = record_key(order)
         job = self.queue.create_job(
-            TURN_FUNC, args=(record, order.id), job_id=f"{job_id(order.id)}-{attempt}",
+            TURN_FUNC, args=(record, order.id),
+            job_id=f"{job_id(order.id, self.keys.prefix)}-{attempt}",
             timeout=self.job_timeout, result_ttl=0, failure_ttl=SEVEN_DAYS,
             description=f"the-loop turn {order.number} of {record} at {order.node}")
         key = self.keys.turn(record)
@@ -373,7 +376,8 @@ class TurnRecords:
         order = TurnOrder.from_dict(json.loads(record["order"]))
         attempt = int(record.get("attempt") or 1)
         job = self.queue.create_job(
-            TURN_FUNC, args=(ref, order.id), job_id=f"{job_id(order.id)}-{attempt}",
+            TURN_FUNC, args=(ref, order.id),
+            job_id=f"{job_id(order.id, self.keys.prefix)}-{attempt}",
             timeout=self.job_timeout, result_ttl=0, failure_ttl=SEVEN_DAYS,
             description=f"the-loop turn {order.number} of {ref} at {order.node}")
         context = TurnContext.from_dict(json.loads(record["context"]))

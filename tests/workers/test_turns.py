@@ -56,7 +56,7 @@ def test_an_order_is_queued_once_with_its_record(records):
     assert records.order(order(), CONTEXT) is True
     assert records.order(order(), CONTEXT) is False  # the same id again: nothing
     queue = Queue(records.queue.name, connection=records.redis)
-    assert queue.job_ids == [f"{job_id(order().id)}-1"]
+    assert queue.job_ids == [f"{job_id(order().id, records.keys.prefix)}-1"]
     record = records.get(REF)
     assert (record["status"], record["number"], record["attempt"]) == (QUEUED, "1", "1")
     assert json.loads(record["order"]) == order().to_dict()
@@ -229,7 +229,8 @@ def test_a_resumed_turn_is_taken_before_waiting_first_turns(records):
                    resume="harness-session", feedback={"block": {"hook": "x"}})
     assert records.order(repair, CONTEXT)
     queue = Queue(records.queue.name, connection=records.redis)
-    assert queue.job_ids == [f"{job_id(o.id)}-1" for o in (repair, *first)]
+    assert queue.job_ids == [f"{job_id(o.id, records.keys.prefix)}-1"
+                             for o in (repair, *first)]
 
 
 def _first_turn(repo, n):
@@ -269,7 +270,23 @@ def test_first_turns_are_taken_round_robin_across_installations_behind_a_resumed
         a[0], b[0], a[1], b[1], a[2], a[3], a[4])]
     records.order(_first_turn("a/r", 6), replace(CONTEXT, installation_id=1))
     assert list(records.redis.hkeys(records.keys.rounds)) == [
-        f"{job_id(_first_turn('a/r', 6).id)}-1".encode()]
+        f"{job_id(_first_turn('a/r', 6).id, records.keys.prefix)}-1".encode()]
+
+
+def test_deployments_sharing_a_redis_order_the_same_turn_as_jobs_of_their_own(redis_ns):
+    """Given two deployments (key prefixes) on one Redis, each ordering a turn of the same
+    id on its own turns queue
+    When each deployment's runner worker takes its queue
+    Then each takes its own turn: RQ's job hashes (rq:job:ID, outside the prefix) differ."""
+    mine = TurnRecords(redis_ns.client, TurnKeys(redis_ns.prefix),
+                       f"{redis_ns.queue_name}-turns")
+    theirs = TurnRecords(redis_ns.client, TurnKeys(f"{redis_ns.prefix}-other"),
+                         f"{redis_ns.queue_name}-other-turns")
+    same = _first_turn("a/r", 1)
+    assert mine.order(same, CONTEXT) and theirs.order(same, CONTEXT)
+    assert mine.queue.job_ids != theirs.queue.job_ids
+    assert _take_all(mine) == [same.ref]
+    assert _take_all(theirs) == [same.ref]
 
 
 def _runner(records, per_installation=1):
@@ -293,7 +310,7 @@ def test_an_installation_arriving_late_joins_the_round_under_way(records, monkey
     records.order(_first_turn("b/r", 1), replace(CONTEXT, installation_id=2))
     records.order(_first_turn("c/r", 1), replace(CONTEXT, installation_id=3))
     assert records.take_slot("elsewhere", 1, 30, limit=8, per_installation=1)
-    records.queue.remove(f"{job_id(a[0].id)}-1")  # a runner took it
+    records.queue.remove(f"{job_id(a[0].id, records.keys.prefix)}-1")  # a runner took it
     assert _runner(records).run(a[0].ref, a[0].id) == "waiting for a slot"
     assert records.get(a[0].ref)["status"] == QUEUED
     assert _take_all(records) == ["github:b/r#1", "github:c/r#1", a[1].ref, a[2].ref,
@@ -312,11 +329,12 @@ def test_a_repair_that_finds_its_work_items_lock_held_keeps_its_place_at_the_fro
         records.order(item, CONTEXT)
     repair = order(number=2, resume="harness-session", feedback={"block": {"hook": "x"}})
     records.order(repair, CONTEXT)
-    records.queue.remove(f"{job_id(repair.id)}-1")  # a runner took it
+    records.queue.remove(f"{job_id(repair.id, records.keys.prefix)}-1")  # a runner took it
     assert records.lock(REF, 30) is not None  # the previous turn's runner is reporting
     runner = SimpleNamespace(records=records, runner_settings=SimpleNamespace(lease=30))
     assert TurnRunner.run(runner, REF, repair.id).startswith("busy")  # type: ignore[arg-type]
-    assert records.queue.job_ids == [f"{job_id(o.id)}-1" for o in (repair, *first)]
+    assert records.queue.job_ids == [f"{job_id(o.id, records.keys.prefix)}-1"
+                                     for o in (repair, *first)]
 
 
 @pytest.mark.parametrize(("kind", "link"), [("issue", "Closes #7"), ("pull_request", "Refs #7")])
