@@ -29,6 +29,13 @@ PROMPT = f"Write `{ARTIFACT}` with sections `## Problem`, `## Requirements`.\n"
 FEEDBACK = f"The exit hooks blocked the turn: {ARTIFACT} has no 'Requirements' section.\n"
 
 
+def list_price(billed: list[dict[str, int]]) -> float:
+    """What Claude Code reports for ``billed`` (rows of :attr:`ModelServer.billed`): its
+    list price for its default model, $4/M input and $20/M output tokens, in US dollars
+    rounded as it reports them."""
+    return round(sum(r["input_tokens"] * 4e-6 + r["output_tokens"] * 2e-5 for r in billed), 6)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/contract/" in str(item.fspath):

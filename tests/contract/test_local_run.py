@@ -14,7 +14,7 @@ import pytest
 
 from tests.cli.test_local_loop import REF
 from tests.cli.test_local_loop import Rig as LocalRig
-from tests.contract.conftest import BINARIES
+from tests.contract.conftest import BINARIES, list_price
 from tests.modelserver.server import ModelServer, Script
 
 
@@ -73,14 +73,10 @@ def test_the_loop_run_blocks_then_passes_with_the_real_cli(tmp_path: Path, adapt
         if adapter == "codex":  # no cost: tokens only
             return
         # Two requests a turn (the Write, then the end); each turn costs what it was
-        # billed at Claude Code's list price for its default model ($4/M in, $20/M out),
-        # the resumed one not the session's running total.
-        def price(rows: list[dict[str, int]]) -> float:
-            return round(sum(r["input_tokens"] * 4e-6 + r["output_tokens"] * 2e-5
-                             for r in rows), 6)
+        # billed, the resumed one not the session's running total.
         assert len(server.billed) == 4
-        assert first["cost_usd"] == price(server.billed[:2])
-        assert second["cost_usd"] == price(server.billed[2:])
+        assert first["cost_usd"] == list_price(server.billed[:2])
+        assert second["cost_usd"] == list_price(server.billed[2:])
 
 
 @pytest.mark.parametrize("adapter", sorted(VERSIONS))
