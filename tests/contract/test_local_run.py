@@ -109,6 +109,9 @@ def test_one_overloaded_or_failed_answer_is_retried_and_the_run_goes_on(
         configure(rig, server, adapter)
         doc = run(rig)
         first, second = doc["turns"]
-        assert server.script.faults == []  # the fault was answered, and retried
+        # The fault answered a model request (not billed), which the CLI retried.
+        assert server.script.faults == []
+        asked = [r for r in server.requests if r["path"].endswith(("/messages", "/responses"))]
+        assert len(asked) == len(server.billed) + 1
         assert (first["status"], second["status"]) == ("completed", "completed")
         assert second["session_id"] == first["session_id"]
