@@ -6,7 +6,6 @@ one; one overloaded (529) or failed (500) answer is retried by the CLI."""
 
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 
 from tests.cli.test_local_loop import REF
 from tests.cli.test_local_loop import Rig as LocalRig
-from tests.contract.conftest import BINARIES, list_price
+from tests.contract.conftest import BINARIES, forgetful, list_price
 from tests.modelserver.server import ModelServer, Script
 
 
@@ -25,10 +24,6 @@ class Rig(LocalRig):
 
 
 VERSIONS = {"claude-code": "2.1.332 (Claude Code)", "codex": "codex-cli 0.171.0"}
-#: Where each CLI keeps its sessions under HOME.
-SESSIONS = {"claude-code": ".claude/projects", "codex": ".codex/sessions"}
-
-
 def configure(rig: Rig, server: ModelServer, adapter: str, binary: Path | None = None) -> None:
     """Point ``rig``'s cli-config.yaml at the real CLI (or ``binary``) and ``server``."""
     base = server.base_url + ("/v1" if adapter == "codex" else "")
@@ -38,20 +33,6 @@ def configure(rig: Rig, server: ModelServer, adapter: str, binary: Path | None =
         f"version: '{VERSIONS[adapter]}', baseUrl: '{base}', "
         "env: [CLAUDE_CODE_MAX_RETRIES]}\n"
         f"runner: {{homeDir: {rig.home}, workspaceDir: {rig.root / 'workspaces'}}}\n")
-
-
-def forgetful(root: Path, adapter: str) -> Path:
-    """A wrapper of the real CLI that removes the CLI's sessions from HOME before any
-    resume, as a HOME lost between two turns would."""
-    resume = "--resume" if adapter == "claude-code" else "resume"
-    wrapper = root / f"forgetful-{adapter}"
-    wrapper.write_text(
-        "#!/bin/sh\n"
-        f'for arg in "$@"; do [ "$arg" = "{resume}" ] && rm -rf "$HOME/{SESSIONS[adapter]}"; '
-        "done\n"
-        f'exec {BINARIES[adapter]} "$@"\n')
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    return wrapper
 
 
 def run(rig: Rig) -> dict[str, Any]:

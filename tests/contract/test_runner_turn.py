@@ -30,7 +30,7 @@ from graph.work import TurnOrder
 from integrations.harness import build_harness
 from runner.service import TurnRunner
 from runner.workspace import branch_name
-from tests.contract.conftest import BINARIES, list_price
+from tests.contract.conftest import BINARIES, forgetful, list_price
 from tests.graph.test_validate_artifacts import Files
 from tests.integrations.test_github_api import rsa_pem  # noqa: F401 (fixture)
 from tests.modelserver.server import ModelServer, Script
@@ -67,9 +67,11 @@ def server() -> Iterator[ModelServer]:
         yield served
 
 
-def runner(adapter: str, redis_ns: Any, env: Env, server: ModelServer) -> TurnRunner:
+def runner(adapter: str, redis_ns: Any, env: Env, server: ModelServer,
+           binary: Path | None = None) -> TurnRunner:
     base = server.base_url + ("/v1" if adapter == "codex" else "")
-    settings = HarnessSettings(adapter=adapter, binary=str(BINARIES[adapter]), base_url=base,
+    settings = HarnessSettings(adapter=adapter, binary=str(binary or BINARIES[adapter]),
+                               base_url=base,
                                env=harness_env(adapter, ("CLAUDE_CODE_MAX_RETRIES",), False))
     harness = build_harness(settings)
     assert harness is not None
@@ -150,3 +152,28 @@ def test_the_runner_blocks_then_repairs_in_the_same_session_with_the_real_cli(
         assert first["cost_usd"] == list_price(server.billed[:2])
         assert second["cost_usd"] == list_price(server.billed[2:])
         assert float(kept["cost_usd"]) == second["cost_usd"]
+
+
+@pytest.mark.parametrize("adapter", sorted(BINARIES))
+def test_a_session_lost_before_the_repair_is_replaced_by_a_fresh_seeded_one(
+        adapter: str, redis_ns: Any, workspace_env: Env,  # noqa: F811
+        server: ModelServer) -> None:
+    turns = runner(adapter, redis_ns, workspace_env, server,
+                   forgetful(workspace_env.root, adapter))
+    branch = branch_name(7, CONTEXT.title)
+    first = run(turns, redis_ns, order(1))
+    blocked = exit_chain(workspace_env.show(f"{branch}:{ARTIFACT}"))
+    block = {"hook": "validate-artifacts", "messages": [m.to_dict() for m in blocked.messages]}
+
+    second = run(turns, redis_ns, order(2, resume=first["harness_session"],
+                                        feedback={"block": block}, totals=first["totals"]))
+    # The resume found no session: a fresh one, recorded as the node's session, did the
+    # repair from the seeded input (the artifact already written, no lost history).
+    assert second["status"] == "completed", second
+    assert second["session_id"] != SESSION
+    assert second["harness_session"] != first["harness_session"]
+    assert record(turns)["session_id"] == second["session_id"]
+    seeded = [r for r in server.requests if "continues earlier work" in str(r["body"])]
+    assert seeded and "Written by the scripted model" not in str(seeded[0]["body"])
+    passed = exit_chain(workspace_env.show(f"{branch}:{ARTIFACT}"))
+    assert (passed.status, passed.node) == ("waiting", "requirements-approval")
