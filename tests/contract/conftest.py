@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,6 +28,30 @@ PINS = json.loads((REPO_ROOT / "tools" / "agents" / "package.json").read_text())
 ARTIFACT = "specs/12/requirements.md"
 PROMPT = f"Write `{ARTIFACT}` with sections `## Problem`, `## Requirements`.\n"
 FEEDBACK = f"The exit hooks blocked the turn: {ARTIFACT} has no 'Requirements' section.\n"
+
+#: Where each CLI keeps its sessions under HOME.
+SESSIONS = {"claude-code": ".claude/projects", "codex": ".codex/sessions"}
+
+
+def forgetful(root: Path, adapter: str) -> Path:
+    """A wrapper of the real CLI (written under ``root``) that removes the CLI's sessions
+    from HOME before any resume, as a HOME lost between two turns would."""
+    resume = "--resume" if adapter == "claude-code" else "resume"
+    wrapper = root / f"forgetful-{adapter}"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'for arg in "$@"; do [ "$arg" = "{resume}" ] && rm -rf "$HOME/{SESSIONS[adapter]}"; '
+        "done\n"
+        f'exec {BINARIES[adapter]} "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    return wrapper
+
+
+def list_price(billed: list[dict[str, int]]) -> float:
+    """What Claude Code reports for ``billed`` (rows of :attr:`ModelServer.billed`): its
+    list price for its default model, $4/M input and $20/M output tokens, in US dollars
+    rounded as it reports them."""
+    return round(sum(r["input_tokens"] * 4e-6 + r["output_tokens"] * 2e-5 for r in billed), 6)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
