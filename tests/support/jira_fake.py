@@ -37,6 +37,9 @@ SERVER_INFO = "/rest/api/2/serverInfo"
 #: object as no text) and to a v3 comment whose ``body`` is not an ADF document.
 V2_NOT_TEXT = {"errorMessages": [], "errors": {"comment": "Comment body can not be empty!"}}
 V3_NOT_ADF = {"errorMessages": [], "errors": {"comment": "Comment body is not valid!"}}
+TOO_LONG = {"errorMessages": [], "errors": {"comment": "The entered text is too long. It "
+                                                      "exceeds the allowed limit of "
+                                                      "32,767 characters."}}
 NO_ISSUE = {"errorMessages": ["Issue does not exist or you do not have permission to see it."],
             "errors": {}}
 
@@ -79,6 +82,9 @@ class Issue:
     comments: list[str] = field(default_factory=list)
     #: The REST version each comment came through.
     comment_versions: list[int] = field(default_factory=list)
+    #: The longest comment text it takes (Jira's limit is 32,767 characters); a longer
+    #: one is refused with Jira's 400, :data:`TOO_LONG`.
+    max_comment: int = 32767
 
 
 @dataclass
@@ -157,6 +163,8 @@ class FakeJira:
             if refused is not None:
                 return 400, refused
             value = body["body"]
+            if len(value if version == 2 else adf_text(value)) > issue.max_comment:
+                return 400, TOO_LONG
             issue.comments.append(value if version == 2 else adf_text(value))
             issue.comment_versions.append(version)
             return 201, {"id": str(10000 + len(issue.comments)), "body": value}

@@ -540,6 +540,55 @@ def test_an_approval_comments_labels_and_moves_the_jira_issue_on_either_rest_ver
     assert not [r.getMessage() for r in caplog.records if r.name == "foundation.hooks.jira"]
 
 
+def test_a_refused_decision_comment_is_logged_noted_and_failed_not_retried(
+        redis_ns, caplog) -> None:
+    """Given an enrolled issue naming ABC-7 and a Jira Cloud site that refuses the
+    decision comment (its 400: the text is longer than the issue takes)
+    When the approver comments /approve at requirements-approval
+    Then the gate still advances; the worker's log names Jira's reason and no secret;
+    the event log keeps a ``hook.notes`` event with the reason (the dashboard's
+    timeline), and a redelivery of the approval does not ask Jira again."""
+    import responses
+
+    from foundation.settings import Settings
+    from tests.support.jira_fake import FakeJira
+    from the_loop.wiring import build_providers
+
+    url = "https://acme.atlassian.net"
+    site = FakeJira(base_url=url, deployment="Cloud", token="jira-secret",
+                    user="bot@acme.example")
+    site.add_issue("ABC-7", max_comment=10)
+    env = {"GH_TOKEN": "ghp_unused", "THE_LOOP_JIRA_URL": url,
+           "THE_LOOP_JIRA_TOKEN": "jira-secret", "THE_LOOP_JIRA_USER": "bot@acme.example",
+           "THE_LOOP_JIRA_API_VERSION": "3"}
+    jira = build_providers(Settings.from_env(env, process="worker"))["jira"]
+    gh = FakeGitHub()
+    gh.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
+    gh.add_file(REPO, ".the-loop/harness-config.yaml", JIRA_HARNESS, ref="master")
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
+    settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
+    processor = build_processor(settings, redis_ns.client, GRAPH, lambda _i: gh,
+                                integrations={"jira": jira})
+    enrol, approve = installed(enrolment()), installed(comment("/approve"))
+    for payload in (enrol, approve):
+        payload["issue"]["title"] = "ABC-7: spelling error in the README"
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        site.install(mock)
+        assert processor.handle(record("issues", enrol)).outcome == "advanced"
+        with caplog.at_level(logging.ERROR, logger="foundation.hooks.jira"):
+            assert processor.handle(record("issue_comment", approve)).outcome == "advanced"
+        asked = [p for p in site.paths() if p.endswith("/comment")]
+        processor.handle(record("issue_comment", approve))  # GitHub's redelivery
+        assert [p for p in site.paths() if p.endswith("/comment")] == asked
+    assert len(asked) == 1 and site.issues["ABC-7"].comments == []
+    logged = [r.getMessage() for r in caplog.records if r.name == "foundation.hooks.jira"]
+    assert any("add-comment" in m and "status=400" in m and "too long" in m
+               for m in logged), logged
+    assert not any("jira-secret" in m for m in logged)
+    notes = [e.data for e in processor.store.events(REF1) if e.type == "hook.notes"]
+    assert any("too long" in n["note"] for n in notes), notes
+
+
 def test_jira_issue_keys_are_read_from_the_title_and_body():
     payload = {"action": "opened", "repository": {"full_name": REPO},
                "issue": {"number": 1, "title": "ABC-123: login", "body": "see OPS-9, x-1"}}
