@@ -449,3 +449,19 @@ def test_a_turn_runs_few_git_processes(env: Env, tmp_path: Path) -> None:
     again = workspaces.prepare(REPO, 12, "Login page", "main")
     assert count() == ["fetch", "cat-file"]
     assert (again.path / ".claude/settings.json").read_text() == SAFE_SETTINGS
+
+
+def test_two_tasks_merge_into_the_work_item_branch_from_their_worktrees(env: Env) -> None:
+    workspaces = env.workspaces()
+    item = workspaces.prepare(REPO, 12, "Login page", "main")
+    heads = []
+    for task in ("t1", "t2"):
+        checkout = workspaces.prepare(REPO, 12, "Login page", "main", task=task)
+        assert common_dir(checkout) == common_dir(item)  # one object store, two worktrees
+        (checkout.path / f"{task}.md").write_text(f"{task}\n")
+        workspaces.commit_and_push(checkout, f"the-loop: {task}")
+        heads.append(workspaces.merge_into(checkout, item.branch, f"merge {task}"))
+        assert git_in(checkout, "symbolic-ref", "HEAD").strip() == \
+            f"refs/heads/{checkout.branch}"
+    assert env.tip(item.branch) == heads[-1]
+    assert env.show(f"{heads[-1]}:t1.md") == "t1\n" and env.show(f"{heads[-1]}:t2.md") == "t2\n"
