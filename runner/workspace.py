@@ -160,12 +160,16 @@ class Checkout:
     repo: str = field(kw_only=True)
     number: int = field(kw_only=True)
     default_branch: str = field(kw_only=True)
-    #: the tree of ``head_sha`` (a commit whose tree is this one changes nothing).
-    head_tree: str = field(default="", kw_only=True)
     #: the remote branch's tip at prepare time (``None``: not on the remote).
     remote_sha: str | None = field(default=None, kw_only=True)
     #: :data:`PROTECTED_PATHS` at ``base_sha`` -> their bytes (absent: not there).
     protected: Mapping[str, bytes] = field(default_factory=dict, kw_only=True)
+    #: paths :meth:`Workspaces.prepare` was asked to read at ``base_sha`` -> their bytes,
+    #: or ``None`` when absent (what :meth:`Workspaces.read_default` answers from).
+    defaults: Mapping[str, bytes | None] = field(default_factory=dict, kw_only=True)
+    #: ``(inode, size, mtime_ns, ctime_ns)`` of the worktree's index as prepare wrote it
+    #: (a fresh checkout of ``head_sha``); ``None`` when prepare did not write it.
+    index_stamp: tuple[int, int, int, int] | None = field(default=None, kw_only=True)
 
 
 class Workspaces:
@@ -235,7 +239,8 @@ class Workspaces:
     # -- the three operations ---------------------------------------------------------
 
     def prepare(self, repo: str, number: int, title: str, default_branch: str, *,
-                branch: str | None = None, task: str | None = None) -> Checkout:
+                branch: str | None = None, task: str | None = None,
+                read: Sequence[str] = ()) -> Checkout:
         """Fetch into the repository's mirror and check the work item's branch out in its
         worktree (added when missing).
 
@@ -253,6 +258,8 @@ class Workspaces:
                 (``ROOT/<owner>__<name>__<N>--<task>``) on its own branch
                 ``<work item branch>--<task>``, created from the work item's branch on
                 the remote (or the default branch when that does not exist yet).
+            read: repository-relative paths to read on the default branch in the same
+                git step (:attr:`Checkout.defaults`, served by :meth:`read_default`).
 
         Returns:
             the :class:`Checkout`.
@@ -287,6 +294,8 @@ class Workspaces:
                          *([f"refs/remotes/origin/{parent}"] if parent else []),
                          *(f"refs/remotes/origin/{default_branch}:{p}"
                            for p in PROTECTED_PATHS)]
+                wanted = [p for p in dict.fromkeys(read) if _readable(p)]
+                names += [f"refs/remotes/origin/{default_branch}:{p}" for p in wanted]
                 found = self._objects(repo, branch, mirror, names)
                 base = found[names[0]]
                 if base is None:
@@ -296,11 +305,13 @@ class Workspaces:
                         step="fetch")
                 remote, local = found[names[1]], found[names[2]]
                 parent_tip = found[names[3]] if parent else None
-                protected = {p: blob[1] for p, n in zip(
-                    PROTECTED_PATHS, names[-len(PROTECTED_PATHS):], strict=True)
-                    if (blob := found[n]) is not None}
+                blobs = {p: (blob[1] if (blob := found[
+                    f"refs/remotes/origin/{default_branch}:{p}"]) else None)
+                    for p in (*PROTECTED_PATHS, *wanted)}
+                protected = {p: b for p in PROTECTED_PATHS if (b := blobs[p]) is not None}
                 gitdir = mirror / "worktrees" / path.name
                 fresh = not (path / ".git").is_file() or not gitdir.is_dir()
+                wrote_index = fresh
                 if fresh:
                     if path.exists():
                         shutil.rmtree(path)  # a checkout that died half-way
@@ -323,6 +334,7 @@ class Workspaces:
                     head = remote or parent_tip or base
                     self._git(repo, branch, "checkout", path, "checkout", "--quiet",
                               "--force", "-B", branch, head[0])
+                    wrote_index = True
                 else:
                     head = local
                     if not self._on_branch(gitdir, branch):
@@ -335,8 +347,10 @@ class Workspaces:
                         head = remote
             self._restore_protected(path, protected)
             return Checkout(path, branch, base[0], head[0], repo=repo, number=number,
-                            default_branch=default_branch, head_tree=_tree_of(head[1]),
-                            remote_sha=remote[0] if remote else None, protected=protected)
+                            default_branch=default_branch,
+                            remote_sha=remote[0] if remote else None, protected=protected,
+                            defaults={p: blobs[p] for p in wanted},
+                            index_stamp=_stamp(gitdir / "index") if wrote_index else None)
 
     def commit_and_push(self, checkout: Checkout, message: str) -> str:
         """Commit what the agent changed as the bot and push the branch.
@@ -367,31 +381,45 @@ class Workspaces:
         with self._locked(path):
             self._write_config(path, url, branch)
             self._restore_protected(path, checkout.protected)
-            # Back on the branch (the agent may have switched); what is committed is the
-            # working tree, with the excluded paths as they were at the head prepare saw.
-            if not self._on_branch(self._gitdir(checkout), branch):
+            # Back on the branch at the head prepare saw (the agent may have switched or
+            # committed), keeping index and tree; both read from git's files first
+            # (gitrepository-layout), git asked only when they differ.
+            gitdir, mirror = self._gitdir(checkout), self.mirror_of(repo)
+            if not self._on_branch(gitdir, branch):
                 self._git(repo, branch, "commit", path, "symbolic-ref", "HEAD",
                           f"refs/heads/{branch}")
-            self._git(repo, branch, "commit", path, "add", "--all", "--", ".")
+            if _loose_ref(mirror, f"refs/heads/{branch}") != checkout.head_sha:
+                self._git(repo, branch, "commit", path, "reset", "--quiet", "--soft",
+                          checkout.head_sha)
             excluded = [*PROTECTED_PATHS, STATE_DIR]
-            self._git(repo, branch, "commit", path, "reset", "--quiet", checkout.head_sha,
-                      "--", *excluded)
-            tree = self._run(repo, branch, "commit", ["write-tree"],
-                             cwd=path).stdout.decode().strip()
-            if tree == checkout.head_tree:
-                head = checkout.head_sha
+            if checkout.index_stamp is not None and \
+                    _stamp(gitdir / "index") == checkout.index_stamp:
+                # The index is prepare's checkout of the head, untouched since (a write
+                # replaces the file: a new inode and ctime): the excluded paths are the
+                # head's already, so they are only left out of the staging.
+                self._git(repo, branch, "commit", path, "add", "--all", "--", ".",
+                          *(f":(exclude,literal){p}" for p in excluded))
             else:
-                name, email = self.author
-                who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
-                       "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
-                head = self._run(repo, branch, "commit",
-                                 ["commit-tree", "--no-gpg-sign", "-p", checkout.head_sha,
-                                  "-m", message, tree], cwd=path,
-                                 extra_env=who).stdout.decode().strip()
-            # The branch := that head: commits the agent made itself are dropped (folded
-            # into this one), never pushed.
-            self._git(repo, branch, "commit", path, "update-ref", f"refs/heads/{branch}",
-                      head)
+                self._git(repo, branch, "commit", path, "add", "--all", "--", ".")
+                self._git(repo, branch, "commit", path, "reset", "--quiet",
+                          checkout.head_sha, "--", *excluded)
+            name, email = self.author
+            who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+                   "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+            done = self._run(repo, branch, "commit",
+                             ["-c", "maintenance.auto=false", "-c", "gc.auto=0", "commit",
+                              "--quiet", "--no-verify", "--no-gpg-sign", "-m", message],
+                             cwd=path, extra_env=who, check=False)
+            if done.returncode == 0:
+                head = _loose_ref(mirror, f"refs/heads/{branch}") or \
+                    self._rev(path, "HEAD") or ""
+            elif done.returncode == 1 and b"nothing" in done.stdout + done.stderr:
+                head = checkout.head_sha  # git commit: "nothing to commit"
+            else:
+                said = " ".join(done.stderr.decode("utf-8", "replace").split())[-400:]
+                raise WorkspaceError(f"workspace {repo} ({branch}): git commit failed (exit "
+                                     f"{done.returncode}): {said or 'no message'}",
+                                     repo=repo, branch=branch, step="commit")
             if head == checkout.head_sha and checkout.remote_sha in (head, None):
                 return head  # nothing new, nothing unpushed
             self._run(repo, branch, "push", ["push", "--quiet", "--no-verify", "origin",
@@ -643,8 +671,14 @@ class Workspaces:
     def read_default(self, checkout: Checkout, path: str) -> str | None:
         """The text of ``path`` on the default branch as last fetched (never the work
         item's branch, which the agent writes), or ``None`` when absent or not UTF-8."""
-        if path.startswith(("-", "/")) or ".." in path.split("/"):
+        if not _readable(path):
             return None
+        if path in checkout.defaults:
+            data = checkout.defaults[path]
+            try:
+                return None if data is None else data.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
         done = self._run(checkout.repo, checkout.branch, "show",
                          ["show", f"refs/remotes/origin/{checkout.default_branch}:{path}"],
                          cwd=checkout.path, check=False)
@@ -744,10 +778,29 @@ class Workspaces:
         return self._askpass
 
 
-def _tree_of(commit: bytes) -> str:
-    """The ``tree`` line of a commit object's text (git's commit format)."""
-    first = commit.split(b"\n", 1)[0].decode()
-    return first.removeprefix("tree ") if first.startswith("tree ") else ""
+def _readable(path: str) -> bool:
+    """Whether ``path`` may be read on the default branch (relative, inside the tree)."""
+    return bool(path) and not path.startswith(("-", "/")) and ".." not in path.split("/") \
+        and not any(c in path for c in "\n\r\0")
+
+
+def _stamp(path: Path) -> tuple[int, int, int, int] | None:
+    """``(inode, size, mtime_ns, ctime_ns)`` of ``path``, ``None`` when absent."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _loose_ref(git_dir: Path, ref: str) -> str | None:
+    """The sha a loose ref file holds (gitrepository-layout ``refs/``), ``None`` when the
+    file is absent or holds something else (a packed or symbolic ref: ask git)."""
+    try:
+        text = (git_dir / ref).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if re.fullmatch(r"[0-9a-f]{40}", text) else None
 
 
 def _config_value(value: str) -> str:

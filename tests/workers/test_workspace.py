@@ -426,9 +426,9 @@ def test_work_items_of_a_repository_share_one_mirror_and_removing_one_keeps_the_
 
 
 def test_a_turn_runs_few_git_processes(env: Env, tmp_path: Path) -> None:
-    """First turn: fetch (and the mirror's init), read refs and protected files, add
-    the worktree; a later turn: fetch, read; commit: add, reset, write-tree,
-    commit-tree, update-ref, push."""
+    """First turn: fetch (the mirror's init aside), read refs, protected files and the
+    asked-for file, add the worktree; commit: add, commit, push. A later turn: fetch,
+    read; commit: add, reset, commit, push. At most 6 git processes per turn."""
     git = recording_git(tmp_path / "bin")
     calls_log = tmp_path / "bin" / "calls.jsonl"
     workspaces = env.workspaces(git=str(git))
@@ -441,14 +441,27 @@ def test_a_turn_runs_few_git_processes(env: Env, tmp_path: Path) -> None:
 
     workspaces.prepare(REPO, 11, "Other", "main")  # the mirror exists already
     count()
-    checkout = workspaces.prepare(REPO, 12, "Login page", "main")
+    checkout = workspaces.prepare(REPO, 12, "Login page", "main",
+                                  read=["README.md", "absent.md"])
     assert count() == ["fetch", "cat-file", "worktree"]
+    assert workspaces.read_default(checkout, "README.md") == "# widgets\n"
+    assert workspaces.read_default(checkout, "absent.md") is None
+    assert count() == []  # read with the refs
     (checkout.path / "a.md").write_text("a\n")
-    workspaces.commit_and_push(checkout, "the-loop: a")
-    assert count() == ["add", "reset", "write-tree", "commit-tree", "update-ref", "push"]
+    (checkout.path / ".mcp.json").write_text(HOSTILE_MCP)
+    head = workspaces.commit_and_push(checkout, "the-loop: a")
+    assert count() == ["add", "commit", "push"]
+    assert env.tip(checkout.branch) == head
+    assert run_git(env.git_dir, "diff", "--name-only", checkout.head_sha, head
+                   ).stdout.decode().split() == ["a.md"]
     again = workspaces.prepare(REPO, 12, "Login page", "main")
     assert count() == ["fetch", "cat-file"]
+    assert again.head_sha == head
     assert (again.path / ".claude/settings.json").read_text() == SAFE_SETTINGS
+    (again.path / "b.md").write_text("b\n")
+    later = workspaces.commit_and_push(again, "the-loop: b")
+    assert count() == ["add", "reset", "commit", "push"]
+    assert env.tip(checkout.branch) == later != head
 
 
 def test_two_tasks_merge_into_the_work_item_branch_from_their_worktrees(env: Env) -> None:
