@@ -64,6 +64,7 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -589,7 +590,8 @@ class Workspaces:
             f'[remote "origin"]\n\turl = {_config_value(url)}\n'
             "\tfetch = +refs/heads/*:refs/remotes/origin/*\n"
         )
-        (mirror / "config").write_text(config, encoding="utf-8")
+        # Whole or not at all: git in another worktree may read it meanwhile.
+        _write_atomic(mirror / "config", config)
         hooks = mirror / "hooks"
         if hooks.is_symlink() or hooks.is_file():
             hooks.unlink()
@@ -606,7 +608,8 @@ class Workspaces:
         per-worktree ``config.worktree`` removed: an agent could point them elsewhere."""
         owner, name = path.name.split("__")[:2]
         mirror = self.root / "mirrors" / owner / f"{name}.git"
-        self._write_mirror_config(mirror, url)
+        with self._locked(mirror):  # another runner process may rewrite it too
+            self._write_mirror_config(mirror, url)
         gitdir = mirror / "worktrees" / path.name
         dot_git = path / ".git"
         if dot_git.is_dir() and not dot_git.is_symlink():
@@ -771,11 +774,17 @@ class Workspaces:
         """The ``GIT_ASKPASS`` script (no secret in it: it prints the variable)."""
         if not self._askpass.is_file() or self._askpass.read_text() != _ASKPASS:
             self._askpass.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            tmp = self._askpass.with_suffix(".tmp")
-            tmp.write_text(_ASKPASS, encoding="utf-8")
-            tmp.chmod(0o700)
-            tmp.replace(self._askpass)
+            _write_atomic(self._askpass, _ASKPASS, mode=0o700)
         return self._askpass
+
+
+def _write_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
+    """``path`` := ``text`` by a rename, so a concurrent reader sees the old file or the
+    new one (a temporary name per process and thread: runners may write at once)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.chmod(mode)
+    tmp.replace(path)
 
 
 def _readable(path: str) -> bool:

@@ -478,3 +478,33 @@ def test_two_tasks_merge_into_the_work_item_branch_from_their_worktrees(env: Env
             f"refs/heads/{checkout.branch}"
     assert env.tip(item.branch) == heads[-1]
     assert env.show(f"{heads[-1]}:t1.md") == "t1\n" and env.show(f"{heads[-1]}:t2.md") == "t2\n"
+
+
+def test_two_runners_preparing_at_once_share_the_mirror(env: Env) -> None:
+    """Two runner processes (two Workspaces on one root) on one repository at the same
+    moment: the mirror's lock makes one create and fetch it while the other waits, and
+    both worktrees use it."""
+    import threading
+
+    runners = [env.workspaces(), env.workspaces()]
+    start = threading.Barrier(4)
+    done: dict[int, Checkout] = {}
+    errors: list[BaseException] = []
+
+    def turn(runner: Workspaces, number: int) -> None:
+        start.wait()
+        try:
+            done[number] = runner.prepare(REPO, number, f"Item {number}", "main")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=turn, args=(runners[n % 2], n)) for n in (1, 2, 3, 4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    mirror = (env.root / "ws" / "mirrors" / "acme" / "widgets.git").resolve()
+    assert {common_dir(c) for c in done.values()} == {mirror}
+    listed = run_git(mirror, "worktree", "list", "--porcelain").stdout.decode()
+    assert all(str(c.path) in listed for c in done.values())
