@@ -88,9 +88,15 @@ def render(order: TurnOrder, context: TurnContext, branch: str, *, resumed: bool
     return "\n".join(parts) + "\n"
 
 
+def override_path(command: str) -> str:
+    """``.the-loop/prompts/<command>.md``: where a repository overrides ``command``'s
+    template (on its default branch)."""
+    return f"{OVERRIDE_DIR}/{command}.md"
+
+
 def _template(command: str | None, override: Callable[[str], str | None] | None) -> str:
     if override is not None and command:
-        text = override(f"{OVERRIDE_DIR}/{command}.md")
+        text = override(override_path(command))
         if text and len(text) <= MAX_TEMPLATE:
             return text
     return shipped_template(command)

@@ -62,6 +62,7 @@ from integrations.harness.base import Harness, TurnOutcome
 from integrations.harness.process import kill_group
 from runner import harness_turn
 from runner.harness_turn import PASS_THROUGH  # noqa: F401 (re-exported)
+from runner.prompts import override_path
 from runner.workspace import Checkout, MergeConflict, Workspaces, branch_name
 
 if TYPE_CHECKING:
@@ -190,7 +191,9 @@ class TurnRunner:
         own_branch = order.task is not None and not order.task.get("shared")
         checkout = workspaces.prepare(context.repository, context.number, context.title,
                                       context.default_branch, branch=context.branch,
-                                      task=order.task_id if own_branch else None)
+                                      task=order.task_id if own_branch else None,
+                                      read=(override_path(order.command),)
+                                      if order.command else ())
         resume = order.resume
         if interrupted and resume is None and self.harness.name == "claude-code":
             resume = order.session_id  # the first turn was pinned to the-loop's id

@@ -1,11 +1,20 @@
 """A git checkout per work item: the working tree an agent turn runs in.
 
-Each work item gets its own clone, ``ROOT/<owner>__<name>__<N>``, on its own branch
-(:func:`branch_name`: ``the-loop/<N>-<slug>``), never shared with another work item.
-:meth:`Workspaces.prepare` clones (or fetches) and checks the branch out -- the remote
-branch when it exists, else a new one from the default branch; :meth:`Workspaces.
-commit_and_push` commits what the agent changed as the App's bot and pushes it;
-:meth:`Workspaces.remove` deletes the checkout when the work item is done.
+Each work item gets its own worktree, ``ROOT/<owner>__<name>__<N>``, on its own branch
+(:func:`branch_name`: ``the-loop/<N>-<slug>``), never shared with another work item; a
+task of its plan gets ``ROOT/<owner>__<name>__<N>--<task>``. Every worktree of a
+repository shares one object store: the bare mirror ``ROOT/mirrors/<owner>/<name>.git``
+(git-worktree(1)), whose ``refs/remotes/origin/*`` are the remote's branches as last
+fetched and whose ``refs/heads/*`` are the work items' branches, so the disk a live work
+item costs is its checkout, not a clone. :meth:`Workspaces.prepare` fetches into the
+mirror (once per turn; creating it the first time), reads the refs it needs and the
+protected files in one ``git cat-file --batch``, and adds the worktree when missing, on
+the remote branch when it exists, else a new one from the default branch;
+:meth:`Workspaces.commit_and_push` commits what the agent changed as the App's bot and
+pushes it; :meth:`Workspaces.remove` removes the work item's worktrees and local
+branches when the work item is done (the mirror stays). Runner processes on one machine
+share a mirror: its fetch and its worktree additions and removals hold an ``flock`` on
+``<mirror>.lock``, each checkout's git steps one on ``<checkout>.lock``.
 
 Credentials (git docs: gitcredentials, "Environment Variables" in git(1)):
 
@@ -22,10 +31,11 @@ Every git call runs with an argument list (no shell), a time limit (its process 
 killed on expiry), ``-c credential.helper=`` first (stored helpers are never used), a
 minimal environment (``PATH``, ``HOME``, ``LANG``; none of the-loop's secrets;
 ``GIT_TERMINAL_PROMPT=0``; no system or global git configuration), and with hooks and
-fsmonitor disabled. The agent can write anything under the checkout, ``.git`` included,
-so before each call that holds a credential the-loop rewrites ``.git/config`` with its own
-(a ``core.fsmonitor`` or filter the agent planted would otherwise run with the token in
-its environment).
+fsmonitor disabled. The agent can write anything under the checkout, its ``.git`` link
+and the mirror included, so before each call that holds a credential the-loop rewrites
+the mirror's ``config`` with its own and the worktree's links to the mirror (a
+``core.fsmonitor`` or filter the agent planted would otherwise run with the token in its
+environment).
 
 Files a harness executes from the tree (:data:`PROTECTED_PATHS`: Claude Code's
 ``.claude/settings.json`` and ``.claude/settings.local.json``, whose hooks are shell
@@ -37,11 +47,11 @@ branch (or an earlier turn of the agent) cannot turn into code the-loop runs.
 Why restore-and-exclude rather than ``git update-index --skip-worktree``: skip-worktree
 only covers paths tracked on the branch (a restored file the branch lacks would be
 committed as new), and the agent may run ``git add -A`` / ``git commit`` itself. So the
-commit step does not trust the index at all: it moves the branch back to the head
-:meth:`~Workspaces.prepare` saw (``git reset --soft``), stages everything, then resets the
-protected paths and :data:`STATE_DIR` in the index to that head (``git reset HEAD --
-PATHS``) and commits once as the bot. The restoration is never committed, and the agent's
-own commits are squashed into the bot's one.
+commit step does not trust the index at all: it stages everything, resets the protected
+paths and :data:`STATE_DIR` in the index to the head :meth:`~Workspaces.prepare` saw
+(``git reset HEAD -- PATHS``), writes the tree and commits it once as the bot with that
+head as its parent (``git commit-tree``), and moves the branch there. The restoration is
+never committed, and the agent's own commits are squashed into the bot's one.
 """
 
 from __future__ import annotations
@@ -54,6 +64,7 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,8 +138,6 @@ class MergeConflict(WorkspaceError):
 
 #: Times a task's merge is tried again when the work item's branch moved meanwhile.
 MERGE_ATTEMPTS = 5
-#: The local branch a task's merge is prepared on (never pushed under this name).
-MERGE_BRANCH = "the-loop-merge"
 
 
 @dataclass(frozen=True)
@@ -152,13 +161,23 @@ class Checkout:
     repo: str = field(kw_only=True)
     number: int = field(kw_only=True)
     default_branch: str = field(kw_only=True)
+    #: the remote branch's tip at prepare time (``None``: not on the remote).
+    remote_sha: str | None = field(default=None, kw_only=True)
+    #: :data:`PROTECTED_PATHS` at ``base_sha`` -> their bytes (absent: not there).
+    protected: Mapping[str, bytes] = field(default_factory=dict, kw_only=True)
+    #: paths :meth:`Workspaces.prepare` was asked to read at ``base_sha`` -> their bytes,
+    #: or ``None`` when absent (what :meth:`Workspaces.read_default` answers from).
+    defaults: Mapping[str, bytes | None] = field(default_factory=dict, kw_only=True)
+    #: ``(inode, size, mtime_ns, ctime_ns)`` of the worktree's index as prepare wrote it
+    #: (a fresh checkout of ``head_sha``); ``None`` when prepare did not write it.
+    index_stamp: tuple[int, int, int, int] | None = field(default=None, kw_only=True)
 
 
 class Workspaces:
-    """Per-work-item git checkouts under one root directory.
+    """Per-work-item git worktrees of per-repository mirrors under one root directory.
 
     Args:
-        root: the directory holding every checkout (created if missing).
+        root: the directory holding every checkout and ``mirrors/`` (created if missing).
         git_url: ``"OWNER/NAME"`` -> the clone URL, without credentials (e.g.
             ``https://github.com/OWNER/NAME.git``).
         token: returns a short-lived token for HTTPS (an installation token, see
@@ -221,8 +240,10 @@ class Workspaces:
     # -- the three operations ---------------------------------------------------------
 
     def prepare(self, repo: str, number: int, title: str, default_branch: str, *,
-                branch: str | None = None, task: str | None = None) -> Checkout:
-        """Clone (or fetch into) the work item's checkout and check its branch out.
+                branch: str | None = None, task: str | None = None,
+                read: Sequence[str] = ()) -> Checkout:
+        """Fetch into the repository's mirror and check the work item's branch out in its
+        worktree (added when missing).
 
         The branch (:func:`branch_name` of ``number`` and ``title``) comes from the
         remote when it exists there; else a local one already there is kept (its
@@ -238,6 +259,8 @@ class Workspaces:
                 (``ROOT/<owner>__<name>__<N>--<task>``) on its own branch
                 ``<work item branch>--<task>``, created from the work item's branch on
                 the remote (or the default branch when that does not exist yet).
+            read: repository-relative paths to read on the default branch in the same
+                git step (:attr:`Checkout.defaults`, served by :meth:`read_default`).
 
         Returns:
             the :class:`Checkout`.
@@ -263,43 +286,72 @@ class Workspaces:
             raise WorkspaceError(f"workspace {repo}: bad default branch {default_branch!r}",
                                  repo=repo, branch=branch, step="prepare")
         url = self.git_url(repo)
+        mirror = self.mirror_of(repo)
         with self._locked(path):
+            with self._locked(mirror):
+                self._fetch(repo, branch, mirror, url)
+                names = [f"refs/remotes/origin/{default_branch}",
+                         f"refs/remotes/origin/{branch}", f"refs/heads/{branch}",
+                         *([f"refs/remotes/origin/{parent}"] if parent else []),
+                         *(f"refs/remotes/origin/{default_branch}:{p}"
+                           for p in PROTECTED_PATHS)]
+                wanted = [p for p in dict.fromkeys(read) if _readable(p)]
+                names += [f"refs/remotes/origin/{default_branch}:{p}" for p in wanted]
+                found = self._objects(repo, branch, mirror, names)
+                base = found[names[0]]
+                if base is None:
+                    raise WorkspaceError(
+                        f"workspace {repo} ({branch}): the default branch "
+                        f"{default_branch!r} is not on the remote", repo=repo, branch=branch,
+                        step="fetch")
+                remote, local = found[names[1]], found[names[2]]
+                parent_tip = found[names[3]] if parent else None
+                blobs = {p: (blob[1] if (blob := found[
+                    f"refs/remotes/origin/{default_branch}:{p}"]) else None)
+                    for p in (*PROTECTED_PATHS, *wanted)}
+                protected = {p: b for p in PROTECTED_PATHS if (b := blobs[p]) is not None}
+                gitdir = mirror / "worktrees" / path.name
+                fresh = not (path / ".git").is_file() or not gitdir.is_dir()
+                wrote_index = fresh
+                if fresh:
+                    if path.exists():
+                        shutil.rmtree(path)  # a checkout that died half-way
+                    if gitdir.exists():  # its registration (what `worktree prune` drops)
+                        shutil.rmtree(gitdir)
+                    if local is None:
+                        head = remote or parent_tip or base
+                        self._git(repo, branch, "checkout", mirror, "worktree", "add",
+                                  "--quiet", "-B", branch, str(path), head[0])
+                    else:
+                        head = local
+                        self._git(repo, branch, "checkout", mirror, "worktree", "add",
+                                  "--quiet", str(path), branch)
+            self._write_config(path, url, branch)
             # Ours is the only git in this checkout (the lock above): an index.lock left by
             # a git killed at its time limit is stale and would wedge every later turn.
-            (path / ".git" / "index.lock").unlink(missing_ok=True)
-            if not (path / ".git").is_dir():
-                if path.exists():
-                    shutil.rmtree(path)  # a clone that died half-way
-                self._run(repo, branch, "clone", ["clone", "--quiet", "--no-checkout",
-                                                  "--origin", "origin", "--", url, str(path)],
-                          cwd=self.root, network=True)
-            self._write_config(path, url, branch)
-            refspec = "+refs/heads/*:refs/remotes/origin/*"
-            self._run(repo, branch, "fetch", ["fetch", "--quiet", "--prune", "origin",
-                                              refspec], cwd=path, network=True)
-            base_sha = self._rev(path, f"refs/remotes/origin/{default_branch}")
-            if base_sha is None:
-                raise WorkspaceError(
-                    f"workspace {repo} ({branch}): the default branch {default_branch!r} "
-                    "is not on the remote", repo=repo, branch=branch, step="fetch")
-            remote = self._rev(path, f"refs/remotes/origin/{branch}")
-            local = self._rev(path, f"refs/heads/{branch}")
-            if local is None:
-                start = remote or (self._rev(path, f"refs/remotes/origin/{parent}")
-                                   if parent else None) or base_sha
-                self._git(repo, branch, "checkout", path, "checkout", "--quiet", "--force",
-                          "-B", branch, start)
-            else:
-                self._git(repo, branch, "checkout", path, "checkout", "--quiet", branch)
-                if remote is not None and remote != local and self._is_ancestor(
-                        path, local, remote):
-                    self._git(repo, branch, "fast-forward", path, "merge", "--quiet",
-                              "--ff-only", remote)
-            self._restore_protected(path, repo, branch, base_sha)
-            head_sha = self._rev(path, "HEAD")
-            assert head_sha is not None
-            return Checkout(path, branch, base_sha, head_sha, repo=repo, number=number,
-                            default_branch=default_branch)
+            (gitdir / "index.lock").unlink(missing_ok=True)
+            if not fresh:
+                if local is None:
+                    head = remote or parent_tip or base
+                    self._git(repo, branch, "checkout", path, "checkout", "--quiet",
+                              "--force", "-B", branch, head[0])
+                    wrote_index = True
+                else:
+                    head = local
+                    if not self._on_branch(gitdir, branch):
+                        self._git(repo, branch, "checkout", path, "checkout", "--quiet",
+                                  branch)
+                    if remote is not None and remote[0] != local[0] and self._is_ancestor(
+                            path, local[0], remote[0]):
+                        self._git(repo, branch, "fast-forward", path, "merge", "--quiet",
+                                  "--ff-only", remote[0])
+                        head = remote
+            self._restore_protected(path, protected)
+            return Checkout(path, branch, base[0], head[0], repo=repo, number=number,
+                            default_branch=default_branch,
+                            remote_sha=remote[0] if remote else None, protected=protected,
+                            defaults={p: blobs[p] for p in wanted},
+                            index_stamp=_stamp(gitdir / "index") if wrote_index else None)
 
     def commit_and_push(self, checkout: Checkout, message: str) -> str:
         """Commit what the agent changed as the bot and push the branch.
@@ -329,39 +381,51 @@ class Workspaces:
         url = self.git_url(repo)
         with self._locked(path):
             self._write_config(path, url, branch)
-            self._restore_protected(path, repo, branch, checkout.base_sha)
-            # Back on the branch, at the head prepare saw, keeping index and tree.
-            self._git(repo, branch, "commit", path, "symbolic-ref", "HEAD",
-                      f"refs/heads/{branch}")
-            self._git(repo, branch, "commit", path, "reset", "--quiet", "--soft",
-                      checkout.head_sha)
-            self._git(repo, branch, "commit", path, "add", "--all", "--", ".")
+            self._restore_protected(path, checkout.protected)
+            # Back on the branch at the head prepare saw (the agent may have switched or
+            # committed), keeping index and tree; both read from git's files first
+            # (gitrepository-layout), git asked only when they differ.
+            gitdir, mirror = self._gitdir(checkout), self.mirror_of(repo)
+            if not self._on_branch(gitdir, branch):
+                self._git(repo, branch, "commit", path, "symbolic-ref", "HEAD",
+                          f"refs/heads/{branch}")
+            if _loose_ref(mirror, f"refs/heads/{branch}") != checkout.head_sha:
+                self._git(repo, branch, "commit", path, "reset", "--quiet", "--soft",
+                          checkout.head_sha)
             excluded = [*PROTECTED_PATHS, STATE_DIR]
-            self._git(repo, branch, "commit", path, "reset", "--quiet", checkout.head_sha,
-                      "--", *excluded)
-            staged = self._run(repo, branch, "commit", ["diff", "--cached", "--quiet",
-                                                        checkout.head_sha, "--"],
-                               cwd=path, check=False)
-            if staged.returncode == 0:
-                head = checkout.head_sha
-                if self._rev(path, f"refs/remotes/origin/{branch}") in (head, None):
-                    return head  # nothing new, nothing unpushed
+            if checkout.index_stamp is not None and \
+                    _stamp(gitdir / "index") == checkout.index_stamp:
+                # The index is prepare's checkout of the head, untouched since (a write
+                # replaces the file: a new inode and ctime): the excluded paths are the
+                # head's already, so they are only left out of the staging.
+                self._git(repo, branch, "commit", path, "add", "--all", "--", ".",
+                          *(f":(exclude,literal){p}" for p in excluded))
             else:
-                name, email = self.author
-                who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
-                       "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
-                self._run(repo, branch, "commit", ["commit", "--quiet", "--no-verify",
-                                                   "--no-gpg-sign", "-m", message],
-                          cwd=path, extra_env=who)
-                head_rev = self._rev(path, "HEAD")
-                assert head_rev is not None
-                head = head_rev
+                self._git(repo, branch, "commit", path, "add", "--all", "--", ".")
+                self._git(repo, branch, "commit", path, "reset", "--quiet",
+                          checkout.head_sha, "--", *excluded)
+            name, email = self.author
+            who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+                   "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+            done = self._run(repo, branch, "commit",
+                             ["-c", "maintenance.auto=false", "-c", "gc.auto=0", "commit",
+                              "--quiet", "--no-verify", "--no-gpg-sign", "-m", message],
+                             cwd=path, extra_env=who, check=False)
+            if done.returncode == 0:
+                head = _loose_ref(mirror, f"refs/heads/{branch}") or \
+                    self._rev(path, "HEAD") or ""
+            elif done.returncode == 1 and b"nothing" in done.stdout + done.stderr:
+                head = checkout.head_sha  # git commit: "nothing to commit"
+            else:
+                said = " ".join(done.stderr.decode("utf-8", "replace").split())[-400:]
+                raise WorkspaceError(f"workspace {repo} ({branch}): git commit failed (exit "
+                                     f"{done.returncode}): {said or 'no message'}",
+                                     repo=repo, branch=branch, step="commit")
+            if head == checkout.head_sha and checkout.remote_sha in (head, None):
+                return head  # nothing new, nothing unpushed
             self._run(repo, branch, "push", ["push", "--quiet", "--no-verify", "origin",
                                              f"{head}:refs/heads/{branch}"],
                       cwd=path, network=True)
-            # Keep the remote-tracking ref current, so the next no-change check holds.
-            self._git(repo, branch, "push", path, "update-ref",
-                      f"refs/remotes/origin/{branch}", head)
             return head
 
     def merge_into(self, checkout: Checkout, target: str, message: str) -> str:
@@ -387,15 +451,17 @@ class Workspaces:
             try:
                 for _ in range(MERGE_ATTEMPTS):
                     self._write_config(path, url, target)
-                    self._run(repo, target, "fetch", ["fetch", "--quiet", "--prune", "origin",
-                                                      "+refs/heads/*:refs/remotes/origin/*"],
-                              cwd=path, network=True)
+                    mirror = self.mirror_of(repo)
+                    with self._locked(mirror):
+                        self._fetch(repo, target, mirror, url)
                     start = (self._rev(path, f"refs/remotes/origin/{target}")
                              or self._rev(path,
                                           f"refs/remotes/origin/{checkout.default_branch}"))
                     assert start is not None
+                    # Detached: each task's worktree merges on its own (a branch can be
+                    # checked out in one worktree only).
                     self._git(repo, target, "merge", path, "checkout", "--quiet", "--force",
-                              "-B", MERGE_BRANCH, start)
+                              "--detach", start)
                     merged = self._run(repo, target, "merge",
                                        ["merge", "--no-ff", "--no-edit", "--no-verify",
                                         "-m", message, f"refs/heads/{checkout.branch}"],
@@ -418,8 +484,6 @@ class Workspaces:
                                         f"{head}:refs/heads/{target}"],
                                        cwd=path, network=True, check=False)
                     if pushed.returncode == 0:
-                        self._git(repo, target, "push", path, "update-ref",
-                                  f"refs/remotes/origin/{target}", head)
                         return head
                 raise WorkspaceError(f"workspace {repo}: {target} kept moving; the merge of "
                                      f"{checkout.branch} was refused {MERGE_ATTEMPTS} times",
@@ -429,34 +493,53 @@ class Workspaces:
                                                   checkout.branch], cwd=path, check=False)
 
     def remove(self, repo: str, number: int) -> None:
-        """Delete the work item's checkout (the work item is done); no-op when absent.
+        """Delete the work item's worktree and its tasks' (the work item is done), and
+        their local branches; the repository's mirror stays for the other work items.
+        No-op when absent.
 
         Raises:
-            WorkspaceError: the directory could not be removed.
+            WorkspaceError: a directory could not be removed.
         """
         path = self.path_of(repo, number)
-        with self._locked(path):
-            try:
-                shutil.rmtree(path)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                raise WorkspaceError(f"workspace {repo}#{number}: cannot remove {path} "
-                                     f"({exc.strerror})", repo=repo, step="remove") from None
-        with contextlib.suppress(FileNotFoundError):
-            path.with_name(path.name + ".lock").unlink()
-        for extra in sorted(self.root.glob(f"{path.name}--*")):  # its tasks' checkouts
-            if extra.is_dir():
-                shutil.rmtree(extra, ignore_errors=True)
-            else:
-                extra.unlink(missing_ok=True)
+        mirror = self.mirror_of(repo)
+        tasks = sorted(p for p in self.root.glob(f"{path.name}--*")
+                       if not p.name.endswith(".lock"))
+        for tree in (path, *tasks):
+            with self._locked(tree), self._locked(mirror):
+                if (tree / ".git").is_file() and (mirror / "HEAD").is_file():
+                    self._run(repo, "", "remove", ["worktree", "remove", "--force",
+                                                   str(tree)], cwd=mirror, check=False)
+                try:
+                    shutil.rmtree(tree)
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    raise WorkspaceError(f"workspace {repo}#{number}: cannot remove {tree} "
+                                         f"({exc.strerror})", repo=repo, step="remove"
+                                         ) from None
+                shutil.rmtree(mirror / "worktrees" / tree.name, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                tree.with_name(tree.name + ".lock").unlink()
+        if not (mirror / "HEAD").is_file():
+            return
+        with self._locked(mirror):
+            self._run(repo, "", "remove", ["worktree", "prune"], cwd=mirror, check=False)
+            listed = self._run(repo, "", "remove", [
+                "for-each-ref", "--format=%(refname)", f"refs/heads/{BRANCH_PREFIX}{number}-*"],
+                cwd=mirror, check=False)
+            refs = [r for r in listed.stdout.decode().splitlines() if r]
+            if refs:
+                self._run(repo, "", "remove", ["update-ref", "--stdin"], cwd=mirror,
+                          input="".join(f"delete {r}\n" for r in refs).encode())
 
     # -- internals ----------------------------------------------------------------------
 
     @contextlib.contextmanager
     def _locked(self, path: Path) -> Iterator[None]:
-        """One process at a time in one checkout (``flock`` on a file beside it)."""
+        """One process at a time in one checkout or mirror (``flock`` on a file beside
+        it; runner processes on one machine share a mirror)."""
         lock = path.with_name(path.name + ".lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
         with open(lock, "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
@@ -464,18 +547,52 @@ class Workspaces:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def _write_config(self, path: Path, url: str, branch: str) -> None:
-        """Replace ``.git/config`` with the-loop's own (remote URL, no credentials) and
-        empty ``.git/hooks``, whatever the agent wrote there."""
-        git_dir = path / ".git"
+    def mirror_of(self, repo: str) -> Path:
+        """``ROOT/mirrors/<owner>/<name>.git``: the bare repository whose object store
+        every worktree of ``repo`` shares (its ``refs/remotes/origin/*`` are the remote's
+        branches as last fetched, its ``refs/heads/*`` the work items' branches).
+
+        Raises:
+            WorkspaceError: ``repo`` is not ``OWNER/NAME``.
+        """
+        self.path_of(repo, 1)  # the same validation
+        owner, name = repo.split("/")
+        return self.root / "mirrors" / owner / f"{name}.git"
+
+    def _gitdir(self, checkout: Checkout) -> Path:
+        """The worktree's own git directory inside the mirror."""
+        return self.mirror_of(checkout.repo) / "worktrees" / checkout.path.name
+
+    def _fetch(self, repo: str, branch: str, mirror: Path, url: str) -> None:
+        """Create the mirror when missing, then fetch every branch of the remote into its
+        ``refs/remotes/origin/*``. The caller holds the mirror's lock."""
+        if not (mirror / "HEAD").is_file():
+            mirror.parent.mkdir(parents=True, exist_ok=True)
+            self._git(repo, branch, "clone", self.root, "init", "--quiet", "--bare",
+                      str(mirror))
+        self._write_mirror_config(mirror, url)
+        try:
+            self._run(repo, branch, "fetch", ["fetch", "--quiet", "--prune", "origin",
+                                              "+refs/heads/*:refs/remotes/origin/*"],
+                      cwd=mirror, network=True)
+        except WorkspaceError as exc:
+            if exc.step == "fetch" and not any((mirror / "refs" / "remotes").glob("*")):
+                exc.step = "clone"  # the repository's first fetch is its clone
+            raise
+
+    def _write_mirror_config(self, mirror: Path, url: str) -> None:
+        """Replace the mirror's ``config`` with the-loop's own (remote URL, no
+        credentials) and empty its ``hooks``, whatever an agent wrote there (a worktree's
+        git reads the mirror's configuration)."""
         config = (
-            "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
+            "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
             "\tlogallrefupdates = true\n"
             f'[remote "origin"]\n\turl = {_config_value(url)}\n'
             "\tfetch = +refs/heads/*:refs/remotes/origin/*\n"
         )
-        (git_dir / "config").write_text(config, encoding="utf-8")
-        hooks = git_dir / "hooks"
+        # Whole or not at all: git in another worktree may read it meanwhile.
+        _write_atomic(mirror / "config", config)
+        hooks = mirror / "hooks"
         if hooks.is_symlink() or hooks.is_file():
             hooks.unlink()
         elif hooks.is_dir():
@@ -483,12 +600,63 @@ class Workspaces:
         hooks.mkdir()
         for extra in ("info/attributes",):  # repository-local attributes (filters)
             with contextlib.suppress(FileNotFoundError, IsADirectoryError):
-                (git_dir / extra).unlink()
+                (mirror / extra).unlink()
 
-    def _restore_protected(self, path: Path, repo: str, branch: str, base_sha: str) -> None:
+    def _write_config(self, path: Path, url: str, branch: str) -> None:
+        """The mirror's configuration (:meth:`_write_mirror_config`), and the worktree's
+        links to it (its ``.git`` file, its git directory's ``commondir``) rewritten, its
+        per-worktree ``config.worktree`` removed: an agent could point them elsewhere."""
+        owner, name = path.name.split("__")[:2]
+        mirror = self.root / "mirrors" / owner / f"{name}.git"
+        with self._locked(mirror):  # another runner process may rewrite it too
+            self._write_mirror_config(mirror, url)
+        gitdir = mirror / "worktrees" / path.name
+        dot_git = path / ".git"
+        if dot_git.is_dir() and not dot_git.is_symlink():
+            shutil.rmtree(dot_git)
+        dot_git.unlink(missing_ok=True)
+        dot_git.write_text(f"gitdir: {gitdir}\n", encoding="utf-8")
+        (gitdir / "commondir").write_text("../..\n", encoding="utf-8")
+        (gitdir / "gitdir").write_text(f"{dot_git}\n", encoding="utf-8")
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            (gitdir / "config.worktree").unlink()
+
+    @staticmethod
+    def _on_branch(gitdir: Path, branch: str) -> bool:
+        """Whether the worktree's ``HEAD`` is the symbolic ref ``refs/heads/<branch>``
+        (gitrepository-layout: ``HEAD`` holds ``ref: <refname>``)."""
+        try:
+            return (gitdir / "HEAD").read_text(encoding="utf-8") == f"ref: refs/heads/{branch}\n"
+        except (OSError, UnicodeDecodeError):
+            return False
+
+    def _objects(self, repo: str, branch: str, cwd: Path, names: Sequence[str]
+                 ) -> dict[str, tuple[str, bytes] | None]:
+        """Resolve and read ``names`` in one ``git cat-file --batch``: each name ->
+        ``(sha, content)``, or ``None`` when missing. A ``REF`` is read as its commit
+        (``REF^{commit}``); a ``REV:PATH`` must be a blob."""
+        asked = [n if ":" in n else f"{n}^{{commit}}" for n in names]
+        done = self._run(repo, branch, "read", ["cat-file", "--batch"], cwd=cwd,
+                         input="".join(f"{n}\n" for n in asked).encode())
+        out, pos = done.stdout, 0
+        found: dict[str, tuple[str, bytes] | None] = {}
+        for name in names:
+            end = out.index(b"\n", pos)
+            header = out[pos:end].decode().split()
+            pos = end + 1
+            if len(header) != 3 or header[2] in ("missing", "ambiguous"):
+                found[name] = None
+                continue
+            sha, kind, size = header[0], header[1], int(header[2])
+            found[name] = (sha, out[pos:pos + size]) if kind in ("commit", "blob") and (
+                (kind == "blob") == (":" in name)) else None
+            pos += size + 1
+        return found
+
+    def _restore_protected(self, path: Path, protected: Mapping[str, bytes]) -> None:
         """Each of :data:`PROTECTED_PATHS` in the working tree := the default branch's
-        file at ``base_sha``, or nothing. A symlinked parent directory is replaced by a
-        real one, so no write lands outside the checkout."""
+        file (``protected``, read by :meth:`prepare`), or nothing. A symlinked parent
+        directory is replaced by a real one, so no write lands outside the checkout."""
         for relative in PROTECTED_PATHS:
             target = path / relative
             parent = target.parent
@@ -499,18 +667,21 @@ class Workspaces:
                 target.unlink()
             elif target.is_dir():
                 shutil.rmtree(target)
-            shown = self._run(repo, branch, "restore", ["cat-file", "blob",
-                                                        f"{base_sha}:{relative}"],
-                              cwd=path, check=False)
-            if shown.returncode == 0:
+            if relative in protected:
                 parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(shown.stdout)
+                target.write_bytes(protected[relative])
 
     def read_default(self, checkout: Checkout, path: str) -> str | None:
         """The text of ``path`` on the default branch as last fetched (never the work
         item's branch, which the agent writes), or ``None`` when absent or not UTF-8."""
-        if path.startswith(("-", "/")) or ".." in path.split("/"):
+        if not _readable(path):
             return None
+        if path in checkout.defaults:
+            data = checkout.defaults[path]
+            try:
+                return None if data is None else data.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
         done = self._run(checkout.repo, checkout.branch, "show",
                          ["show", f"refs/remotes/origin/{checkout.default_branch}:{path}"],
                          cwd=checkout.path, check=False)
@@ -546,6 +717,7 @@ class Workspaces:
         network: bool = False,
         check: bool = True,
         extra_env: Mapping[str, str] | None = None,
+        input: bytes | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
         """Run one git command (see the module docstring for its environment).
 
@@ -570,11 +742,12 @@ class Workspaces:
                 config += ["-c", f"credential.helper={helper}"]
         argv = [self.git, *config, *args]
         timeout = NETWORK_TIMEOUT if network else LOCAL_TIMEOUT
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(argv, cwd=cwd, env=env,
+                                stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
         try:
-            out, err = proc.communicate(timeout=timeout)
+            out, err = proc.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -601,11 +774,42 @@ class Workspaces:
         """The ``GIT_ASKPASS`` script (no secret in it: it prints the variable)."""
         if not self._askpass.is_file() or self._askpass.read_text() != _ASKPASS:
             self._askpass.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            tmp = self._askpass.with_suffix(".tmp")
-            tmp.write_text(_ASKPASS, encoding="utf-8")
-            tmp.chmod(0o700)
-            tmp.replace(self._askpass)
+            _write_atomic(self._askpass, _ASKPASS, mode=0o700)
         return self._askpass
+
+
+def _write_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
+    """``path`` := ``text`` by a rename, so a concurrent reader sees the old file or the
+    new one (a temporary name per process and thread: runners may write at once)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.chmod(mode)
+    tmp.replace(path)
+
+
+def _readable(path: str) -> bool:
+    """Whether ``path`` may be read on the default branch (relative, inside the tree)."""
+    return bool(path) and not path.startswith(("-", "/")) and ".." not in path.split("/") \
+        and not any(c in path for c in "\n\r\0")
+
+
+def _stamp(path: Path) -> tuple[int, int, int, int] | None:
+    """``(inode, size, mtime_ns, ctime_ns)`` of ``path``, ``None`` when absent."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _loose_ref(git_dir: Path, ref: str) -> str | None:
+    """The sha a loose ref file holds (gitrepository-layout ``refs/``), ``None`` when the
+    file is absent or holds something else (a packed or symbolic ref: ask git)."""
+    try:
+        text = (git_dir / ref).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if re.fullmatch(r"[0-9a-f]{40}", text) else None
 
 
 def _config_value(value: str) -> str:

@@ -99,6 +99,11 @@ def make_branch(env: Env, branch: str, files: dict[str, str]) -> str:
     return tip
 
 
+def common_dir(checkout: Checkout) -> Path:
+    """The git directory the checkout's objects, refs and configuration live in."""
+    return (checkout.path / git_in(checkout, "rev-parse", "--git-common-dir").strip()).resolve()
+
+
 def git_in(checkout: Checkout, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=checkout.path, check=True, capture_output=True,
                           text=True, env={"PATH": os.environ["PATH"], "HOME": os.devnull,
@@ -281,9 +286,9 @@ def test_git_config_planted_by_the_agent_is_replaced(env: Env) -> None:
     workspaces = env.workspaces()
     checkout = workspaces.prepare(REPO, 12, "Login page", "main")
     marker = checkout.path.parent / "fsmonitor-ran"
-    config = checkout.path / ".git" / "config"
+    config = common_dir(checkout) / "config"
     config.write_text(config.read_text() + f"[core]\n\tfsmonitor = touch {marker}\n")
-    hook = checkout.path / ".git" / "hooks" / "pre-push"
+    hook = common_dir(checkout) / "hooks" / "pre-push"
     hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
     hook.chmod(0o755)
     (checkout.path / "a.md").write_text("a\n")
@@ -326,7 +331,7 @@ def test_the_token_is_never_in_argv_config_or_the_remote_url(
 
     calls = [json.loads(line) for line in (tmp_path / "bin" / "calls.jsonl").read_text()
              .splitlines()]
-    assert any("push" in c["argv"] for c in calls) and any("clone" in c["argv"] for c in calls)
+    assert any("push" in c["argv"] for c in calls) and any("fetch" in c["argv"] for c in calls)
     for call in calls:
         assert not any(t in arg for t in tokens for arg in call["argv"]), call["argv"]
         assert "credential.helper=" in call["argv"]
@@ -337,7 +342,7 @@ def test_the_token_is_never_in_argv_config_or_the_remote_url(
                                     "GIT_COMMITTER_EMAIL", "PWD", "LC_CTYPE"}, call["env"]
     remote = git_in(checkout, "remote", "get-url", "origin").strip()
     assert remote == f"{env.url}/{REPO}.git"
-    for path in (checkout.path / ".git").rglob("*"):
+    for path in [checkout.path / ".git", *common_dir(checkout).rglob("*")]:
         if path.is_file():
             data = path.read_bytes()
             assert not any(t.encode() in data for t in tokens), path
@@ -376,9 +381,130 @@ def test_a_credential_helper_is_passed_per_call(env: Env, tmp_path: Path) -> Non
     (checkout.path / "y.md").write_text("y\n")
     head = workspaces.commit_and_push(checkout, "the-loop: y")
     assert env.tip(checkout.branch) == head
-    assert pat not in (checkout.path / ".git" / "config").read_text()
+    assert pat not in (common_dir(checkout) / "config").read_text()
 
 
 def test_protected_paths_are_the_harness_files() -> None:
     assert set(PROTECTED_PATHS) == {".claude/settings.json", ".claude/settings.local.json",
                                     ".mcp.json"}
+
+
+# ------------------------------------------------------------------ one object store
+
+
+def test_work_items_of_a_repository_share_one_mirror_and_removing_one_keeps_the_other(
+    env: Env,
+) -> None:
+    workspaces = env.workspaces()
+    one = workspaces.prepare(REPO, 12, "Login page", "main")
+    two = workspaces.prepare(REPO, 13, "Signup page", "main")
+    task = workspaces.prepare(REPO, 12, "Login page", "main", task="t1")
+    mirror = env.root / "ws" / "mirrors" / "acme" / "widgets.git"
+    assert (mirror / "HEAD").is_file()
+    # One object store: every worktree's common git directory is the mirror, and no
+    # checkout holds objects of its own.
+    for checkout in (one, two, task):
+        assert common_dir(checkout) == mirror.resolve()
+        assert (checkout.path / ".git").is_file()
+    (two.path / "thirteen.md").write_text("13\n")
+    head = workspaces.commit_and_push(two, "thirteen")
+
+    workspaces.remove(REPO, 12)
+    assert not one.path.exists() and not task.path.exists()
+    listed = run_git(mirror, "worktree", "list", "--porcelain").stdout.decode()
+    assert str(two.path) in listed and str(one.path) not in listed
+    assert run_git(mirror, "for-each-ref", "--format=%(refname)",
+                   "refs/heads/").stdout.decode().split() == [f"refs/heads/{two.branch}"]
+    # The other work item's checkout is intact and still works.
+    assert git_in(two, "status", "--porcelain") == ""
+    assert git_in(two, "rev-parse", "HEAD").strip() == head
+    later = workspaces.prepare(REPO, 13, "Signup page", "main")
+    assert later.head_sha == head
+    (later.path / "more.md").write_text("more\n")
+    pushed = workspaces.commit_and_push(later, "more")
+    assert env.tip(two.branch) == pushed != head
+
+
+def test_a_turn_runs_few_git_processes(env: Env, tmp_path: Path) -> None:
+    """First turn: fetch (the mirror's init aside), read refs, protected files and the
+    asked-for file, add the worktree; commit: add, commit, push. A later turn: fetch,
+    read; commit: add, reset, commit, push. At most 6 git processes per turn."""
+    git = recording_git(tmp_path / "bin")
+    calls_log = tmp_path / "bin" / "calls.jsonl"
+    workspaces = env.workspaces(git=str(git))
+
+    def count() -> list[str]:
+        calls = [json.loads(line)["argv"] for line in calls_log.read_text().splitlines()]
+        calls_log.write_text("")
+        return [next(a for a in argv[1:] if not a.startswith("-") and "=" not in a)
+                for argv in calls]
+
+    workspaces.prepare(REPO, 11, "Other", "main")  # the mirror exists already
+    count()
+    checkout = workspaces.prepare(REPO, 12, "Login page", "main",
+                                  read=["README.md", "absent.md"])
+    assert count() == ["fetch", "cat-file", "worktree"]
+    assert workspaces.read_default(checkout, "README.md") == "# widgets\n"
+    assert workspaces.read_default(checkout, "absent.md") is None
+    assert count() == []  # read with the refs
+    (checkout.path / "a.md").write_text("a\n")
+    (checkout.path / ".mcp.json").write_text(HOSTILE_MCP)
+    head = workspaces.commit_and_push(checkout, "the-loop: a")
+    assert count() == ["add", "commit", "push"]
+    assert env.tip(checkout.branch) == head
+    assert run_git(env.git_dir, "diff", "--name-only", checkout.head_sha, head
+                   ).stdout.decode().split() == ["a.md"]
+    again = workspaces.prepare(REPO, 12, "Login page", "main")
+    assert count() == ["fetch", "cat-file"]
+    assert again.head_sha == head
+    assert (again.path / ".claude/settings.json").read_text() == SAFE_SETTINGS
+    (again.path / "b.md").write_text("b\n")
+    later = workspaces.commit_and_push(again, "the-loop: b")
+    assert count() == ["add", "reset", "commit", "push"]
+    assert env.tip(checkout.branch) == later != head
+
+
+def test_two_tasks_merge_into_the_work_item_branch_from_their_worktrees(env: Env) -> None:
+    workspaces = env.workspaces()
+    item = workspaces.prepare(REPO, 12, "Login page", "main")
+    heads = []
+    for task in ("t1", "t2"):
+        checkout = workspaces.prepare(REPO, 12, "Login page", "main", task=task)
+        assert common_dir(checkout) == common_dir(item)  # one object store, two worktrees
+        (checkout.path / f"{task}.md").write_text(f"{task}\n")
+        workspaces.commit_and_push(checkout, f"the-loop: {task}")
+        heads.append(workspaces.merge_into(checkout, item.branch, f"merge {task}"))
+        assert git_in(checkout, "symbolic-ref", "HEAD").strip() == \
+            f"refs/heads/{checkout.branch}"
+    assert env.tip(item.branch) == heads[-1]
+    assert env.show(f"{heads[-1]}:t1.md") == "t1\n" and env.show(f"{heads[-1]}:t2.md") == "t2\n"
+
+
+def test_two_runners_preparing_at_once_share_the_mirror(env: Env) -> None:
+    """Two runner processes (two Workspaces on one root) on one repository at the same
+    moment: the mirror's lock makes one create and fetch it while the other waits, and
+    both worktrees use it."""
+    import threading
+
+    runners = [env.workspaces(), env.workspaces()]
+    start = threading.Barrier(4)
+    done: dict[int, Checkout] = {}
+    errors: list[BaseException] = []
+
+    def turn(runner: Workspaces, number: int) -> None:
+        start.wait()
+        try:
+            done[number] = runner.prepare(REPO, number, f"Item {number}", "main")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=turn, args=(runners[n % 2], n)) for n in (1, 2, 3, 4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    mirror = (env.root / "ws" / "mirrors" / "acme" / "widgets.git").resolve()
+    assert {common_dir(c) for c in done.values()} == {mirror}
+    listed = run_git(mirror, "worktree", "list", "--porcelain").stdout.decode()
+    assert all(str(c.path) in listed for c in done.values())
