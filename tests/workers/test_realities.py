@@ -477,6 +477,27 @@ JIRA_HARNESS = ("version: 1\nticketing:\n  system: jira\n  jira:\n"
                 "    transitions: {design: In Design}\n")
 
 
+def _jira_worker(redis_ns, env: dict[str, str]) -> tuple[Any, Any, dict, dict]:
+    """A worker whose Jira is built from the settings ``env`` names, the fake GitHub it
+    reads (requirements written, ``ticketing.jira.transitions: {design: In Design}``),
+    and the enrolment and ``/approve`` payloads of an issue titled with ABC-7."""
+    from foundation.settings import Settings
+    from the_loop.wiring import build_providers
+
+    jira = build_providers(Settings.from_env(env, process="worker"))["jira"]
+    gh = FakeGitHub()
+    gh.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
+    gh.add_file(REPO, ".the-loop/harness-config.yaml", JIRA_HARNESS, ref="master")
+    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
+    settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
+    processor = build_processor(settings, redis_ns.client, GRAPH, lambda _i: gh,
+                                integrations={"jira": jira})
+    enrol, approve = installed(enrolment()), installed(comment("/approve"))
+    for payload in (enrol, approve):
+        payload["issue"]["title"] = "ABC-7: spelling error in the README"
+    return gh, processor, enrol, approve
+
+
 @pytest.mark.parametrize(("deployment", "url", "variable", "version"), [
     ("DataCenter", "https://jira.acme.example", "2", 2),
     ("Cloud", "https://acme.atlassian.net", "3", 3),
@@ -496,9 +517,7 @@ def test_an_approval_comments_labels_and_moves_the_jira_issue_on_either_rest_ver
     /rest/api/<version>, and no Jira failure is logged."""
     import responses
 
-    from foundation.settings import Settings
     from tests.support.jira_fake import FakeJira
-    from the_loop.wiring import build_providers
 
     cloud = deployment == "Cloud"
     site = FakeJira(base_url=url, deployment=deployment, token="jira-secret",
@@ -509,17 +528,7 @@ def test_an_approval_comments_labels_and_moves_the_jira_issue_on_either_rest_ver
            **({"THE_LOOP_JIRA_USER": "bot@acme.example"} if cloud
               else {"THE_LOOP_JIRA_AUTH": "bearer"}),
            **({"THE_LOOP_JIRA_API_VERSION": variable} if variable else {})}
-    jira = build_providers(Settings.from_env(env, process="worker"))["jira"]
-    gh = FakeGitHub()
-    gh.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
-    gh.add_file(REPO, ".the-loop/harness-config.yaml", JIRA_HARNESS, ref="master")
-    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
-    settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
-    processor = build_processor(settings, redis_ns.client, GRAPH, lambda _i: gh,
-                                integrations={"jira": jira})
-    enrol, approve = installed(enrolment()), installed(comment("/approve"))
-    for payload in (enrol, approve):
-        payload["issue"]["title"] = "ABC-7: spelling error in the README"
+    gh, processor, enrol, approve = _jira_worker(redis_ns, env)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         site.install(mock)
         assert processor.handle(record("issues", enrol)).outcome == "advanced"
@@ -550,9 +559,7 @@ def test_a_refused_decision_comment_is_logged_noted_and_failed_not_retried(
     timeline), and a redelivery of the approval does not ask Jira again."""
     import responses
 
-    from foundation.settings import Settings
     from tests.support.jira_fake import FakeJira
-    from the_loop.wiring import build_providers
 
     url = "https://acme.atlassian.net"
     site = FakeJira(base_url=url, deployment="Cloud", token="jira-secret",
@@ -561,17 +568,7 @@ def test_a_refused_decision_comment_is_logged_noted_and_failed_not_retried(
     env = {"GH_TOKEN": "ghp_unused", "THE_LOOP_JIRA_URL": url,
            "THE_LOOP_JIRA_TOKEN": "jira-secret", "THE_LOOP_JIRA_USER": "bot@acme.example",
            "THE_LOOP_JIRA_API_VERSION": "3"}
-    jira = build_providers(Settings.from_env(env, process="worker"))["jira"]
-    gh = FakeGitHub()
-    gh.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
-    gh.add_file(REPO, ".the-loop/harness-config.yaml", JIRA_HARNESS, ref="master")
-    gh.add_file(REPO, "specs/1/requirements.md", REQUIREMENTS, ref="master")
-    settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
-    processor = build_processor(settings, redis_ns.client, GRAPH, lambda _i: gh,
-                                integrations={"jira": jira})
-    enrol, approve = installed(enrolment()), installed(comment("/approve"))
-    for payload in (enrol, approve):
-        payload["issue"]["title"] = "ABC-7: spelling error in the README"
+    gh, processor, enrol, approve = _jira_worker(redis_ns, env)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         site.install(mock)
         assert processor.handle(record("issues", enrol)).outcome == "advanced"
