@@ -1,0 +1,129 @@
+"""The sandbox walk through the shipped graph (``graph/pdlc.yaml``, unchanged): ``make
+run``'s script in sandbox mode (real processes: the sandbox's GitHub, gunicorn, the
+worker, the runner with the demo agent; the real Redis and real git), driven through
+``the-loop sandbox`` as the README's walk does.
+
+Label an issue ``the-loop`` -> ``requirements`` (the demo agent leaves a section out:
+block, repair) -> ``/approve`` -> ``design`` (block, repair; its mermaid diagram passes
+``lint-artifacts``) -> ``/approve`` -> ``tasks`` (block, repair: the plan, ``greet`` and
+``shout``, and ``banner`` depending on both) -> ``implementation`` as a wave of the two
+task sessions, then the dependent one, each writing its module and its pytest test on a
+task branch merged into the work item's -> ``verify-tests`` waits for the ``tests``
+check.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+import requests
+
+from graph.state import Past
+from tests.support.sandbox_run import SandboxRun, sandbox_run, wait_for
+from the_loop.sandbox.agent_work import task_code
+from workers.state import RedisStateStore
+
+pytestmark = pytest.mark.e2e
+
+USER = "octo-dev"
+REF = "github:sandbox/demo#1"
+TASKS = ("greet", "shout", "banner")
+#: Per step, for a busy 2-CPU machine running the suite with -n 4: each wait ends as
+#: soon as its event happens.
+STEP = 240
+
+
+def exit_chains(store: RedisStateStore, node: str) -> list[str]:
+    """The statuses of ``node``'s exit chains, in order."""
+    return [e.data["status"] for e in store.events(REF) if e.type == "chain.completed"
+            and e.data["node"] == node and e.data["boundary"] == "exit"]
+
+
+def at(store: RedisStateStore, node: str, status: str | None = None) -> bool:
+    state = store.load(REF)
+    return bool(state and state.current_node == node
+                and (status is None or state.status == status))
+
+
+def file_at(run: SandboxRun, path: str, ref: str) -> str | None:
+    """``path``'s text at ``ref`` in the demo repository (REST contents API), or
+    ``None``."""
+    answer = requests.get(f"{run.url}/repos/sandbox/demo/contents/{path}",
+                          params={"ref": ref}, timeout=30)
+    if answer.status_code == 404:
+        return None
+    answer.raise_for_status()
+    return base64.b64decode(answer.json()["content"]).decode()
+
+
+def walk_to_implementation(run: SandboxRun, store: RedisStateStore) -> str:
+    """From the label to ``implementation``'s wave done and ``verify-tests`` waiting,
+    asserting each step; returns the work item's branch."""
+    out = run.sandbox("issue", "create", "Add a login page", "--label", "the-loop")
+    assert out.strip() == f"opened {REF} with the-loop"
+    wait_for(lambda: at(store, "requirements-approval", "waiting"), STEP,
+             "requirements written, blocked, repaired, at the gate")
+    assert exit_chains(store, "requirements") == ["block", "pass"]
+
+    run.sandbox("comment", "1", "/approve", "--as", USER)
+    wait_for(lambda: at(store, "design-approval", "waiting"), STEP,
+             "design written, blocked, repaired, at the gate")
+    assert exit_chains(store, "design") == ["block", "pass"]
+    # Nothing went back: a push delivered late did not reopen the first gate.
+    assert not [e for e in store.events(REF) if e.type == "gate.reopened"]
+
+    run.sandbox("comment", "1", "/approve", "--as", USER)
+    wait_for(lambda: at(store, "implementation"), STEP, "the tasks node passed")
+    assert exit_chains(store, "tasks") == ["block", "pass"]  # each document: one left out
+    assert [d["actor"] for d in Past.read(store, REF).decisions] == [USER, USER]
+    assert [d["node"] for d in Past.read(store, REF).decisions] == [
+        "requirements-approval", "design-approval"]
+
+    wait_for(lambda: at(store, "implementation", "waiting"), 2 * STEP,
+             "the wave of tasks done, verify-tests waiting for the check")
+    events = store.events(REF)
+    ordered = [(e.data["task"], e.data["wave"]) for e in events
+               if e.type == "turn.ordered" and e.data.get("task")]
+    assert sorted(ordered[:2]) == [("greet", 1), ("shout", 1)]
+    assert ordered[2:] == [("banner", 2)]
+    kinds = [(e.type, e.data.get("task") or e.data.get("wave")) for e in events
+             if e.type in ("turn.ordered", "wave.joined") and e.data.get("node") ==
+             "implementation"]
+    assert kinds.index(("wave.joined", 1)) < kinds.index(("turn.ordered", "banner"))
+    assert [e.data["passed"] for e in events if e.type == "wave.joined"] == [
+        sorted(["greet", "shout"]), ["banner"]]
+    [waited] = [e for e in events if e.type == "chain.completed"
+                and e.data["node"] == "implementation" and e.data["boundary"] == "exit"]
+    assert [h["hook"] for h in waited.data["hooks"]] == ["is-docs-only", "verify-tests"]
+    assert waited.data["status"] == "wait"
+
+    shown = run.show("1")
+    branch = next(b for b in shown["branches"] if b.startswith("the-loop/1-"))
+    assert "phase:implementation" in shown["labels"]
+    assert [(p["head"], p["state"]) for p in shown["pull_requests"]] == [(branch, "draft")]
+    # The work item's branch holds every task's code and test (the first task's with
+    # its deliberate defect, until the CI's block has it repaired).
+    for task in TASKS:
+        for rel, text in task_code(task, defective=True).items():
+            assert file_at(run, rel, branch) == text, rel
+        assert file_at(run, f"tasks/{task}.md", branch)
+    assert file_at(run, "demo_greet.py", "main") is None  # nothing merged yet
+    return branch
+
+
+def test_the_shipped_graph_walks_a_work_item_from_the_label_to_verify_tests(
+        redis_ns, tmp_path):
+    store = RedisStateStore(redis_ns.client, redis_ns.prefix)
+    with sandbox_run(redis_ns, tmp_path, user=USER) as run:
+        try:
+            walk_to_implementation(run, store)
+            # The-loop's own label writes came back as deliveries and were ignored.
+            assert not [e for e in store.events(REF) if e.type.startswith("labels.drift")]
+        except AssertionError:
+            print(run.tail())
+            for e in store.events(REF):
+                print(e.type, e.data)
+            raise
+    assert run.proc.returncode in (0, 143), run.tail(3000)
+    assert run.left == ([], []), f"left running: {run.left}"
