@@ -12,6 +12,10 @@ the server writes to ``DIR/admin-token``, mode 0600)::
     POST /_sandbox/review     {"ref", "state", "body"?, "as"?}          -> {"ref", "id"}
     POST /_sandbox/ready      {"ref", "as"?}                            -> {"ref"}
     GET  /_sandbox/show?ref=REF   labels, comments, branches, pull requests, deliveries
+    GET  /_sandbox/requests[?since=K]   the API and git requests the sandbox's GitHub
+                                 received from the K-th on (``since``, default 0), each
+                                 ``{"method", "path", "query", "auth", "conditional",
+                                 "status"}``, and ``next`` (the ``since`` of the next page)
 
 ``ref`` is ``N``, ``#N``, ``OWNER/NAME#N`` or ``github:OWNER/NAME#N`` (the demo
 repository when no repository is named). ``as`` is the login acting (default: the
@@ -286,6 +290,17 @@ def _admin_routes(sandbox: Sandbox) -> None:
                 "branches": branches,
                 "pull_requests": pulls,
                 "deliveries": len(fake.deliveries)})
+
+    @bp.get("/requests")
+    @guarded
+    def recorded() -> Response:
+        raw = request.args.get("since") or "0"
+        if not raw.isdigit():
+            raise ValueError("since: a request's index (0 or more)")
+        since = int(raw)
+        made = [r for r in fake.requests if not r.path.startswith("/_sandbox")]
+        return jsonify({"requests": [r._asdict() for r in made[since:]],
+                        "next": max(since, len(made))})
 
     fake.app.register_blueprint(bp)
 
