@@ -98,6 +98,11 @@ def walk_to_implementation(run: SandboxRun, store: RedisStateStore) -> str:
     assert [h["hook"] for h in waited.data["hooks"]] == ["is-docs-only", "verify-tests"]
     assert waited.data["status"] == "wait"
 
+    # Each turn's record says how long the agent ran of it; the rest was the-loop's.
+    completed = [e.data for e in events if e.type == "turn.completed"]
+    assert len(completed) == 9  # 2 + 2 + 2 documents, 3 tasks
+    assert all(0 < t["agent_seconds"] <= t["seconds"] for t in completed), completed
+
     shown = run.show("1")
     branch = next(b for b in shown["branches"] if b.startswith("the-loop/1-"))
     assert "phase:implementation" in shown["labels"]
