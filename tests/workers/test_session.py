@@ -94,7 +94,8 @@ def test_an_advance_on_a_comment_loads_the_state_once(env):
     ("pull_request", 2, "issue", "issue"),
     ("pull_request", 2, None, "issue"),
     # The work item's own pull request, and a CI result (no kind in its payload).
-    ("pull_request", 1, "issue", "pull_request"),
+    ("pull_request", 1, None, "pull_request"),
+    ("pull_request", 1, "pull_request", "pull_request"),
     ("check_run", None, "issue", "issue"),
     ("check_run", None, None, "pull_request"),
 ])
@@ -110,7 +111,8 @@ def test_a_delivery_of_an_issues_draft_pull_request_keeps_it_an_issue(
     if event == "check_run":
         delivered = GitHubEvent(event, ci=CIResult(REPO, "a" * 40, "tests", "failure"))
     else:
-        delivered = GitHubEvent(event, ref=WorkItemRef(REPO, number), kind="pull_request")
+        # Forwarded to the issue: the record names the issue as the delivery's work item.
+        delivered = GitHubEvent(event, ref=ref, kind="pull_request", pull_number=number)
     state = WorkItemState(ref=REF1, graph_digest="x", current_node="implementation",
                           kind=seen)
     session = WorkItemSession(SimpleNamespace(settings=WorkerSettings()),  # type: ignore[arg-type]
