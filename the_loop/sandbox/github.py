@@ -101,6 +101,9 @@ class SandboxGitHub(HttpFakeGitHub):
         self._outbox: queue.Queue[tuple[Delivery, bytes] | None] = queue.Queue()
         self._sender: threading.Thread | None = None
         self._session = requests.Session()
+        #: Called with ``(repo, branch, before, after, pusher)`` for each branch a push
+        #: moved, after its deliveries are queued (the sandbox's CI is one).
+        self.push_listeners: list[Callable[[Repo, str, str, str, str], None]] = []
         inner = self.app.wsgi_app
         self.app.wsgi_app = self._watch_pushes(inner)  # type: ignore[method-assign]
 
@@ -453,7 +456,8 @@ class SandboxGitHub(HttpFakeGitHub):
 
     def _pushed(self, r: Repo, moved: dict[str, tuple[str, str]], pusher: str) -> None:
         """Deliver ``push`` for each moved branch and ``pull_request.synchronize`` for
-        each open pull request whose head it is."""
+        each open pull request whose head it is, then tell :attr:`push_listeners` of
+        each branch that still exists."""
         with self.lock, self.acting_as(pusher):
             for branch, (before, after) in sorted(moved.items()):
                 self.emit("push", {**self._base(r, None), **self._push_payload(
@@ -466,6 +470,8 @@ class SandboxGitHub(HttpFakeGitHub):
                             **self._base(r, "synchronize"), "number": number,
                             "before": before, "after": after,
                             "pull_request": self.pull_payload(r, number)})
+                for listener in list(self.push_listeners):
+                    listener(r, branch, before, after, pusher)
 
     def _push_payload(self, r: Repo, branch: str, before: str, after: str,
                       pusher: str) -> dict[str, Any]:
