@@ -382,6 +382,7 @@ class SandboxCI:
         self._queue: queue.Queue[CIRun | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # a run was queued or finished
 
     def start(self) -> None:
         """Listen to the sandbox's pushes and start the CI's thread (idempotent)."""
@@ -418,14 +419,26 @@ class SandboxCI:
                 if (older.repo, older.branch) == (run.repo, branch) and not older.done.is_set():
                     older.cancel.set()
             self.runs.append(run)
+            self._changed.notify_all()
         self._queue.put(run)
 
-    def wait_idle(self, timeout: float = 60.0) -> bool:
-        """Whether every run queued so far is done within ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            runs = list(self.runs)
-        return all(run.done.wait(max(0.0, deadline - time.monotonic())) for run in runs)
+    def wait_run(self, sha: str, timeout: float = 60.0) -> CIRun:
+        """The run of commit ``sha`` once it is done (the latest, when it was pushed
+        more than once).
+
+        Raises:
+            TimeoutError: no such run was done within ``timeout`` seconds.
+        """
+        def finished() -> CIRun | None:
+            return next((run for run in reversed(self.runs)
+                         if run.sha == sha and run.done.is_set()), None)
+
+        with self._changed:
+            if not self._changed.wait_for(finished, timeout):
+                raise TimeoutError(f"no CI run of {sha[:12]} was done in {timeout} s")
+            found = finished()
+            assert found is not None
+            return found
 
     # -- the thread -------------------------------------------------------------------
 
@@ -440,7 +453,9 @@ class SandboxCI:
                 self._finish(run, "failure", "the sandbox's CI failed",
                              "The sandbox's CI could not run this check.", "")
             finally:
-                run.done.set()
+                with self._changed:
+                    run.done.set()
+                    self._changed.notify_all()
 
     def _set(self, run: CIRun, **fields: Any) -> None:
         gh = self.github
