@@ -357,3 +357,66 @@ def test_no_ci_yaml_no_check_and_the_default_branch_is_not_checked(box):
                    capture_output=True, timeout=60)
     pushes(box.fake, 3)
     assert [r.branch for r in box.ci.runs] == ["the-loop/1-greet"] * 2
+
+
+def test_the_sandbox_check_reaches_verify_tests_through_a_real_worker(box, redis_ns):
+    """The check run the sandbox's CI delivers is what ``verify-tests`` (``check:
+    tests``, graph/pdlc.yaml's implementation) reads: through the worker on the real
+    Redis, a failed run blocks the work item, the fixed one lets it pass to review."""
+    from rq import Queue
+
+    from foundation.inbox.enqueue import DeliveryQueue
+    from foundation.settings import WorkerSettings
+    from foundation.webhook_schema import PayloadSchemas
+    from graph.context import HookConfig
+    from graph.refs import WorkItemRef
+    from the_loop.graphs import load_graph
+    from the_loop.wiring import build_processor
+    from webhook.events import parse_delivery
+    from workers.state import RedisStateStore
+    from workers.worker import LoopWorker
+
+    settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
+    # make run's worker talks to the sandbox's URL, not api.github.com: payloads are not
+    # checked against github.com's schemas (the_loop/wiring.py payload_schemas)
+    processor = build_processor(settings, redis_ns.client, load_graph(), lambda _i: box.fake,
+                                schemas=PayloadSchemas(enterprise=True))
+    queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
+                          prefix=redis_ns.prefix)
+    store = RedisStateStore(redis_ns.client, redis_ns.prefix)
+
+    def deliver(event: str, payload: dict[str, Any]) -> None:
+        parsed = parse_delivery({"X-GitHub-Event": event, "X-GitHub-Delivery":
+                                 redis_ns.new_id(), "Content-Type": "application/json"},
+                                json.dumps(payload).encode())
+        assert queue.enqueue(parsed)
+        LoopWorker([Queue(redis_ns.queue_name, connection=redis_ns.client)],
+                   connection=redis_ns.client, name=f"w-{redis_ns.new_id()}",
+                   processor=processor).work(burst=True, with_scheduler=False)
+
+    box.ci.wait_run(box.push({"notes.md": "x\n"}, "start"))
+    with box.fake.acting_as("you"):
+        number = box.fake.create_pull_request(REPO, "the-loop/1-greet", "main", "Greet",
+                                              "", draft=True)["number"]
+        box.fake.add_label(REPO, number, "the-loop")
+    assert box.fake.wait_delivered(10)
+    [labeled] = [p for h, p in box.got if h["X-Github-Event"] == "pull_request"
+                 and p["action"] == "labeled"]
+    deliver("pull_request", labeled)
+    ref = f"github:{REPO}#{number}"
+    item = GitHubEvent.parse("pull_request", labeled).work_item(WorkItemRef.parse(ref))
+    processor.agent.runtime.force(item, HookConfig(), "implementation",
+                                  "test: the task wave is done")
+
+    def completed(sha: str) -> dict[str, Any]:
+        box.ci.wait_run(sha)
+        [(_, _, payload)] = [c for c in box.checks(sha) if c[:2] == ("check_run",
+                                                                     "completed")]
+        return payload
+
+    deliver("check_run", completed(box.push(task_code("greet", defective=True), "greet")))
+    state = store.load(ref)
+    assert state.current_node == "implementation"
+    assert "check tests concluded failure" in json.dumps(state.to_dict())
+    deliver("check_run", completed(box.push(task_code("greet", defective=False), "fix")))
+    assert store.load(ref).current_node == "review"

@@ -1,8 +1,8 @@
 """The sandbox's GitHub delivers signed webhooks for everything that happens in it, as
 GitHub does: a person's issue, label, comment and review, and the-loop's own writes
 through the REST API (sender: the App's bot), a git push over smart HTTP (push and
-pull_request.synchronize) and check runs (with their suite's completion); each verifies with the receiver's secret and
-parses into the work item it names."""
+pull_request.synchronize) and check runs (and their suite's completion); each verifies
+with the receiver's secret and parses into the work item it names."""
 
 from __future__ import annotations
 
