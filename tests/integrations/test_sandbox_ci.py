@@ -420,3 +420,13 @@ def test_the_sandbox_check_reaches_verify_tests_through_a_real_worker(box, redis
     assert "check tests concluded failure" in json.dumps(state.to_dict())
     deliver("check_run", completed(box.push(task_code("greet", defective=False), "fix")))
     assert store.load(ref).current_node == "review"
+
+
+def test_a_newer_push_of_the_branch_cancels_the_older_run(box):
+    hanging = box.push({".the-loop/ci.yaml": "name: tests\nrun: sleep 600\n"}, "hang")
+    newer = box.push({".the-loop/ci.yaml": "name: tests\nrun: 'true'\n"}, "quick")
+    assert box.ci.wait_run(newer).conclusion == "success"
+    old = box.ci.wait_run(hanging)
+    assert old.conclusion == "cancelled" and old.statuses[-1] == "completed"
+    [(_, _, done)] = [c for c in box.checks(hanging) if c[:2] == ("check_run", "completed")]
+    assert done["check_run"]["conclusion"] == "cancelled"
