@@ -95,7 +95,9 @@ _____________________________ TestX.test_in_class ______________________________
     def test_in_class(self):
 >       helper()
 
-helpers.py:3: AssertionError
+helpers.py:3: in helper
+    check()
+/usr/lib/python3.11/unittest/case.py:10: AssertionError
 =========================== short test summary info ============================
 FAILED tests/test_demo_greet.py::test_greet - AssertionError: assert 'Helo, Ada!' == 'Hello, Ada!'
 
@@ -130,7 +132,7 @@ def test_each_failing_test_is_found_at_its_line_in_its_own_file():
         # raised in demo_greet.py, but the test's own file has a line: that one
         ("tests/test_demo_greet.py", 9, "tests/test_demo_greet.py::test_boom",
          "ValueError: no"),
-        # no line in the test's file: the last one of its traceback, in its file
+        # no line in the test's file: the last one of its traceback in the checkout
         ("helpers.py", 3, "tests/test_demo_greet.py::TestX::test_in_class",
          "assert 1 == 2"),
     ]

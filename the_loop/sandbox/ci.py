@@ -36,7 +36,8 @@ Annotations (:func:`pytest_failures`, one ``failure`` annotation per failing tes
 most 50, GitHub's limit for one request) come from pytest's default output: each
 ``FAILED path::test - message`` / ``ERROR path[::test] - message`` line of its short test
 summary (``-r fE`` is pytest's default) gives the path, the test and the message; the
-line is the last ``path:LINE:`` line of that test's traceback section (``____ test
+line is the last ``path:LINE:`` line (a path in the checkout: not absolute, not
+``..``) of that test's traceback section (``____ test
 ____``, or ``____ ERROR collecting path ____``) that is in the test's own file, else the
 section's last such line in another file (the annotation then names that file), else
 line 1; a line without a message (a collection error's ``ERROR path``) takes the
@@ -49,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import queue
 import re
@@ -85,6 +87,8 @@ from the_loop.sandbox.fakegithub.store import ACTIONS_APP
 
 __all__ = ["CI_FILE", "CIConfig", "CIRun", "Failure", "Outcome", "SandboxCI",
            "log_tail", "parse_ci_config", "pytest_failures", "pytest_result", "run_script"]
+
+log = logging.getLogger(__name__)
 
 #: Where a repository declares its check.
 CI_FILE = ".the-loop/ci.yaml"
@@ -282,7 +286,7 @@ def pytest_failures(log: str) -> list[Failure]:
         if current is None:
             continue
         found = _LOCATION.match(line)
-        if found:
+        if found and not found["path"].startswith(("/", "..")):  # the checkout's files only
             sections[current].append((found["path"], int(found["line"])))
         elif (error := _RAISED.match(line)) and current not in raised:
             raised[current] = error["message"]
@@ -450,8 +454,10 @@ class SandboxCI:
             try:
                 self._take(run)
             except Exception:  # a run must never stop the CI; it completes as failure
-                self._finish(run, "failure", "the sandbox's CI failed",
-                             "The sandbox's CI could not run this check.", "")
+                log.exception("sandbox CI: the run of %s %s failed", run.repo, run.sha[:12])
+                with contextlib.suppress(Exception):
+                    self._finish(run, "failure", "the sandbox's CI failed",
+                                 "The sandbox's CI could not run this check.", "")
             finally:
                 with self._changed:
                     run.done.set()
