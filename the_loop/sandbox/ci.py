@@ -13,7 +13,8 @@ What a run does (one at a time, on the CI's own thread, never on a request's):
 
 1. GitHub Actions' check suite on the commit (``app.slug`` ``github-actions``) and a
    check run named ``name``, ``queued``: ``check_run.created`` is delivered (GitHub
-   sends it for a queued run too).
+   sends it for a queued run too; ``check_suite.requested`` goes only to the App whose
+   suite it is, here GitHub Actions itself, so it is not sent).
 2. The run goes ``in_progress`` (GitHub has no ``check_run`` action for that: nothing is
    delivered); the commit's tree is exported (``git archive``) into a new temporary
    directory, removed afterwards (a throwaway checkout: no ``.git``).

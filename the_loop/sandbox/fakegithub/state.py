@@ -437,8 +437,9 @@ class FakeGitHub(FakeStore, Transport):
                          annotations: Sequence[Mapping[str, Any]] | None = None,
                          ) -> Created:
         """The port's operation, plus ``text`` and ``annotations`` as
-        :meth:`create_check_run` takes them; annotations are added to the run's (GitHub:
-        "each update adds annotations, it does not replace them"). Raises as
+        :meth:`create_check_run` takes them; annotations are added to the run's (GitHub
+        docs, "Update a check run": "annotations are appended to the list of annotations
+        that already exist for the check run"). Raises as
         :meth:`create_check_run` does, and :class:`NotFound` for an unknown run."""
         with self.lock:
             r = self.repo(repo)
