@@ -99,6 +99,8 @@ DEFAULT_TIMEOUT = 300
 MAX_TIMEOUT = 21600
 #: Bytes of a run's log kept (the tail; the head is dropped beyond it).
 LOG_LIMIT = 4 * 1024 * 1024
+#: Runs :attr:`SandboxCI.runs` keeps (the oldest finished ones are forgotten).
+KEPT_RUNS = 200
 #: Failing tests listed in a summary.
 SUMMARY_FAILURES = 20
 
@@ -383,7 +385,7 @@ class SandboxCI:
         self.github = github
         self.workdir = workdir
         self.python = python
-        self.runs: list[CIRun] = []
+        self.runs: list[CIRun] = []  # oldest first, at most KEPT_RUNS finished ones
         self._queue: queue.Queue[CIRun | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -424,6 +426,10 @@ class SandboxCI:
                 if (older.repo, older.branch) == (run.repo, branch) and not older.done.is_set():
                     older.cancel.set()
             self.runs.append(run)
+            if len(self.runs) > KEPT_RUNS:  # forget the oldest finished ones
+                finished = [old for old in self.runs if old.done.is_set()]
+                for old in finished[:len(self.runs) - KEPT_RUNS]:
+                    self.runs.remove(old)
             self._changed.notify_all()
         self._queue.put(run)
 
