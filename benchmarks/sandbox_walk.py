@@ -15,7 +15,9 @@ Figures:
 - **agent**: the harness's own seconds, from each ``turn.completed`` event's
   ``agent_seconds`` (the demo agent: no model, so this is process start and file writes).
 - **CI**: the ``tests`` check runs' ``completed_at - started_at`` on the work item's
-  commits (the sandbox's CI running the repository's check), when there are any.
+  commits (the sandbox's CI running the repository's check on every push, beside
+  everything else); only those on a head ``verify-tests`` waited on are taken out of
+  the-loop's share (the others did not hold the work item up).
 - **person**: from the moment the driver saw the item waiting for a person to the moment
   its command returned (the driver polls every 50 ms; the command is a process).
 - **the-loop's own**: wall - agent - CI - person: the receiver, the worker's walks and
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
@@ -61,6 +64,8 @@ import _common as c  # noqa: E402
 REF = "github:sandbox/demo#1"
 USER = "octo-dev"
 WRITES = ("POST", "PATCH", "PUT", "DELETE")
+#: verify-tests' wait reason: the check and the (short) head it waits on.
+WAITED_ON = re.compile(r"waiting for check \S+ on ([0-9a-f]{7,40})")
 #: GitHub's secondary limits on content-creating requests, per minute and per hour.
 SECONDARY_PER_MINUTE, SECONDARY_PER_HOUR = 80, 500
 #: GitHub's primary limit of an installation (non-Enterprise), requests an hour.
@@ -113,6 +118,7 @@ def drive(run: Any, store: Any, graph: Any, *, quiet: float, timeout: float,
     steps: list[dict[str, Any]] = []
     person = 0.0
     acted: set[tuple[str, int, str]] = set()
+    waited_on: set[str] = set()
     t0 = time.monotonic()
     run.sandbox("issue", "create", "Add a login page", "--label", "the-loop")
     person += time.monotonic() - t0
@@ -127,6 +133,8 @@ def drive(run: Any, store: Any, graph: Any, *, quiet: float, timeout: float,
             time.sleep(0.05)
             continue
         node = graph.nodes.get(state.current_node)
+        for sha in WAITED_ON.findall(state.parked_reason or ""):
+            waited_on.add(sha)
         if state.status == Status.DONE:
             stopped = "done"
             break
@@ -160,14 +168,17 @@ def drive(run: Any, store: Any, graph: Any, *, quiet: float, timeout: float,
     end = time.monotonic() if stopped == "done" else last_progress
     state = store.load(REF)
     return {"stopped": stopped, "wall_s": round(end - t0, 2), "person_s": round(person, 2),
+            "waited_on": sorted(waited_on),
             "steps": steps, "node": state.current_node if state else None,
             "status": str(state.status) if state else None}
 
 
-def ci_seconds(run: Any, heads: list[str]) -> tuple[float, int]:
-    """Seconds the ``tests`` check runs on ``heads`` took, and how many there were (read
-    with an installation token the benchmark mints with the App's key, after the
-    request log was taken)."""
+def ci_seconds(run: Any, heads: list[str],
+               waited_on: list[str]) -> tuple[float, int, float]:
+    """Seconds the ``tests`` check runs on ``heads`` took, how many there were, and the
+    seconds of those on a head verify-tests waited on (``waited_on``: short shas; the
+    others ran beside the-loop's work, not in its way). Read with an installation token
+    the benchmark mints with the App's key, after the request log was taken."""
     from datetime import datetime
 
     import jwt
@@ -186,7 +197,7 @@ def ci_seconds(run: Any, heads: list[str]) -> tuple[float, int]:
     # The installation every sandbox delivery names (the_loop/sandbox/github.py).
     token = requests.post(f"{base}/app/installations/1/access_tokens", timeout=30,
                           headers={"Authorization": f"Bearer {app}"}).json()["token"]
-    total, count = 0.0, 0
+    total, count, waited = 0.0, 0, 0.0
     for sha in dict.fromkeys(heads):
         listed = requests.get(f"{base}/repos/sandbox/demo/commits/{sha}/check-runs",
                               params={"check_name": "tests", "filter": "all"}, timeout=30,
@@ -199,7 +210,9 @@ def ci_seconds(run: Any, heads: list[str]) -> tuple[float, int]:
             if check.get("name") == "tests" and began and ended:
                 total += ended - began
                 count += 1
-    return round(total, 2), count
+                if any(sha.startswith(short) for short in waited_on):
+                    waited += ended - began
+    return round(total, 2), count, round(waited, 2)
 
 
 def measure(*, auto_merge: bool, quiet: float, timeout: float,
@@ -237,7 +250,9 @@ def measure(*, auto_merge: bool, quiet: float, timeout: float,
                 events = store.events(REF)
                 completed = [e.data for e in events if e.type == "turn.completed"]
                 heads = [str(t["head_sha"]) for t in completed if t.get("head_sha")]
-                ci, ci_runs = ci_seconds(run, heads)
+                heads += [sha for name, sha in run.show("1")["branches"].items()
+                          if name != "main"]
+                ci_all, ci_runs, ci = ci_seconds(run, heads, timeline["waited_on"])
     finally:
         _cleanup(ns)
     agent = round(sum(float(t.get("agent_seconds") or 0) for t in completed), 2)
@@ -247,7 +262,7 @@ def measure(*, auto_merge: bool, quiet: float, timeout: float,
     return {
         "benchmark": "sandbox_walk", "auto_merge": auto_merge, **timeline,
         "turns": len(completed), "agent_s": agent, "turns_s": turn_s,
-        "turns_own_s": round(turn_s - agent, 2), "ci_s": ci, "ci_runs": ci_runs,
+        "turns_own_s": round(turn_s - agent, 2), "ci_s": ci, "ci_all_s": ci_all, "ci_runs": ci_runs,
         "the_loop_own_s": own,
         "the_loop_own_share": round(own / timeline["wall_s"], 3) if timeline["wall_s"] else None,
         "events": len(events), "github": calls, "work_items_per_hour": per_hour(calls),
@@ -277,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     for s in figures["steps"]:
         print(f"  +{s['at']:7.2f} s  {s['node']}: {s['action']}")
     print(f"wall {figures['wall_s']} s = agent {figures['agent_s']} s ({figures['turns']} "
-          f"turns) + CI {figures['ci_s']} s ({figures['ci_runs']} runs) + person "
+          f"turns) + CI waited on {figures['ci_s']} s (of {figures['ci_all_s']} s in "
+          f"{figures['ci_runs']} runs) + person "
           f"{figures['person_s']} s + the-loop's own {figures['the_loop_own_s']} s "
           f"({100 * (figures['the_loop_own_share'] or 0):.0f}%); turns' own part "
           f"{figures['turns_own_s']} s of {figures['turns_s']} s")
