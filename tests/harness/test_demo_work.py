@@ -82,3 +82,21 @@ def test_the_demo_agent_writes_the_task_its_turn_names(tmp_path):
     assert sorted(str(p.relative_to(work)) for p in work.rglob("*") if p.is_file()) == [
         "demo_shout.py", "tasks/shout.md", "tests/test_demo_shout.py"]
     assert pytest_in(work).returncode == 0
+
+
+def test_the_plans_repair_after_its_waves_fixes_the_defect_on_the_merged_branch(tmp_path):
+    # The waves merged every task's work into one checkout; the CI failed there and the
+    # node's own session (no task) is given the check's block.
+    for t in ("greet", "shout", "banner"):
+        do_work(task_prompt(t), None, tmp_path, task=t)
+    assert pytest_in(tmp_path).returncode == 1
+    state = do_work("Your work: the implementation.\n" + CI_BLOCK, None, tmp_path)
+    passed = pytest_in(tmp_path)
+    assert passed.returncode == 0, passed.stdout
+    assert "3 passed" in passed.stdout
+    assert not (tmp_path / "IMPLEMENTED.md").exists() and state["fixed"]
+    # Without the CI's block, a first turn with no artifact writes IMPLEMENTED.md as before.
+    other = tmp_path / "other"
+    other.mkdir()
+    do_work("Your work: the implementation.\n", None, other)
+    assert (other / "IMPLEMENTED.md").is_file()
