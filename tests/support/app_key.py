@@ -26,12 +26,15 @@ def new_app_key() -> str:
 APP_KEY_PEM = new_app_key()
 
 
-def app_jwt(iss: int | str = 1, *, key: str = APP_KEY_PEM, now: float | None = None,
-            iat: float = -60, exp: float = 540, **claims: Any) -> str:
+def app_jwt(iss: int | str | None = 1, *, key: str = APP_KEY_PEM, now: float | None = None,
+            iat: float | None = -60, exp: float | None = 540, **claims: Any) -> str:
     """A JWT of App ``iss`` signed RS256 with ``key``: ``iat`` and ``exp`` are seconds from
-    ``now`` (default: the clock), ``claims`` added or replacing (``None`` drops one)."""
+    ``now`` (default: the clock), ``claims`` added or replacing; a ``None`` claim is left
+    out."""
     at = int(time.time() if now is None else now)
-    body: dict[str, Any] = {"iss": str(iss), "iat": at + int(iat), "exp": at + int(exp)}
+    body: dict[str, Any] = {"iss": None if iss is None else str(iss),
+                            "iat": None if iat is None else at + int(iat),
+                            "exp": None if exp is None else at + int(exp)}
     body.update(claims)
     return jwt.encode({k: v for k, v in body.items() if v is not None}, key,
                       algorithm="RS256")
