@@ -49,7 +49,7 @@ def test_an_agents_turn_sees_none_of_the_sandboxs_credentials(tmp_path: Path) ->
              runner_env["THE_LOOP_SIGNING_KEY_FILE"]]
     assert box.user_token in prepared.stdout  # make run prints it (the git remote)
 
-    settings = Settings.from_env(runner_env, process="runner")
+    settings = Settings.from_env(runner_env, process="worker")  # as `the-loop runner` reads them
     setup = TurnSetup(settings.harness, settings.runner, runner_env)
     order = TurnOrder("t", "github:sandbox/demo#1", "requirements", 1, 1, 5, "s")
     env = environment(setup, order, "s", None, tmp_path / "result.json")

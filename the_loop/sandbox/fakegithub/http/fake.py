@@ -15,7 +15,7 @@ import string
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 import jwt
 from cryptography.hazmat.primitives import serialization
@@ -515,6 +515,6 @@ class HttpFakeState(FakeGitHub):
         return None
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[float]:
     """Whether a JWT claim is a number (a JSON number: not a boolean, not a string)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
