@@ -105,8 +105,8 @@ def stop_acting(_exc: BaseException | None) -> None:
 
 def bad_credentials() -> Response:
     """GitHub's 401 for a token it does not know: ``{"message": "Bad credentials",
-    "documentation_url", "status": "401"}`` (the REST API's answer; "Troubleshooting the
-    REST API": "401 Bad credentials")."""
+    "documentation_url", "status": "401"}``, as api.github.com answers it (its error
+    bodies carry the status as a string; the OpenAPI description's ``basic-error``)."""
     resp = jsonify({"message": "Bad credentials", "documentation_url": DOCS, "status": "401"})
     resp.status_code = 401
     return resp
