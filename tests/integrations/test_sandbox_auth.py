@@ -28,6 +28,7 @@ import pytest
 import requests
 
 from tests.e2e.test_end_to_end import wait_until
+from tests.integrations.test_sandbox_deliveries import SECRET, receiver
 from tests.support.app_key import app_jwt, new_app_key
 from the_loop.sandbox import directory as sandbox_dir
 from the_loop.sandbox.fakegithub.http import serve
@@ -64,7 +65,7 @@ class Served:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
-    box = build(tmp_path / "sandbox", user=USER, webhook_url=None, secret="s",
+    box = build(tmp_path / "sandbox", user=USER, webhook_url=None, secret=SECRET,
                 base_url="http://127.0.0.1")
     key = (tmp_path / "sandbox" / sandbox_dir.APP_KEY).read_text()
     with box.github.acting_as(USER):
@@ -204,10 +205,19 @@ def test_a_persons_git_credentials_clone_and_their_push_is_delivered_as_theirs(
     (checkout / "notes.md").write_text("a person's change\n")
     git("add", ".", cwd=checkout)
     git("commit", "-qm", "notes", cwd=checkout)
-    git("push", "-q", "origin", "HEAD:refs/heads/octo-notes", cwd=checkout)
-    push = wait_until(lambda: next((d for d in served.fake.deliveries if d.event == "push"),
-                                   None), timeout=20, what="the push delivery")
-    assert push.sender == USER
+    hook, got, receiving = receiver()
+    served.fake.webhook_url = hook
+    served.fake.start_delivering()
+    try:
+        git("push", "-q", "origin", "HEAD:refs/heads/octo-notes", cwd=checkout)
+        push = wait_until(lambda: next((p for h, p in got if h["X-Github-Event"] == "push"),
+                                       None), timeout=20, what="the push delivery")
+    finally:
+        served.fake.stop_delivering()
+        receiving.shutdown()
+    assert push["sender"]["login"] == USER and push["sender"]["type"] == "User"
+    assert push["pusher"]["name"] == USER
+    assert push["ref"] == "refs/heads/octo-notes"
     assert served.fake.branches(DEMO_REPO)["octo-notes"] == git(
         "rev-parse", "HEAD", cwd=checkout).stdout.strip()
 
