@@ -138,7 +138,7 @@ def test_git_http_needs_a_token_the_fake_issued(served) -> None:
     assert anonymous.headers["WWW-Authenticate"] == 'Basic realm="GitHub"'
     assert requests.get(info, auth=("x-access-token", "ghs_forged"), timeout=10).status_code \
         == 401
-    token, _ = fake.issue_token(5)
+    token = fake.issue_token(5)
     ok = requests.get(info, auth=("x-access-token", token), timeout=10)
     assert ok.status_code == 200
     assert ok.headers["Content-Type"] == "application/x-git-upload-pack-advertisement"

@@ -60,7 +60,8 @@ def access_token(installation_id: int) -> Response:
             return not_found()
         if gh.is_suspended(installation_id):
             return error(403, "This installation has been suspended")
-        token, until = gh.issue_token(installation_id)
+        token = gh.issue_token(installation_id)
+        until = gh.token_expires(token) or gh.clock()
     expires = datetime.fromtimestamp(until, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return created(jsonify(
         {

@@ -405,21 +405,22 @@ class HttpFakeState(FakeGitHub):
         with self.lock:
             return installation_id in self._suspended
 
-    def issue_token(self, installation_id: int) -> tuple[str, float]:
+    def issue_token(self, installation_id: int) -> str:
         """A new installation token (``ghs_`` and 36 random alphanumerics) for
-        ``installation_id``, recorded in :attr:`token_requests`.
-
-        Returns:
-            ``(token, expires)``: when it expires (epoch seconds of :attr:`clock`),
-            :attr:`installation_token_ttl` from now.
-        """
+        ``installation_id``, valid :attr:`installation_token_ttl` seconds from now
+        (:meth:`token_expires`), recorded in :attr:`token_requests`."""
         with self.lock:
             token = new_token("ghs_")
-            expires = self.clock() + self.installation_token_ttl
             self._issued[token] = installation_id
-            self._expires[token] = expires
+            self._expires[token] = self.clock() + self.installation_token_ttl
             self._token_requests.append(installation_id)
-            return token, expires
+            return token
+
+    def token_expires(self, token: str) -> float | None:
+        """When installation token ``token`` expires (epoch seconds of :attr:`clock`), or
+        ``None`` for a token the fake did not issue (or revoked)."""
+        with self.lock:
+            return self._expires.get(token)
 
     def first_served(self, etag: str) -> datetime:
         """When a body with ``etag`` was first served (now, to the second, the first
