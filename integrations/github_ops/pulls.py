@@ -19,7 +19,6 @@ from integrations.github_ops.params import (
 )
 from integrations.github_ops.transport import RestTransport
 
-
 #: The GraphQL mutation of :meth:`PullRequestOperations.mark_pull_request_ready`: the
 #: names are GitHub's published schema's (``markPullRequestReadyForReview``, its input
 #: ``MarkPullRequestReadyForReviewInput.pullRequestId``, its payload's ``pullRequest``;

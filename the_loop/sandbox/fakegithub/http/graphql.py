@@ -28,7 +28,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from flask import Blueprint, Response, g, jsonify, request
+from flask import Blueprint, Response, g, jsonify
 from graphql import GraphQLError, GraphQLSchema, build_schema, graphql_sync
 
 from graph.ports import IntegrationError, NotFound
