@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import logging
 import urllib.parse
+from typing import cast
 
 from graph import pull_body
 from graph.effects import HookEffects, digest
 from graph.model import WorkItem
-from graph.ports import GitHub
+from graph.ports import GitHub, Integration
 from graph.state import WorkItemState
 from workers.routes.agent import Agent
 
@@ -76,7 +77,8 @@ def keep_pull_body(agent: Agent, item: WorkItem, github: GitHub, state: WorkItem
         if changed:
             effect = f"{item.ref}/{pull_body.PULL_BODY}"
             outbox = HookEffects(state, agent.store, effect)
-            outbox.github(github, effect=effect, in_place=True).update_pull_request(
+            outbox.github(cast(Integration, github), effect=effect,
+                          in_place=True).update_pull_request(
                 repo=item.repository, number=number, body=body)
     except Exception as exc:  # noqa: BLE001  (logged and recorded; never stops the item)
         log.warning("pull request body of %s not kept (%s)", item.ref, type(exc).__name__)

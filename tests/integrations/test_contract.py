@@ -37,9 +37,9 @@ import responses
 from responses import matchers
 
 import integrations
-from integrations.github_ops.pulls import MARK_READY
 from integrations.github import GitHubApi, GitHubClients, GitHubSettings
 from integrations.github_cli import GitHubCli
+from integrations.github_ops.pulls import MARK_READY
 from integrations.jira import JiraApi, JiraCli
 from integrations.providers import TRANSPORTS
 from integrations.slack import SlackSdk, SlackWebhook
