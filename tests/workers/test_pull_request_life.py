@@ -27,6 +27,7 @@ from foundation.inbox.keys import SHARED_INBOX
 from foundation.settings import WorkerSettings
 from foundation.turns import TurnContext, TurnKeys, TurnRecords
 from graph.markers import marker
+from graph.ports import IntegrationError
 from graph.work import TurnEnded, TurnOrder
 from runner.service import TurnRunner
 from tests.conftest import act_as, gh_label, load_payload
@@ -66,7 +67,10 @@ def graph_without_ci(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def loop(redis_ns, tmp_path):
-    gh = FakeGitHub()
+    return build(redis_ns, tmp_path, FakeGitHub())
+
+
+def build(redis_ns, tmp_path, gh: FakeGitHub) -> SimpleNamespace:
     gh.add_repo(REPO, default_branch="master")
     gh.add_file(REPO, ".the-loop/collaborators.yaml", COLLABORATORS, ref="master")
     settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
@@ -218,3 +222,31 @@ def test_an_approvers_changes_requested_review_sends_the_work_back(loop):
             review(loop, number, "Codertocat", "changes_requested"))
     state = loop.store.load(REF)
     assert state.current_node == "implementation"
+
+
+class RefusingReviewers(FakeGitHub):
+    """GitHub's answer to a review request naming someone who is not a collaborator."""
+
+    def request_reviewers(self, repo: str, number: int, reviewers: list[str],
+                          team_reviewers: list[str] | None = None) -> Any:
+        raise IntegrationError(
+            "github request-reviewers: HTTP 422", integration="github",
+            op="request-reviewers", status=422,
+            reason="Reviews may only be requested from collaborators. One or more of the "
+                   "users or teams you specified is not a collaborator of the "
+                   f"{REPO} repository.")
+
+
+def test_a_refused_review_request_is_a_note_not_a_failure(redis_ns, tmp_path):
+    loop = build(redis_ns, tmp_path, RefusingReviewers())
+    number = at_review(loop)
+    state = loop.store.load(REF)
+    assert (state.current_node, str(state.status)) == ("review", "waiting")
+    assert loop.gh.repo(REPO).pulls[number]["draft"] is False
+    [status] = [c["body"] for c in loop.gh.comments(REPO, 1)
+                if c["body"].rstrip().endswith(marker(f"{REF}/status"))]
+    assert ("Note: mark-ready: GitHub refused the review request (HTTP 422: Reviews may "
+            "only be requested from collaborators.") in status
+    # The review request comment still asks, and an approval still decides.
+    deliver(loop, "pull_request_review", review(loop, number, "Codertocat"))
+    assert loop.store.load(REF).current_node == "done"
