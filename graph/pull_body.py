@@ -44,7 +44,7 @@ def _cell(text: Any, limit: int = 120) -> str:
     return provider_text(str(text), limit).replace("|", "\\|") or " "
 
 
-def render(ref: str, *, kind: str, number: int, phase: str | None = None,
+def render(ref: str, *, kind: str, number: int,
            artifacts: Sequence[tuple[str, str | None]] = (),
            tasks: Sequence[Mapping[str, Any]] = ()) -> str:
     """The region, markers included.
@@ -52,17 +52,18 @@ def render(ref: str, *, kind: str, number: int, phase: str | None = None,
     Args:
         ref: the work item (``github:OWNER/REPO#N``).
         kind, number: the work item's kind (``issue``, ``pull_request``) and number.
-        phase: the phase it is at, or ``None`` (not shown).
         artifacts: ``(path, url or None)`` of each artifact written so far.
         tasks: the plan's rows ``{id, title, wave, depends_on, status}``, in order.
 
     Returns:
-        Markdown: the lead line, the closing keyword, the artifacts, the task table.
+        Markdown: the lead line, the closing keyword, the artifacts, the task table. The
+        phase is not in it (the ``phase:`` label and the status comment show it): a
+        region that changes only with the artifacts and the tasks costs fewer writes.
     """
     lines = [begin_marker(ref),
-             f"The work of the-loop's agent for #{number}, pushed turn by turn; the-loop "
-             "keeps it a draft while it works"
-             + (f" (phase `{phase}`)." if phase else "."), "",
+             f"The work of the-loop's agent for #{number}, pushed turn by turn: a draft "
+             "while the agent works, marked ready for review when the implementation "
+             "passes its checks.", "",
              closing_line(kind, number)]
     if artifacts:
         lines += ["", "**Artifacts**", ""]

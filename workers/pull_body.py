@@ -2,7 +2,7 @@
 
 The runner opens the pull request with the-loop's marked region in its body
 (:func:`graph.pull_body.render`); here that region is brought up to date from the work
-item's state: the phase, the artifacts its nodes have written (links to them on the work
+item's state: the artifacts its nodes have written (links to them on the work
 item's branch) and the task table of its plan with each task's status
 (:func:`graph.pull_body.plan_rows`). Text a person wrote outside the markers is kept
 (:func:`graph.pull_body.splice`).
@@ -58,10 +58,8 @@ def keep_pull_body(agent: Agent, item: WorkItem, github: GitHub, state: WorkItem
                for name in (*node.produces, *([node.plan] if node.plan else ()))
                if state.outcomes.get(node.id)]
     paths = list(dict.fromkeys(f"{item.spec_dir.rstrip('/')}/{name}" for _, name in written))
-    node = graph.nodes.get(state.current_node)
-    phase = node.phase if node is not None else None
     rows = pull_body.plan_rows(state.plan)
-    shown = digest(repr((item.kind, item.id, phase, branch, paths, rows)))
+    shown = digest(repr((item.kind, item.id, branch, paths, rows)))
     if workspace.get("pull_body") == shown:
         return False
     try:
@@ -70,7 +68,7 @@ def keep_pull_body(agent: Agent, item: WorkItem, github: GitHub, state: WorkItem
         artifacts = [(path, f"{base}/blob/{urllib.parse.quote(branch, safe='/')}/"
                             f"{urllib.parse.quote(path, safe='/')}" if base and branch
                       else None) for path in paths]
-        region = pull_body.render(item.ref, kind=item.kind, number=item.id, phase=phase,
+        region = pull_body.render(item.ref, kind=item.kind, number=item.id,
                                   artifacts=artifacts, tasks=rows)
         body = pull_body.splice(current.get("body"), region, item.ref)
         changed = body != (current.get("body") or "")
