@@ -131,7 +131,8 @@ class RestTransport(Transport):
         * a write waits for its slot (:meth:`WriteThrottle.acquire`) and drops what it
           may change from the memo; any request that counts against the primary rate
           limit waits as :meth:`WriteThrottle.pace` says, and every answer's
-          ``x-ratelimit-*`` headers are kept (:meth:`WriteThrottle.observe`);
+          ``x-ratelimit-*`` headers are kept (:meth:`WriteThrottle.observe`) when they
+          are the ``core`` resource's (a GraphQL answer's are ``graphql``'s);
         * every request is counted (:func:`integrations.metrics.observe_request`).
 
         Failures: 401/403 and rate limits are logged as warnings, 404 at info (a
@@ -165,7 +166,11 @@ class RestTransport(Transport):
             raise
         metrics.observe_request(self.installation_label, op, method, reply.status,
                                 reply.headers)
-        if self.throttle is not None:
+        if self.throttle is not None and reply.headers.get("x-ratelimit-resource",
+                                                           "core") == "core":
+            # Only the REST API's primary limit is kept: GraphQL ("graphql", counted in
+            # points) and search have budgets of their own ("Rate limits for the REST
+            # API": x-ratelimit-resource), which must not stand for the core one.
             self.throttle.observe(bucket, reply.headers)
         if method == "GET":
             if reply.status == 304 and cached is not None:

@@ -9,6 +9,7 @@ and team slugs, and GitHub's 422 is a refusal with its message."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from responses import matchers
 from graph.ports import IntegrationError, NotFound
 from integrations.github import GitHubClients
 from integrations.github_ops.pulls import MARK_READY
+from integrations.throttle import WriteThrottle
 from tests.integrations.test_github_api import REPO, TOKEN, assert_shape, fast, pull_json
 
 GITHUB = "https://api.github.com:443"
@@ -138,3 +140,21 @@ def test_a_reviewer_who_is_no_collaborator_is_refused_with_githubs_reason():
 def test_nobody_to_request_is_a_bad_call():
     with pytest.raises(IntegrationError, match="at least one login"):
         api().call("request-reviewers", repo=REPO, number=9, reviewers=[], team_reviewers=[])
+
+
+@responses.activate
+def test_a_graphql_answers_rate_limit_is_not_taken_for_the_rest_apis(redis_ns):
+    """GraphQL has its own budget (``x-ratelimit-resource: graphql``): its headers leave
+    the primary (``core``) budget the throttle paces on as the REST answers left it."""
+    throttle = WriteThrottle(redis_ns.client, redis_ns.prefix, sleep=lambda _s: None)
+    client = GitHubClients(fast(token=TOKEN), throttle=throttle).for_installation(None)
+    reset = str(int(time.time()) + 600)
+    responses.get(f"{GITHUB}/repos/{REPO}/pulls/9",
+                  json=pull_json(9) | {"node_id": "PR_kwDOA9"},
+                  headers={"x-ratelimit-remaining": "4000", "x-ratelimit-limit": "5000",
+                           "x-ratelimit-reset": reset, "x-ratelimit-resource": "core"})
+    responses.post(f"{GITHUB}/graphql", json=ready(),
+                   headers={"x-ratelimit-remaining": "3", "x-ratelimit-limit": "5000",
+                            "x-ratelimit-reset": reset, "x-ratelimit-resource": "graphql"})
+    client.call("mark-pull-request-ready", repo=REPO, number=9)
+    assert throttle.budget("token") == (4000, int(reset), 5000)
