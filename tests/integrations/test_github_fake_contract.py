@@ -381,7 +381,8 @@ def test_check_run_operations(env: Env) -> None:
     assert [r["id"] for r in only["check_runs"]] == [other["id"]]
     stored = {c["id"]: c for c in fake.check_runs(REPO)}
     assert stored[created["id"]]["output"] == {"title": "blocked",
-                                               "summary": "design.md lacks a section"}
+                                               "summary": "design.md lacks a section",
+                                               "text": None}
     assert fake.actions == [
         f"{REPO}:create-check-run:the-loop",
         f"{REPO}:create-check-run:lint",

@@ -46,6 +46,7 @@ Seeding (records no action): :meth:`~FakeGitHub.add_repo`, :meth:`~FakeGitHub.ad
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from graph.ports import (
@@ -91,7 +92,8 @@ from the_loop.sandbox.fakegithub.store import BASE_PERMISSION, FakeStore, Repo, 
 
 # The git helpers and the state's parts live in ``git`` and ``store``; they stay importable
 # from here, where the tests and the sandbox have always taken them.
-__all__ = ["BASE_PERMISSION", "GIT", "GIT_TIMEOUT", "FakeGitError", "FakeGitHub", "Repo",
+__all__ = ["ANNOTATIONS_PER_REQUEST", "BASE_PERMISSION", "GIT", "GIT_TIMEOUT", "OUTPUT_LIMIT",
+           "FakeGitError", "FakeGitHub", "Repo", "annotation",
            "blob_sha", "commit_files", "git_env", "now", "run_git", "seed_git_repo"]
 
 
@@ -463,32 +465,66 @@ class FakeGitHub(FakeStore, Transport):
     def create_check_run(self, repo: str, head_sha: str, name: str, status: str,
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None,
-                         details_url: str | None = None) -> Created:
+                         details_url: str | None = None, *, text: str | None = None,
+                         annotations: Sequence[Mapping[str, Any]] | None = None,
+                         check_suite_id: int | None = None,
+                         external_id: str = "") -> Created:
+        """The port's operation, plus what "Create a check run" also takes: ``text``
+        (``output.text``) and ``annotations`` (``output.annotations``, see
+        :func:`annotation`); ``check_suite_id`` puts the run in that suite (the sandbox's
+        CI makes GitHub Actions' suite first), else in the fake's own App's suite on
+        ``head_sha`` (made on first use, as GitHub does).
+
+        Raises:
+            IntegrationError: 422 for a status GitHub refuses, ``completed`` without a
+                conclusion, a summary or text over 65535 characters, or an annotation
+                GitHub refuses (more than 50 a request, a field missing or wrong).
+        """
         run: dict[str, Any] = {"id": 0, "name": name, "head_sha": head_sha, "status": "queued",
-                               "conclusion": None, "output": {"title": None, "summary": None},
-                               "details_url": details_url}
-        self._check_fields("create-check-run", run, status, conclusion, title, summary)
+                               "conclusion": None,
+                               "output": {"title": None, "summary": None, "text": None},
+                               "annotations": [], "details_url": details_url,
+                               "external_id": external_id, "started_at": None,
+                               "completed_at": None, "check_suite_id": None, "app": ""}
+        self._check_fields("create-check-run", run, status, conclusion, title, summary, text,
+                           annotations)
         with self.lock:
             r = self.repo(repo)
-            run["id"] = self.next_id()
+            if check_suite_id is not None and check_suite_id in r.check_suites:
+                suite = r.check_suites[check_suite_id]
+            else:
+                suite = self.check_suite_for(r, head_sha, self.app_info("")["slug"])
+            run.update(id=self.next_id(), check_suite_id=suite["id"], app=suite["app"])
             r.check_runs[run["id"]] = run
+            self.refresh_suite(r, suite["id"])
             self.record(f"{r.full_name}:create-check-run:{name}")
         return {"id": run["id"]}
 
     def update_check_run(self, repo: str, check_run_id: int, status: str | None = None,
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None,
-                         details_url: str | None = None) -> Created:
+                         details_url: str | None = None, *, text: str | None = None,
+                         annotations: Sequence[Mapping[str, Any]] | None = None,
+                         ) -> Created:
+        """The port's operation, plus ``text`` and ``annotations`` as
+        :meth:`create_check_run` takes them; annotations are added to the run's (GitHub
+        docs, "Update a check run": "annotations are appended to the list of annotations
+        that already exist for the check run"). Raises as
+        :meth:`create_check_run` does, and :class:`NotFound` for an unknown run."""
         with self.lock:
             r = self.repo(repo)
             run = r.check_runs.get(check_run_id)
             if run is None:
                 raise _not_found("update-check-run", "check run")
-            updated = {**run, "output": dict(run["output"])}
-            self._check_fields("update-check-run", updated, status, conclusion, title, summary)
+            updated = {**run, "output": dict(run["output"]),
+                       "annotations": list(run["annotations"])}
+            self._check_fields("update-check-run", updated, status, conclusion, title,
+                               summary, text, annotations)
             if details_url is not None:
                 updated["details_url"] = details_url
             run.update(updated)
+            if run.get("check_suite_id") in r.check_suites:
+                self.refresh_suite(r, run["check_suite_id"])
             self.record(f"{r.full_name}:update-check-run:{check_run_id}")
         return {"id": check_run_id}
 
@@ -501,17 +537,87 @@ class FakeGitHub(FakeStore, Transport):
 
     @staticmethod
     def _check_fields(op: str, run: dict[str, Any], status: str | None,
-                      conclusion: str | None, title: str | None, summary: str | None) -> None:
+                      conclusion: str | None, title: str | None, summary: str | None,
+                      text: str | None = None,
+                      annotations: Sequence[Mapping[str, Any]] | None = None) -> None:
+        was = run["status"]
         if status is not None:
             if status not in CHECK_STATUSES:
-                raise _refused(op, 422, f"status {status!r} is not a check run status")
+                raise _refused(op, 422, "status is not a check run status (queued, "
+                              "in_progress, completed)")
             run["status"] = status
         if conclusion is not None:
             run["conclusion"], run["status"] = conclusion, "completed"
         if run["status"] == "completed" and not run["conclusion"]:
             raise _refused(op, 422, '"conclusion" wasn\'t supplied')
-        if title is not None or summary is not None:
-            run["output"] = {"title": title, "summary": summary}
+        for field, value in (("summary", summary), ("text", text)):
+            if value is not None and len(value) > OUTPUT_LIMIT:
+                raise _refused(op, 422, f"output.{field} is longer than the maximum of "
+                               f"{OUTPUT_LIMIT} characters")
+        if title is not None or summary is not None or text is not None:
+            run["output"] = {"title": title, "summary": summary, "text": text}
+        if annotations:
+            if len(annotations) > ANNOTATIONS_PER_REQUEST:
+                raise _refused(op, 422, f"at most {ANNOTATIONS_PER_REQUEST} annotations a "
+                               "request")
+            run["annotations"] = [*run["annotations"],
+                                  *(annotation(op, a) for a in annotations)]
+        # GitHub sets started_at when the run is created (a queued one too), and again
+        # when it starts; completed_at when it completes.
+        stamp = now()
+        if not run.get("started_at") or (was == "queued" and run["status"] != "queued"):
+            run["started_at"] = stamp
+        if run["status"] == "completed" and not run.get("completed_at"):
+            run["completed_at"] = stamp
+
+
+#: GitHub's limit on a check run's ``output.summary`` and ``output.text`` ("Create a check
+#: run": "Maximum length: 65535 characters").
+OUTPUT_LIMIT = 65535
+#: Annotations one create or update may add ("The Checks API limits the number of
+#: annotations to a maximum of 50 per API request").
+ANNOTATIONS_PER_REQUEST = 50
+#: ``annotation_level`` values GitHub takes.
+ANNOTATION_LEVELS = frozenset({"notice", "warning", "failure"})
+
+
+def annotation(op: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """One check run annotation as GitHub stores it (the shape "List check run
+    annotations" answers, less ``blob_href``): ``path``, ``start_line``, ``end_line``,
+    ``annotation_level`` and ``message`` required; ``start_column``, ``end_column``,
+    ``title``, ``raw_details`` ``None`` when not given.
+
+    Raises:
+        IntegrationError: 422 naming the missing or wrong field.
+    """
+    def bad(field: str) -> IntegrationError:
+        return _refused(op, 422, f"annotation {field} is missing or invalid")
+
+    if not isinstance(given, Mapping):
+        raise bad("object")
+    for field in ("path", "message"):
+        if not isinstance(given.get(field), str) or not given[field]:
+            raise bad(field)
+    for field in ("start_line", "end_line"):
+        value = given.get(field)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise bad(field)
+    if given["end_line"] < given["start_line"]:
+        raise bad("end_line")
+    if given.get("annotation_level") not in ANNOTATION_LEVELS:
+        raise bad("annotation_level")
+    for field in ("start_column", "end_column"):
+        value = given.get(field)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise bad(field)
+    for field in ("title", "raw_details"):
+        if given.get(field) is not None and not isinstance(given[field], str):
+            raise bad(field)
+    return {"path": given["path"], "start_line": given["start_line"],
+            "end_line": given["end_line"], "start_column": given.get("start_column"),
+            "end_column": given.get("end_column"),
+            "annotation_level": given["annotation_level"], "title": given.get("title"),
+            "message": given["message"], "raw_details": given.get("raw_details")}
 
 
 if TYPE_CHECKING:  # mypy checks that the fake implements the port

@@ -46,8 +46,8 @@ every route shares: errors, validation answers, auth helpers, pagination),
 (installation tokens, the App, the manifest flow), :mod:`.users`, :mod:`.oauth`,
 :mod:`.repos`, :mod:`.pulls` (pull requests, files, requested reviewers, reviews),
 :mod:`.issues` (labels, comments, reactions), :mod:`.contents` (contents, blobs),
-:mod:`.checks` (check runs), :mod:`.graphql` (GraphQL's two mutations, at ``/graphql`` and
-``/api/graphql``), :mod:`.git` (git smart HTTP) -- and :mod:`.serving`
+:mod:`.checks` (check runs and suites), :mod:`.graphql` (GraphQL's two mutations, at
+``/graphql`` and ``/api/graphql``), :mod:`.git` (git smart HTTP) -- and :mod:`.serving`
 (``serve``, ``main``).
 """
 
@@ -93,7 +93,10 @@ ENDPOINTS = (
     "GET    /repos/{owner}/{repo}/collaborators/{username}/permission",
     "POST   /repos/{owner}/{repo}/check-runs",
     "PATCH  /repos/{owner}/{repo}/check-runs/{check_run_id}",
+    "GET    /repos/{owner}/{repo}/check-runs/{check_run_id}",
     "GET    /repos/{owner}/{repo}/commits/{ref}/check-runs",
+    "GET    /repos/{owner}/{repo}/check-suites/{check_suite_id}",
+    "GET    /repos/{owner}/{repo}/commits/{ref}/check-suites",
     "GET    /user",
     "GET    /user/memberships/orgs/{org}",
     "GET    /orgs/{org}/teams/{team_slug}/memberships/{username}",
