@@ -10,9 +10,12 @@ review it, as GitHub's Copilot coding agent hands its pull request over when it 
   "Request reviewers for a pull request"): a ``github:`` login as one of ``reviewers``,
   an ``org/team`` entry as one of ``team_reviewers`` (its slug; only a team of the
   repository's owner can be asked). The accounts the-loop writes as are left out
-  (GitHub refuses a review request from the pull request's author, the App's bot). A 422
-  (someone who is not a collaborator) is a note of the status comment, never a failure:
-  the review request comment and ``/approve`` still work.
+  (GitHub refuses a review request from the pull request's author, the App's bot). GitHub
+  refuses the whole request (422, "Reviews may only be requested from collaborators. One
+  or more of the users or teams you specified is not a collaborator of the ...
+  repository.") when one of them cannot review: then each is asked alone, and each one
+  refused is a note of the status comment, never a failure (the review request comment
+  and ``/approve`` still work).
 
 Both writes go through the outbox under this hook's effect ids, once per node visit: a
 redelivery writes nothing again. Only the work item's own draft pull request (an issue
@@ -102,20 +105,31 @@ def mark_ready(ctx: HookContext) -> HookResult:
              for entry in skipped]
     requested: list[str] = []
     requested_teams: list[str] = []
-    if logins or teams:
+    # GitHub refuses the whole request (422) when one name cannot review; then each is
+    # asked alone, so one person who is not a collaborator does not keep the others
+    # from being asked.
+    batches = [(logins, teams)]
+    while batches:
+        names, slugs = batches.pop(0)
+        if not names and not slugs:
+            continue
         try:
-            asked = github.request_reviewers(repo=repo, number=number, reviewers=logins,
-                                             team_reviewers=teams or None)
-            requested, requested_teams = list(asked["requested"]), list(asked.get("teams")
-                                                                        or ())
+            asked = github.request_reviewers(repo=repo, number=number, reviewers=names,
+                                             team_reviewers=slugs or None)
+            requested, requested_teams = (list(asked["requested"]),
+                                          list(asked.get("teams") or ()))
         except IntegrationError as exc:
             if exc.retriable or exc.status != 422:
                 raise
+            if len(names) + len(slugs) > 1:
+                batches = [([n], []) for n in names] + [([], [t]) for t in slugs]
+                continue
+            who = f"@{names[0]}" if names else f"team `{slugs[0]}`"
             log.info("review request on %s#%d refused: %s", repo, number, exc.summary(repo))
             notes.append(Message(
-                "GitHub refused the review request (HTTP 422"
+                f"GitHub refused to request a review from {who} (HTTP 422"
                 + (f": {exc.reason}" if exc.reason else "")
-                + "): is every reviewer of the role a collaborator of the repository?",
+                + "): only collaborators of the repository can be asked",
                 code="reviewers-refused"))
     return HookResult("pass", NAME, tuple(notes), {
         "number": number, "draft": bool(pull["draft"]), "requested": requested,

@@ -228,28 +228,34 @@ def test_an_approvers_changes_requested_review_sends_the_work_back(loop):
 
 
 class RefusingReviewers(FakeGitHub):
-    """GitHub's answer to a review request naming someone who is not a collaborator."""
+    """GitHub's answer to a review request naming someone who is not a collaborator
+    (here: the team): the whole request is refused."""
 
     def request_reviewers(self, repo: str, number: int, reviewers: list[str],
                           team_reviewers: list[str] | None = None) -> Any:
-        raise IntegrationError(
-            "github request-reviewers: HTTP 422", integration="github",
-            op="request-reviewers", status=422,
-            reason="Reviews may only be requested from collaborators. One or more of the "
-                   "users or teams you specified is not a collaborator of the "
-                   f"{REPO} repository.")
+        if team_reviewers:
+            raise IntegrationError(
+                "github request-reviewers: HTTP 422", integration="github",
+                op="request-reviewers", status=422,
+                reason="Reviews may only be requested from collaborators. One or more of "
+                       "the users or teams you specified is not a collaborator of the "
+                       f"{REPO} repository.")
+        return super().request_reviewers(repo, number, reviewers, team_reviewers)
 
 
-def test_a_refused_review_request_is_a_note_not_a_failure(redis_ns, tmp_path):
+def test_a_refused_review_request_is_a_note_and_the_others_are_still_asked(
+        redis_ns, tmp_path):
     loop = build(redis_ns, tmp_path, RefusingReviewers())
     number = at_review(loop)
     state = loop.store.load(REF)
     assert (state.current_node, str(state.status)) == ("review", "waiting")
-    assert loop.gh.repo(REPO).pulls[number]["draft"] is False
+    pull = loop.gh.repo(REPO).pulls[number]
+    assert pull["draft"] is False
+    assert (pull["requested"], pull["requested_teams"]) == (["Codertocat"], [])
     [status] = [c["body"] for c in loop.gh.comments(REPO, 1)
                 if c["body"].rstrip().endswith(marker(f"{REF}/status"))]
-    assert ("Note: mark-ready: GitHub refused the review request (HTTP 422: Reviews may "
-            "only be requested from collaborators.") in status
+    assert ("Note: mark-ready: GitHub refused to request a review from team `reviewers` "
+            "(HTTP 422: Reviews may only be requested from collaborators.") in status
     # The review request comment still asks, and an approval still decides.
     deliver(loop, "pull_request_review", review(loop, number, "Codertocat"))
     assert loop.store.load(REF).current_node == "done"
