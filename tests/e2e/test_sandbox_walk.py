@@ -103,6 +103,9 @@ def walk_to_implementation(run: SandboxRun, store: RedisStateStore) -> str:
     assert len(completed) == 9  # 2 + 2 + 2 documents, 3 tasks
     assert all(0 < t["agent_seconds"] <= t["seconds"] for t in completed), completed
 
+    # The draft pull request's deliveries (forwarded to the issue) left it an issue.
+    assert store.load(REF).kind == "issue"
+
     shown = run.show("1")
     branch = next(b for b in shown["branches"] if b.startswith("the-loop/1-"))
     assert "phase:implementation" in shown["labels"]
