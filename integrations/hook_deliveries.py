@@ -42,7 +42,20 @@ REDELIVERY_WINDOW = timedelta(days=3)
 
 class RedeliverError(LoopError, RuntimeError):
     """GitHub refused a request; the message names the request, the status and the fix
-    (never a response body or a credential)."""
+    (never a response body or a credential).
+
+    Attributes:
+        status: GitHub's HTTP status, ``None`` when GitHub could not be reached.
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def passing(self) -> bool:
+        """Whether asking again later may work: unreachable, rate limited or a 5xx."""
+        return self.status is None or self.status in (403, 429) or self.status >= 500
 
 
 def parse_time(value: str) -> datetime:
@@ -97,10 +110,12 @@ class AppHookDeliveries:
             built by :func:`the_loop.wiring.github_app` from the same settings as the
             worker's client: ``cli-config.yaml``'s integrations block, a GitHub Enterprise
             Server base URL, PyGithub's retries and pacing).
+        per_page: attempts per page (GitHub's most, 100, unless a test wants pages).
     """
 
-    def __init__(self, api: GitHubAppApi) -> None:
+    def __init__(self, api: GitHubAppApi, *, per_page: int = 100) -> None:
         self.api = api
+        self.per_page = per_page
 
     @staticmethod
     def _refused(what: str, exc: IntegrationError) -> RedeliverError:
@@ -113,7 +128,7 @@ class AppHookDeliveries:
             404: "not found: is THE_LOOP_GITHUB_API_URL right, and is the webhook the App's?",
             422: "GitHub refused the request (validation failed)",
         }.get(exc.status, "GitHub did not answer as expected")
-        return RedeliverError(f"{what}: HTTP {exc.status} ({hint})")
+        return RedeliverError(f"{what}: HTTP {exc.status} ({hint})", exc.status)
 
     def pages(self) -> Iterator[list[dict[str, Any]]]:
         """Pages of the delivery log, newest first, following ``Link: rel="next"``.
@@ -121,7 +136,7 @@ class AppHookDeliveries:
         Raises:
             RedeliverError: GitHub refused or could not be reached.
         """
-        pages = self.api.hook_delivery_pages()
+        pages = self.api.hook_delivery_pages(self.per_page)
         while True:
             try:
                 page = next(pages)

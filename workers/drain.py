@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -44,6 +44,9 @@ from workers.repo_context import RepoContext
 from workers.router import IGNORE, Route, route
 from workers.routes import HANDLERS, Agent, Delivery, GitHubFactory, Handled, admit
 from workers.state import LockLost, RedisStateStore
+
+if TYPE_CHECKING:
+    from workers.reconcile import Reconciler
 
 __all__ = ["DISPATCH_SKIP", "DeliveryProcessor", "GitHubFactory", "Handled", "fan_out",
            "forward", "retry_wait"]
@@ -97,6 +100,9 @@ class DeliveryProcessor:
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
         self._held: dict[str, Any] = {}
         self._held_guard = threading.Lock()
+        #: The reconciler of missed deliveries its reaper runs when due (App mode:
+        #: :func:`the_loop.wiring.build_worker`), or ``None``.
+        self.reconciler: Reconciler | None = None
 
     @property
     def github(self) -> GitHubFactory | None:

@@ -2,7 +2,10 @@
 the manifest flow ("Registering a GitHub App from a manifest").
 
 :data:`bp` is served at the API root (and under ``/api/v3``); :data:`web` only on the web
-host. Installation tokens: ``POST /app/installations/{id}/access_tokens`` needs
+host. The App's webhook delivery log: ``GET /app/hook/deliveries`` (newest first,
+``per_page``/``cursor`` with a ``Link`` header) and ``POST
+/app/hook/deliveries/{id}/attempts`` (the sandbox sends the delivery again), JWT only.
+Installation tokens: ``POST /app/installations/{id}/access_tokens`` needs
 ``Authorization: Bearer <JWT>`` (structure, ``iss`` and ``exp`` checked, not the signature)
 and issues a ``ghs_...`` token valid for one hour.
 
@@ -28,6 +31,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from the_loop.sandbox.fakegithub.http.common import (
+    api_base,
     auth_kind,
     created,
     error,
@@ -77,9 +81,9 @@ def access_token(installation_id: int) -> Response:
     ))
 
 
-@bp.get("/app")
-def get_app() -> Response:
-    """"Get the authenticated app": a JWT only (an installation token gets 401)."""
+def _not_the_app() -> Response | None:
+    """401 unless the request carries the App's JWT (an installation token, another
+    App's JWT or none), else ``None``."""
     gh = fake()
     kind, credential = auth_kind(request.headers.get("Authorization"))
     payload = jwt_payload(credential) if kind == "bearer" else None
@@ -87,6 +91,16 @@ def get_app() -> Response:
         return error(401, "A JSON web token could not be decoded")
     if gh.app_id is not None and str(payload["iss"]) != str(gh.app_id):
         return error(401, "Integration not found")
+    return None
+
+
+@bp.get("/app")
+def get_app() -> Response:
+    """"Get the authenticated app": a JWT only (an installation token gets 401)."""
+    gh = fake()
+    refused = _not_the_app()
+    if refused is not None:
+        return refused
     app_id = gh.app_id or 1
     slug = gh.bot_login.removesuffix("[bot]")
     return jsonify({
@@ -97,6 +111,60 @@ def get_app() -> Response:
         "permissions": {"issues": "write", "pull_requests": "write",
                         "contents": "write", "checks": "write", "metadata": "read"},
         "events": ["issues", "issue_comment", "pull_request", "pull_request_review"]})
+
+
+#: The cursor of a delivery log page: ``v1_`` and the id of the page's first (newest)
+#: attempt.
+_CURSOR = re.compile(r"^v1_([0-9]+)$")
+
+
+@bp.get("/app/hook/deliveries")
+def hook_deliveries() -> Response:
+    """"List deliveries for an app webhook": a JWT only; newest first, ``per_page``
+    (default 30, at most 100) from ``cursor`` (``v1_<id>``: that attempt and older); the
+    next page's URL is the ``Link: <...>; rel="next"`` with its cursor. 422 for a
+    ``per_page`` or ``cursor`` that is not one."""
+    gh = fake()
+    refused = _not_the_app()
+    if refused is not None:
+        return refused
+    cursor = request.args.get("cursor")
+    match = _CURSOR.match(cursor) if cursor is not None else None
+    try:
+        per_page = int(request.args.get("per_page", 30))
+    except ValueError:
+        per_page = 0
+    if per_page < 1 or (cursor is not None and match is None):
+        return error(422, "Invalid pagination parameters")
+    start = int(match[1]) if match else None
+    log = [a for a in reversed(gh.hook_log) if start is None or a.id <= start]
+    page, rest = log[:min(per_page, 100)], log[min(per_page, 100):]
+    resp = jsonify([a.to_json() for a in page])
+    if rest:
+        resp.headers["Link"] = (f"<{api_base()}/app/hook/deliveries?per_page="
+                                f"{min(per_page, 100)}&cursor=v1_{rest[0].id}>; rel=\"next\"")
+    return resp
+
+
+@bp.post("/app/hook/deliveries/<int:delivery_id>/attempts")
+def redeliver_attempt(delivery_id: int) -> Response:
+    """"Redeliver a delivery for an app webhook": a JWT only; 202 (``{}``) when it is
+    queued: the sandbox posts it again, same ``guid``, ``redelivery: true`` in the log;
+    404 for an attempt the log does not have; 422 for one older than 3 days (GitHub
+    redelivers only the past 3 days, "Redelivering webhooks")."""
+    gh = fake()
+    refused = _not_the_app()
+    if refused is not None:
+        return refused
+    attempt = gh.hook_attempt(delivery_id)
+    if attempt is None:
+        return not_found()
+    if datetime.now(UTC) - attempt.delivered_at > timedelta(days=3):
+        return error(422, "Validation Failed: the delivery is older than 3 days")
+    gh.redeliver(attempt)
+    resp = jsonify({})
+    resp.status_code = 202
+    return resp
 
 
 # -- the manifest flow ------------------------------------------------------------------
