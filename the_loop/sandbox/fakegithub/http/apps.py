@@ -114,14 +114,15 @@ def get_app() -> Response:
 
 
 #: The cursor of a delivery log page: ``v1_`` and the id of the page's first (newest)
-#: attempt.
+#: attempt (the log is ordered by ``delivered_at``, newest first).
 _CURSOR = re.compile(r"^v1_([0-9]+)$")
 
 
 @bp.get("/app/hook/deliveries")
 def hook_deliveries() -> Response:
     """"List deliveries for an app webhook": a JWT only; newest first, ``per_page``
-    (default 30, at most 100) from ``cursor`` (``v1_<id>``: that attempt and older); the
+    (default 30, at most 100) from ``cursor`` (``v1_<id>``: that attempt and those
+logged before it); the
     next page's URL is the ``Link: <...>; rel="next"`` with its cursor. 422 for a
     ``per_page`` or ``cursor`` that is not one."""
     gh = fake()
@@ -136,8 +137,9 @@ def hook_deliveries() -> Response:
         per_page = 0
     if per_page < 1 or (cursor is not None and match is None):
         return error(422, "Invalid pagination parameters")
-    start = int(match[1]) if match else None
-    log = [a for a in reversed(gh.hook_log) if start is None or a.id <= start]
+    log = sorted(gh.hook_log, key=lambda a: (a.delivered_at, a.id), reverse=True)
+    if match:
+        log = log[next((i for i, a in enumerate(log) if a.id == int(match[1])), len(log)):]
     page, rest = log[:min(per_page, 100)], log[min(per_page, 100):]
     resp = jsonify([a.to_json() for a in page])
     if rest:
