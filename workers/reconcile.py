@@ -61,10 +61,9 @@ from integrations.hook_deliveries import (
     is_ok,
     parse_time,
 )
-from workers import metrics
 
 __all__ = ["ASKED_TTL", "FIRST_LOOKBACK", "LOCK_TTL", "MAX_PAGES", "MAX_REDELIVERIES",
-           "OVERLAP", "ReconcileKeys", "Reconciler", "Run"]
+           "OVERLAP", "ReconcileKeys", "Reconciler", "Run", "stored_state"]
 
 log = logging.getLogger("the_loop.reconcile")
 
@@ -165,9 +164,8 @@ class Reconciler:
     # -- reading ----------------------------------------------------------------------
 
     def state(self) -> dict[str, str]:
-        """The stored cursor and last run (the ``P:reconcile:state`` hash, decoded)."""
-        raw = self.redis.hgetall(self.keys.state)
-        return {_text(k): _text(v) for k, v in raw.items()}
+        """The stored cursor and last run (:func:`stored_state`)."""
+        return stored_state(self.redis, self.keys)
 
     def due(self) -> bool:
         """Whether ``interval`` seconds passed since the last run of any worker."""
@@ -204,6 +202,7 @@ class Reconciler:
         cursor_at = state.get("cursor_at")
         since = max(floor, float(cursor_at) - OVERLAP if cursor_at else now - FIRST_LOOKBACK)
         run = Run("done", since)
+        attempts: list[dict[str, Any]] = []
         try:
             attempts, complete = self.deliveries.window(
                 datetime.fromtimestamp(since, UTC), max_pages=self.max_pages)
@@ -217,6 +216,10 @@ class Reconciler:
         except RedeliverError as exc:
             run.outcome, run.error = "error", str(exc)
         self._record(run, now, attempts if run.outcome == "done" else [])
+        # Here, not at import: the dashboard (in the receiver) reads the state through
+        # this module and must not register the worker's metrics.
+        from workers import metrics
+
         metrics.count_reconcile(run.outcome, run.counts(), now)
         if run.asked or run.outcome != "done":
             log.info("reconcile: %s; read %d attempts since %s; asked %d redeliveries%s",
@@ -288,6 +291,18 @@ class Reconciler:
             if at:
                 fields["cursor_at"] = parse_time(str(at)).timestamp()
         self.redis.hset(self.keys.state, mapping=cast("dict[Any, Any]", fields))
+
+
+def stored_state(connection: redis.Redis, keys: ReconcileKeys) -> dict[str, str]:
+    """The ``P:reconcile:state`` hash, decoded (``{}`` before the first run): ``cursor``,
+    ``cursor_at``, ``last_run``, ``outcome``, ``checked``, ``failed``, ``unreceived``,
+    ``worker``, ``error``.
+
+    Raises:
+        redis.RedisError: Redis unreachable or timed out.
+    """
+    raw = connection.hgetall(keys.state)
+    return {_text(k): _text(v) for k, v in raw.items()}
 
 
 def _text(value: Any) -> str:

@@ -227,3 +227,24 @@ def test_github_unreachable_is_an_error_run_and_nothing_is_marked(world, pem):
     assert run.outcome == "error" and "unreachable" in (run.error or "")
     world.now += 600
     assert world.reconciler().run_if_due().asked == {missed: "failed"}
+
+
+def test_the_dashboard_shows_the_last_run_and_its_cursor(world, redis_ns):
+    from tests.web.conftest import TOKEN, make_site
+
+    site = make_site(redis_ns, None)
+    before = site.get("/api/v1/deliveries/failed").get_json()
+    assert before["reconciler"] is None
+    missed = world.deliver(CLOSED)[0]
+    world.reconciler(owner="worker-7").run()
+    doc = site.get("/api/v1/deliveries/failed").get_json()["reconciler"]
+    assert doc["outcome"] == "done" and doc["worker"] == "worker-7"
+    assert doc["recovered"] == {"failed": 1, "unreceived": 0}
+    assert doc["cursor"] == attempts_of(world.fake, missed)[0].id and doc["cursor_at"]
+    base = "http://dashboard.test"
+    site.client.post("/ui/login", base_url=base, data={"token": TOKEN, "next": "/ui/"},
+                     headers={"Origin": base})
+    html = site.client.get("/ui/deliveries/failed", base_url=base).data.decode()
+    line = html.split('<p class="reconciler" data-outcome="done">')[1].split("</p>")[0]
+    assert "<code>worker-7</code>" in line and "1 failed and 0 unreceived" in line
+    assert f"cursor <code>{doc['cursor']}</code>" in line
