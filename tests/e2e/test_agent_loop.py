@@ -245,6 +245,45 @@ def test_a_runner_killed_mid_turn_resumes_the_turn_exactly_once(stack):
     assert state.spend["turns"] == 2
 
 
+def test_a_runner_told_to_stop_mid_turn_drains_and_the_turn_resumes_once_elsewhere(
+        redis_ns, tmp_path):
+    """Given a turn that blocks in its harness on one runner and a second runner idle,
+    when the first gets SIGTERM (a rollout), it takes no new turn, lets the live one run
+    for THE_LOOP_RUNNER_DRAIN_SECONDS (1 s), then interrupts it, queues it again and
+    exits 0; the second runner resumes it, once, and the work item reaches its gate."""
+    loop, stop_fake = build_stack(redis_ns, tmp_path, HARNESSES["command"],
+                                  env={"THE_LOOP_RUNNER_DRAIN_SECONDS": "1"})
+    try:
+        knobs = item_home(loop.home) / ".fake-harness" / "knobs.json"
+        knobs.parent.mkdir(parents=True, exist_ok=True)
+        knobs.write_text(json.dumps({"sleep_first_call": 300}))
+        post(loop.url, "issues", untrusted_enrol())
+        wait_until(lambda: turns(loop.home), timeout=60, what="the first turn started")
+        first = loop.procs["runner"]
+        loop.procs["runner-2"] = second = start([str(BIN / "the-loop"), "runner"],
+                                                loop.env, loop.logs / "runner-2.out")
+        os.kill(first.pid, signal.SIGTERM)
+        assert first.wait(timeout=60) == 0, loop.logs_text()
+        wait_until(lambda: (s := loop.state()) and s.current_node == "requirements-approval",
+                   timeout=150, what="the work item past requirements on the other runner")
+        first_turn = [c for c in turns(loop.home)
+                      if c["env"]["THE_LOOP_TURN"] == "1" and c["env"]["THE_LOOP_NODE"] ==
+                      "requirements"]
+        assert len(first_turn) == 2  # the interrupted attempt and exactly one more
+        assert first_turn[0]["env"]["THE_LOOP_SESSION_ID"] == \
+            first_turn[1]["env"]["THE_LOOP_SESSION_ID"]
+        assert loop.state().spend["turns"] == 2
+        record = {k.decode(): v.decode() for k, v in loop.store.redis.hgetall(
+            f"{loop.env['THE_LOOP_REDIS_PREFIX']}:turn:{REF}").items()}
+        assert record["pid"] == str(second.pid)
+        assert "interrupting it to resume on another runner" in \
+            (loop.logs / "runner.out").read_text()
+    finally:
+        for proc in loop.procs.values():
+            stop(proc)
+        stop_fake()
+
+
 def test_a_turn_past_its_timeout_is_killed_with_its_children(redis_ns, tmp_path):
     harness = {**HARNESSES["command"], "turnTimeout": 2, "maxTurns": 1}
     loop, stop_fake = build_stack(redis_ns, tmp_path, harness)
