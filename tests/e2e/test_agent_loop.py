@@ -70,6 +70,21 @@ def turns(home: Path) -> list[dict]:
     return [c for c in calls(home) if "--version" not in c["argv"]]
 
 
+def first_requirements_turn(home: Path) -> list[dict]:
+    """The calls of turn 1 at requirements (one per attempt)."""
+    return [c for c in turns(home)
+            if c["env"]["THE_LOOP_TURN"] == "1" and c["env"]["THE_LOOP_NODE"] ==
+            "requirements"]
+
+
+def set_knobs(loop: Loop, knobs: dict) -> Path:
+    """Write the fake harness's knobs for the work item; returns their file."""
+    path = item_home(loop.home) / ".fake-harness" / "knobs.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(knobs))
+    return path
+
+
 class Loop:
     """The running stack of one test."""
 
@@ -224,9 +239,7 @@ def test_the_loop_runs_block_repair_gate_and_the_next_node(stack):
 
 def test_a_runner_killed_mid_turn_resumes_the_turn_exactly_once(stack):
     loop = stack
-    knobs = item_home(loop.home) / ".fake-harness" / "knobs.json"
-    knobs.parent.mkdir(parents=True, exist_ok=True)
-    knobs.write_text(json.dumps({"sleep": 3}))
+    knobs = set_knobs(loop, {"sleep": 3})
     post(loop.url, "issues", untrusted_enrol())
     wait_until(lambda: turns(loop.home), timeout=60, what="the first turn started")
     runner = loop.procs["runner"]
@@ -237,9 +250,7 @@ def test_a_runner_killed_mid_turn_resumes_the_turn_exactly_once(stack):
                                  loop.logs / "runner-2.out")
     wait_until(lambda: (s := loop.state()) and s.current_node == "requirements-approval",
                timeout=150, what="the work item past requirements after the restart")
-    first_turn = [c for c in turns(loop.home)
-                  if c["env"]["THE_LOOP_TURN"] == "1" and c["env"]["THE_LOOP_NODE"] ==
-                  "requirements"]
+    first_turn = first_requirements_turn(loop.home)
     assert len(first_turn) == 2  # the killed attempt and exactly one more
     state = loop.state()
     assert state.spend["turns"] == 2
@@ -254,9 +265,7 @@ def test_a_runner_told_to_stop_mid_turn_drains_and_the_turn_resumes_once_elsewhe
     loop, stop_fake = build_stack(redis_ns, tmp_path, HARNESSES["command"],
                                   env={"THE_LOOP_RUNNER_DRAIN_SECONDS": "1"})
     try:
-        knobs = item_home(loop.home) / ".fake-harness" / "knobs.json"
-        knobs.parent.mkdir(parents=True, exist_ok=True)
-        knobs.write_text(json.dumps({"sleep_first_call": 300}))
+        set_knobs(loop, {"sleep_first_call": 300})
         post(loop.url, "issues", untrusted_enrol())
         wait_until(lambda: turns(loop.home), timeout=60, what="the first turn started")
         first = loop.procs["runner"]
@@ -266,9 +275,7 @@ def test_a_runner_told_to_stop_mid_turn_drains_and_the_turn_resumes_once_elsewhe
         assert first.wait(timeout=60) == 0, loop.logs_text()
         wait_until(lambda: (s := loop.state()) and s.current_node == "requirements-approval",
                    timeout=150, what="the work item past requirements on the other runner")
-        first_turn = [c for c in turns(loop.home)
-                      if c["env"]["THE_LOOP_TURN"] == "1" and c["env"]["THE_LOOP_NODE"] ==
-                      "requirements"]
+        first_turn = first_requirements_turn(loop.home)
         assert len(first_turn) == 2  # the interrupted attempt and exactly one more
         assert first_turn[0]["env"]["THE_LOOP_SESSION_ID"] == \
             first_turn[1]["env"]["THE_LOOP_SESSION_ID"]
