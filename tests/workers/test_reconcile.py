@@ -248,3 +248,44 @@ def test_the_dashboard_shows_the_last_run_and_its_cursor(world, redis_ns):
     line = html.split('<p class="reconciler" data-outcome="done">')[1].split("</p>")[0]
     assert "<code>worker-7</code>" in line and "1 failed and 0 unreceived" in line
     assert f"cursor <code>{doc['cursor']}</code>" in line
+
+
+def test_the_reaper_round_a_worker_wins_runs_it_when_due_and_counts_it(world, redis_ns):
+    """A worker's reaper round (workers/reaper.py) runs the processor's reconciler when
+    it is due, once per interval across workers; the metrics count the run and what it
+    recovered."""
+    from prometheus_client import REGISTRY
+
+    from foundation.settings import WorkerSettings
+    from the_loop.graphs import load_graph
+    from the_loop.wiring import build_processor
+    from workers.reaper import Reaper
+
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    before = (sample("the_loop_reconcile_runs_total", outcome="done"),
+              sample("the_loop_deliveries_recovered_total", reason="failed"))
+    settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
+    processor = build_processor(settings, redis_ns.client, load_graph(), None)
+    processor.reconciler = world.reconciler()
+    missed = world.deliver(CLOSED)[0]
+    reaper = Reaper(processor, f"w-{redis_ns.token}")
+    counts = reaper.round()
+    assert counts["recovered"] == 1 and world.fake.redeliveries
+    assert world.reconciler().state()["worker"] == f"w-{redis_ns.token}"
+    assert sample("the_loop_reconcile_runs_total", outcome="done") == before[0] + 1
+    assert sample("the_loop_deliveries_recovered_total", reason="failed") == before[1] + 1
+    assert world.fake.wait_delivered(10) and world.queue.seen([missed]) == [True]
+    redis_ns.client.delete(processor.keys.reaper)  # the next round, at once
+    assert "recovered" not in reaper.round()  # not due again before the interval
+
+
+def test_without_the_apps_credentials_a_worker_has_no_reconciler(redis_ns):
+    from foundation.settings import Settings
+    from the_loop.wiring import reconciler
+
+    token_mode = Settings.from_env({"GH_TOKEN": "t",
+                                    "THE_LOOP_RECONCILE_INTERVAL": "15m"}, process="worker")
+    assert token_mode.worker.reconcile_interval == 900
+    assert reconciler(token_mode, redis_ns.client) is None
