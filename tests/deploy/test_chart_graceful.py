@@ -2,7 +2,7 @@
 ``THE_LOOP_RUNNER_DRAIN_SECONDS``) fits in its pods' grace period, the receiver sleeps in a
 preStop hook while its endpoints drain and its grace covers that and gunicorn's 30 s, and
 each of receiver, worker and runner has a PodDisruptionBudget (refused values fail the
-render, naming the value)."""
+render, naming the value); and the workers' reconcile interval."""
 
 from __future__ import annotations
 
@@ -55,3 +55,17 @@ def test_each_process_has_a_disruption_budget_and_values_turn_them_off(helm):
         assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
     off = render(helm, {"podDisruptionBudget": {"enabled": False}})
     assert "PodDisruptionBudget" not in off.kinds()
+
+
+def test_the_workers_reconcile_interval_reaches_them_and_a_bad_one_is_refused(helm):
+    rendered = render(helm)
+    env = env_of(containers(rendered.get("Deployment", WORKER))[0])
+    assert env["THE_LOOP_RECONCILE_INTERVAL"]["value"] == VALUES["worker"][
+        "reconcileInterval"] == "10m"
+    # The reconciler acts as the App: the workers have its credentials.
+    assert {"THE_LOOP_GITHUB_APP_ID", "THE_LOOP_GITHUB_PRIVATE_KEY"} <= set(env)
+    custom = render(helm, {"worker": {"reconcileInterval": "1h"}})
+    assert env_of(containers(custom.get("Deployment", WORKER))[0])[
+        "THE_LOOP_RECONCILE_INTERVAL"]["value"] == "1h"
+    with pytest.raises(Exception, match="reconcileInterval"):
+        render(helm, {"worker": {"reconcileInterval": "ten minutes"}})
