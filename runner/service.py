@@ -194,7 +194,7 @@ class TurnRunner:
         except TurnAbandoned:
             ended = TurnEnded(order.id, "error", session_id=order.session_id)
         except TurnInterrupted:
-            return self._interrupted(ref, order, token)
+            return self._interrupted(ref, order, context, token)
         except LoopError as exc:
             log.warning("turn %s failed: %s", order.id, exc)
             ended = TurnEnded(order.id, "error", session_id=order.session_id,
@@ -212,11 +212,13 @@ class TurnRunner:
         self._report(ref, order, context, ended, attempt, branch)
         return ended.status
 
-    def _interrupted(self, ref: str, order: TurnOrder, token: str) -> str:
+    def _interrupted(self, ref: str, order: TurnOrder, context: TurnContext,
+                     token: str) -> str:
         """The reaper's path for a turn :meth:`drain` interrupted: marked ``interrupted``,
-        its lock released (another runner may take it now), queued again."""
+        its lock and slots released (another runner may take it now), queued again."""
         self.records.update_if(ref, order.id, status=INTERRUPTED)
         self.records.unlock(ref, token)
+        self.records.release_slot(order.id, context.installation_id)
         self.records.requeue(ref, reason="its runner stopped mid-turn (drained)")
         return INTERRUPTED
 
