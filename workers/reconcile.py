@@ -194,8 +194,16 @@ class Reconciler:
                 log.warning("reconcile: the run lock expired before the run ended")
 
     def run(self) -> Run:
-        """One run (see the module docstring), holding the run lock; records the state
-        and the metrics."""
+        """One run (see the module docstring; the caller holds the run lock, as
+        :meth:`run_if_due` does); records the state and the metrics.
+
+        Returns:
+            what it did (:class:`Run`); GitHub refusing or unreachable is outcome
+            ``error`` (the guid it was asking for is not marked).
+
+        Raises:
+            redis.RedisError: Redis unreachable.
+        """
         now = self.clock()
         state = self.state()
         floor = now - REDELIVERY_WINDOW.total_seconds() + EDGE
