@@ -33,7 +33,8 @@ class HttpFakeState(FakeGitHub):
     Seeding and reading are :class:`~the_loop.sandbox.fakegithub.state.FakeGitHub`'s. Besides:
     :attr:`requests`, :attr:`token_requests`, :meth:`clear_records`; faults:
     :meth:`fail_next`, :meth:`chaos` (counted in :attr:`injected`); installations:
-    :meth:`suspend_installation`, :meth:`expire_tokens`; renames: ``rename_repo``.
+    :meth:`suspend_installation`, :meth:`expire_tokens`; renames: ``rename_repo``; the App's
+    webhook delivery log: :meth:`log_delivery`, :attr:`hook_log`, :attr:`redeliveries`.
 
     Conditional requests and the primary rate limit, as GitHub answers them ("Best
     practices for using the REST API": use conditional requests; "Rate limits for the REST
