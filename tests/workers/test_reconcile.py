@@ -61,7 +61,7 @@ class World:
         self.down, s3 = receiver(down, ns.prefix, ns.queue_name)
         self.servers = [s1, s2, s3]
         self.fake = SandboxGitHub(webhook_url=self.ours, secret=SECRET, app_id=APP_ID,
-                                  delivery_attempts=1)
+                                  delivery_attempts=1, app_key=pem)
         self.fake.add_repo("o/r")
         self.url, self._stop = serve(self.fake)
         self.fake.start_delivering()

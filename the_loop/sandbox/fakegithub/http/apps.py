@@ -2,12 +2,14 @@
 the manifest flow ("Registering a GitHub App from a manifest").
 
 :data:`bp` is served at the API root (and under ``/api/v3``); :data:`web` only on the web
-host. The App's webhook delivery log: ``GET /app/hook/deliveries`` (newest first,
-``per_page``/``cursor`` with a ``Link`` header) and ``POST
-/app/hook/deliveries/{id}/attempts`` (the sandbox sends the delivery again), JWT only.
-Installation tokens: ``POST /app/installations/{id}/access_tokens`` needs
-``Authorization: Bearer <JWT>`` (structure, ``iss`` and ``exp`` checked, not the signature)
-and issues a ``ghs_...`` token valid for one hour.
+host. Installation tokens: ``POST /app/installations/{id}/access_tokens`` needs
+``Authorization: Bearer <JWT>``, a JWT GitHub would take from the App (RS256-signed with
+the App's key, ``iat``/``exp``/``iss`` checked as GitHub does: :meth:`~the_loop.sandbox.
+fakegithub.http.fake.HttpFakeState.app_jwt_refusal`), and issues a random ``ghs_...``
+token valid for one hour; ``GET /app`` takes the same JWT. The App's webhook delivery
+log (the same JWT): ``GET /app/hook/deliveries`` (newest first, ``per_page``/``cursor``
+with a ``Link`` header) and ``POST /app/hook/deliveries/{id}/attempts`` (the sandbox
+sends the delivery again).
 
 The manifest flow: the web form (``POST /settings/apps/new`` or
 ``/organizations/{org}/settings/apps/new`` with the form field ``manifest`` and
@@ -36,10 +38,10 @@ from the_loop.sandbox.fakegithub.http.common import (
     created,
     error,
     fake,
-    jwt_payload,
     not_found,
     web_base,
 )
+from the_loop.sandbox.fakegithub.http.fake import BAD_JWT
 from the_loop.sandbox.fakegithub.http.shapes import user_json
 
 __all__ = ["bp", "web"]
@@ -50,22 +52,21 @@ web = Blueprint("app_forms", __name__)
 
 @bp.post("/app/installations/<int:installation_id>/access_tokens")
 def access_token(installation_id: int) -> Response:
-    """"Create an installation access token for an app": 401 without a JWT or for another
-    App's, 404 for an installation the fake does not have, 403 for a suspended one."""
+    """"Create an installation access token for an app": 401 (GitHub's message) without
+    a JWT the App signed, with a bad ``iat``/``exp`` or another App's ``iss``; 404 for an
+    installation the fake does not have, 403 for a suspended one."""
     gh = fake()
-    kind, credential = auth_kind(request.headers.get("Authorization"))
-    payload = jwt_payload(credential) if kind == "bearer" else None
-    if payload is None or "iss" not in payload or "exp" not in payload:
-        return error(401, "A JSON web token could not be decoded")
-    if gh.app_id is not None and str(payload["iss"]) != str(gh.app_id):
-        return error(401, "Integration not found")
+    refused = app_jwt_refusal()
+    if refused is not None:
+        return refused
     with gh.lock:
         if not gh.has_installation(installation_id):
             return not_found()
         if gh.is_suspended(installation_id):
             return error(403, "This installation has been suspended")
         token = gh.issue_token(installation_id)
-    expires = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        until = gh.token_expires(token) or gh.clock()
+    expires = datetime.fromtimestamp(until, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return created(jsonify(
         {
             "token": token,
@@ -81,24 +82,11 @@ def access_token(installation_id: int) -> Response:
     ))
 
 
-def _not_the_app() -> Response | None:
-    """401 unless the request carries the App's JWT (an installation token, another
-    App's JWT or none), else ``None``."""
-    gh = fake()
-    kind, credential = auth_kind(request.headers.get("Authorization"))
-    payload = jwt_payload(credential) if kind == "bearer" else None
-    if payload is None or "iss" not in payload:
-        return error(401, "A JSON web token could not be decoded")
-    if gh.app_id is not None and str(payload["iss"]) != str(gh.app_id):
-        return error(401, "Integration not found")
-    return None
-
-
 @bp.get("/app")
 def get_app() -> Response:
-    """"Get the authenticated app": a JWT only (an installation token gets 401)."""
+    """"Get the authenticated app": the App's JWT only (an installation token gets 401)."""
     gh = fake()
-    refused = _not_the_app()
+    refused = app_jwt_refusal()
     if refused is not None:
         return refused
     app_id = gh.app_id or 1
@@ -113,6 +101,14 @@ def get_app() -> Response:
         "events": ["issues", "issue_comment", "pull_request", "pull_request_review"]})
 
 
+def app_jwt_refusal() -> Response | None:
+    """401 with GitHub's message unless the request's ``Authorization: Bearer`` is a JWT
+    the App signed that GitHub would take now, else ``None``."""
+    kind, credential = auth_kind(request.headers.get("Authorization"))
+    reason = fake().app_jwt_refusal(credential) if kind == "bearer" else BAD_JWT
+    return None if reason is None else error(401, reason)
+
+
 #: The cursor of a delivery log page: ``v1_`` and the id of the page's first (newest)
 #: attempt (the log is ordered by ``delivered_at``, newest first).
 _CURSOR = re.compile(r"^v1_([0-9]+)$")
@@ -120,13 +116,12 @@ _CURSOR = re.compile(r"^v1_([0-9]+)$")
 
 @bp.get("/app/hook/deliveries")
 def hook_deliveries() -> Response:
-    """"List deliveries for an app webhook": a JWT only; newest first, ``per_page``
-    (default 30, at most 100) from ``cursor`` (``v1_<id>``: that attempt and those
-logged before it); the
-    next page's URL is the ``Link: <...>; rel="next"`` with its cursor. 422 for a
-    ``per_page`` or ``cursor`` that is not one."""
+    """"List deliveries for an app webhook": the App's JWT only; newest first,
+    ``per_page`` (default 30, at most 100) from ``cursor`` (``v1_<id>``: that attempt and
+    those logged before it); the next page's URL is the ``Link: <...>; rel="next"`` with
+    its cursor. 422 for a ``per_page`` or ``cursor`` that is not one."""
     gh = fake()
-    refused = _not_the_app()
+    refused = app_jwt_refusal()
     if refused is not None:
         return refused
     cursor = request.args.get("cursor")
@@ -150,18 +145,18 @@ logged before it); the
 
 @bp.post("/app/hook/deliveries/<int:delivery_id>/attempts")
 def redeliver_attempt(delivery_id: int) -> Response:
-    """"Redeliver a delivery for an app webhook": a JWT only; 202 (``{}``) when it is
+    """"Redeliver a delivery for an app webhook": the App's JWT only; 202 (``{}``) when it is
     queued: the sandbox posts it again, same ``guid``, ``redelivery: true`` in the log;
     404 for an attempt the log does not have; 422 for one older than 3 days (GitHub
     redelivers only the past 3 days, "Redelivering webhooks")."""
     gh = fake()
-    refused = _not_the_app()
+    refused = app_jwt_refusal()
     if refused is not None:
         return refused
     attempt = gh.hook_attempt(delivery_id)
     if attempt is None:
         return not_found()
-    if datetime.now(UTC) - attempt.delivered_at > timedelta(days=3):
+    if datetime.fromtimestamp(gh.clock(), UTC) - attempt.delivered_at > timedelta(days=3):
         return error(422, "Validation Failed: the delivery is older than 3 days")
     gh.redeliver(attempt)
     resp = jsonify({})
