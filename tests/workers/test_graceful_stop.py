@@ -58,14 +58,14 @@ def enrol(number: int) -> tuple[Delivery, str]:
     return delivery, f"github:{REPO}#{number}"
 
 
-def worker_env(ns, api_url: str) -> dict[str, str]:
+def worker_env(ns, api_url: str, token: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("THE_LOOP_") and k not in ("GH_TOKEN", "GITHUB_TOKEN",
                                                            "REDIS_URL")}
     env.update({
         "REDIS_URL": ns.url, "THE_LOOP_REDIS_PREFIX": ns.prefix,
         "THE_LOOP_QUEUE": ns.queue_name, "THE_LOOP_GITHUB_API_URL": api_url,
-        "GH_TOKEN": "graceful-token", "THE_LOOP_GITHUB_WRITE_INTERVAL": "0",
+        "GH_TOKEN": token, "THE_LOOP_GITHUB_WRITE_INTERVAL": "0",
         "THE_LOOP_GITHUB_READ_INTERVAL": "0", "THE_LOOP_WORKER_METRICS_PORT": "0",
         "THE_LOOP_ENV_FILE": "",
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT),
@@ -91,7 +91,7 @@ def test_a_worker_told_to_stop_mid_delivery_finishes_it_once_and_takes_no_other(
     queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
                           prefix=redis_ns.prefix)
     store = RedisStateStore(redis_ns.client, redis_ns.prefix)
-    env = worker_env(redis_ns, api_url)
+    env = worker_env(redis_ns, api_url, fake.add_token())
     first, first_ref = enrol(1)
     second, second_ref = enrol(2)
     worker = start([str(BIN / "the-loop"), "worker"], env, tmp_path / "worker.out")
