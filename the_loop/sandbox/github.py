@@ -386,10 +386,10 @@ class SandboxGitHub(HttpFakeGitHub):
     def create_check_run(self, repo: str, head_sha: str, name: str, status: str,
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None,
-                         details_url: str | None = None) -> Any:
+                         details_url: str | None = None, **output: Any) -> Any:
         with self.lock:
             created = super().create_check_run(repo, head_sha, name, status, conclusion,
-                                               title, summary, details_url)
+                                               title, summary, details_url, **output)
             r = self.repo(repo)
             run = r.check_runs[created["id"]]
             self._check_run_event(r, run, "created")
@@ -400,12 +400,12 @@ class SandboxGitHub(HttpFakeGitHub):
     def update_check_run(self, repo: str, check_run_id: int, status: str | None = None,
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None,
-                         details_url: str | None = None) -> Any:
+                         details_url: str | None = None, **output: Any) -> Any:
         with self.lock:
             r = self.repo(repo)
             was = (r.check_runs.get(check_run_id) or {}).get("status")
             updated = super().update_check_run(repo, check_run_id, status, conclusion,
-                                               title, summary, details_url)
+                                               title, summary, details_url, **output)
             run = r.check_runs[check_run_id]
             if run["status"] == "completed" and was != "completed":
                 self._check_run_event(r, run, "completed")

@@ -49,8 +49,11 @@ from graph.ports import (
     OPERATIONS,
     PERMISSIONS,
     REACTIONS,
+    Annotation,
+    Annotations,
     App,
     CheckRun,
+    CheckRunDetail,
     CheckRuns,
     Comment,
     Comments,
@@ -60,6 +63,7 @@ from graph.ports import (
     File,
     GitHub,
     IntegrationError,
+    JobLog,
     Labels,
     NotFound,
     Permission,
@@ -90,6 +94,14 @@ from the_loop.sandbox.fakegithub.store import BASE_PERMISSION, FakeStore, Repo, 
 # from here, where the tests and the sandbox have always taken them.
 __all__ = ["BASE_PERMISSION", "GIT", "GIT_TIMEOUT", "FakeGitError", "FakeGitHub", "Repo",
            "blob_sha", "commit_files", "git_env", "now", "run_git", "seed_git_repo"]
+
+
+#: The slug of GitHub Actions' App: its check runs are jobs, with logs.
+ACTIONS_APP = "github-actions"
+#: Annotations GitHub takes in one create or update request ("Update a check run").
+MAX_ANNOTATIONS_PER_REQUEST = 50
+#: ``annotation_level`` values GitHub takes.
+ANNOTATION_LEVELS = frozenset({"notice", "warning", "failure"})
 
 
 def _not_found(op: str, what: str) -> NotFound:
@@ -393,11 +405,21 @@ class FakeGitHub(FakeStore, Transport):
     def create_check_run(self, repo: str, head_sha: str, name: str, status: str,
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None,
-                         details_url: str | None = None) -> Created:
+                         details_url: str | None = None, *, text: str | None = None,
+                         annotations: list[dict[str, Any]] | None = None,
+                         app: str | None = None, log: str | None = None) -> Created:
+        """"Create a check run". Besides the port's fields (the fake's own callers, e.g.
+        the sandbox's CI): ``text`` (``output.text``), ``annotations`` (``output.
+        annotations``: at most :data:`MAX_ANNOTATIONS_PER_REQUEST`, each ``{path,
+        start_line, end_line, annotation_level, message}`` and optional ``title``), ``app``
+        (the slug of the App making it: ``github-actions`` makes it an Actions job, whose
+        id is its job's) and ``log`` (that job's plain-text log)."""
         run: dict[str, Any] = {"id": 0, "name": name, "head_sha": head_sha, "status": "queued",
                                "conclusion": None, "output": {"title": None, "summary": None},
-                               "details_url": details_url}
+                               "details_url": details_url, "annotations": [],
+                               "app": app or "the-loop", "log": log}
         self._check_fields("create-check-run", run, status, conclusion, title, summary)
+        self._check_output("create-check-run", run, text, annotations)
         with self.lock:
             r = self.repo(repo)
             run["id"] = self.next_id()
@@ -408,16 +430,24 @@ class FakeGitHub(FakeStore, Transport):
     def update_check_run(self, repo: str, check_run_id: int, status: str | None = None,
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None,
-                         details_url: str | None = None) -> Created:
+                         details_url: str | None = None, *, text: str | None = None,
+                         annotations: list[dict[str, Any]] | None = None,
+                         log: str | None = None) -> Created:
+        """"Update a check run"; ``annotations`` are appended to the run's, as GitHub
+        does (see :meth:`create_check_run`)."""
         with self.lock:
             r = self.repo(repo)
             run = r.check_runs.get(check_run_id)
             if run is None:
                 raise _not_found("update-check-run", "check run")
-            updated = {**run, "output": dict(run["output"])}
+            updated = {**run, "output": dict(run["output"]),
+                       "annotations": list(run.get("annotations") or ())}
             self._check_fields("update-check-run", updated, status, conclusion, title, summary)
+            self._check_output("update-check-run", updated, text, annotations)
             if details_url is not None:
                 updated["details_url"] = details_url
+            if log is not None:
+                updated["log"] = log
             run.update(updated)
             self.record(f"{r.full_name}:update-check-run:{check_run_id}")
         return {"id": check_run_id}
@@ -428,6 +458,75 @@ class FakeGitHub(FakeStore, Transport):
         return {"check_runs": [CheckRun(id=run["id"], name=run["name"], status=run["status"],
                                         conclusion=run["conclusion"])
                                for run in self.latest_check_runs(repo, head_sha, name)]}
+
+    def get_check_run(self, repo: str, check_run_id: int) -> CheckRunDetail:
+        """"Get a check run" (see the port)."""
+        with self.lock:
+            run = self.repo(repo).check_runs.get(check_run_id)
+            if run is None:
+                raise _not_found("get-check-run", "check run")
+            output = run["output"]
+            return {"id": run["id"], "name": run["name"], "head_sha": run["head_sha"],
+                    "status": run["status"], "conclusion": run["conclusion"],
+                    "details_url": run.get("details_url"), "app": run.get("app"),
+                    "output": {"title": output.get("title"), "summary": output.get("summary"),
+                               "text": output.get("text"),
+                               "annotations_count": len(run.get("annotations") or ())}}
+
+    def list_check_run_annotations(self, repo: str, check_run_id: int,
+                                   limit: int = 50) -> Annotations:
+        """"List check run annotations" (see the port)."""
+        with self.lock:
+            run = self.repo(repo).check_runs.get(check_run_id)
+            if run is None:
+                raise _not_found("list-check-run-annotations", "check run")
+            stored = list(run.get("annotations") or ())
+        found: list[Annotation] = [
+            {"path": a["path"], "start_line": a["start_line"], "end_line": a["end_line"],
+             "annotation_level": a["annotation_level"], "title": a.get("title"),
+             "message": a["message"]} for a in stored[:max(1, limit)]]
+        return {"annotations": found, "truncated": len(stored) > len(found)}
+
+    def download_job_logs(self, repo: str, job_id: int, tail_bytes: int = 4096) -> JobLog:
+        """"Download job logs for a workflow run" (see the port): 404 unless the check
+        run ``job_id`` is an Actions job's (``app`` ``github-actions``) with a log."""
+        with self.lock:
+            run = self.repo(repo).check_runs.get(job_id)
+            log = run.get("log") if run is not None and run.get("app") == ACTIONS_APP else None
+        if not isinstance(log, str):
+            raise _not_found("download-job-logs", "job")
+        raw = log.encode("utf-8")
+        return {"text": raw[-max(1, tail_bytes):].decode("utf-8", "replace"),
+                "truncated": len(raw) > tail_bytes}
+
+    @staticmethod
+    def _check_output(op: str, run: dict[str, Any], text: str | None,
+                      annotations: list[dict[str, Any]] | None) -> None:
+        """``output.text`` and ``output.annotations`` as GitHub takes them: at most
+        :data:`MAX_ANNOTATIONS_PER_REQUEST` a request, each with its required fields,
+        appended to those the run has."""
+        if text is not None:
+            run["output"] = {**run["output"], "text": text}
+        if not annotations:
+            return
+        if len(annotations) > MAX_ANNOTATIONS_PER_REQUEST:
+            raise _refused(op, 422, f"at most {MAX_ANNOTATIONS_PER_REQUEST} annotations "
+                                    "per request")
+        kept = []
+        for a in annotations:
+            if (not isinstance(a, dict) or not isinstance(a.get("path"), str)
+                    or not isinstance(a.get("start_line"), int)
+                    or not isinstance(a.get("end_line"), int)
+                    or a.get("annotation_level") not in ANNOTATION_LEVELS
+                    or not isinstance(a.get("message"), str)):
+                raise _refused(op, 422, "an annotation needs path, start_line, end_line, "
+                                        "annotation_level (notice, warning, failure) and "
+                                        "message")
+            kept.append({"path": a["path"], "start_line": a["start_line"],
+                         "end_line": a["end_line"], "annotation_level": a["annotation_level"],
+                         "title": a.get("title") if isinstance(a.get("title"), str) else None,
+                         "message": a["message"]})
+        run["annotations"] = [*run.get("annotations", ()), *kept]
 
     @staticmethod
     def _check_fields(op: str, run: dict[str, Any], status: str | None,
@@ -441,7 +540,7 @@ class FakeGitHub(FakeStore, Transport):
         if run["status"] == "completed" and not run["conclusion"]:
             raise _refused(op, 422, '"conclusion" wasn\'t supplied')
         if title is not None or summary is not None:
-            run["output"] = {"title": title, "summary": summary}
+            run["output"] = {**run["output"], "title": title, "summary": summary}
 
 
 if TYPE_CHECKING:  # mypy checks that the fake implements the port
