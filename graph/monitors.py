@@ -32,6 +32,26 @@ SKEW_TOLERANCE = 5.0
 REMINDER = "the-loop.monitor.stale"
 #: The ``notify`` event of a reminder.
 REMINDER_EVENT = "phase-approval-stale"
+#: A ``wait`` result's ``data`` key: when its hook should be evaluated again with no new
+#: event (Unix seconds; ``verify-tests``'s ``timeout``). The worker's monitor sweep
+#: sends the work item a delivery of :data:`DUE` then.
+WAKE_AT = "wake_at"
+#: ``InboundEvent.kind`` of a waiting hook's time having come.
+DUE = "the-loop.monitor.due"
+
+
+def wake_at(state: WorkItemState) -> float | None:
+    """When the ``wait`` that parks ``state`` asked to be evaluated again
+    (:data:`WAKE_AT` of the stopping result of its current node's last exit chain), or
+    ``None``: it waits (status ``waiting``) for no time, or does not wait."""
+    if state.status != Status.WAITING:
+        return None
+    results = (state.results.get(state.current_node) or {}).get("exit") or []
+    last = results[-1] if results else None
+    if not isinstance(last, dict) or last.get("status") != "wait":
+        return None
+    at = (last.get("data") or {}).get(WAKE_AT)
+    return float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
 
 
 def status_of(last_signal: float | None, now: float, freshness: float, *,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -133,6 +134,8 @@ class RepoContext:
         self.integrations: Mapping[str, Integration] = (
             integrations if integrations is not None else {})
         self.classifier = classifier
+        #: Unix seconds now, handed to hooks (``HookConfig.clock``); tests replace it.
+        self.clock: Callable[[], float] = time.time
         ttl = max(float(settings.config_ttl), 0.001)
         # repository -> its config, trusted without a look at the head for `config_ttl`
         self._fresh: TTLCache[str, RepoConfig] = TTLCache(CACHE_SIZE, ttl)
@@ -286,6 +289,7 @@ class RepoContext:
             bot_logins=self.settings.bot_logins,
             ci=ci,
             head_sha=head,
+            clock=self.clock,
             head_ref=head_ref or branch,
             permissions=self.permissions(github, repo),
             trees=self.trees(github, repo),

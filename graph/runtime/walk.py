@@ -38,7 +38,7 @@ from graph.runtime.shapes import (
 )
 from graph.runtime.waves import PlanRun
 from graph.state import WorkItemState
-from graph.work import TurnEnded
+from graph.work import CI_REPORT, TurnEnded
 
 log = logging.getLogger(__name__)
 
@@ -422,14 +422,18 @@ def park(
         state.attempts[node.id] = attempts
         repeated = worked and previous_fp == finding
         state.last_block[node.id] = f"{finding}/{token}"
-        state.next_input.setdefault(node.id, {})["block"] = {
+        block: dict[str, Any] = {
             "hook": stop.hook if stop else None,
             "boundary": chain.boundary,
             "messages": [m.to_dict() for m in chain.messages],
         }
+        if stop is not None and isinstance(stop.data.get(CI_REPORT), Mapping):
+            block[CI_REPORT] = dict(stop.data[CI_REPORT])  # shown as data, bounded
+        state.next_input.setdefault(node.id, {})["block"] = block
         hook_name = stop.hook if stop else "?"
         if stop is not None and not stop.retriable:
-            escalation = f"hook {hook_name} failed in a way retrying cannot fix"
+            escalation = (str(stop.data["escalation"]) if stop.data.get("escalation")
+                          else f"hook {hook_name} failed in a way retrying cannot fix")
         elif repeated:
             escalation = f"hook {hook_name} blocked twice with the same finding"
         elif attempts >= node.attempts:

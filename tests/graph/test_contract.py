@@ -11,7 +11,7 @@ import pytest
 from foundation.config.repository import Collaborators
 from foundation.hooks.review import approved_in, entries
 from graph.compile import compile_graph
-from graph.context import HookConfig
+from graph.context import HookConfig, NoCI
 from graph.markers import find_effect
 from graph.model import HookResult, InboundEvent, Message, WorkItem
 from graph.registry import HookRegistry
@@ -298,7 +298,7 @@ class PRFiles(FakeGitHub):
         return {"files": list(self.pr_files)}
 
 
-class CI:
+class CI(NoCI):
     def __init__(self, results):
         self.results = results
 
