@@ -41,8 +41,9 @@ ACTIONS_APP = "github-actions"
 _DURATION = re.compile(r"^[1-9][0-9]*(s|m|h|d)$")
 
 NAME = "verify-tests"
-READS = frozenset({"list-check-runs", "get-check-run", "list-check-run-annotations",
-                   "download-job-logs"})
+#: What the hook reads of a failed check (``download-job-logs`` too, when the transport
+#: has it: the ``cli`` one does not).
+READS = frozenset({"list-check-runs", "get-check-run", "list-check-run-annotations"})
 
 
 def check_params(params: Mapping[str, Any]) -> str | None:
@@ -160,7 +161,7 @@ def _report(ctx: HookContext, check: str, sha: str, conclusion: str) -> dict[str
                 raise
             notes.append(f"the annotations could not be read (HTTP {exc.status})")
     log, log_truncated = None, False
-    if detail.get("app") == ACTIONS_APP:
+    if detail.get("app") == ACTIONS_APP and "download-job-logs" in github.operations:
         try:
             got = github.download_job_logs(repo=repo, job_id=run_id,
                                            tail_bytes=ci_report.LOG_TAIL_BYTES)
