@@ -453,6 +453,9 @@ class GitHubEvent:
         turn = _mapping(payload, "turn") if event == TURN_EVENT else None
         if turn:  # the pushed head the exit chain checks
             head = {"sha": turn.get("head_sha"), "ref": turn.get("branch")}
+        monitor = _mapping(payload, "monitor") if event == MONITOR_EVENT else None
+        if monitor and monitor.get("head_sha"):  # the head a timed wait was about
+            head = {"sha": monitor.get("head_sha"), "ref": monitor.get("branch")}
         subject = pull or _mapping(payload, "issue")
         kind: SubjectKind | None = None
         if "pull_request" in payload or subject.get("pull_request"):

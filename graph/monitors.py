@@ -40,17 +40,25 @@ WAKE_AT = "wake_at"
 DUE = "the-loop.monitor.due"
 
 
-def wake_at(state: WorkItemState) -> float | None:
-    """When the ``wait`` that parks ``state`` asked to be evaluated again
-    (:data:`WAKE_AT` of the stopping result of its current node's last exit chain), or
-    ``None``: it waits (status ``waiting``) for no time, or does not wait."""
+def waiting_data(state: WorkItemState) -> dict[str, Any]:
+    """The ``data`` of the ``wait`` that parks ``state`` (the stopping result of its
+    current node's last exit chain); ``{}`` when it does not wait (status
+    ``waiting``) on its exit chain."""
     if state.status != Status.WAITING:
-        return None
+        return {}
     results = (state.results.get(state.current_node) or {}).get("exit") or []
     last = results[-1] if results else None
     if not isinstance(last, dict) or last.get("status") != "wait":
-        return None
-    at = (last.get("data") or {}).get(WAKE_AT)
+        return {}
+    data = last.get("data")
+    return dict(data) if isinstance(data, dict) else {}
+
+
+def wake_at(state: WorkItemState) -> float | None:
+    """When the ``wait`` that parks ``state`` asked to be evaluated again
+    (:data:`WAKE_AT` of :func:`waiting_data`), or ``None``: it waits for no time, or
+    does not wait."""
+    at = waiting_data(state).get(WAKE_AT)
     return float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
 
 

@@ -29,13 +29,14 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from foundation.events import MONITOR_EVENT
 from foundation.inbox.enqueue import DeliveryQueue
 from foundation.inbox.record import DeliveryRecord
 from foundation.turns import RUNNER_SENDER
 from graph.model import Graph
-from graph.monitors import due_reminder, reminder_due_at, wake_at
+from graph.monitors import due_reminder, reminder_due_at, waiting_data, wake_at
 from graph.refs import RefError, WorkItemRef
 from graph.state import StateError, WorkItemState
 from workers.state import WAITING_STATUSES, RedisStateStore
@@ -135,11 +136,18 @@ class MonitorSweep:
 
     def _wake(self, ref: str, parsed: WorkItemRef, state: WorkItemState, at: float,
               now: float) -> bool:
-        """Queue the delivery that evaluates ``state`` again at ``at`` (action ``due``);
-        ``False``: it was queued before (the same delivery id)."""
+        """Queue the delivery that evaluates ``state`` again at ``at`` (action ``due``),
+        naming the head commit and branch the wait was about (the wait's ``sha`` and
+        ``branch``: what the exit chain evaluates); ``False``: it was queued before (the
+        same delivery id)."""
+        waited = waiting_data(state)
+        monitor: dict[str, Any] = {"node": state.current_node, "at": at}
+        for key, field_ in (("head_sha", "sha"), ("branch", "branch")):
+            if isinstance(waited.get(field_), str):
+                monitor[key] = waited[field_]
         payload = {"action": "due", "repository": {"full_name": parsed.repository},
                    "issue": {"number": parsed.number}, "sender": RUNNER_SENDER,
-                   "monitor": {"node": state.current_node, "at": at}}
+                   "monitor": monitor}
         if state.installation_id is not None:
             payload["installation"] = {"id": state.installation_id}
         return self.inbox.put(DeliveryRecord(

@@ -116,7 +116,8 @@ def verify_tests(ctx: HookContext) -> HookResult:
             waiting_since=since, timeout=timeout, escalation=reason)
     return HookResult.waiting(NAME, Message(
         f"waiting for check {check} on {short}", code="check-pending"), check=check, sha=sha,
-        waiting_since=since, timeout=timeout, **{WAKE_AT: since + timeout})
+        branch=ctx.config.head_ref, waiting_since=since, timeout=timeout,
+        **{WAKE_AT: since + timeout})
 
 
 def _report(ctx: HookContext, check: str, sha: str, conclusion: str) -> dict[str, Any] | None:

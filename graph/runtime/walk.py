@@ -193,7 +193,8 @@ def walk(
                     return turns.await_turn(rt, state, work_item, config, node, result)
         elif turns.works(node, state, config):
             ended = turns.turn_ended(rt, state, node, event)
-            if ended is None:  # the agent's turn is still to come: nothing to check yet
+            if ended is None and not turns.awaits_verdict(state, node):
+                # the agent's turn is still to come: nothing to check yet
                 return turns.await_turn(rt, state, work_item, config, node, result)
         unrepaired = None
         if ended is None or ended.ok:
