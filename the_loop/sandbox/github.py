@@ -426,7 +426,8 @@ class SandboxGitHub(HttpFakeGitHub):
             "started_at": now(), "completed_at": now() if run["conclusion"] else None,
             "url": f"{self.base_url}/repos/{r.full_name}/check-runs/{run['id']}",
             "html_url": f"{self.base_url}/{r.full_name}/runs/{run['id']}",
-            "app": {"id": self.app_id or 1, "slug": "the-loop", "name": "the-loop"},
+            "app": {"id": self.app_id or 1, "slug": run.get("app") or "the-loop",
+                    "name": run.get("app") or "the-loop"},
             "check_suite": {"id": run["id"], "head_sha": run["head_sha"]},
             "pull_requests": pulls}})
 
