@@ -161,7 +161,8 @@ def _report(ctx: HookContext, check: str, sha: str, conclusion: str) -> dict[str
             if exc.retriable:
                 raise
             notes.append(f"the annotations could not be read (HTTP {exc.status})")
-    log, log_truncated = None, False
+    log: str | None = None
+    log_truncated = False
     if detail.get("app") == ACTIONS_APP and "download-job-logs" in github.operations:
         try:
             got = github.download_job_logs(repo=repo, job_id=run_id,
@@ -170,10 +171,10 @@ def _report(ctx: HookContext, check: str, sha: str, conclusion: str) -> dict[str
         except IntegrationError as exc:  # a log is a bonus: gone, expired, refused
             notes.append(f"the job's log could not be read (HTTP {exc.status})"
                          if exc.status else "the job's log could not be read")
-    elif detail:
+    if log is None and detail:
         text = output.get("text")
-        log = text if isinstance(text, str) else None  # output.text: often the log's end
-        if log is None:
+        log = text if isinstance(text, str) and text else None  # often the log's end
+        if log is None and detail.get("app") != ACTIONS_APP:
             notes.append("no log: the check run is not a GitHub Actions job")
     return ci_report.build(check=check, sha=sha, conclusion=conclusion, run_id=run_id,
                            title=output.get("title"), summary=output.get("summary"),

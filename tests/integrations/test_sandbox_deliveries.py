@@ -1,8 +1,8 @@
 """The sandbox's GitHub delivers signed webhooks for everything that happens in it, as
 GitHub does: a person's issue, label, comment and review, and the-loop's own writes
 through the REST API (sender: the App's bot), a git push over smart HTTP (push and
-pull_request.synchronize) and check runs; each verifies with the receiver's secret and
-parses into the work item it names."""
+pull_request.synchronize) and check runs (and their suite's completion); each verifies
+with the receiver's secret and parses into the work item it names."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def test_everything_in_the_sandbox_is_delivered_signed(tmp_path):
         ("push", "the-loop[bot]"), ("pull_request.opened", "the-loop[bot]"),
         ("push", "the-loop[bot]"), ("pull_request.synchronize", "the-loop[bot]"),
         ("check_run.created", "the-loop[bot]"), ("check_run.completed", "the-loop[bot]"),
-        ("pull_request_review.submitted", "you"),
+        ("check_suite.completed", "the-loop[bot]"), ("pull_request_review.submitted", "you"),
     ]
     for headers, payload in got:
         assert headers["X-Github-Delivery"] and headers["User-Agent"].startswith(

@@ -31,11 +31,10 @@ DESCRIPTION = (REPO_ROOT / ".venv" / "github-openapi" / "node_modules" / "@octok
 KNOWN_GAPS = {
     ("GET", "/repos/{owner}/{repo}"),  # full-repository: the *_url fields and counts
     ("PUT", "/repos/{owner}/{repo}/contents/{path}"),  # download_url is null
+    # A run not completed has conclusion null, as on GitHub; the description marks it
+    # nullable but its enum lacks null, which OpenAPI 3.0.3 says an enum must list.
+    ("POST", "/repos/{owner}/{repo}/check-runs"),
     ("GET", "/repos/{owner}/{repo}/contents/{path}"),  # download_url is null
-    ("POST", "/repos/{owner}/{repo}/check-runs"),  # output.text, annotations, app fields
-    ("PATCH", "/repos/{owner}/{repo}/check-runs/{check_run_id}"),
-    ("GET", "/repos/{owner}/{repo}/commits/{ref}/check-runs"),
-    ("GET", "/repos/{owner}/{repo}/check-runs/{check_run_id}"),
     ("GET", "/repos/{owner}/{repo}/collaborators/{username}/permission"),  # user.role_name
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}"),
     ("GET", "/repos/{owner}/{repo}/pulls"),
@@ -148,8 +147,15 @@ def test_every_served_operation_answers_as_github_documents(api):
          json={"conclusion": "success"})
     call("GET", "/repos/{owner}/{repo}/commits/{ref}/check-runs",
          f"/repos/o/r/commits/{pull['head']['sha']}/check-runs", headers=h)
-    failed = call("POST", "/repos/{owner}/{repo}/check-runs", "/repos/o/r/check-runs",
-                  headers=h, json={"name": "tests", "head_sha": pull["head"]["sha"],
+    call("GET", "/repos/{owner}/{repo}/check-runs/{check_run_id}",
+         f"/repos/o/r/check-runs/{run['id']}", headers=h)
+    suites = call("GET", "/repos/{owner}/{repo}/commits/{ref}/check-suites",
+                  "/repos/o/r/commits/feature/check-suites", headers=h).json()
+    assert [s["id"] for s in suites["check_suites"]] == [run["check_suite"]["id"]]
+    call("GET", "/repos/{owner}/{repo}/check-suites/{check_suite_id}",
+         f"/repos/o/r/check-suites/{run['check_suite']['id']}", headers=h)
+    failed = requests.post(f"{url}/repos/o/r/check-runs", timeout=10,  # seen above
+                           headers=h, json={"name": "tests", "head_sha": pull["head"]["sha"],
                                    "status": "completed", "conclusion": "failure",
                                    "output": {"title": "1 failed", "summary": "s",
                                               "annotations": [ANNOTATION]}}).json()
@@ -176,7 +182,7 @@ def test_every_served_operation_answers_as_github_documents(api):
     assert failing - KNOWN_GAPS == set(), {op: seen[op] for op in failing - KNOWN_GAPS}
     fixed = KNOWN_GAPS - failing
     assert fixed == set(), f"now valid: remove from KNOWN_GAPS: {sorted(fixed)}"
-    assert len(seen) == 32  # every REST operation of ENDPOINTS (git over HTTP aside)
+    assert len(seen) == 34  # every REST operation of ENDPOINTS (git over HTTP aside)
 
 
 ANNOTATION = {"path": "pkg/mod.py", "start_line": 3, "end_line": 3,

@@ -36,6 +36,7 @@ from flask import Blueprint, Response, jsonify, request
 from werkzeug.serving import make_server
 
 from foundation.signing import KEYS_PATH
+from the_loop.sandbox.ci import CI_FILE, SandboxCI
 from the_loop.sandbox.fakegithub.http import QuietHandler
 from the_loop.sandbox.github import LOGIN, SandboxGitHub
 
@@ -58,6 +59,26 @@ def collaborators_yaml(login: str) -> str:
             "version: 1\nroles:\n  approver:\n"
             f"    - {{name: {login}, github: {login}}}\n")
 
+
+#: The demo repository's declared check (:mod:`the_loop.sandbox.ci`): the shipped graph's
+#: ``verify-tests`` (``check: tests``) reads the check run it names.
+CI_YAML = """# The sandbox's CI runs this on every push of a branch other than main, as GitHub
+# Actions runs a workflow job; its check run is named by `name`.
+name: tests
+run: python -m pytest -q
+timeout: 300
+"""
+
+#: The demo repository's own test: pytest collects one even before any task's code is
+#: there (pytest's exit code 5, "no tests collected", is a failure, as on GitHub Actions).
+REPOSITORY_TEST = """# The demo repository's own check: its README has a title.
+from pathlib import Path
+
+
+def test_readme_has_a_title():
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    assert readme.read_text(encoding="utf-8").startswith("# ")
+"""
 
 README = """# demo
 
@@ -100,21 +121,27 @@ class Sandbox:
         directory: the state directory (``git/`` holds the bare repositories).
         user: the local person's login (the demo repository's approver, admin).
         admin_token: the token the admin API needs.
+        ci: the sandbox's CI (:mod:`the_loop.sandbox.ci`), started by
+            :func:`serve_forever`.
     """
 
     github: SandboxGitHub
     directory: Path
     user: str
     admin_token: str
+    ci: SandboxCI | None = None
 
 
 def build(directory: Path, *, user: str, webhook_url: str | None, secret: str,
           base_url: str, public_key: str | None = None) -> Sandbox:
     """A sandbox whose demo repository (:data:`DEMO_REPO`, git-backed, new each start:
     the fake's state lives in memory) holds ``README.md``,
-    ``.the-loop/collaborators.yaml`` naming ``user`` as approver and, with
+    ``.the-loop/collaborators.yaml`` naming ``user`` as approver, the declared CI check
+    ``.the-loop/ci.yaml`` (:data:`CI_YAML`) and a test of its own
+    (``tests/test_repository.py``) and, with
     ``public_key`` (PEM), the published review-record key; ``user`` has the
-    ``admin`` role on it. Writes ``directory/admin-token`` (0600).
+    ``admin`` role on it. Writes ``directory/admin-token`` (0600); each CI run's
+    throwaway checkout is made in ``directory/ci``.
 
     Raises:
         ValueError: ``user`` is not a valid GitHub login.
@@ -127,7 +154,8 @@ def build(directory: Path, *, user: str, webhook_url: str | None, secret: str,
     shutil.rmtree(git_root, ignore_errors=True)
     fake = SandboxGitHub(webhook_url=webhook_url, secret=secret, base_url=base_url,
                          user_login=user)
-    files = {"README.md": README, ".the-loop/collaborators.yaml": collaborators_yaml(user)}
+    files = {"README.md": README, ".the-loop/collaborators.yaml": collaborators_yaml(user),
+             CI_FILE: CI_YAML, "tests/test_repository.py": REPOSITORY_TEST}
     if public_key:
         files[KEYS_PATH] = public_key
     fake.add_git_repo(DEMO_REPO, git_root, files, default_branch=DEFAULT_BRANCH)
@@ -137,7 +165,10 @@ def build(directory: Path, *, user: str, webhook_url: str | None, secret: str,
     token_file.touch(mode=0o600, exist_ok=True)
     token_file.chmod(0o600)
     token_file.write_text(token + "\n", encoding="utf-8")
-    sandbox = Sandbox(fake, directory, user, token)
+    ci_dir = directory / "ci"
+    shutil.rmtree(ci_dir, ignore_errors=True)
+    ci_dir.mkdir()
+    sandbox = Sandbox(fake, directory, user, token, SandboxCI(fake, ci_dir))
     _admin_routes(sandbox)
     return sandbox
 
@@ -293,10 +324,13 @@ def _admin_routes(sandbox: Sandbox) -> None:
 def serve_forever(sandbox: Sandbox, host: str, port: int,
                   ready: threading.Event | None = None) -> None:
     """Serve ``sandbox`` (threaded werkzeug) until SIGTERM or SIGINT, delivering its
-    webhooks meanwhile; what is queued is posted before it returns."""
+    webhooks and running its CI meanwhile; what is queued is posted before it returns
+    (a CI run still going is cancelled)."""
     server = make_server(host, port, sandbox.github.app, threaded=True,
                          request_handler=QuietHandler)
     sandbox.github.start_delivering()
+    if sandbox.ci is not None:
+        sandbox.ci.start()
 
     def stop(_signum: int, _frame: Any) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()
@@ -310,6 +344,8 @@ def serve_forever(sandbox: Sandbox, host: str, port: int,
         server.serve_forever(poll_interval=0.1)
     finally:
         server.server_close()
+        if sandbox.ci is not None:
+            sandbox.ci.stop()
         sandbox.github.wait_delivered(timeout=3)
         sandbox.github.stop_delivering()
         with contextlib.suppress(OSError):

@@ -43,6 +43,7 @@ Seeding (records no action): :meth:`~FakeGitHub.add_repo`, :meth:`~FakeGitHub.ad
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from graph.ports import (
@@ -88,20 +89,19 @@ from the_loop.sandbox.fakegithub.git import (
     run_git,
     seed_git_repo,
 )
-from the_loop.sandbox.fakegithub.store import BASE_PERMISSION, FakeStore, Repo, now
+from the_loop.sandbox.fakegithub.store import (
+    ACTIONS_APP,
+    BASE_PERMISSION,
+    FakeStore,
+    Repo,
+    now,
+)
 
 # The git helpers and the state's parts live in ``git`` and ``store``; they stay importable
 # from here, where the tests and the sandbox have always taken them.
-__all__ = ["BASE_PERMISSION", "GIT", "GIT_TIMEOUT", "FakeGitError", "FakeGitHub", "Repo",
+__all__ = ["ANNOTATIONS_PER_REQUEST", "BASE_PERMISSION", "GIT", "GIT_TIMEOUT", "OUTPUT_LIMIT",
+           "FakeGitError", "FakeGitHub", "Repo", "annotation",
            "blob_sha", "commit_files", "git_env", "now", "run_git", "seed_git_repo"]
-
-
-#: The slug of GitHub Actions' App: its check runs are jobs, with logs.
-ACTIONS_APP = "github-actions"
-#: Annotations GitHub takes in one create or update request ("Update a check run").
-MAX_ANNOTATIONS_PER_REQUEST = 50
-#: ``annotation_level`` values GitHub takes.
-ANNOTATION_LEVELS = frozenset({"notice", "warning", "failure"})
 
 
 def _not_found(op: str, what: str) -> NotFound:
@@ -406,24 +406,40 @@ class FakeGitHub(FakeStore, Transport):
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None,
                          details_url: str | None = None, *, text: str | None = None,
-                         annotations: list[dict[str, Any]] | None = None,
-                         app: str | None = None, log: str | None = None) -> Created:
-        """"Create a check run". Besides the port's fields (the fake's own callers, e.g.
-        the sandbox's CI): ``text`` (``output.text``), ``annotations`` (``output.
-        annotations``: at most :data:`MAX_ANNOTATIONS_PER_REQUEST`, each ``{path,
-        start_line, end_line, annotation_level, message}`` and optional ``title``), ``app``
-        (the slug of the App making it: ``github-actions`` makes it an Actions job, whose
-        id is its job's) and ``log`` (that job's plain-text log)."""
+                         annotations: Sequence[Mapping[str, Any]] | None = None,
+                         check_suite_id: int | None = None,
+                         external_id: str = "", app: str | None = None,
+                         log: str | None = None) -> Created:
+        """The port's operation, plus what "Create a check run" also takes: ``text``
+        (``output.text``) and ``annotations`` (``output.annotations``, see
+        :func:`annotation`); ``check_suite_id`` puts the run in that suite (the sandbox's
+        CI makes GitHub Actions' suite first), else in App ``app``'s suite on
+        ``head_sha`` (the fake's own App by default; made on first use, as GitHub does).
+        ``log``: the plain-text log of an Actions job (see :meth:`download_job_logs`).
+
+        Raises:
+            IntegrationError: 422 for a status GitHub refuses, ``completed`` without a
+                conclusion, a summary or text over 65535 characters, or an annotation
+                GitHub refuses (more than 50 a request, a field missing or wrong).
+        """
         run: dict[str, Any] = {"id": 0, "name": name, "head_sha": head_sha, "status": "queued",
-                               "conclusion": None, "output": {"title": None, "summary": None},
-                               "details_url": details_url, "annotations": [],
-                               "app": app or "the-loop", "log": log}
-        self._check_fields("create-check-run", run, status, conclusion, title, summary)
-        self._check_output("create-check-run", run, text, annotations)
+                               "conclusion": None,
+                               "output": {"title": None, "summary": None, "text": None},
+                               "annotations": [], "details_url": details_url,
+                               "external_id": external_id, "started_at": None,
+                               "completed_at": None, "check_suite_id": None, "app": "",
+                               "log": log}
+        self._check_fields("create-check-run", run, status, conclusion, title, summary, text,
+                           annotations)
         with self.lock:
             r = self.repo(repo)
-            run["id"] = self.next_id()
+            if check_suite_id is not None and check_suite_id in r.check_suites:
+                suite = r.check_suites[check_suite_id]
+            else:
+                suite = self.check_suite_for(r, head_sha, app or self.app_info("")["slug"])
+            run.update(id=self.next_id(), check_suite_id=suite["id"], app=suite["app"])
             r.check_runs[run["id"]] = run
+            self.refresh_suite(r, suite["id"])
             self.record(f"{r.full_name}:create-check-run:{name}")
         return {"id": run["id"]}
 
@@ -431,24 +447,29 @@ class FakeGitHub(FakeStore, Transport):
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None,
                          details_url: str | None = None, *, text: str | None = None,
-                         annotations: list[dict[str, Any]] | None = None,
+                         annotations: Sequence[Mapping[str, Any]] | None = None,
                          log: str | None = None) -> Created:
-        """"Update a check run"; ``annotations`` are appended to the run's, as GitHub
-        does (see :meth:`create_check_run`)."""
+        """The port's operation, plus ``text``, ``annotations`` and ``log`` as
+        :meth:`create_check_run` takes them; annotations are added to the run's (GitHub
+        docs, "Update a check run": "annotations are appended to the list of annotations
+        that already exist for the check run"). Raises as
+        :meth:`create_check_run` does, and :class:`NotFound` for an unknown run."""
         with self.lock:
             r = self.repo(repo)
             run = r.check_runs.get(check_run_id)
             if run is None:
                 raise _not_found("update-check-run", "check run")
             updated = {**run, "output": dict(run["output"]),
-                       "annotations": list(run.get("annotations") or ())}
-            self._check_fields("update-check-run", updated, status, conclusion, title, summary)
-            self._check_output("update-check-run", updated, text, annotations)
+                       "annotations": list(run["annotations"])}
+            self._check_fields("update-check-run", updated, status, conclusion, title,
+                               summary, text, annotations)
             if details_url is not None:
                 updated["details_url"] = details_url
             if log is not None:
                 updated["log"] = log
             run.update(updated)
+            if run.get("check_suite_id") in r.check_suites:
+                self.refresh_suite(r, run["check_suite_id"])
             self.record(f"{r.full_name}:update-check-run:{check_run_id}")
         return {"id": check_run_id}
 
@@ -468,7 +489,7 @@ class FakeGitHub(FakeStore, Transport):
             output = run["output"]
             return {"id": run["id"], "name": run["name"], "head_sha": run["head_sha"],
                     "status": run["status"], "conclusion": run["conclusion"],
-                    "details_url": run.get("details_url"), "app": run.get("app"),
+                    "details_url": run.get("details_url"), "app": run.get("app") or None,
                     "output": {"title": output.get("title"), "summary": output.get("summary"),
                                "text": output.get("text"),
                                "annotations_count": len(run.get("annotations") or ())}}
@@ -487,60 +508,113 @@ class FakeGitHub(FakeStore, Transport):
              "message": a["message"]} for a in stored[:max(1, limit)]]
         return {"annotations": found, "truncated": len(stored) > len(found)}
 
-    def download_job_logs(self, repo: str, job_id: int, tail_bytes: int = 4096) -> JobLog:
-        """"Download job logs for a workflow run" (see the port): 404 unless the check
-        run ``job_id`` is an Actions job's (``app`` ``github-actions``) with a log."""
+    def job_log(self, repo: str, job_id: int) -> str | None:
+        """The plain-text log of check run ``job_id`` if it is an Actions job's (its App
+        is ``github-actions``): the ``log`` it was given, else its ``output.text`` (the
+        sandbox's CI writes the log's tail there); ``None`` otherwise."""
         with self.lock:
-            run = self.repo(repo).check_runs.get(job_id)
-            log = run.get("log") if run is not None and run.get("app") == ACTIONS_APP else None
-        if not isinstance(log, str):
+            r = self.lookup(repo)
+            run = r.check_runs.get(job_id) if r is not None else None
+            if run is None or run.get("app") != ACTIONS_APP["slug"]:
+                return None
+            log = run.get("log")
+            if not isinstance(log, str):
+                log = run["output"].get("text")
+            return log if isinstance(log, str) else None
+
+    def download_job_logs(self, repo: str, job_id: int, tail_bytes: int = 4096) -> JobLog:
+        """"Download job logs for a workflow run" (see the port): 404 unless check run
+        ``job_id`` is an Actions job's (:meth:`job_log`)."""
+        log = self.job_log(repo, job_id)
+        if log is None:
             raise _not_found("download-job-logs", "job")
         raw = log.encode("utf-8")
         return {"text": raw[-max(1, tail_bytes):].decode("utf-8", "replace"),
                 "truncated": len(raw) > tail_bytes}
 
     @staticmethod
-    def _check_output(op: str, run: dict[str, Any], text: str | None,
-                      annotations: list[dict[str, Any]] | None) -> None:
-        """``output.text`` and ``output.annotations`` as GitHub takes them: at most
-        :data:`MAX_ANNOTATIONS_PER_REQUEST` a request, each with its required fields,
-        appended to those the run has."""
-        if text is not None:
-            run["output"] = {**run["output"], "text": text}
-        if not annotations:
-            return
-        if len(annotations) > MAX_ANNOTATIONS_PER_REQUEST:
-            raise _refused(op, 422, f"at most {MAX_ANNOTATIONS_PER_REQUEST} annotations "
-                                    "per request")
-        kept = []
-        for a in annotations:
-            if (not isinstance(a, dict) or not isinstance(a.get("path"), str)
-                    or not isinstance(a.get("start_line"), int)
-                    or not isinstance(a.get("end_line"), int)
-                    or a.get("annotation_level") not in ANNOTATION_LEVELS
-                    or not isinstance(a.get("message"), str)):
-                raise _refused(op, 422, "an annotation needs path, start_line, end_line, "
-                                        "annotation_level (notice, warning, failure) and "
-                                        "message")
-            kept.append({"path": a["path"], "start_line": a["start_line"],
-                         "end_line": a["end_line"], "annotation_level": a["annotation_level"],
-                         "title": a.get("title") if isinstance(a.get("title"), str) else None,
-                         "message": a["message"]})
-        run["annotations"] = [*run.get("annotations", ()), *kept]
-
-    @staticmethod
     def _check_fields(op: str, run: dict[str, Any], status: str | None,
-                      conclusion: str | None, title: str | None, summary: str | None) -> None:
+                      conclusion: str | None, title: str | None, summary: str | None,
+                      text: str | None = None,
+                      annotations: Sequence[Mapping[str, Any]] | None = None) -> None:
+        was = run["status"]
         if status is not None:
             if status not in CHECK_STATUSES:
-                raise _refused(op, 422, f"status {status!r} is not a check run status")
+                raise _refused(op, 422, "status is not a check run status (queued, "
+                              "in_progress, completed)")
             run["status"] = status
         if conclusion is not None:
             run["conclusion"], run["status"] = conclusion, "completed"
         if run["status"] == "completed" and not run["conclusion"]:
             raise _refused(op, 422, '"conclusion" wasn\'t supplied')
-        if title is not None or summary is not None:
-            run["output"] = {**run["output"], "title": title, "summary": summary}
+        for field, value in (("summary", summary), ("text", text)):
+            if value is not None and len(value) > OUTPUT_LIMIT:
+                raise _refused(op, 422, f"output.{field} is longer than the maximum of "
+                               f"{OUTPUT_LIMIT} characters")
+        if title is not None or summary is not None or text is not None:
+            run["output"] = {"title": title, "summary": summary, "text": text}
+        if annotations:
+            if len(annotations) > ANNOTATIONS_PER_REQUEST:
+                raise _refused(op, 422, f"at most {ANNOTATIONS_PER_REQUEST} annotations a "
+                               "request")
+            run["annotations"] = [*run["annotations"],
+                                  *(annotation(op, a) for a in annotations)]
+        # GitHub sets started_at when the run is created (a queued one too), and again
+        # when it starts; completed_at when it completes.
+        stamp = now()
+        if not run.get("started_at") or (was == "queued" and run["status"] != "queued"):
+            run["started_at"] = stamp
+        if run["status"] == "completed" and not run.get("completed_at"):
+            run["completed_at"] = stamp
+
+
+#: GitHub's limit on a check run's ``output.summary`` and ``output.text`` ("Create a check
+#: run": "Maximum length: 65535 characters").
+OUTPUT_LIMIT = 65535
+#: Annotations one create or update may add ("The Checks API limits the number of
+#: annotations to a maximum of 50 per API request").
+ANNOTATIONS_PER_REQUEST = 50
+#: ``annotation_level`` values GitHub takes.
+ANNOTATION_LEVELS = frozenset({"notice", "warning", "failure"})
+
+
+def annotation(op: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """One check run annotation as GitHub stores it (the shape "List check run
+    annotations" answers, less ``blob_href``): ``path``, ``start_line``, ``end_line``,
+    ``annotation_level`` and ``message`` required; ``start_column``, ``end_column``,
+    ``title``, ``raw_details`` ``None`` when not given.
+
+    Raises:
+        IntegrationError: 422 naming the missing or wrong field.
+    """
+    def bad(field: str) -> IntegrationError:
+        return _refused(op, 422, f"annotation {field} is missing or invalid")
+
+    if not isinstance(given, Mapping):
+        raise bad("object")
+    for field in ("path", "message"):
+        if not isinstance(given.get(field), str) or not given[field]:
+            raise bad(field)
+    for field in ("start_line", "end_line"):
+        value = given.get(field)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise bad(field)
+    if given["end_line"] < given["start_line"]:
+        raise bad("end_line")
+    if given.get("annotation_level") not in ANNOTATION_LEVELS:
+        raise bad("annotation_level")
+    for field in ("start_column", "end_column"):
+        value = given.get(field)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise bad(field)
+    for field in ("title", "raw_details"):
+        if given.get(field) is not None and not isinstance(given[field], str):
+            raise bad(field)
+    return {"path": given["path"], "start_line": given["start_line"],
+            "end_line": given["end_line"], "start_column": given.get("start_column"),
+            "end_column": given.get("end_column"),
+            "annotation_level": given["annotation_level"], "title": given.get("title"),
+            "message": given["message"], "raw_details": given.get("raw_details")}
 
 
 if TYPE_CHECKING:  # mypy checks that the fake implements the port

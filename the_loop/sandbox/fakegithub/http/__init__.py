@@ -46,7 +46,7 @@ every route shares: errors, validation answers, auth helpers, pagination),
 (installation tokens, the App, the manifest flow), :mod:`.users`, :mod:`.oauth`,
 :mod:`.repos`, :mod:`.pulls` (pull requests, files, requested reviewers, reviews),
 :mod:`.issues` (labels, comments, reactions), :mod:`.contents` (contents, blobs),
-:mod:`.checks` (check runs), :mod:`.git` (git smart HTTP) -- and :mod:`.serving`
+:mod:`.checks` (check runs and suites), :mod:`.git` (git smart HTTP) -- and :mod:`.serving`
 (``serve``, ``main``).
 """
 
@@ -92,8 +92,10 @@ ENDPOINTS = (
     "GET    /repos/{owner}/{repo}/collaborators/{username}/permission",
     "POST   /repos/{owner}/{repo}/check-runs",
     "PATCH  /repos/{owner}/{repo}/check-runs/{check_run_id}",
-    "GET    /repos/{owner}/{repo}/commits/{ref}/check-runs",
     "GET    /repos/{owner}/{repo}/check-runs/{check_run_id}",
+    "GET    /repos/{owner}/{repo}/commits/{ref}/check-runs",
+    "GET    /repos/{owner}/{repo}/check-suites/{check_suite_id}",
+    "GET    /repos/{owner}/{repo}/commits/{ref}/check-suites",
     "GET    /repos/{owner}/{repo}/check-runs/{check_run_id}/annotations",
     "GET    /repos/{owner}/{repo}/actions/jobs/{job_id}/logs (302 to the log)",
     "GET    /_blobs/job-logs/{owner}/{repo}/{job_id}?sig=... (the log, plain text)",
