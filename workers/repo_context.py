@@ -35,7 +35,7 @@ from foundation.config.repository import (
     HarnessConfig,
     load_harness_config,
 )
-from foundation.events import GitHubEvent
+from foundation.events import MONITOR_EVENT, GitHubEvent
 from foundation.inbox.record import text
 from foundation.links import page_url
 from foundation.settings import WorkerSettings
@@ -268,6 +268,13 @@ class RepoContext:
                 head_repo = pull.get("head_repo")
                 editable = bool(pull.get("maintainer_can_modify"))
                 draft = bool(pull.get("draft"))
+        if (head is None and not is_pr and branch and github is not None
+                and (event.ci is not None or event.name == MONITOR_EVENT)):
+            # A CI result (or a timed wait) about an issue's draft pull request: the
+            # exit chain checks that pull request's current head.
+            found = github.find_pull_request(repo=repo, head=branch)
+            if found is not None:
+                head, head_ref = str(found["head_sha"]), str(found["head_ref"])
         if not head_ref:
             head_repo = repo  # no pull request: the work item's own branch
 

@@ -227,3 +227,62 @@ def test_a_check_that_never_reports_escalates_at_its_timeout_with_no_delivery(wo
     ci = w.processor.agent.repos.ci(REPO)
     assert ci.first_wait(w.head, "tests", T0 + 9999) == T0
     assert ci.first_wait("f" * 40, "tests", T0 + 9999) == T0 + 9999
+
+
+def test_a_check_run_on_an_issues_draft_pull_request_reaches_the_issue(redis_ns, tmp_path):
+    """Given an issue work item whose agent turn pushed to its draft pull request and
+    waits for check `tests` there
+    When the check run fails (its delivery names the draft pull request, not the issue)
+    Then the delivery is forwarded to the issue, verify-tests checks the draft pull
+    request's head, blocks, and the repair turn gets the check's report."""
+    graph_file = tmp_path / "graph.yaml"
+    graph_file.write_text(GRAPH)
+    fake = HttpFakeGitHub(tokens=[PAT])
+    fake.add_repo(REPO, default_branch="master")
+    url, stop = serve(fake)
+    clients = GitHubClients(GitHubSettings(api_url=url, token=PAT, write_interval=0.0,
+                                           read_interval=0.0, retries=0))
+    try:
+        records = TurnRecords(redis_ns.client, TurnKeys(redis_ns.prefix),
+                              f"{redis_ns.queue_name}-turns")
+        processor = build_processor(
+            WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name),
+            redis_ns.client, load_graph(graph_file),
+            lambda _i: clients.for_installation(None), turns=records)
+        queue = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
+                              prefix=redis_ns.prefix)
+        store = RedisStateStore(redis_ns.client, redis_ns.prefix)
+        w = World(fake, processor, queue, records, store, [T0], redis_ns, "")
+        issue = f"github:{REPO}#1"
+        enrol = load_payload("issues", "labeled")
+        enrol["label"] = gh_label("the-loop")
+        enrol["issue"]["labels"].append(gh_label("the-loop"))
+        w.deliver("issues", enrol)
+        w.work()
+        first = TurnOrder.from_dict(json.loads(records.get(issue)["order"]))
+        # What the runner does when the turn pushes: the branch, its draft pull request.
+        head = check_run_payload(1, "0" * 40, "failure")["check_run"]["pull_requests"][0]
+        sha, branch = "d" * 40, "the-loop/1-add-a-login-page"
+        fake.add_pull(REPO, head["number"], head_sha=sha, head_ref=branch,
+                      base_ref="master")
+        records.remember_workspace(issue, REPO, branch, head["number"])
+        records.report(queue, first, TurnContext(REPO, 1, "Add a login page", "master"),
+                       TurnEnded(id=first.id, status="completed", head_sha=sha),
+                       attempt=1, branch=branch)
+        w.work()
+        assert store.load(issue).status == "waiting"  # no result yet: it waits
+        run = fake.create_check_run(REPO, sha, "tests", "completed", "failure",
+                                    "1 failed", "pytest: 1 failed", app="github-actions",
+                                    log="E   assert 401 == 200\n1 failed in 0.2s\n")
+        w.deliver("check_run", check_run_payload(run["id"], sha, "failure"))
+        w.work()
+        state = store.load(issue)
+        assert (state.status, state.turns["build"]) == ("working", 2), state.parked_reason
+        repair = TurnOrder.from_dict(json.loads(records.get(issue)["order"]))
+        report = repair.feedback["block"]["ci_report"]
+        assert (report["sha"], report["title"]) == (sha, "1 failed")
+        assert "assert 401 == 200" in report["log"]
+        assert store.load(f"github:{REPO}#2") is None  # the pull request is no work item
+    finally:
+        clients.close()
+        stop()
