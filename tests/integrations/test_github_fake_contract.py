@@ -44,7 +44,7 @@ class Env:
 
 @pytest.fixture(params=["app", "token-ghes", "cli"])
 def env(request: pytest.FixtureRequest, rsa_pem, tmp_path) -> Iterator[Env]:  # noqa: F811
-    fake = HttpFakeGitHub(app_id=APP_ID, tokens=[PAT])
+    fake = HttpFakeGitHub(app_id=APP_ID, tokens=[PAT], app_key=rsa_pem[0])
     fake.add_repo(REPO, default_branch="main")
     fake.add_file(REPO, "README.md", "# Hello ✓\n")
     fake.add_file(REPO, "docs/spec.md", "on a branch\n", ref="feature")

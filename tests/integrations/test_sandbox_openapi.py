@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from functools import cache
 from typing import Any
 
-import jwt
 import pytest
 import requests
 from openapi_schema_validator import OAS30Validator
 
 from tests.conftest import REPO_ROOT
+from tests.support.app_key import APP_KEY_PEM, app_jwt
 from the_loop.sandbox.fakegithub.http import serve
 from the_loop.sandbox.github import SandboxGitHub
 
@@ -65,7 +64,7 @@ def problems(method: str, template: str, answer: requests.Response) -> list[str]
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory):
-    fake = SandboxGitHub()
+    fake = SandboxGitHub(app_key=APP_KEY_PEM)
     fake.add_git_repo("o/r", tmp_path_factory.mktemp("git"), {"README.md": "hi\n"})
     fake.add_file("o/r", "a.md", "a\n", ref="feature")
     url, stop = serve(fake)
@@ -85,8 +84,7 @@ def test_every_served_operation_answers_as_github_documents(api):
         seen[(method, template)] = problems(method, template, answer)
         return answer
 
-    now = int(time.time())
-    jwt_ = jwt.encode({"iss": "1", "iat": now, "exp": now + 60}, "k" * 32, algorithm="HS256")
+    jwt_ = app_jwt()
     token = call("POST", "/app/installations/{installation_id}/access_tokens",
                  "/app/installations/1/access_tokens",
                  headers={"Authorization": f"Bearer {jwt_}"}).json()["token"]

@@ -507,14 +507,16 @@ class SandboxGitHub(HttpFakeGitHub):
                 "removed": files["D"], "modified": files["M"]}
 
     def _pusher(self, authorization: str) -> str:
+        """Who pushes with ``authorization`` (git's HTTP Basic header): the login its
+        password, a token, acts as (:meth:`git_login`: the bot for an installation token,
+        the person for theirs); ``""`` for none (git's request is refused, nothing
+        moves)."""
         scheme, _, value = authorization.partition(" ")
         with contextlib.suppress(ValueError, UnicodeDecodeError):
             if scheme.lower() == "basic":
                 password = base64.b64decode(value).decode("utf-8").partition(":")[2]
-                with self.lock:
-                    if password in self._issued:
-                        return self.bot_login
-        return self.user_login
+                return self.git_login(password) or ""
+        return ""
 
     def _watch_pushes(self, inner: Callable[..., Any]) -> Callable[..., Any]:
         """WSGI middleware: around a ``git-receive-pack`` request (a push), the
