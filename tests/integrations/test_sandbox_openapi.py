@@ -248,8 +248,6 @@ def test_a_job_log_redirects_to_plain_text_and_a_non_actions_run_has_none(api):
 
 
 def _token_headers(url: str) -> dict[str, str]:
-    now = int(time.time())
-    jwt_ = jwt.encode({"iss": "1", "iat": now, "exp": now + 60}, "k" * 32, algorithm="HS256")
     token = requests.post(f"{url}/app/installations/1/access_tokens", timeout=10,
-                          headers={"Authorization": f"Bearer {jwt_}"}).json()["token"]
+                          headers={"Authorization": f"Bearer {app_jwt()}"}).json()["token"]
     return {"Authorization": f"token {token}"}
