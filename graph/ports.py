@@ -171,6 +171,8 @@ class PullRequest(TypedDict):
     html_url: str
     head_repo: str | None  # OWNER/NAME holding head_ref (a fork's); None: a deleted fork
     maintainer_can_modify: bool  # the fork lets the base's maintainers push to head_ref
+    node_id: str  # its GraphQL global id (the mutations' pullRequestId)
+    body: str  # its description ("" when it has none)
 
 
 class PullFiles(TypedDict):
@@ -179,6 +181,7 @@ class PullFiles(TypedDict):
 
 class Reviewers(TypedDict):
     requested: list[str]
+    teams: list[str]  # team slugs with a pending review request
 
 
 class Review(TypedDict):
@@ -405,7 +408,7 @@ class GitHubPulls(Protocol):
     @read
     def get_pull_request(self, *, repo: str, number: int) -> PullRequest:
         """``{"number", "head_sha", "head_ref", "base_ref", "state", "draft", "html_url",
-        "head_repo", "maintainer_can_modify"}``."""
+        "head_repo", "maintainer_can_modify", "node_id", "body"}``."""
         ...
 
     @read
@@ -433,8 +436,16 @@ class GitHubPulls(Protocol):
         ...
 
     @write
-    def request_reviewers(self, *, repo: str, number: int, reviewers: list[str]) -> Reviewers:
-        """``{"requested": [login, ...]}``."""
+    def request_reviewers(self, *, repo: str, number: int, reviewers: list[str],
+                          team_reviewers: list[str] | None = None) -> Reviewers:
+        """``{"requested": [login, ...], "teams": [slug, ...]}``: ``reviewers`` are
+        logins, ``team_reviewers`` team slugs of the repository's organization."""
+        ...
+
+    @write
+    def mark_pull_request_ready(self, *, repo: str, number: int) -> PullRequest:
+        """Mark draft pull request ``number`` ready for review (nothing is written when
+        it is not a draft); a :class:`PullRequest` (``draft`` false)."""
         ...
 
     @read

@@ -50,6 +50,8 @@ PULL_SHAPE: dict[str, tuple[type, ...]] = {
     "html_url": (str,),
     "head_repo": (str, type(None)),
     "maintainer_can_modify": (bool,),
+    "node_id": (str,),
+    "body": (str,),
 }
 # Result shape of every operation: key -> accepted types. Shared with the fake contract test.
 SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
@@ -69,7 +71,8 @@ SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
     "get-file": {"path": (str,), "sha": (str,), "ref": (str, type(None)), "text": (str,)},
     "put-file": {"path": (str,), "sha": (str,), "commit": (str,)},
     "list-pull-files": {"files": (list,)},
-    "request-reviewers": {"requested": (list,)},
+    "request-reviewers": {"requested": (list,), "teams": (list,)},
+    "mark-pull-request-ready": PULL_SHAPE,
     "get-permission": {"permission": (str,)},
     "get-user": {"login": (str,), "id": (int,), "type": (str,)},
     "get-authenticated-user": {"login": (str,), "id": (int,), "type": (str,)},
@@ -240,6 +243,8 @@ def test_get_pull_request(api: GitHubApi, rs: responses.RequestsMock) -> None:
         "html_url": f"https://github.com/{REPO}/pull/7",
         "head_repo": "forker/Hello-World",
         "maintainer_can_modify": True,
+        "node_id": "",
+        "body": "",
     }
     assert_shape("get-pull-request", result)
     assert len(rs.calls) == 1
@@ -551,7 +556,8 @@ def test_create_pull_request_opens_a_draft(api: GitHubApi, rs: responses.Request
     assert result == {"number": 9, "head_sha": "a" * 40, "head_ref": "the-loop/12-login",
                       "base_ref": "main", "state": "open", "draft": True,
                       "html_url": f"https://github.com/{REPO}/pull/9",
-                      "head_repo": REPO, "maintainer_can_modify": False}
+                      "head_repo": REPO, "maintainer_can_modify": False,
+                      "node_id": "", "body": ""}
     assert_shape("create-pull-request", result)
     assert body_of(rs.calls[0]) == {"title": "Login page", "head": "the-loop/12-login",
                                     "base": "main", "body": "Work item #12", "draft": True}
@@ -629,7 +635,7 @@ def test_request_reviewers(api: GitHubApi, rs: responses.RequestsMock) -> None:
         match=[matchers.json_params_matcher({"reviewers": ["bob"]})],
     )
     result = api.call("request-reviewers", repo=REPO, number=4, reviewers=["bob"])
-    assert result == {"requested": ["alice", "bob"]}
+    assert result == {"requested": ["alice", "bob"], "teams": []}
     assert_shape("request-reviewers", result)
 
 

@@ -329,15 +329,16 @@ class SandboxGitHub(HttpFakeGitHub):
             return review_id
 
     def mark_ready(self, repo: str, number: int) -> None:
-        """Mark draft pull request ``number`` ready for review
-        (``pull_request.ready_for_review``)."""
+        """Mark draft pull request ``number`` ready for review as :attr:`actor`
+        (``pull_request.ready_for_review``, from :meth:`marked_ready`)."""
         with self.lock:
-            r = self.repo(repo)
-            pr = r.pulls[number]
-            if pr.get("draft"):
-                pr["draft"] = False
-                self.record(f"{r.full_name}#{number}:ready-for-review")
-                self._issue_event(r, number, "ready_for_review")
+            if self.repo(repo).pulls.get(number) is not None:
+                self.mark_pull_request_ready(repo, number)
+
+    def marked_ready(self, r: Repo, number: int) -> None:
+        """A draft was taken out of draft (by a person, or by GraphQL's
+        ``markPullRequestReadyForReview``): ``pull_request.ready_for_review``."""
+        self._issue_event(r, number, "ready_for_review")
 
     # -- the operations, delivering what they did -------------------------------------
 

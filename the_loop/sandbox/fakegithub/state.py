@@ -12,6 +12,9 @@ Every successful write is recorded in :attr:`FakeGitHub.actions` as a Prow-style
     OWNER/NAME:add-review-comment-reaction:<comment id>:<content>
     OWNER/NAME:put-file:<branch>:<path>
     OWNER/NAME#1:request-reviewers:<login>
+    OWNER/NAME#1:request-team-reviewers:<team slug>
+    OWNER/NAME#7:ready-for-review
+    OWNER/NAME#7:enable-auto-merge:<merge method>
     OWNER/NAME#7:create-pull-request:<head branch>
     OWNER/NAME#7:update-pull-request
     OWNER/NAME:create-check-run:<name>
@@ -299,7 +302,24 @@ class FakeGitHub(FakeStore, Transport):
                     "state": pr["state"], "draft": bool(pr.get("draft", False)),
                     "head_repo": pr.get("head_repo") or r.full_name,
                     "maintainer_can_modify": bool(pr.get("maintainer_can_modify")),
-                    "html_url": f"/{r.full_name}/pull/{number}"}
+                    "html_url": f"/{r.full_name}/pull/{number}",
+                    "node_id": self.pull_node_id(pr), "body": str(pr.get("body") or "")}
+
+    @staticmethod
+    def pull_node_id(pr: dict[str, Any]) -> str:
+        """The GraphQL global id of stored pull request ``pr`` (``PR_<id>``, the shape
+        of GitHub's newer ids)."""
+        return f"PR_{pr['id']}"
+
+    def pull_by_node_id(self, node_id: str) -> tuple[Repo, int] | None:
+        """``(repository, number)`` of the pull request whose node id is ``node_id``, or
+        ``None``."""
+        with self.lock:
+            for r in self.repos.values():
+                for number, pr in r.pulls.items():
+                    if self.pull_node_id(pr) == node_id:
+                        return r, number
+        return None
 
     def get_pull_request(self, repo: str, number: int) -> PullRequest:
         with self.lock:
@@ -376,7 +396,8 @@ class FakeGitHub(FakeStore, Transport):
                         paths.append(value)
         return {"files": paths}
 
-    def request_reviewers(self, repo: str, number: int, reviewers: list[str]) -> Reviewers:
+    def request_reviewers(self, repo: str, number: int, reviewers: list[str],
+                          team_reviewers: list[str] | None = None) -> Reviewers:
         """GitHub refuses (422) a review request from the pull request's author."""
         with self.lock:
             r = self.repo(repo)
@@ -390,7 +411,56 @@ class FakeGitHub(FakeStore, Transport):
                 if login not in pr["requested"]:
                     pr["requested"].append(login)
                 self.record(f"{r.full_name}#{number}:request-reviewers:{login}")
-            return {"requested": list(pr["requested"])}
+            teams = pr.setdefault("requested_teams", [])
+            for slug in team_reviewers or ():
+                if slug not in teams:
+                    teams.append(slug)
+                self.record(f"{r.full_name}#{number}:request-team-reviewers:{slug}")
+            return {"requested": list(pr["requested"]), "teams": list(teams)}
+
+    def mark_pull_request_ready(self, repo: str, number: int) -> PullRequest:
+        """Take pull request ``number`` out of draft (nothing changes when it is not
+        one); GitHub refuses a closed one."""
+        op = "mark-pull-request-ready"
+        with self.lock:
+            r = self.repo(repo)
+            pr = r.pulls.get(number)
+            if pr is None:
+                raise _not_found(op, "pull request")
+            if pr.get("draft"):
+                if pr["state"] != "open":
+                    raise _refused(op, 422, "Pull request is closed", "UNPROCESSABLE")
+                pr["draft"] = False
+                self.record(f"{r.full_name}#{number}:ready-for-review")
+                self.marked_ready(r, number)
+            return self.pull_result(repo, number)
+
+    def marked_ready(self, r: Repo, number: int) -> None:
+        """Called (with the lock held) when pull request ``number`` of ``r`` was just
+        taken out of draft; the sandbox delivers ``pull_request.ready_for_review``."""
+
+    def enable_auto_merge(self, repo: str, number: int, merge_method: str,
+                          actor: str | None = None) -> dict[str, Any]:
+        """Record GitHub's auto-merge request on pull request ``number`` (GraphQL's
+        ``enablePullRequestAutoMerge``): ``{"merge_method": "MERGE"|"SQUASH"|"REBASE",
+        "enabled_by": login}``, returned. Merging it is another matter (nothing here
+        merges).
+
+        Raises:
+            NotFound: no such pull request. IntegrationError: a closed one (422).
+        """
+        op = "enable-auto-merge"
+        with self.lock:
+            r = self.repo(repo)
+            pr = r.pulls.get(number)
+            if pr is None:
+                raise _not_found(op, "pull request")
+            if pr["state"] != "open":
+                raise _refused(op, 422, "Pull request is closed", "UNPROCESSABLE")
+            pr["auto_merge"] = {"merge_method": merge_method,
+                                "enabled_by": actor or self.actor, "enabled_at": now()}
+            self.record(f"{r.full_name}#{number}:enable-auto-merge:{merge_method}")
+            return dict(pr["auto_merge"])
 
     def list_reviews(self, repo: str, number: int) -> Reviews:
         with self.lock:

@@ -333,7 +333,9 @@ class FakeStore:
                 "id": self.next_id(),
                 "files": [],
                 "requested": [],
+                "requested_teams": [],
                 "reviews": [],
+                "auto_merge": None,
             }
         self.set_pull_files(repo, number, files)
 

@@ -49,7 +49,8 @@ every route shares: errors, validation answers, auth helpers, pagination),
 (installation tokens, the App, the manifest flow), :mod:`.users`, :mod:`.oauth`,
 :mod:`.repos`, :mod:`.pulls` (pull requests, files, requested reviewers, reviews),
 :mod:`.issues` (labels, comments, reactions), :mod:`.contents` (contents, blobs),
-:mod:`.checks` (check runs and suites), :mod:`.git` (git smart HTTP) -- and :mod:`.serving`
+:mod:`.checks` (check runs and suites), :mod:`.graphql` (GraphQL's two mutations, at
+``/graphql`` and ``/api/graphql``), :mod:`.git` (git smart HTTP) -- and :mod:`.serving`
 (``serve``, ``main``).
 """
 
@@ -105,6 +106,8 @@ ENDPOINTS = (
     "GET    /user",
     "GET    /user/memberships/orgs/{org}",
     "GET    /orgs/{org}/teams/{team_slug}/memberships/{username}",
+    "POST   /graphql and /api/graphql (GHES), not under /api/v3: markPullRequestReadyForReview, "
+    "enablePullRequestAutoMerge",
     "GET    /login/oauth/authorize (web host only)",
     "POST   /login/oauth/access_token (web host only)",
     "GET    /{owner}/{repo}.git/info/refs?service=git-upload-pack|git-receive-pack",
