@@ -90,6 +90,13 @@ def test_every_served_operation_answers_as_github_documents(api):
                  headers={"Authorization": f"Bearer {jwt_}"}).json()["token"]
     h = {"Authorization": f"token {token}"}
     call("GET", "/app", "/app", headers={"Authorization": f"Bearer {jwt_}"})
+    attempt = fake.log_delivery("g-1", "issues", "opened", 503, body=b"{}")
+    fake.log_delivery("g-2", "push", None, 202)
+    call("GET", "/app/hook/deliveries", "/app/hook/deliveries?per_page=1",
+         headers={"Authorization": f"Bearer {jwt_}"})
+    call("POST", "/app/hook/deliveries/{delivery_id}/attempts",
+         f"/app/hook/deliveries/{attempt.id}/attempts",
+         headers={"Authorization": f"Bearer {jwt_}"})
     call("GET", "/users/{username}", "/users/someone", headers=h)
     call("GET", "/repos/{owner}/{repo}", "/repos/o/r", headers=h)
     call("POST", "/repos/{owner}/{repo}/issues/{issue_number}/labels",
@@ -180,7 +187,7 @@ def test_every_served_operation_answers_as_github_documents(api):
     assert failing - KNOWN_GAPS == set(), {op: seen[op] for op in failing - KNOWN_GAPS}
     fixed = KNOWN_GAPS - failing
     assert fixed == set(), f"now valid: remove from KNOWN_GAPS: {sorted(fixed)}"
-    assert len(seen) == 34  # every REST operation of ENDPOINTS (git over HTTP aside)
+    assert len(seen) == 36  # every REST operation of ENDPOINTS (git over HTTP aside)
 
 
 ANNOTATION = {"path": "pkg/mod.py", "start_line": 3, "end_line": 3,
