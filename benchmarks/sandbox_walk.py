@@ -181,27 +181,17 @@ def ci_seconds(run: Any, heads: list[str],
     the benchmark mints with the App's key, after the request log was taken."""
     from datetime import datetime
 
-    import jwt
-    import requests
-
     def github_time(value: Any) -> float | None:
         try:
             return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
         except ValueError:
             return None
 
-    key = (Path(run.env["THE_LOOP_SANDBOX_DIR"]) / "app-key.pem").read_text()
-    now = int(time.time())
-    app = jwt.encode({"iss": "1", "iat": now - 30, "exp": now + 300}, key, algorithm="RS256")
-    base = run.url
-    # The installation every sandbox delivery names (the_loop/sandbox/github.py).
-    token = requests.post(f"{base}/app/installations/1/access_tokens", timeout=30,
-                          headers={"Authorization": f"Bearer {app}"}).json()["token"]
+    token = run.app_token()
     total, count, waited = 0.0, 0, 0.0
     for sha in dict.fromkeys(heads):
-        listed = requests.get(f"{base}/repos/sandbox/demo/commits/{sha}/check-runs",
-                              params={"check_name": "tests", "filter": "all"}, timeout=30,
-                              headers={"Authorization": f"token {token}"})
+        listed = run.api("GET", f"/repos/sandbox/demo/commits/{sha}/check-runs",
+                         token=token, params={"check_name": "tests", "filter": "all"})
         if not listed.ok:
             continue
         for check in listed.json().get("check_runs", []):

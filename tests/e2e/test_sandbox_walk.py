@@ -32,6 +32,7 @@ TASKS = ("greet", "shout", "banner")
 #: Per step, for a busy 2-CPU machine running the suite with -n 4: each wait ends as
 #: soon as its event happens.
 STEP = 240
+WALK_PAST_IMPLEMENTATION = False
 
 
 def exit_chains(store: RedisStateStore, node: str) -> list[str]:
@@ -120,12 +121,92 @@ def walk_to_implementation(run: SandboxRun, store: RedisStateStore) -> str:
     return branch
 
 
+def check_runs(run: SandboxRun, token: str, sha: str) -> list[dict]:
+    """Every ``tests`` check run on commit ``sha`` (REST, as the App reads them)."""
+    answer = run.api("GET", f"/repos/sandbox/demo/commits/{sha}/check-runs", token=token,
+                     params={"check_name": "tests", "filter": "all"})
+    answer.raise_for_status()
+    return list(answer.json()["check_runs"])
+
+
+def walk_to_review(run: SandboxRun, store: RedisStateStore, branch: str) -> None:
+    """The sandbox's CI fails once on the deliberate defect, the repair turn fixes it,
+    the check passes, ``implementation`` passes: the pull request is ready for review and
+    the approver is requested."""
+    wait_for(lambda: at(store, "review", "waiting"), 3 * STEP,
+             "the CI failing once, the repair, the CI passing, the review gate waiting")
+    events = store.events(REF)
+    chains = [e.data for e in events if e.type == "chain.completed"
+              and e.data["node"] == "implementation" and e.data["boundary"] == "exit"]
+    blocked = [c for c in chains if c["status"] == "block"]
+    assert [c["hooks"][-1]["hook"] for c in blocked] == ["verify-tests"]  # once
+    assert chains[-1]["status"] == "pass"
+    # The repair: a turn of the node's own session (no task) after the waves.
+    repairs = [e.data for e in events if e.type == "turn.ordered"
+               and e.data["node"] == "implementation" and not e.data.get("task")]
+    assert len(repairs) == 1
+    token = run.app_token()
+    heads = [e.data["head_sha"] for e in events if e.type == "turn.completed"
+             and e.data["node"] == "implementation"]
+    failed = [c for c in check_runs(run, token, heads[-2]) if c["conclusion"] == "failure"]
+    assert failed, "no failed check on the wave's head"
+    assert "test_demo_greet" in (failed[0]["output"]["text"] or "")
+    notes = run.api("GET", f"/repos/sandbox/demo/check-runs/{failed[0]['id']}/annotations",
+                    token=token).json()
+    assert [a["path"] for a in notes] == ["tests/test_demo_greet.py"]
+    passed = check_runs(run, token, heads[-1])
+    assert [c["conclusion"] for c in passed if c["status"] == "completed"][-1] == "success"
+    # The pull request: ready for review, the approver asked.
+    shown = run.show("1")
+    assert [(p["head"], p["state"]) for p in shown["pull_requests"]] == [(branch, "open")]
+    assert "phase:review" in shown["labels"]
+    number = shown["pull_requests"][0]["number"]
+    pull = run.api("GET", f"/repos/sandbox/demo/pulls/{number}", token=token).json()
+    assert [u["login"] for u in pull["requested_reviewers"]] == [USER]
+    assert "Closes #1" in (pull["body"] or "")
+
+
+def review_and_merge(run: SandboxRun, store: RedisStateStore, branch: str, *,
+                     auto: bool) -> None:
+    """An approving pull request review passes the review gate; the pull request is
+    merged (by the-loop with ``auto``, else by the person at ``done``); the issue is
+    closed, ``phase:done``, the branches are gone, main holds the tasks' code."""
+    number = run.show("1")["pull_requests"][0]["number"]
+    out = run.sandbox("review", str(number), "approve", "--as", USER)
+    assert out.startswith("reviewed")
+    if not auto:
+        wait_for(lambda: at(store, "done", "waiting"), STEP, "done waiting for the merge")
+        assert run.show("1")["pull_requests"][0]["state"] == "open"
+        run.sandbox("merge", str(number), "--as", USER)
+    wait_for(lambda: (s := store.load(REF)) and s.status == "done", STEP,
+             "the pull request merged and the work item done")
+    merged = [e.data for e in store.events(REF) if e.type == "pull-request.merged"]
+    assert [(m["by_the_loop"], m["by"]) for m in merged] == [
+        (True, "the-loop[bot]") if auto else (False, USER)]
+    wait_for(lambda: set(run.show("1")["branches"]) == {"main"}, STEP,
+             "the work item's and the tasks' branches deleted")
+    shown = run.show("1")
+    assert shown["state"] == "closed"  # Closes #1
+    assert "phase:done" in shown["labels"]
+    assert [p["state"] for p in shown["pull_requests"]] == ["merged"]
+    for task in TASKS:
+        for rel, text in task_code(task, defective=False).items():
+            assert file_at(run, rel, "main") == text, rel
+    bot = [c["body"] for c in shown["comments"] if c["user"] == "the-loop[bot]"]
+    for gate in ("requirements-approval", "design-approval", "review"):
+        assert any(f"phase `{gate}` is waiting for a decision" in b for b in bot), gate
+        assert any(f"approved at gate `{gate}`" in b for b in bot), gate
+
+
 def test_the_shipped_graph_walks_a_work_item_from_the_label_to_verify_tests(
         redis_ns, tmp_path):
     store = RedisStateStore(redis_ns.client, redis_ns.prefix)
     with sandbox_run(redis_ns, tmp_path, user=USER) as run:
         try:
-            walk_to_implementation(run, store)
+            branch = walk_to_implementation(run, store)
+            if WALK_PAST_IMPLEMENTATION:
+                walk_to_review(run, store, branch)
+                review_and_merge(run, store, branch, auto=True)
             # The-loop's own label writes came back as deliveries and were ignored.
             assert not [e for e in store.events(REF) if e.type.startswith("labels.drift")]
         except AssertionError:
@@ -135,3 +216,4 @@ def test_the_shipped_graph_walks_a_work_item_from_the_label_to_verify_tests(
             raise
     assert run.proc.returncode in (0, 143), run.tail(3000)
     assert run.left == ([], []), f"left running: {run.left}"
+

@@ -99,6 +99,35 @@ class SandboxRun:
         answer.raise_for_status()
         return answer.json()
 
+    def person_token(self) -> str:
+        """The sandbox's person's GitHub token (``DIR/user-token``: theirs alone)."""
+        return (Path(self.env["THE_LOOP_SANDBOX_DIR"]) / "user-token").read_text().strip()
+
+    def app_token(self) -> str:
+        """An installation token of the App (the bot), for a JWT signed with the App's
+        key (``DIR/app-key.pem``), as GitHub issues one."""
+        import jwt
+
+        from the_loop.sandbox.directory import APP_ID
+
+        key = (Path(self.env["THE_LOOP_SANDBOX_DIR"]) / "app-key.pem").read_text()
+        now = int(time.time())
+        app = jwt.encode({"iss": str(APP_ID), "iat": now - 30, "exp": now + 300}, key,
+                         algorithm="RS256")
+        # The installation every sandbox delivery names (the_loop/sandbox/github.py).
+        answer = requests.post(f"{self.url}/app/installations/1/access_tokens", timeout=30,
+                               headers={"Authorization": f"Bearer {app}"})
+        answer.raise_for_status()
+        return str(answer.json()["token"])
+
+    def api(self, method: str, path: str, *, token: str | None = None,
+            **kwargs: Any) -> requests.Response:
+        """A REST request to the sandbox's GitHub (``path`` from the API root), with
+        ``token`` (``Authorization: token``) when given."""
+        headers = {"Authorization": f"token {token}"} if token else {}
+        return requests.request(method, f"{self.url}{path}", headers=headers, timeout=30,
+                                **kwargs)
+
     def tail(self, chars: int = 8000) -> str:
         """The end of the script's output."""
         return self.log.read_text(errors="replace")[-chars:]

@@ -41,7 +41,10 @@ def advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
     ref, event, settings = delivery.ref, delivery.event, agent.settings
     if ref is None:
         return delivery.ignored("no issue or pull request in this delivery")
-    if agent.turns is not None and event.kind == "pull_request" and event.repository:
+    # A pull request's events, and a CI result on its head, go to the work item whose
+    # draft pull request it is (an issue's: the CI's check run names the pull request).
+    if (agent.turns is not None and (event.kind == "pull_request" or event.ci is not None)
+            and event.repository):
         owner = agent.turns.owner_of(ref.repository, ref.number)  # the repository key
         if owner is not None and owner != ref.format():
             agent.fan_out(delivery.record, [owner])

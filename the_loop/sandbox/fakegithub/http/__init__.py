@@ -70,6 +70,8 @@ __all__ = ["DOCS", "ENDPOINTS", "GHES_PREFIX", "GIT_BACKEND_TIMEOUT", "GIT_PATH"
 ENDPOINTS = (
     "POST   /app/installations/{installation_id}/access_tokens",
     "GET    /app",
+    "GET    /app/hook/deliveries",
+    "POST   /app/hook/deliveries/{delivery_id}/attempts",
     "GET    /users/{username}",
     "GET    /repos/{owner}/{repo}",
     "GET    /repos/{owner}/{repo}/pulls/{number}",
@@ -100,6 +102,9 @@ ENDPOINTS = (
     "GET    /repos/{owner}/{repo}/commits/{ref}/check-runs",
     "GET    /repos/{owner}/{repo}/check-suites/{check_suite_id}",
     "GET    /repos/{owner}/{repo}/commits/{ref}/check-suites",
+    "GET    /repos/{owner}/{repo}/check-runs/{check_run_id}/annotations",
+    "GET    /repos/{owner}/{repo}/actions/jobs/{job_id}/logs (302 to the log)",
+    "GET    /_blobs/job-logs/{owner}/{repo}/{job_id}?sig=... (the log, plain text)",
     "GET    /user",
     "GET    /user/memberships/orgs/{org}",
     "GET    /orgs/{org}/teams/{team_slug}/memberships/{username}",
