@@ -55,6 +55,7 @@ __all__ = [
     "Comments",
     "Committed",
     "Created",
+    "Deleted",
     "EffectFinder",
     "EnsuredLabel",
     "File",
@@ -74,6 +75,7 @@ __all__ = [
     "JiraLabel",
     "JiraTransition",
     "Labels",
+    "Merged",
     "NotFound",
     "Operation",
     "Permission",
@@ -167,6 +169,18 @@ class PullRequest(TypedDict):
     html_url: str
     head_repo: str | None  # OWNER/NAME holding head_ref (a fork's); None: a deleted fork
     maintainer_can_modify: bool  # the fork lets the base's maintainers push to head_ref
+    merged: bool  # GitHub's ``merged`` (a merged pull request's ``state`` is closed)
+    merged_by: str | None  # login of who merged it (``merged_by.login``), or None
+
+
+class Merged(TypedDict):
+    sha: str | None  # the merge (or squash/rebase) commit on the base branch
+    merged: bool
+    message: str  # GitHub's words ("Pull Request successfully merged")
+
+
+class Deleted(TypedDict):
+    deleted: bool  # False: there was no such branch (GitHub's 422)
 
 
 class PullFiles(TypedDict):
@@ -399,6 +413,20 @@ class GitHubPulls(Protocol):
     @read
     def list_reviews(self, *, repo: str, number: int) -> Reviews:
         """``{"reviews": [{"id", "user", "state", "commit_id"}, ...]}``."""
+        ...
+
+    @write
+    def merge_pull_request(self, *, repo: str, number: int, sha: str,
+                           merge_method: str = "squash") -> Merged:
+        """Merge pull request ``number`` if its head is still ``sha`` (``merge_method``:
+        ``merge``, ``squash`` or ``rebase``); ``{"sha", "merged", "message"}``. A
+        refusal (409 head moved, 405 not mergeable, 403/422 protection) raises
+        :class:`IntegrationError` with GitHub's ``message`` as its ``reason``."""
+        ...
+
+    @write
+    def delete_branch(self, *, repo: str, branch: str) -> Deleted:
+        """Delete branch ``branch`` of ``repo``; ``{"deleted": False}`` when there is none."""
         ...
 
 
