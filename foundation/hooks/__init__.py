@@ -10,6 +10,7 @@ from foundation.hooks import (  # noqa: F401  (imported for registration)
     lint_artifacts,
     log_entry,
     mcp_call,
+    merge_pull_request,
     notify,
     publish_check,
     record_decision,

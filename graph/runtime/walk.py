@@ -78,7 +78,11 @@ def settle(rt: RuntimeAPI, state: WorkItemState, work_item: WorkItem,
     """Call ``HookDef.on_settle`` of each hook in the current node's entry chain
     (``set-phase-label``: the phase label swap), through the outbox under that entry
     call's effect ids ``<ref>/<node>/<visit>/<hook>/<n>``: within one node visit a
-    done effect is not made again, a pending one (a crash) is made again.
+    done effect is not made again, a pending one (a crash) is made again. While the
+    entry chain is stopped (it waits or blocks), only the hooks it reached settle: a
+    hook after the one that stopped it shows nothing yet (``done``'s ``phase:done``
+    label is written once ``merge-pull-request`` before it passed, not while the work
+    item waits for the merge).
 
     Returns:
         the ``block`` (an entry chain of the settling results) when one did not
@@ -93,9 +97,11 @@ def settle(rt: RuntimeAPI, state: WorkItemState, work_item: WorkItem,
     effects = scope(rt, node, "entry", state, work_item)
     ctx = context(rt, node, "entry", {}, state, work_item, config)
     settled: list[HookResult] = []
+    ran = (state.results.get(node.id) or {}).get("entry")
+    reached = len(ran) if state.entry_pending and isinstance(ran, list) else len(node.entry)
     for position, call in enumerate(node.entry):
         on_settle = call.definition.on_settle
-        if on_settle is None:
+        if on_settle is None or position >= reached:
             continue
         outbox = effects(position, call)
         settling = dataclasses.replace(
@@ -140,7 +146,7 @@ def walk(
             rt.publish(state, work_item, config, rt.graph.node(state.current_node), ())
         return result
     operator.retry_forced(rt, state, work_item, config)
-    if state.status == Status.DONE:
+    if state.status in (Status.DONE, Status.ABANDONED):
         return result
     if event is not None and event.kind == REMINDER:
         notes.remind(rt, state, work_item, config)  # a monitor's sweep: nothing to evaluate
