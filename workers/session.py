@@ -148,7 +148,7 @@ class WorkItemSession:
                     if agent.turns is not None else None)
             self._config = agent.repos.hook_config(
                 self.github, event, ref, self.repo_config, branch=branch, work=work,
-                repository=self.repository, pull=int(pull) if pull else None)
+                repository=self.repository, draft_pull=int(pull) if pull else None)
         return self._config
 
     def state(self) -> WorkItemState | None:

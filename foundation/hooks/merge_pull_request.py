@@ -58,7 +58,9 @@ def _safe(text: str) -> str:
     return text.replace("<!--", "").replace("-->", "").replace("@", "@\u200b")
 
 
-@hook(NAME, requires={"github": {"get-pull-request", "merge-pull-request"}},
+# delete-branch: not called here; the worker deletes the merged work item's branches
+# (workers/routes/finish.py), which the graph needs once it has this hook.
+@hook(NAME, requires={"github": {"get-pull-request", "merge-pull-request", "delete-branch"}},
       boundaries={"entry"}, params={"gate", "checks"}, check=_check_params,
       shown_waits=SHOWN)
 def merge_pull_request(ctx: HookContext) -> HookResult:
