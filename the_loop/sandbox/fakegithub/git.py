@@ -130,7 +130,7 @@ def _merged_tree(git_dir: Path, ours: str, theirs: str) -> str:
         MergeConflict: the merge conflicts.
     """
     done = run_git(git_dir, "merge-tree", "--write-tree", "--name-only", "--no-messages",
-                   ours, theirs, check=False)
+                   "--allow-unrelated-histories", ours, theirs, check=False)
     lines = done.stdout.decode("utf-8", "replace").splitlines()
     if done.returncode == 1:
         raise MergeConflict(f"merge of {theirs[:12]} into {ours[:12]} conflicts",
