@@ -118,8 +118,10 @@ def _not_found(op: str, what: str) -> NotFound:
 
 
 def _refused(op: str, status: int, message: str, *codes: str) -> IntegrationError:
+    """GitHub's refusal: ``message`` is its ``message`` (the error's ``reason``, as the
+    real transports keep it)."""
     return IntegrationError(f"github {op}: {message}", integration="github", op=op,
-                            status=status, codes=codes)
+                            status=status, codes=codes, reason=message)
 
 
 
