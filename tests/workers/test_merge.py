@@ -258,7 +258,6 @@ def test_an_issue_merged_has_its_branches_deleted_and_its_workspace_removed(make
     branch = "the-loop/1-spelling-error-in-the-readme-file"
     for name in (branch, f"{branch}--a", f"{branch}--b"):
         run_git(git_dir, "update-ref", f"refs/heads/{name}", "master")
-    head = gh.branch_sha(REPO, branch)
     gh.add_file(REPO, "fix.txt", "fixed\n", ref=branch)
     head = gh.branch_sha(REPO, branch)
     p = labelled(load_payload("issues", "labeled"))
@@ -314,3 +313,29 @@ def test_the_merge_setting_is_validated_naming_the_file_key_and_fix():
         assert str(bad.value).startswith(said), str(bad.value)
 
 
+
+
+def test_an_issue_whose_pull_request_is_closed_unmerged_is_abandoned_and_keeps_its_branch(
+        make):
+    gh, store, deliver, records = make("{auto: true}", turns=True, git=True)
+    issue = f"github:{REPO}#1"
+    branch = "the-loop/1-spelling-error-in-the-readme-file"
+    gh.add_file(REPO, "fix.txt", "fixed\n", ref=branch)
+    gh.add_pull(REPO, 2, head_sha=gh.branch_sha(REPO, branch) or "", head_ref=branch,
+                base_ref="master", title="Spelling", body="Closes #1")
+    records.remember_workspace(issue, REPO, branch, 2)
+    p = labelled(load_payload("issues", "labeled"))
+    p["label"] = gh_label("the-loop")
+    deliver("issues", p)
+    assert store.load(issue).current_node == "review"
+    deliver("pull_request", closed(gh, merged=False, by="octocat"), drain=issue)
+    state = store.load(issue)
+    assert (state.status, state.turn) == ("abandoned", None)
+    assert "pull request #2 was closed without being merged" in status_of(gh, 1)
+    assert branch in fake_branches(gh)  # a person may take the work over
+    jobs = Queue(f"{records.keys.prefix}-turns", connection=records.redis).jobs
+    assert [(j.func_name, j.args) for j in jobs] == [(CLEANUP_FUNC, (issue, REPO, 1))]
+    before = list(gh.actions)
+    approve(deliver, drain=issue)  # no decision, no turn, no write
+    assert gh.actions == before and store.load(issue).status == "abandoned"
+    assert Queue(f"{records.keys.prefix}-turns", connection=records.redis).count == 1
