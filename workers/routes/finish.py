@@ -1,5 +1,6 @@
-"""What follows a work item's end: once it is ``done`` (its pull request merged), its
-branches on GitHub are deleted and its workspace removed; once it is ``abandoned``, its
+"""What follows a work item's end: once it is ``done`` with its pull request merged
+(``merge-pull-request`` passed at its terminal node), its branches on GitHub are deleted;
+once it is ``done``, its workspace is removed; once it is ``abandoned``, its
 live turn is cancelled and its workspace removed (its branches stay: a person may take
 the work over). Every route that advances a work item calls :func:`finish`.
 
@@ -37,6 +38,15 @@ def branches_of(state: WorkItemState, branch: str | None) -> list[str]:
     return [*(task_branch(branch, task) for task in tasks), branch]
 
 
+def merged(state: WorkItemState) -> bool:
+    """Whether the work item is done with its pull request merged: the last entry chain
+    of its current (terminal) node has ``merge-pull-request`` passing. A graph without
+    that hook deletes no branch: unmerged work is never lost."""
+    ran = (state.results.get(state.current_node) or {}).get("entry") or []
+    return state.status == Status.DONE and any(
+        r.get("hook") == "merge-pull-request" and r.get("status") == "pass" for r in ran)
+
+
 def finish(agent: Agent, item: WorkItem, github: GitHub, state: WorkItemState,
            *, branch: str | None = None) -> list[str]:
     """Complete a ``done`` or ``abandoned`` work item (nothing for any other status).
@@ -47,8 +57,8 @@ def finish(agent: Agent, item: WorkItem, github: GitHub, state: WorkItemState,
             request's head); else the one its turns pushed to (``P:workspace:REF``).
 
     Returns:
-        the branches deleted by this call (none for an abandoned one, or when they were
-        deleted before).
+        the branches deleted by this call (none for an abandoned one, one not merged
+        (:func:`merged`), or when they were deleted before).
 
     Raises:
         RetryLater: GitHub failed transiently (the delivery is retried; deletions made
@@ -57,7 +67,7 @@ def finish(agent: Agent, item: WorkItem, github: GitHub, state: WorkItemState,
     if state.status not in (Status.DONE, Status.ABANDONED):
         return []
     deleted: list[str] = []
-    if state.status == Status.DONE and item.repository is not None:
+    if merged(state) and item.repository is not None:
         if branch is None and agent.turns is not None:
             branch = agent.turns.workspace(item.ref).get("branch")
         outbox = HookEffects(state, agent.store, f"{item.ref}/finish")
