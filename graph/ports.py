@@ -171,6 +171,8 @@ class PullRequest(TypedDict):
     maintainer_can_modify: bool  # the fork lets the base's maintainers push to head_ref
     merged: bool  # GitHub's ``merged`` (a merged pull request's ``state`` is closed)
     merged_by: str | None  # login of who merged it (``merged_by.login``), or None
+    node_id: str  # its GraphQL global id (the mutations' pullRequestId)
+    body: str  # its description ("" when it has none)
 
 
 class Merged(TypedDict):
@@ -189,6 +191,7 @@ class PullFiles(TypedDict):
 
 class Reviewers(TypedDict):
     requested: list[str]
+    teams: list[str]  # team slugs with a pending review request
 
 
 class Review(TypedDict):
@@ -378,7 +381,7 @@ class GitHubPulls(Protocol):
     @read
     def get_pull_request(self, *, repo: str, number: int) -> PullRequest:
         """``{"number", "head_sha", "head_ref", "base_ref", "state", "draft", "html_url",
-        "head_repo", "maintainer_can_modify"}``."""
+        "head_repo", "maintainer_can_modify", "node_id", "body"}``."""
         ...
 
     @read
@@ -406,8 +409,16 @@ class GitHubPulls(Protocol):
         ...
 
     @write
-    def request_reviewers(self, *, repo: str, number: int, reviewers: list[str]) -> Reviewers:
-        """``{"requested": [login, ...]}``."""
+    def request_reviewers(self, *, repo: str, number: int, reviewers: list[str],
+                          team_reviewers: list[str] | None = None) -> Reviewers:
+        """``{"requested": [login, ...], "teams": [slug, ...]}``: ``reviewers`` are
+        logins, ``team_reviewers`` team slugs of the repository's organization."""
+        ...
+
+    @write
+    def mark_pull_request_ready(self, *, repo: str, number: int) -> PullRequest:
+        """Mark draft pull request ``number`` ready for review (nothing is written when
+        it is not a draft); a :class:`PullRequest` (``draft`` false)."""
         ...
 
     @read

@@ -78,6 +78,8 @@ def _pull(pr: Any) -> PullRequest:
         "merged": pr.get("merged") is True,
         "merged_by": (_login(pr["merged_by"]) if isinstance(pr.get("merged_by"), dict)
                       else None),
+        "node_id": str(pr.get("node_id") or ""),
+        "body": pr.get("body") if isinstance(pr.get("body"), str) else "",
     }
 
 

@@ -39,6 +39,7 @@ from responses import matchers
 import integrations
 from integrations.github import GitHubApi, GitHubClients, GitHubSettings
 from integrations.github_cli import GitHubCli
+from integrations.github_ops.pulls import MARK_READY
 from integrations.jira import JiraApi, JiraCli
 from integrations.providers import TRANSPORTS
 from integrations.slack import SlackSdk, SlackWebhook
@@ -243,11 +244,21 @@ GITHUB_CASES: dict[str, Case] = {
         ),
     ),
     "request-reviewers": Case(
-        {"repo": REPO, "number": 7, "reviewers": ["alice"]},
-        {"requested": ["alice"]},
+        {"repo": REPO, "number": 7, "reviewers": ["alice"], "team_reviewers": ["justice"]},
+        {"requested": ["alice"], "teams": ["justice"]},
         http=(Exchange("POST", f"{R}/pulls/7/requested_reviewers", status=201,
-                       sent={"reviewers": ["alice"]},
-                       reply=PR | {"requested_reviewers": [{"login": "alice"}]}),),
+                       sent={"reviewers": ["alice"], "team_reviewers": ["justice"]},
+                       reply=PR | {"requested_reviewers": [{"login": "alice"}],
+                                   "requested_teams": [{"slug": "justice"}]}),),
+    ),
+    "mark-pull-request-ready": Case(
+        {"repo": REPO, "number": 9},
+        {"number": 9, "draft": False, "node_id": "PR_kwDO9"},
+        http=(Exchange("GET", f"{R}/pulls/9", reply=DRAFT | {"node_id": "PR_kwDO9"}),
+              Exchange("POST", "/graphql", sent={"query": MARK_READY,
+                                                 "variables": {"id": "PR_kwDO9"}},
+                       reply={"data": {"markPullRequestReadyForReview": {"pullRequest": {
+                           "id": "PR_kwDO9", "number": 9, "isDraft": False}}}})),
     ),
     "merge-pull-request": Case(
         {"repo": REPO, "number": 7, "sha": "a" * 40, "merge_method": "squash"},
@@ -459,7 +470,8 @@ class GitHubCliHarness(Harness):
         for call in gh.calls:
             argv = call["argv"]
             assert argv[:2] == ["api", "--method"] and "--include" in argv
-            endpoint = next(a for a in argv[2:] if a.startswith(("repos/", "users/", "https://")))
+            endpoint = next(a for a in argv[2:]
+                            if a.startswith(("repos/", "users/", "https://", "graphql")))
             url = endpoint if "://" in endpoint else "/" + endpoint
             body = call["stdin"] if "--input" in argv else None
             effects.append(_http_effect(argv[2], url, body))

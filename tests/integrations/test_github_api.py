@@ -52,6 +52,8 @@ PULL_SHAPE: dict[str, tuple[type, ...]] = {
     "maintainer_can_modify": (bool,),
     "merged": (bool,),
     "merged_by": (str, type(None)),
+    "node_id": (str,),
+    "body": (str,),
 }
 # Result shape of every operation: key -> accepted types. Shared with the fake contract test.
 SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
@@ -71,7 +73,8 @@ SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
     "get-file": {"path": (str,), "sha": (str,), "ref": (str, type(None)), "text": (str,)},
     "put-file": {"path": (str,), "sha": (str,), "commit": (str,)},
     "list-pull-files": {"files": (list,)},
-    "request-reviewers": {"requested": (list,)},
+    "request-reviewers": {"requested": (list,), "teams": (list,)},
+    "mark-pull-request-ready": PULL_SHAPE,
     "get-permission": {"permission": (str,)},
     "get-user": {"login": (str,), "id": (int,), "type": (str,)},
     "get-authenticated-user": {"login": (str,), "id": (int,), "type": (str,)},
@@ -234,6 +237,8 @@ def test_get_pull_request(api: GitHubApi, rs: responses.RequestsMock) -> None:
         "maintainer_can_modify": True,
         "merged": False,
         "merged_by": None,
+        "node_id": "",
+        "body": "",
     }
     assert_shape("get-pull-request", result)
     assert len(rs.calls) == 1
@@ -546,7 +551,8 @@ def test_create_pull_request_opens_a_draft(api: GitHubApi, rs: responses.Request
                       "base_ref": "main", "state": "open", "draft": True,
                       "html_url": f"https://github.com/{REPO}/pull/9",
                       "head_repo": REPO, "maintainer_can_modify": False,
-                      "merged": False, "merged_by": None}
+                      "merged": False, "merged_by": None,
+                      "node_id": "", "body": ""}
     assert_shape("create-pull-request", result)
     assert body_of(rs.calls[0]) == {"title": "Login page", "head": "the-loop/12-login",
                                     "base": "main", "body": "Work item #12", "draft": True}
@@ -624,7 +630,7 @@ def test_request_reviewers(api: GitHubApi, rs: responses.RequestsMock) -> None:
         match=[matchers.json_params_matcher({"reviewers": ["bob"]})],
     )
     result = api.call("request-reviewers", repo=REPO, number=4, reviewers=["bob"])
-    assert result == {"requested": ["alice", "bob"]}
+    assert result == {"requested": ["alice", "bob"], "teams": []}
     assert_shape("request-reviewers", result)
 
 

@@ -40,11 +40,12 @@ class Env:
     api: GitHubApi | GitHubCli
     clients: GitHubClients | None
     base_url: str
+    ghes: bool = False  # the API root is GitHub Enterprise Server's /api/v3
 
 
 @pytest.fixture(params=["app", "token-ghes", "cli"])
 def env(request: pytest.FixtureRequest, rsa_pem, tmp_path) -> Iterator[Env]:  # noqa: F811
-    fake = HttpFakeGitHub(app_id=APP_ID, tokens=[PAT])
+    fake = HttpFakeGitHub(app_id=APP_ID, tokens=[PAT], app_key=rsa_pem[0])
     fake.add_repo(REPO, default_branch="main")
     fake.add_file(REPO, "README.md", "# Hello ✓\n")
     fake.add_file(REPO, "docs/spec.md", "on a branch\n", ref="feature")
@@ -67,7 +68,8 @@ def env(request: pytest.FixtureRequest, rsa_pem, tmp_path) -> Iterator[Env]:  # 
         installation = None
     clients = GitHubClients(settings)
     try:
-        yield Env(fake, clients.for_installation(installation), clients, url)
+        yield Env(fake, clients.for_installation(installation), clients, url,
+                  ghes=request.param == "token-ghes")
     finally:
         clients.close()
         stop()
@@ -91,6 +93,8 @@ def test_read_operations(env: Env) -> None:
         "maintainer_can_modify": False,
         "merged": False,
         "merged_by": None,
+        "node_id": env.fake.pull_node_id(env.fake.repo(REPO).pulls[2]),
+        "body": "",
     }
     assert_shape("get-pull-request", result)
 
@@ -262,6 +266,25 @@ def test_file_write_operations(env: Env) -> None:
     assert fake.actions == [f"{REPO}:put-file:feature:specs/2/review.md"] * 2
 
 
+def test_a_draft_is_marked_ready_through_graphql(env: Env) -> None:
+    """``mark-pull-request-ready`` through each transport against the fake's GraphQL
+    endpoint (``/graphql``; GHES's ``/api/graphql`` for the ``/api/v3`` root): the draft
+    is taken out of draft once; a second call reads it and writes nothing."""
+    fake, api = env.fake, env.api
+    fake.add_file(REPO, "x.md", "x\n", ref="draft-branch")
+    fake.add_pull(REPO, 5, head_sha="d" * 40, head_ref="draft-branch", draft=True)
+    fake.clear_records()
+    result = api.call("mark-pull-request-ready", repo=REPO, number=5)
+    assert_shape("mark-pull-request-ready", result)
+    assert (result["number"], result["draft"]) == (5, False)
+    assert fake.repo(REPO).pulls[5]["draft"] is False
+    posted = [r.path for r in fake.requests
+              if r.method == "POST" and not r.path.endswith("/access_tokens")]
+    assert posted == ["/api/graphql" if env.ghes else "/graphql"]
+    assert api.call("mark-pull-request-ready", repo=REPO, number=5)["draft"] is False
+    assert fake.actions == [f"{REPO}#5:ready-for-review"]
+
+
 def test_pull_request_operations(env: Env) -> None:
     fake, api = env.fake, env.api
     fake.set_pull_files(REPO, 2, [f"docs/{i}.md" for i in range(150)] + [("b.md", "a.md")])
@@ -269,8 +292,9 @@ def test_pull_request_operations(env: Env) -> None:
     assert_shape("list-pull-files", files)
     assert files["files"] == [f"docs/{i}.md" for i in range(150)] + ["b.md", "a.md"]
 
-    result = api.call("request-reviewers", repo=REPO, number=2, reviewers=["alice", "bob"])
-    assert result == {"requested": ["alice", "bob"]}
+    result = api.call("request-reviewers", repo=REPO, number=2, reviewers=["alice", "bob"],
+                      team_reviewers=["reviewers"])
+    assert result == {"requested": ["alice", "bob"], "teams": ["reviewers"]}
     assert_shape("request-reviewers", result)
     with pytest.raises(IntegrationError) as author:
         api.call("request-reviewers", repo=REPO, number=2, reviewers=[fake.user_login])
@@ -297,7 +321,8 @@ def test_pull_request_operations(env: Env) -> None:
         assert_shape("get-permission", result)
     with pytest.raises(NotFound):
         api.call("list-reviews", repo=REPO, number=999)
-    assert fake.actions == [f"{REPO}#2:request-reviewers:alice", f"{REPO}#2:request-reviewers:bob"]
+    assert fake.actions == [f"{REPO}#2:request-reviewers:alice", f"{REPO}#2:request-reviewers:bob",
+                            f"{REPO}#2:request-team-reviewers:reviewers"]
 
 
 def test_the_worker_learns_who_it_writes_as(env: Env, redis_ns) -> None:
@@ -358,7 +383,8 @@ def test_check_run_operations(env: Env) -> None:
     assert [r["id"] for r in only["check_runs"]] == [other["id"]]
     stored = {c["id"]: c for c in fake.check_runs(REPO)}
     assert stored[created["id"]]["output"] == {"title": "blocked",
-                                               "summary": "design.md lacks a section"}
+                                               "summary": "design.md lacks a section",
+                                               "text": None}
     assert fake.actions == [
         f"{REPO}:create-check-run:the-loop",
         f"{REPO}:create-check-run:lint",

@@ -18,6 +18,7 @@ from graph.runtime import AdvanceResult
 from graph.state import WorkItemState
 from workers import metrics as worker_metrics
 from workers.notices import ALARM_TEXT, ALARMS, Reactions, alarm_effect
+from workers.pull_body import keep_pull_body
 from workers.routes.agent import Agent, Delivery, Handled, logged_by
 from workers.routes.finish import finish
 from workers.routes.labels import labels
@@ -118,8 +119,9 @@ def advance(agent: Agent, delivery: Delivery, *, enrol: bool,
 
 def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
            result: AdvanceResult, reactions: Reactions) -> None:
-    """What follows a saved advance: edit alarms, the ``completed`` reaction, and the
-    installation id ``the-loop graph force`` needs.
+    """What follows a saved advance: edit alarms, the ``completed`` reaction, the draft
+    pull request's body (:func:`workers.pull_body.keep_pull_body`), and the installation
+    id ``the-loop graph force`` needs.
 
     A retried delivery advances on a tick (its event was consumed), so what its first
     attempt decided is read back: its alarms from the entries it caused (the store's
@@ -168,6 +170,7 @@ def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
         state.kind, state.default_branch = kind, default_branch
         state.tickets = tickets
         agent.store.save(state)
+    keep_pull_body(agent, item, github, state, delivery.id)
     if installation_id is not None and agent.installations is not None:
         agent.installations.add_work_item(installation_id, item.ref)
 
