@@ -11,15 +11,14 @@ schema requires of a closed pull request and a closed issue (``state``, ``closed
 from __future__ import annotations
 
 import json
-import time
 
-import jwt
 import pytest
 import requests
 
 from foundation.events import GitHubEvent
 from foundation.webhook_schema import SCHEMA_PATH
 from tests.integrations.test_sandbox_deliveries import SECRET, receiver
+from tests.support.app_key import APP_KEY_PEM, app_jwt
 from the_loop.sandbox.fakegithub.git import run_git
 from the_loop.sandbox.fakegithub.http import serve
 from the_loop.sandbox.fakegithub.state import closed_by, commit_files
@@ -31,14 +30,13 @@ REPO = "sandbox/demo"
 @pytest.fixture
 def sandbox(tmp_path):
     hook, got, server = receiver()
-    fake = SandboxGitHub(webhook_url=hook, secret=SECRET, user_login="you")
+    fake = SandboxGitHub(webhook_url=hook, secret=SECRET, user_login="you",
+                         app_key=APP_KEY_PEM)
     fake.add_git_repo(REPO, tmp_path / "git", {"README.md": "hi\n", "app.py": "x = 1\n"})
     url, stop = serve(fake)
     fake.start_delivering()
-    now = int(time.time())
     token = requests.post(f"{url}/app/installations/1/access_tokens", timeout=5, headers={
-        "Authorization": "Bearer " + jwt.encode({"iss": "1", "iat": now, "exp": now + 60},
-                                                "k" * 32, algorithm="HS256")}).json()["token"]
+        "Authorization": "Bearer " + app_jwt()}).json()["token"]
     try:
         yield fake, url, {"Authorization": f"token {token}"}, got
     finally:

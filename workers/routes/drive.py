@@ -170,7 +170,8 @@ def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
         state.kind, state.default_branch = kind, default_branch
         state.tickets = tickets
         agent.store.save(state)
-    keep_pull_body(agent, item, github, state, delivery.id)
+    if state.status != Status.ABANDONED:  # its pull request is closed: nothing to keep
+        keep_pull_body(agent, item, github, state, delivery.id)
     if installation_id is not None and agent.installations is not None:
         agent.installations.add_work_item(installation_id, item.ref)
 
