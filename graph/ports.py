@@ -49,7 +49,10 @@ __all__ = [
     "PERMISSIONS",
     "REACTIONS",
     "App",
+    "Annotation",
+    "Annotations",
     "CheckRun",
+    "CheckRunDetail",
     "CheckRuns",
     "Comment",
     "Comments",
@@ -74,6 +77,7 @@ __all__ = [
     "JiraComment",
     "JiraLabel",
     "JiraTransition",
+    "JobLog",
     "Labels",
     "Merged",
     "NotFound",
@@ -227,6 +231,43 @@ class CheckRun(TypedDict):
 
 class CheckRuns(TypedDict):
     check_runs: list[CheckRun]
+
+
+class CheckOutput(TypedDict):
+    title: str | None
+    summary: str | None
+    text: str | None
+    annotations_count: int
+
+
+class CheckRunDetail(TypedDict):
+    id: int
+    name: str | None
+    head_sha: str | None
+    status: str | None
+    conclusion: str | None
+    details_url: str | None
+    app: str | None
+    output: CheckOutput
+
+
+class Annotation(TypedDict):
+    path: str | None
+    start_line: int | None
+    end_line: int | None
+    annotation_level: str | None
+    title: str | None
+    message: str | None
+
+
+class Annotations(TypedDict):
+    annotations: list[Annotation]
+    truncated: bool
+
+
+class JobLog(TypedDict):
+    text: str
+    truncated: bool
 
 
 class SlackMessage(TypedDict):
@@ -478,6 +519,28 @@ class GitHubChecks(Protocol):
     @read
     def list_check_runs(self, *, repo: str, head_sha: str, name: str | None = None) -> CheckRuns:
         """``{"check_runs": [{"id", "name", "status", "conclusion"}, ...]}``."""
+        ...
+
+    @read
+    def get_check_run(self, *, repo: str, check_run_id: int) -> CheckRunDetail:
+        """``{"id", "name", "head_sha", "status", "conclusion", "details_url", "app",
+        "output": {"title", "summary", "text", "annotations_count"}}`` (``app``: the
+        slug of the App that made it, ``github-actions`` for an Actions job)."""
+        ...
+
+    @read
+    def list_check_run_annotations(self, *, repo: str, check_run_id: int,
+                                   limit: int = 50) -> Annotations:
+        """``{"annotations": [{"path", "start_line", "end_line", "annotation_level",
+        "title", "message"}, ...], "truncated": bool}``: at most ``limit``, in GitHub's
+        order."""
+        ...
+
+    @read
+    def download_job_logs(self, *, repo: str, job_id: int, tail_bytes: int = 4096) -> JobLog:
+        """``{"text", "truncated"}``: the last ``tail_bytes`` bytes (at most) of a GitHub
+        Actions job's plain-text log, ``truncated`` when the log was longer;
+        :class:`NotFound` for a check run that is not an Actions job."""
         ...
 
 

@@ -120,6 +120,11 @@ DRAFT = {"number": 9, "state": "open", "draft": True,
 SPEC = "# Spec ✓\n"
 SPEC_B64 = "IyBTcGVjIOKckwo="
 RUN = {"id": 77, "name": "the-loop", "status": "completed", "conclusion": "success"}
+ANNOTATION = {"path": "pkg/mod.py", "start_line": 3, "end_line": 3,
+              "annotation_level": "failure", "title": None, "message": "assert 1 == 2"}
+ANNOTATION_JSON = {**ANNOTATION, "start_column": None, "end_column": None,
+                   "raw_details": None,
+                   "blob_href": f"https://github.com/{REPO}/blob/{HEAD}/pkg/mod.py"}
 
 GITHUB_CASES: dict[str, Case] = {
     "get-repository": Case(
@@ -316,6 +321,38 @@ GITHUB_CASES: dict[str, Case] = {
         http=(Exchange("GET", f"{R}/commits/{HEAD}/check-runs",
                        {"per_page": "100", "check_name": "the-loop"},
                        reply={"total_count": 1, "check_runs": [RUN | {"head_sha": HEAD}]}),),
+    ),
+    "get-check-run": Case(
+        {"repo": REPO, "check_run_id": 77},
+        {"id": 77, "name": "tests", "head_sha": HEAD, "status": "completed",
+         "conclusion": "failure", "details_url": None, "app": "github-actions",
+         "output": {"title": "2 failed", "summary": "pytest", "text": None,
+                    "annotations_count": 2}},
+        http=(Exchange("GET", f"{R}/check-runs/77", reply={
+            "id": 77, "name": "tests", "head_sha": HEAD, "status": "completed",
+            "conclusion": "failure", "details_url": None,
+            "app": {"id": 15368, "slug": "github-actions"},
+            "output": {"title": "2 failed", "summary": "pytest", "text": None,
+                       "annotations_count": 2,
+                       "annotations_url": f"https://api.github.com{R}/check-runs/77/annotations"}}),),
+    ),
+    "list-check-run-annotations": Case(
+        {"repo": REPO, "check_run_id": 77, "limit": 150},
+        {"annotations": [ANNOTATION] * 101, "truncated": False},
+        http=(Exchange("GET", f"{R}/check-runs/77/annotations", {"per_page": "100"},
+                       reply=[ANNOTATION_JSON] * 100,
+                       headers=_next(f"{R}/check-runs/77/annotations", 2)),
+              Exchange("GET", f"{R}/check-runs/77/annotations",
+                       {"per_page": "100", "page": "2"}, reply=[ANNOTATION_JSON])),
+    ),
+    # GitHub answers 302 to a signed URL elsewhere; read without the API's token (the
+    # canned answer is JSON-encoded by the mock: a quoted string).
+    "download-job-logs": Case(
+        {"repo": REPO, "job_id": 77, "tail_bytes": 100},
+        {"text": '"step 2\\n"', "truncated": False},
+        http=(Exchange("GET", f"{R}/actions/jobs/77/logs", status=302,
+                       headers={"Location": f"{GITHUB}/_blobs/77?sig=s"}),
+              Exchange("GET", "/_blobs/77", {"sig": "s"}, reply="step 2\n")),
     ),
 }
 

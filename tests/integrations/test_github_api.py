@@ -84,6 +84,12 @@ SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
     "list-check-runs": {"check_runs": (list,)},
     "merge-pull-request": {"sha": (str, type(None)), "merged": (bool,), "message": (str,)},
     "delete-branch": {"deleted": (bool,)},
+    "get-check-run": {"id": (int,), "name": (str, type(None)), "head_sha": (str, type(None)),
+                      "status": (str, type(None)), "conclusion": (str, type(None)),
+                      "details_url": (str, type(None)), "app": (str, type(None)),
+                      "output": (dict,)},
+    "list-check-run-annotations": {"annotations": (list,), "truncated": (bool,)},
+    "download-job-logs": {"text": (str,), "truncated": (bool,)},
 }
 #: Keys (and value types) of the items of list results.
 ITEM_SHAPES: dict[str, tuple[str, dict[str, tuple[type, ...]]]] = {
@@ -96,6 +102,12 @@ ITEM_SHAPES: dict[str, tuple[str, dict[str, tuple[type, ...]]]] = {
     "list-check-runs": (
         "check_runs",
         {"id": (int,), "name": (str,), "status": (str,), "conclusion": (str, type(None))},
+    ),
+    "list-check-run-annotations": (
+        "annotations",
+        {"path": (str, type(None)), "start_line": (int, type(None)),
+         "end_line": (int, type(None)), "annotation_level": (str, type(None)),
+         "title": (str, type(None)), "message": (str, type(None))},
     ),
 }
 PERMISSIONS = ("admin", "maintain", "write", "triage", "read", "none")

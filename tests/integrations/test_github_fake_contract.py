@@ -392,6 +392,54 @@ def test_check_run_operations(env: Env) -> None:
     ]
 
 
+def test_a_failed_check_runs_output_annotations_and_job_log(env: Env) -> None:
+    """Given a failed Actions job's check run with 120 annotations and a long log
+    When the transport reads it
+    Then get-check-run gives its output and app, list-check-run-annotations follows
+    pages up to its limit (marked truncated), download-job-logs follows the 302 and
+    keeps only the log's tail; a check run that is not an Actions job has no log."""
+    fake, api = env.fake, env.api
+    head = "c0ffee" + "0" * 34
+    notes = [{"path": "pkg/mod.py", "start_line": n, "end_line": n,
+              "annotation_level": "failure", "message": f"assert {n}"}
+             for n in range(1, 121)]
+    log = "".join(f"step {n}\n" for n in range(5000))
+    job = fake.create_check_run(REPO, head, "tests", "completed", "failure", "2 failed",
+                                "pytest: 2 failed", app="github-actions", log=log,
+                                text="tail", annotations=notes[:50])
+    fake.update_check_run(REPO, job["id"], annotations=notes[50:100])
+    fake.update_check_run(REPO, job["id"], annotations=notes[100:])
+    detail = api.call("get-check-run", repo=REPO, check_run_id=job["id"])
+    assert detail == {"id": job["id"], "name": "tests", "head_sha": head,
+                      "status": "completed", "conclusion": "failure", "details_url": None,
+                      "app": "github-actions",
+                      "output": {"title": "2 failed", "summary": "pytest: 2 failed",
+                                 "text": "tail", "annotations_count": 120}}
+    listed = api.call("list-check-run-annotations", repo=REPO, check_run_id=job["id"],
+                      limit=110)
+    assert [a["start_line"] for a in listed["annotations"]] == list(range(1, 111))
+    assert listed["truncated"] is True
+    assert listed["annotations"][0] == {"path": "pkg/mod.py", "start_line": 1,
+                                        "end_line": 1, "annotation_level": "failure",
+                                        "title": None, "message": "assert 1"}
+    every = api.call("list-check-run-annotations", repo=REPO, check_run_id=job["id"],
+                     limit=200)
+    assert len(every["annotations"]) == 120 and every["truncated"] is False
+    if "download-job-logs" not in api.operations:  # gh api follows the redirect itself
+        assert env.clients is None
+        return
+    got = api.call("download-job-logs", repo=REPO, job_id=job["id"], tail_bytes=20)
+    assert got["truncated"] is True and log.endswith(got["text"])
+    assert got["text"].endswith("step 4999\n") and len(got["text"].encode()) <= 20
+    blob = [r for r in fake.requests if r.path.startswith("/_blobs/job-logs/")]
+    assert [(r.auth, r.status) for r in blob] == [("none", 206)]  # no API token sent
+    own = fake.create_check_run(REPO, head, "the-loop", "completed", "success", "ok", "ok")
+    with pytest.raises(NotFound):
+        api.call("download-job-logs", repo=REPO, job_id=own["id"])
+    with pytest.raises(NotFound):
+        api.call("get-check-run", repo=REPO, check_run_id=own["id"] + 1000)
+
+
 def test_fake_rejects_bad_credentials(env: Env) -> None:
     base = env.base_url
     anonymous_write = requests.post(f"{base}/repos/{REPO}/issues/1/comments", json={"body": "x"})
@@ -472,7 +520,9 @@ def test_in_memory_fake_matches_real_client(env: Env) -> None:
     # Who the client acts as: the in-process fake acts for an App; the real client does in
     # App mode, acts with the token's user in token mode, and the cli cannot say.
     who = {"get-app", "get-authenticated-user"}
-    assert memory.operations - who == env.api.operations - who
+    # gh follows a job log's redirect itself: the cli transport has no download-job-logs.
+    unsaid = who | ({"download-job-logs"} if env.clients is None else set())
+    assert memory.operations - unsaid == env.api.operations - unsaid
     assert "get-app" in memory.operations
     expected = (set() if env.clients is None else
                 {"get-app"} if env.api.installation_id else {"get-authenticated-user"})

@@ -39,7 +39,10 @@ def forwarded(agent: Agent, delivery: Delivery) -> Handled | None:
     """A delivery about the draft pull request an issue work item's turns push to is that
     work item's: queued again for it (:attr:`Agent.fan_out`); ``None`` for any other."""
     ref, event = delivery.ref, delivery.event
-    if (ref is not None and agent.turns is not None and event.kind == "pull_request"
+    # A pull request's events, and a CI result on its head, go to the work item whose
+    # draft pull request it is (an issue's: the CI's check run names the pull request).
+    if (ref is not None and agent.turns is not None
+            and (event.kind == "pull_request" or event.ci is not None)
             and event.repository):
         owner = agent.turns.owner_of(ref.repository, ref.number)  # the repository key
         if owner is not None and owner != ref.format():

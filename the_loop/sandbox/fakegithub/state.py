@@ -57,8 +57,11 @@ from graph.ports import (
     OPERATIONS,
     PERMISSIONS,
     REACTIONS,
+    Annotation,
+    Annotations,
     App,
     CheckRun,
+    CheckRunDetail,
     CheckRuns,
     Comment,
     Comments,
@@ -69,6 +72,7 @@ from graph.ports import (
     File,
     GitHub,
     IntegrationError,
+    JobLog,
     Labels,
     Merged,
     NotFound,
@@ -96,7 +100,13 @@ from the_loop.sandbox.fakegithub.git import (
     run_git,
     seed_git_repo,
 )
-from the_loop.sandbox.fakegithub.store import BASE_PERMISSION, FakeStore, Repo, now
+from the_loop.sandbox.fakegithub.store import (
+    ACTIONS_APP,
+    BASE_PERMISSION,
+    FakeStore,
+    Repo,
+    now,
+)
 
 # The git helpers and the state's parts live in ``git`` and ``store``; they stay importable
 # from here, where the tests and the sandbox have always taken them.
@@ -569,12 +579,14 @@ class FakeGitHub(FakeStore, Transport):
                          details_url: str | None = None, *, text: str | None = None,
                          annotations: Sequence[Mapping[str, Any]] | None = None,
                          check_suite_id: int | None = None,
-                         external_id: str = "") -> Created:
+                         external_id: str = "", app: str | None = None,
+                         log: str | None = None) -> Created:
         """The port's operation, plus what "Create a check run" also takes: ``text``
         (``output.text``) and ``annotations`` (``output.annotations``, see
         :func:`annotation`); ``check_suite_id`` puts the run in that suite (the sandbox's
-        CI makes GitHub Actions' suite first), else in the fake's own App's suite on
-        ``head_sha`` (made on first use, as GitHub does).
+        CI makes GitHub Actions' suite first), else in App ``app``'s suite on
+        ``head_sha`` (the fake's own App by default; made on first use, as GitHub does).
+        ``log``: the plain-text log of an Actions job (see :meth:`download_job_logs`).
 
         Raises:
             IntegrationError: 422 for a status GitHub refuses, ``completed`` without a
@@ -586,7 +598,8 @@ class FakeGitHub(FakeStore, Transport):
                                "output": {"title": None, "summary": None, "text": None},
                                "annotations": [], "details_url": details_url,
                                "external_id": external_id, "started_at": None,
-                               "completed_at": None, "check_suite_id": None, "app": ""}
+                               "completed_at": None, "check_suite_id": None, "app": "",
+                               "log": log}
         self._check_fields("create-check-run", run, status, conclusion, title, summary, text,
                            annotations)
         with self.lock:
@@ -594,7 +607,7 @@ class FakeGitHub(FakeStore, Transport):
             if check_suite_id is not None and check_suite_id in r.check_suites:
                 suite = r.check_suites[check_suite_id]
             else:
-                suite = self.check_suite_for(r, head_sha, self.app_info("")["slug"])
+                suite = self.check_suite_for(r, head_sha, app or self.app_info("")["slug"])
             run.update(id=self.next_id(), check_suite_id=suite["id"], app=suite["app"])
             r.check_runs[run["id"]] = run
             self.refresh_suite(r, suite["id"])
@@ -606,8 +619,8 @@ class FakeGitHub(FakeStore, Transport):
                          summary: str | None = None,
                          details_url: str | None = None, *, text: str | None = None,
                          annotations: Sequence[Mapping[str, Any]] | None = None,
-                         ) -> Created:
-        """The port's operation, plus ``text`` and ``annotations`` as
+                         log: str | None = None) -> Created:
+        """The port's operation, plus ``text``, ``annotations`` and ``log`` as
         :meth:`create_check_run` takes them; annotations are added to the run's (GitHub
         docs, "Update a check run": "annotations are appended to the list of annotations
         that already exist for the check run"). Raises as
@@ -623,6 +636,8 @@ class FakeGitHub(FakeStore, Transport):
                                summary, text, annotations)
             if details_url is not None:
                 updated["details_url"] = details_url
+            if log is not None:
+                updated["log"] = log
             run.update(updated)
             if run.get("check_suite_id") in r.check_suites:
                 self.refresh_suite(r, run["check_suite_id"])
@@ -635,6 +650,58 @@ class FakeGitHub(FakeStore, Transport):
         return {"check_runs": [CheckRun(id=run["id"], name=run["name"], status=run["status"],
                                         conclusion=run["conclusion"])
                                for run in self.latest_check_runs(repo, head_sha, name)]}
+
+    def get_check_run(self, repo: str, check_run_id: int) -> CheckRunDetail:
+        """"Get a check run" (see the port)."""
+        with self.lock:
+            run = self.repo(repo).check_runs.get(check_run_id)
+            if run is None:
+                raise _not_found("get-check-run", "check run")
+            output = run["output"]
+            return {"id": run["id"], "name": run["name"], "head_sha": run["head_sha"],
+                    "status": run["status"], "conclusion": run["conclusion"],
+                    "details_url": run.get("details_url"), "app": run.get("app") or None,
+                    "output": {"title": output.get("title"), "summary": output.get("summary"),
+                               "text": output.get("text"),
+                               "annotations_count": len(run.get("annotations") or ())}}
+
+    def list_check_run_annotations(self, repo: str, check_run_id: int,
+                                   limit: int = 50) -> Annotations:
+        """"List check run annotations" (see the port)."""
+        with self.lock:
+            run = self.repo(repo).check_runs.get(check_run_id)
+            if run is None:
+                raise _not_found("list-check-run-annotations", "check run")
+            stored = list(run.get("annotations") or ())
+        found: list[Annotation] = [
+            {"path": a["path"], "start_line": a["start_line"], "end_line": a["end_line"],
+             "annotation_level": a["annotation_level"], "title": a.get("title"),
+             "message": a["message"]} for a in stored[:max(1, limit)]]
+        return {"annotations": found, "truncated": len(stored) > len(found)}
+
+    def job_log(self, repo: str, job_id: int) -> str | None:
+        """The plain-text log of check run ``job_id`` if it is an Actions job's (its App
+        is ``github-actions``): the ``log`` it was given, else its ``output.text`` (the
+        sandbox's CI writes the log's tail there); ``None`` otherwise."""
+        with self.lock:
+            r = self.lookup(repo)
+            run = r.check_runs.get(job_id) if r is not None else None
+            if run is None or run.get("app") != ACTIONS_APP["slug"]:
+                return None
+            log = run.get("log")
+            if not isinstance(log, str):
+                log = run["output"].get("text")
+            return log if isinstance(log, str) else None
+
+    def download_job_logs(self, repo: str, job_id: int, tail_bytes: int = 4096) -> JobLog:
+        """"Download job logs for a workflow run" (see the port): 404 unless check run
+        ``job_id`` is an Actions job's (:meth:`job_log`)."""
+        log = self.job_log(repo, job_id)
+        if log is None:
+            raise _not_found("download-job-logs", "job")
+        raw = log.encode("utf-8")
+        return {"text": raw[-max(1, tail_bytes):].decode("utf-8", "replace"),
+                "truncated": len(raw) > tail_bytes}
 
     @staticmethod
     def _check_fields(op: str, run: dict[str, Any], status: str | None,

@@ -1,7 +1,9 @@
 """Check runs and check suites: create and update check runs (an installation token only,
 as on GitHub: others get 403 "You must authenticate via a GitHub App."), get one, list
 the latest of each name on a commit; get a check suite and list a commit's suites.
-Served at the API root and under ``/api/v3``.
+Served at the API root and under ``/api/v3``. Also a check run's annotations, and an
+Actions job's log ("Download job logs for a workflow run": 302 to a short-lived
+plain-text URL the fake also serves).
 
 GitHub's JSON of a check run and a check suite (GitHub docs "REST API endpoints for
 check runs" / "... check suites"; the ``check_run`` and ``check_suite`` webhook payloads
@@ -13,6 +15,10 @@ webhook schema allows (``tests/integrations/test_sandbox_ci.py``).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import re
+import secrets
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
@@ -313,3 +319,91 @@ def list_check_suites(owner: str, name: str, ref: str) -> Response:
             lambda s: check_suite_doc(gh, r, s, api, web),
             lambda chunk: {"total_count": len(items), "check_suites": chunk},
         )
+
+
+def annotation_json(r: Repo, c: dict[str, Any], a: dict[str, Any]) -> dict[str, Any]:
+    """GitHub's check annotation ("List check run annotations"), from one stored."""
+    return {"path": a["path"], "start_line": a["start_line"], "end_line": a["end_line"],
+            "start_column": a.get("start_column"), "end_column": a.get("end_column"),
+            "annotation_level": a["annotation_level"], "title": a.get("title"),
+            "message": a["message"], "raw_details": a.get("raw_details"),
+            "blob_href": f"{web_base()}/{r.full_name}/blob/{c['head_sha']}/{a['path']}"}
+
+
+@bp.get("/repos/<owner>/<name>/check-runs/<int:check_run_id>/annotations")
+def list_check_run_annotations(owner: str, name: str, check_run_id: int) -> Response:
+    """"List check run annotations": a JSON array, paged (``per_page``, ``page``,
+    ``Link``), in the order they were added."""
+    gh = fake()
+    with gh.lock:
+        r = lookup(owner, name)
+        c = r.check_runs.get(check_run_id) if r else None
+        if r is None or c is None:
+            return not_found()
+        stored = list(c.get("annotations") or ())
+        return paged(stored, lambda a: annotation_json(r, c, a))
+
+
+@bp.get("/repos/<owner>/<name>/actions/jobs/<int:job_id>/logs")
+def download_job_logs(owner: str, name: str, job_id: int) -> Response:
+    """"Download job logs for a workflow run": 302 ``Found`` with the log's URL in
+    ``Location`` (signed for that job, served by :func:`job_log_blob`), an empty body;
+    404 for a check run that is not an Actions job's (or has no log)."""
+    gh = fake()
+    with gh.lock:
+        r = lookup(owner, name)
+        c = r.check_runs.get(job_id) if r else None
+        if r is None or c is None or gh.job_log(r.full_name, job_id) is None:
+            return not_found()
+        full_name = r.full_name
+    resp = Response(b"", status=302)
+    resp.headers["Location"] = (f"{web_base()}/_blobs/job-logs/{full_name}/{job_id}"
+                                f"?sig={_signature(full_name, job_id)}")
+    resp.mimetype = "text/plain"
+    return resp
+
+
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+
+
+@bp.get("/_blobs/job-logs/<owner>/<name>/<int:job_id>")
+def job_log_blob(owner: str, name: str, job_id: int) -> Response:
+    """The plain-text log a :func:`download_job_logs` redirect names: no API credentials
+    (the URL is signed: 403 for another signature), ``text/plain``; ``Range: bytes=A-B``
+    or ``bytes=-N`` answers 206 with ``Content-Range``, 416 past the end."""
+    gh = fake()
+    with gh.lock:
+        r = lookup(owner, name)
+        log = gh.job_log(r.full_name, job_id) if r is not None else None
+        full_name = r.full_name if r is not None else ""
+    if r is None or not isinstance(log, str):
+        return Response("Not Found", status=404, mimetype="text/plain")
+    if not hmac.compare_digest(str(request.args.get("sig", "")),
+                               _signature(full_name, job_id)):
+        return Response("Forbidden", status=403, mimetype="text/plain")
+    data = log.encode("utf-8")
+    wanted = _RANGE.match(request.headers.get("Range", "").strip())
+    if wanted is None or wanted.groups() == ("", ""):
+        return Response(data, status=200, mimetype="text/plain")
+    first, last = wanted.groups()
+    if first == "":
+        start, end = max(0, len(data) - int(last)), len(data) - 1
+    else:
+        start, end = int(first), min(len(data) - 1, int(last) if last else len(data) - 1)
+    if not data or start >= len(data) or start > end:
+        resp = Response(b"", status=416, mimetype="text/plain")
+        resp.headers["Content-Range"] = f"bytes */{len(data)}"
+        return resp
+    resp = Response(data[start:end + 1], status=206, mimetype="text/plain")
+    resp.headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
+    return resp
+
+
+#: The key of the job log URLs' signatures (this process's own).
+_BLOB_KEY = secrets.token_bytes(32)
+
+
+def _signature(full_name: str, job_id: int) -> str:
+    """The signature of a job log's URL (as GitHub's are, a URL for one log)."""
+    message = f"{full_name}/{job_id}".encode()
+    return hmac.new(_BLOB_KEY, message, hashlib.sha256).hexdigest()[:32]
