@@ -30,6 +30,7 @@ exception class in the packages is in this tree, and drawn here::
     │   ├── CapabilityError (RuntimeError)         capabilities.py: a graph needs a missing op
     │   ├── GitHubConfigError (ValueError)         github.py
     │   ├── ProviderConfigError (ValueError)       providers.py
+    │   ├── RedeliverError (RuntimeError)          hook_deliveries.py: GitHub refused (status)
     │   └── HarnessError                           harness/base.py: a harness unusable as set
     │       ├── HarnessMissing                     the executable is not installed
     │       └── HarnessVersionError                unpinned, or not the pinned version
@@ -53,7 +54,8 @@ exception class in the packages is in this tree, and drawn here::
     ├── runner
     │   ├── WorkspaceError                         workspace.py: a git step of a checkout
     │   │   └── MergeConflict                      a task's branch conflicts with its item's
-    │   └── TurnAbandoned                          service.py: another attempt took the turn
+    │   ├── TurnAbandoned                          service.py: another attempt took the turn
+    │   └── TurnInterrupted                        service.py: the stopping runner drained it
     └── the_loop
         ├── NoGitHubClient (SettingsError)         wiring.py
         ├── MissingTool (GraphError)               graphs.py: a hook's tool is not installed
@@ -61,8 +63,7 @@ exception class in the packages is in this tree, and drawn here::
         ├── ManifestError (ValueError)             manifest.py
         ├── AppCreateError                         app_create.py: the manifest flow failed
         ├── QueryError (ValueError)                web/readmodel.py: a bad query parameter
-        ├── OAuthError (RuntimeError)              web/oauth.py: Sign in with GitHub failed
-        └── RedeliverError (RuntimeError)          redeliver.py
+        └── OAuthError (RuntimeError)              web/oauth.py: Sign in with GitHub failed
 
 ``graph/`` is the innermost package, so the root lives here and every other package may
 import it without pointing outward.

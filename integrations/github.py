@@ -471,13 +471,13 @@ class GitHubAppApi(GitHubApi):
                       id=int, slug=str)
         return {"id": data["id"], "slug": data["slug"]}
 
-    def hook_delivery_pages(self) -> Iterator[list[dict[str, Any]]]:
-        """``GET /app/hook/deliveries?per_page=100`` ("List deliveries for an app
-        webhook"): pages newest first, following ``Link: rel="next"`` (it carries the
-        ``cursor``) for as long as the caller takes pages."""
+    def hook_delivery_pages(self, per_page: int = 100) -> Iterator[list[dict[str, Any]]]:
+        """``GET /app/hook/deliveries?per_page=N`` ("List deliveries for an app webhook";
+        ``per_page`` at most 100): pages newest first, following ``Link: rel="next"`` (it
+        carries the ``cursor``) for as long as the caller takes pages."""
         op = "list-hook-deliveries"
         url: str | None = "/app/hook/deliveries"
-        params: Mapping[str, Any] | None = {"per_page": 100}
+        params: Mapping[str, Any] | None = {"per_page": max(1, min(100, per_page))}
         while url is not None:
             reply = self._request(op, "GET", url, target="the App", query=params)
             if not isinstance(reply.data, list):

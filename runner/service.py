@@ -21,6 +21,14 @@ stops the harness when an operator cancels the turn. A runner killed mid-turn st
 renewing: the :class:`TurnReaper` of any runner sees the lease expire, stops what is left
 of the harness on its host, marks the turn ``interrupted`` and queues it again; the next
 attempt resumes the same session (the lock keeps it from ever running twice at once).
+
+A runner told to stop (SIGTERM: a rollout, a node drain) takes no new turn (RQ's warm
+shutdown) and lets the live one run for up to ``THE_LOOP_RUNNER_DRAIN_SECONDS``
+(:attr:`~foundation.config.deployment.RunnerSettings.drain_seconds`); a turn still
+running then is interrupted the reaper's way: its harness is stopped, nothing is pushed
+or reported, the record is marked ``interrupted`` and the turn queued again
+(:meth:`foundation.turns.TurnRecords.requeue`), its lock released, so another runner
+resumes the same session at once (:meth:`TurnRunner.drain`).
 """
 
 from __future__ import annotations
@@ -38,12 +46,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import redis
 from rq import Queue, SimpleWorker
+from rq.worker import WorkerStatus
 
 from foundation.inbox.enqueue import DeliveryQueue
 from foundation.redis import DEQUEUE_TIMEOUT, BoundedDequeue, blocking
@@ -108,6 +117,20 @@ class TurnRunner:
     github: Callable[[int | None], GitHub] | None
     environ: Mapping[str, str]
     host: str = socket.gethostname()
+    #: The heartbeat of the turn this process runs now, if any (:meth:`drain`).
+    _live: _Heartbeat | None = field(default=None, init=False, repr=False, compare=False)
+
+    def drain(self) -> bool:
+        """Interrupt the turn this process runs (the runner is stopping and its drain
+        time is up): its harness is stopped and the turn is queued again to resume
+        elsewhere (see the module docstring). Returns whether a turn was live."""
+        beat = self._live
+        if beat is None:
+            return False
+        log.warning("turn %s: the runner is stopping; interrupting it to resume on "
+                    "another runner", beat.order.id)
+        beat.interrupt()
+        return True
 
     # -- one turn ----------------------------------------------------------------------
 
@@ -160,6 +183,7 @@ class TurnRunner:
                             lease_until=time.time() + self.runner_settings.lease)
         beat = _Heartbeat(self.records, ref, order, context, token, self.runner_settings.lease)
         beat.start()
+        self._live = beat
         started = time.monotonic()
         branch: str | None = context.branch
         try:
@@ -170,11 +194,14 @@ class TurnRunner:
                 ended, branch = self._turn(ref, order, context, interrupted, attempt, beat)
         except TurnAbandoned:
             ended = TurnEnded(order.id, "error", session_id=order.session_id)
+        except TurnInterrupted:
+            return self._interrupted(ref, order, context, token)
         except LoopError as exc:
             log.warning("turn %s failed: %s", order.id, exc)
             ended = TurnEnded(order.id, "error", session_id=order.session_id,
                               detail=f"{type(exc).__name__}: {exc}"[:300])
         finally:
+            self._live = None
             beat.stop()
         if beat.lost:
             log.error("turn %s lost its lock mid-turn; another attempt owns it: nothing is "
@@ -185,6 +212,16 @@ class TurnRunner:
         ended = replace(ended, seconds=round(time.monotonic() - started, 3))
         self._report(ref, order, context, ended, attempt, branch)
         return ended.status
+
+    def _interrupted(self, ref: str, order: TurnOrder, context: TurnContext,
+                     token: str) -> str:
+        """The reaper's path for a turn :meth:`drain` interrupted: marked ``interrupted``,
+        its lock and slots released (another runner may take it now), queued again."""
+        self.records.update_if(ref, order.id, status=INTERRUPTED)
+        self.records.unlock(ref, token)
+        self.records.release_slot(order.id, context.installation_id)
+        self.records.requeue(ref, reason="its runner stopped mid-turn (drained)")
+        return INTERRUPTED
 
     def _turn(self, ref: str, order: TurnOrder, context: TurnContext, interrupted: bool,
               attempt: int, beat: _Heartbeat) -> tuple[TurnEnded, str | None]:
@@ -201,7 +238,7 @@ class TurnRunner:
         session_id = order.session_id
         outcome = self._harness(workspaces, order, context, checkout, session_id, resume,
                                 attempt, beat)
-        if outcome.status == "resume-failed" and not beat.cancelled:
+        if outcome.status == "resume-failed" and not (beat.cancelled or beat.interrupted):
             log.warning("session of %s at %s cannot be resumed; starting a fresh one seeded "
                         "with the artifacts", ref, order.node)
             session_id = str(uuid.uuid4())
@@ -210,6 +247,8 @@ class TurnRunner:
                                     attempt, beat)
         if beat.lost:  # another attempt took the turn over: its work is the one pushed
             raise TurnAbandoned(order.id)
+        if beat.interrupted:  # the runner is stopping: the turn resumes elsewhere
+            raise TurnInterrupted(order.id)
         what = f"task {order.task_id}" if order.task_id else order.node
         head = workspaces.commit_and_push(
             checkout, f"the-loop: {what}, turn {order.number} for "
@@ -324,6 +363,11 @@ class TurnAbandoned(LoopError):
     it neither pushes nor reports."""
 
 
+class TurnInterrupted(LoopError):
+    """A turn the stopping runner interrupted (:meth:`TurnRunner.drain`): it neither
+    pushes nor reports; it is queued again."""
+
+
 #: Seconds between SIGTERM and SIGKILL when a turn is cancelled or its lock lost.
 KILL_GRACE = 5.0
 
@@ -340,6 +384,7 @@ class _Heartbeat(threading.Thread):
         self.pgid: int | None = None
         self.cancelled = False
         self.lost = False
+        self.interrupted = False
         self._stop_event = threading.Event()
 
     def started(self, pgid: int) -> None:
@@ -347,8 +392,13 @@ class _Heartbeat(threading.Thread):
         started after the lock was lost or the turn cancelled is stopped at once."""
         self.pgid = pgid
         self.records.update(self.ref, pgid=pgid)
-        if self.lost or self.cancelled:
+        if self.lost or self.cancelled or self.interrupted:
             self._kill()
+
+    def interrupt(self) -> None:
+        """The runner is stopping: stop the harness (the turn is queued again)."""
+        self.interrupted = True
+        self._kill()
 
     def run(self) -> None:
         while not self._stop_event.wait(max(1.0, self.lease / 3)):
@@ -469,6 +519,19 @@ class TurnWorker(BoundedDequeue, SimpleWorker):
     def execute_job(self, job: Any, queue: Queue) -> None:
         with running_with(self.runner):
             super().execute_job(job, queue)
+
+    def request_stop(self, signum: Any, frame: Any) -> None:
+        """RQ's warm shutdown (no new turn); a live turn gets ``drain_seconds`` more,
+        then :meth:`TurnRunner.drain` interrupts it (a timer thread)."""
+        if self.get_state() == WorkerStatus.BUSY:
+            seconds = self.runner.runner_settings.drain_seconds
+            log.info("runner %s stopping: the live turn may run %g s more", self.name,
+                     seconds)
+            timer = threading.Timer(seconds, self.runner.drain)
+            timer.daemon = True
+            timer.name = "turn-drain"
+            timer.start()
+        super().request_stop(signum, frame)
 
 
 def harden_process() -> None:

@@ -19,6 +19,7 @@ from integrations.github_cache import CacheKeys
 from integrations.throttle import ThrottleKeys
 from workers.ci import CommitKeys
 from workers.identities import IdentityKeys
+from workers.reconcile import ReconcileKeys
 from workers.state import StateKeys
 
 REF = "github:o/r#7"
@@ -89,6 +90,10 @@ EXPECTED: list[tuple[type[KeySpace], str, tuple, object]] = [
     (IdentityKeys, "account", ("Ann",), "P:account:ann"),
     (IdentityKeys, "account_checked", ("Ann",), "P:account-checked:ann"),
     (IdentityKeys, "app", (), "P:app"),
+    # the reconciler of missed deliveries
+    (ReconcileKeys, "lock", (), "P:reconcile:lock"),
+    (ReconcileKeys, "state", (), "P:reconcile:state"),
+    (ReconcileKeys, "asked", ("g-1",), "P:reconcile:asked:g-1"),
     # GitHub: the write throttle, the rate budget, the ETag cache
     (ThrottleKeys, "writes", ("b1",), "P:github:writes:b1"),
     (ThrottleKeys, "budget", ("b1",), "P:github:budget:b1"),

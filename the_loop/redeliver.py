@@ -1,44 +1,30 @@
-"""Ask GitHub to redeliver the App's webhook deliveries that never got through.
+"""``the-loop redeliver``: ask GitHub to redeliver the App's webhook deliveries of a window
+that never got through, by hand (the worker's reconciler, :mod:`workers.reconcile`, does
+it on a schedule).
 
 GitHub does not retry a failed delivery by itself. While the receiver was unreachable or
 answered 503 (Redis down), every delivery GitHub tried failed; this finds them through the
-App's delivery log and asks for each one again. Endpoints (GitHub docs, "REST API
-endpoints for GitHub App webhooks"), authenticated as the App (a JWT signed with its
-private key):
-
-* ``GET /app/hook/deliveries?per_page=100[&cursor=...]`` -- newest first; each item has
-  ``id, guid, delivered_at, redelivery, duration, status, status_code, event, action,
-  installation_id, repository_id``; the next page is the ``Link: <...>; rel="next"`` URL
-  (it carries a ``cursor``).
-* ``POST /app/hook/deliveries/{delivery_id}/attempts`` -- 202 when the redelivery is
-  queued. The redelivery keeps the ``guid`` (our ``X-GitHub-Delivery``), so a delivery the
-  receiver had in fact queued is answered 200 and not processed twice.
-
-A delivery (a ``guid``) needs redelivering when none of its attempts in the window was
-delivered OK (``status == "OK"`` and ``status_code`` below 400).
+App's delivery log and asks for each one again. The log, what counts as missed and the
+endpoints are :mod:`integrations.hook_deliveries`'.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
 
-from graph.errors import LoopError
-from graph.ports import IntegrationError
-
-if TYPE_CHECKING:
-    from integrations.github import GitHubAppApi
+from integrations.hook_deliveries import (
+    AppHookDeliveries,
+    Missed,
+    RedeliverError,
+    is_ok,
+    missed,
+    parse_time,
+)
 
 _DURATION = re.compile(r"(\d+)\s*([smhdw])", re.IGNORECASE)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-class RedeliverError(LoopError, RuntimeError):
-    """GitHub refused a request; the message names the request, the status and the fix
-    (never a response body or a credential)."""
 
 
 def parse_duration(text: str) -> timedelta:
@@ -55,120 +41,6 @@ def parse_duration(text: str) -> timedelta:
     if seconds <= 0:
         raise ValueError("the duration must be longer than zero")
     return timedelta(seconds=seconds)
-
-
-def parse_time(value: str) -> datetime:
-    """GitHub's ISO 8601 timestamps (``2019-06-03T00:57:16Z``)."""
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def is_ok(attempt: Mapping[str, Any]) -> bool:
-    """Whether one attempt was delivered: GitHub says ``OK`` and the answer was < 400."""
-    code = attempt.get("status_code")
-    return attempt.get("status") == "OK" and isinstance(code, int) and 0 < code < 400
-
-
-@dataclass(frozen=True)
-class Missed:
-    """One delivery (``guid``) whose attempts in the window all failed; ``attempt`` is the
-    most recent of them (the one to redeliver)."""
-
-    guid: str
-    attempt: Mapping[str, Any]
-    attempts: int
-
-    def to_dict(self) -> dict[str, Any]:
-        a = self.attempt
-        return {"guid": self.guid, "id": a.get("id"), "event": a.get("event"),
-                "action": a.get("action"), "status": a.get("status"),
-                "status_code": a.get("status_code"), "delivered_at": a.get("delivered_at"),
-                "installation_id": a.get("installation_id"),
-                "repository_id": a.get("repository_id"), "attempts": self.attempts}
-
-
-def missed(attempts: Sequence[Mapping[str, Any]]) -> list[Missed]:
-    """The deliveries none of whose ``attempts`` (a delivery log window) got through,
-    oldest first."""
-    by_guid: dict[str, list[Mapping[str, Any]]] = {}
-    for attempt in attempts:
-        by_guid.setdefault(str(attempt.get("guid")), []).append(attempt)
-    out = []
-    for guid, tries in by_guid.items():
-        if any(is_ok(t) for t in tries):
-            continue
-        latest = max(tries, key=lambda t: (str(t.get("delivered_at")), int(t.get("id") or 0)))
-        out.append(Missed(guid, latest, len(tries)))
-    return sorted(out, key=lambda m: str(m.attempt.get("delivered_at")))
-
-
-class AppHookDeliveries:
-    """The App's webhook delivery log, read through the integrations' GitHub client.
-
-    Args:
-        api: the client acting as the App (:meth:`integrations.github.GitHubClients.for_app`,
-            built by :func:`the_loop.wiring.github_app` from the same settings as the
-            worker's client: ``cli-config.yaml``'s integrations block, a GitHub Enterprise
-            Server base URL, PyGithub's retries and pacing).
-    """
-
-    def __init__(self, api: GitHubAppApi) -> None:
-        self.api = api
-
-    @staticmethod
-    def _refused(what: str, exc: IntegrationError) -> RedeliverError:
-        if exc.status is None:
-            return RedeliverError(f"{what}: GitHub is unreachable ({exc}); check "
-                                  "THE_LOOP_GITHUB_API_URL (integrations.github.api.baseUrl)")
-        hint = {
-            401: "the App's JWT was refused: check THE_LOOP_GITHUB_APP_ID and the private key",
-            403: "forbidden (or rate limited): try again later",
-            404: "not found: is THE_LOOP_GITHUB_API_URL right, and is the webhook the App's?",
-            422: "GitHub refused the request (validation failed)",
-        }.get(exc.status, "GitHub did not answer as expected")
-        return RedeliverError(f"{what}: HTTP {exc.status} ({hint})")
-
-    def pages(self) -> Iterator[list[dict[str, Any]]]:
-        """Pages of the delivery log, newest first, following ``Link: rel="next"``.
-
-        Raises:
-            RedeliverError: GitHub refused or could not be reached.
-        """
-        pages = self.api.hook_delivery_pages()
-        while True:
-            try:
-                page = next(pages)
-            except StopIteration:
-                return
-            except IntegrationError as exc:
-                raise self._refused("GET /app/hook/deliveries", exc) from None
-            yield page
-
-    def since(self, cutoff: datetime) -> list[dict[str, Any]]:
-        """Every attempt delivered at or after ``cutoff`` (an aware datetime)."""
-        found: list[dict[str, Any]] = []
-        for page in self.pages():
-            older = False
-            for attempt in page:
-                at = attempt.get("delivered_at")
-                if at and parse_time(str(at)) < cutoff:
-                    older = True
-                    continue
-                found.append(attempt)
-            if older or not page:
-                break
-        return found
-
-    def redeliver(self, delivery_id: int) -> None:
-        """``POST /app/hook/deliveries/{delivery_id}/attempts`` (202: queued by GitHub).
-
-        Raises:
-            RedeliverError: GitHub refused or could not be reached.
-        """
-        try:
-            self.api.redeliver_hook_delivery(int(delivery_id))
-        except IntegrationError as exc:
-            raise self._refused(
-                f"POST /app/hook/deliveries/{int(delivery_id)}/attempts", exc) from None
 
 
 @dataclass
@@ -210,5 +82,5 @@ def age(at: datetime, now: datetime | None = None) -> str:
     return f"{seconds}s"
 
 
-__all__ = ["AppHookDeliveries", "Missed", "RedeliverError", "Report", "is_ok", "missed",
-           "parse_duration", "redeliver_missed"]
+__all__ = ["AppHookDeliveries", "Missed", "RedeliverError", "Report", "age", "is_ok", "missed",
+           "parse_duration", "parse_time", "redeliver_missed"]

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from integrations.throttle import WriteThrottle
     from runner.service import TurnRunner
     from workers.drain import DeliveryProcessor
+    from workers.reconcile import Reconciler
     from workers.repo_context import Classifier
     from workers.routes import GitHubFactory
     from workers.state import RedisStateStore
@@ -63,6 +64,7 @@ __all__ = [
     "build_worker",
     "github_app",
     "github_provider",
+    "reconciler",
     "required_operations",
 ]
 
@@ -320,11 +322,35 @@ def build_worker(
     observed = {name: ObservedIntegration(p, name=name) for name, p in providers.items()}
     # The observed client answers the GitHub port as the one it wraps.
     factory = cast("GitHubFactory", ObservedFactory(github, name="github"))
-    return build_processor(worker, conn, graph, factory, integrations=observed,
-                           classifier=classifier, turns=turn_records(settings, conn),
-                           max_turns=settings.harness.max_turns,
-                           cost_cap_usd=settings.harness.cost_cap_usd, mcp=mcp,
-                           schemas=schemas)
+    processor = build_processor(worker, conn, graph, factory, integrations=observed,
+                                classifier=classifier, turns=turn_records(settings, conn),
+                                max_turns=settings.harness.max_turns,
+                                cost_cap_usd=settings.harness.cost_cap_usd, mcp=mcp,
+                                schemas=schemas)
+    processor.reconciler = reconciler(settings, conn)
+    return processor
+
+
+def reconciler(settings: Settings, connection: redis.Redis) -> Reconciler | None:
+    """The worker's reconciler of missed deliveries (:mod:`workers.reconcile`): GitHub
+    as the App (:func:`github_app`), the receiver's dedupe markers, every
+    ``THE_LOOP_RECONCILE_INTERVAL``; ``None`` without the App's credentials (a personal
+    token cannot read the App's delivery log), said once in the log."""
+    from foundation.inbox.enqueue import DeliveryQueue
+    from integrations.hook_deliveries import AppHookDeliveries
+    from workers.reconcile import ReconcileKeys, Reconciler
+
+    worker = settings.worker
+    try:
+        app = github_app(settings)
+    except NoGitHubClient:
+        log.info("no App credentials: missed deliveries are not recovered on their own "
+                 "(the reconciler needs the App's delivery log); `the-loop redeliver` "
+                 "cannot run either")
+        return None
+    queue = DeliveryQueue(connection, queue_name=worker.queue, prefix=worker.prefix)
+    return Reconciler(connection, ReconcileKeys(worker.prefix), AppHookDeliveries(app),
+                      queue.seen, interval=worker.reconcile_interval)
 
 
 def payload_schemas(settings: Settings) -> PayloadSchemas:

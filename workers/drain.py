@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -44,6 +44,9 @@ from workers.repo_context import RepoContext
 from workers.router import IGNORE, Route, route
 from workers.routes import HANDLERS, Agent, Delivery, GitHubFactory, Handled, admit
 from workers.state import LockLost, RedisStateStore
+
+if TYPE_CHECKING:
+    from workers.reconcile import Reconciler
 
 __all__ = ["DISPATCH_SKIP", "DeliveryProcessor", "GitHubFactory", "Handled", "fan_out",
            "forward", "retry_wait"]
@@ -97,6 +100,12 @@ class DeliveryProcessor:
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
         self._held: dict[str, Any] = {}
         self._held_guard = threading.Lock()
+        #: The reconciler of missed deliveries its reaper runs when due (App mode:
+        #: :func:`the_loop.wiring.build_worker`), or ``None``.
+        self.reconciler: Reconciler | None = None
+        #: Set when the worker is told to stop (SIGTERM): a wake-up finishes the
+        #: delivery in hand and takes no other (:meth:`dispatch`).
+        self.stopping = threading.Event()
 
     @property
     def github(self) -> GitHubFactory | None:
@@ -200,7 +209,9 @@ class DeliveryProcessor:
     def dispatch(self, budget: float | None = None) -> list[Handled]:
         """One wake-up: take work items off the ready list and drain each (as
         :meth:`drain` does) until the list is empty or ``budget`` seconds
-        (``dispatch_budget``) are used up; then, if work is left, queue a wake-up job.
+        (``dispatch_budget``) are used up, or the worker is told to stop
+        (:attr:`stopping`: the delivery in hand is finished, no other is taken); then, if
+        work is left, queue a wake-up job (another worker takes it).
 
         ``P:wake`` is deleted first, so the next activation queues another wake-up job
         and an idle worker joins in; while the ready list is long and no wake-up is
@@ -230,7 +241,7 @@ class DeliveryProcessor:
                     self.inboxes.ensure_wake()  # more work than this worker: wake another
                 outcome, done = self._handle_step(step)
                 handled.append(outcome)
-                if time.monotonic() < deadline:
+                if time.monotonic() < deadline and not self.stopping.is_set():
                     step = self.inboxes.step(token, done=done, ready=DISPATCH_SKIP)
                 else:
                     if done[4] == "more":

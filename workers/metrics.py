@@ -15,6 +15,13 @@
   ``unvalidated`` (no schema for the event, or GitHub Enterprise Server);
 - ``the_loop_hook_results_total{hook, status}``: hook results (``pass``, ``block``,
   ``wait``, ``skip``) of every chain the runtime ran, counted from its ``AdvanceResult``;
+- ``the_loop_reconcile_runs_total{outcome}``: runs of the reconciler
+  (:mod:`workers.reconcile`) on this worker, ``outcome`` ``done``, ``partial`` (its
+  bounds stopped it: the next run reads the same window again) or ``error``;
+- ``the_loop_deliveries_recovered_total{reason}``: deliveries the reconciler asked
+  GitHub to redeliver, ``reason`` ``failed`` (GitHub recorded no OK attempt) or
+  ``unreceived`` (delivered OK, but Redis holds no record of it);
+- ``the_loop_reconcile_last_run_timestamp_seconds``: when this worker last ran it;
 - the transport metrics of :mod:`integrations.metrics`, and prometheus-client's own
   ``process_*`` and ``python_*`` metrics.
 """
@@ -24,7 +31,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 from prometheus_client.metrics import disable_created_metrics
 
 from foundation.inbox.wake import DISPATCH_FUNC
@@ -34,6 +41,7 @@ from graph.runtime import AdvanceResult
 __all__ = [
     "count_handled",
     "count_payload_check",
+    "count_reconcile",
     "event_of_job",
     "is_dispatch",
     "observe_advance",
@@ -70,6 +78,22 @@ HOOK_RESULTS = Counter(
     "Hook results by hook and status.",
     ("hook", "status"),
 )
+RECONCILE_RUNS = Counter(
+    "the_loop_reconcile_runs",
+    "Runs of the reconciler of missed webhook deliveries, by outcome.",
+    ("outcome",),
+)
+RECOVERED = Counter(
+    "the_loop_deliveries_recovered",
+    "Deliveries the reconciler asked GitHub to redeliver, by reason.",
+    ("reason",),
+)
+RECONCILE_LAST_RUN = Gauge(
+    "the_loop_reconcile_last_run_timestamp_seconds",
+    "Unix time this worker last ran the reconciler.",
+)
+RECONCILE_OUTCOMES = frozenset({"done", "partial", "error"})
+RECOVERED_REASONS = frozenset({"failed", "unreceived"})
 
 
 DISPATCH_LABEL = "dispatch"
@@ -133,3 +157,13 @@ def start_server(port: int, host: str = "0.0.0.0") -> Any | None:
         return None
     log.info("worker metrics on http://%s:%d/metrics", host, port)
     return server
+
+
+def count_reconcile(outcome: str, recovered: dict[str, int], at: float) -> None:
+    """One reconciler run: its ``outcome`` (``done``, ``partial``, ``error``), the
+    deliveries it asked GitHub for by reason, and when it ran (Unix seconds)."""
+    RECONCILE_RUNS.labels(outcome if outcome in RECONCILE_OUTCOMES else OTHER).inc()
+    for reason, count in recovered.items():
+        if count:
+            RECOVERED.labels(reason if reason in RECOVERED_REASONS else OTHER).inc(count)
+    RECONCILE_LAST_RUN.set(at)

@@ -32,15 +32,25 @@ class Reaper(reaper.Reaper):
             processor.redis, queue_name=processor.settings.queue,
             prefix=processor.settings.prefix)) if isinstance(agent.store, RedisStateStore) \
             else None
+        self.reconciler = processor.reconciler
+        if self.reconciler is not None:
+            self.reconciler.owner = worker_name
 
     def round(self) -> dict[str, int]:
         """The protocol's round; the worker that wins it also sweeps the monitors of
-        waiting gates (at most every :data:`workers.monitors.SWEEP_INTERVAL` seconds; the
-        beat has its own thread, so a long sweep never delays it)."""
+        waiting gates (at most every :data:`workers.monitors.SWEEP_INTERVAL` seconds) and
+        runs the reconciler of missed deliveries when it is due
+        (:meth:`workers.reconcile.Reconciler.run_if_due`: every
+        ``THE_LOOP_RECONCILE_INTERVAL``, one worker at a time); the beat has its own
+        thread, so a long sweep or run never delays it."""
         counts = super().round()
         # A non-empty count means this worker won the round.
         if counts and self.monitors is not None and self.monitors.due():
             counts["reminders"] = len(self.monitors.sweep())
+        if counts and self.reconciler is not None:
+            run = self.reconciler.run_if_due()
+            if run is not None:
+                counts["recovered"] = len(run.asked)
         return counts
 
     def register(self) -> None:

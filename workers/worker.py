@@ -55,7 +55,8 @@ class LoopWorker(BoundedDequeue, SimpleWorker):
     Each delivery's log lines carry its delivery id and work item (a wake-up job binds
     each delivery it handles; another job, its own id), and each job's wall time goes to
     ``the_loop_job_duration_seconds``. On SIGTERM (or SIGINT) RQ's warm shutdown lets the
-    current job finish, then the worker exits 0; a second signal stops it at once.
+    current job finish -- a wake-up finishes the delivery in hand and takes no other --
+    then the worker exits 0; a second signal stops it at once.
 
     It waits for a job at most :data:`~foundation.redis.client.DEQUEUE_TIMEOUT` seconds at a
     time (:class:`~foundation.redis.client.BoundedDequeue`), on a connection of its own
@@ -70,6 +71,13 @@ class LoopWorker(BoundedDequeue, SimpleWorker):
     def __init__(self, *args: Any, processor: DeliveryProcessor, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.processor = processor
+
+    def request_stop(self, signum: Any, frame: Any) -> None:
+        """RQ's warm shutdown; a wake-up job under way also stops taking deliveries: it
+        finishes the one in hand, lists what is left as ready and queues a wake-up for
+        another worker (:attr:`workers.drain.DeliveryProcessor.stopping`)."""
+        self.processor.stopping.set()
+        super().request_stop(signum, frame)
 
     def execute_job(self, job: Any, queue: Queue) -> None:
         # A wake-up covers many deliveries: each binds its own. Another job, its id.

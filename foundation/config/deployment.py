@@ -281,6 +281,10 @@ class RunnerSettings:
         lease: seconds a running turn's lease lasts without a heartbeat.
         git_url: clone URL template, ``{repo}`` = ``owner/name``; resolved ``None`` when
             the file leaves it empty (derived from the GitHub API URL).
+        drain_seconds: seconds a runner told to stop (SIGTERM) lets its live turn run
+            before it interrupts it and queues it again, to resume elsewhere,
+            ``THE_LOOP_RUNNER_DRAIN_SECONDS`` (the chart's ``runner.drainSeconds``;
+            default 25). Resolved, not a key of the file.
     """
 
     queue: str = field(default="the-loop-turns", metadata={RESOLVED: True})
@@ -292,6 +296,7 @@ class RunnerSettings:
     mode: str = "process"
     lease: int = 30
     git_url: str | None = ""
+    drain_seconds: float = field(default=25.0, metadata={RESOLVED: True})
 
 
 #: The file's names of the two sections (they were separate types before the settings

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 
 import redis
 
@@ -115,6 +116,20 @@ class DeliveryQueue:
         """
         return self.put(DeliveryRecord.of(
             delivery, time.time() if received_at is None else received_at))
+
+    def seen(self, delivery_ids: Sequence[str]) -> list[bool]:
+        """Whether each of ``delivery_ids`` was queued within ``seen_ttl`` (its dedupe
+        marker ``P:delivery:seen:ID`` is there): one pipelined round trip.
+
+        Raises:
+            redis.RedisError: Redis unreachable or timed out.
+        """
+        if not delivery_ids:
+            return []
+        with self.connection.pipeline(transaction=False) as pipe:
+            for delivery_id in delivery_ids:
+                pipe.exists(self.keys.seen(delivery_id))
+            return [bool(n) for n in pipe.execute()]
 
     def put(self, record: DeliveryRecord) -> bool:
         """Store ``record`` and append it to its inbox unless its id was seen (see

@@ -23,7 +23,8 @@ The stores and their namespaces (each module documents its keys):
   ``ci-order``, ``sha``;
 - repositories, installations, accounts, the App, :mod:`workers.identities`:
   ``repository``, ``repository-name``, ``repository-key``, ``installation``,
-  ``installation-items``, ``account``, ``account-checked``, ``app``.
+  ``installation-items``, ``account``, ``account-checked``, ``app``;
+- the reconciler of missed deliveries, :mod:`workers.reconcile`: ``reconcile``.
 
 RQ's own keys (``rq:job:*``, ``rq:queue:Q``...) are RQ's: only RQ's classes name them.
 Lua scripts get every key through ``KEYS`` or, per ref, key prefixes through ``ARGV``:

@@ -239,6 +239,7 @@ class Settings:
                                           WorkerSettings.delivery_backoff),
             reap_interval=read.seconds("THE_LOOP_REAP_INTERVAL", 5.0),
             dispatch_budget=read.seconds("THE_LOOP_DISPATCH_BUDGET", 10.0),
+            reconcile_interval=read.duration("THE_LOOP_RECONCILE_INTERVAL", 600.0, "10m"),
             state_key=read.get("THE_LOOP_STATE_KEY") or None,
             public_url=dashboard.public_url,
             retention=read.duration("THE_LOOP_RETENTION", DEFAULT_RETENTION, "90d"),

@@ -456,10 +456,12 @@ class _Reader:
 
     def runner(self, deployment: CliConfig, queue: str) -> RunnerSettings:
         """``runner:`` with ``THE_LOOP_RUNNER_CONCURRENCY`` / ``THE_LOOP_WORKSPACE_DIR``
-        over it; directories default under ``$XDG_STATE_HOME/the-loop``.
+        over it, and ``THE_LOOP_RUNNER_DRAIN_SECONDS``; directories default under
+        ``$XDG_STATE_HOME/the-loop``.
 
         Raises:
-            SettingsError: a concurrency that is not a positive whole number.
+            SettingsError: a concurrency that is not a positive whole number, a drain
+                time that is not a positive number of seconds.
         """
         config = deployment.runner
         concurrency = _int_setting(ENV_RUNNER_CONCURRENCY, self.get(ENV_RUNNER_CONCURRENCY),
@@ -476,6 +478,8 @@ class _Reader:
             workspace_dir=str(Path(workspace).expanduser()),
             home_dir=str(Path(config.home_dir or str(base / "home")).expanduser()),
             git_url=config.git_url or None,
+            drain_seconds=self.seconds("THE_LOOP_RUNNER_DRAIN_SECONDS",
+                                       RunnerSettings.drain_seconds),
         )
 
     # -- integrations

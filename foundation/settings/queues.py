@@ -110,6 +110,10 @@ class WorkerSettings:
             list before it queues another wake-up and returns, so RQ's own duties (and
             a warm shutdown) get their turn, ``THE_LOOP_DISPATCH_BUDGET`` (default 10;
             keep it well under the wake-up job's RQ timeout, 300 s).
+        reconcile_interval: seconds between two runs of the reconciler, which asks GitHub
+            to redeliver the App's deliveries that failed or never reached Redis
+            (:mod:`workers.reconcile`; one worker at a time), ``THE_LOOP_RECONCILE_INTERVAL``
+            (a duration: ``10m``, ``1h`` or whole seconds; default 10 minutes).
         state_key: ``THE_LOOP_STATE_KEY``, the key of the local state files' seals
             (HMAC-SHA256; :class:`the_loop.stores.FileStateStore`), or ``None``: an
             unkeyed SHA-256 digest, which catches corruption but not a forger. A secret:
@@ -142,6 +146,7 @@ class WorkerSettings:
     delivery_backoff: tuple[float, ...] = (10.0, 60.0, 300.0, 900.0)
     reap_interval: float = 5.0
     dispatch_budget: float = 10.0
+    reconcile_interval: float = 600.0
     state_key: str | None = field(default=None, repr=False)
     public_url: str | None = None
     retention: float = DEFAULT_RETENTION

@@ -70,6 +70,21 @@ def turns(home: Path) -> list[dict]:
     return [c for c in calls(home) if "--version" not in c["argv"]]
 
 
+def first_requirements_turn(home: Path) -> list[dict]:
+    """The calls of turn 1 at requirements (one per attempt)."""
+    return [c for c in turns(home)
+            if c["env"]["THE_LOOP_TURN"] == "1" and c["env"]["THE_LOOP_NODE"] ==
+            "requirements"]
+
+
+def set_knobs(loop: Loop, knobs: dict) -> Path:
+    """Write the fake harness's knobs for the work item; returns their file."""
+    path = item_home(loop.home) / ".fake-harness" / "knobs.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(knobs))
+    return path
+
+
 class Loop:
     """The running stack of one test."""
 
@@ -225,9 +240,7 @@ def test_the_loop_runs_block_repair_gate_and_the_next_node(stack):
 
 def test_a_runner_killed_mid_turn_resumes_the_turn_exactly_once(stack):
     loop = stack
-    knobs = item_home(loop.home) / ".fake-harness" / "knobs.json"
-    knobs.parent.mkdir(parents=True, exist_ok=True)
-    knobs.write_text(json.dumps({"sleep": 3}))
+    knobs = set_knobs(loop, {"sleep": 3})
     post(loop.url, "issues", untrusted_enrol())
     wait_until(lambda: turns(loop.home), timeout=60, what="the first turn started")
     runner = loop.procs["runner"]
@@ -238,12 +251,45 @@ def test_a_runner_killed_mid_turn_resumes_the_turn_exactly_once(stack):
                                  loop.logs / "runner-2.out")
     wait_until(lambda: (s := loop.state()) and s.current_node == "requirements-approval",
                timeout=150, what="the work item past requirements after the restart")
-    first_turn = [c for c in turns(loop.home)
-                  if c["env"]["THE_LOOP_TURN"] == "1" and c["env"]["THE_LOOP_NODE"] ==
-                  "requirements"]
+    first_turn = first_requirements_turn(loop.home)
     assert len(first_turn) == 2  # the killed attempt and exactly one more
     state = loop.state()
     assert state.spend["turns"] == 2
+
+
+def test_a_runner_told_to_stop_mid_turn_drains_and_the_turn_resumes_once_elsewhere(
+        redis_ns, tmp_path):
+    """Given a turn that blocks in its harness on one runner and a second runner idle,
+    when the first gets SIGTERM (a rollout), it takes no new turn, lets the live one run
+    for THE_LOOP_RUNNER_DRAIN_SECONDS (1 s), then interrupts it, queues it again and
+    exits 0; the second runner resumes it, once, and the work item reaches its gate."""
+    loop, stop_fake = build_stack(redis_ns, tmp_path, HARNESSES["command"],
+                                  env={"THE_LOOP_RUNNER_DRAIN_SECONDS": "1"})
+    try:
+        set_knobs(loop, {"sleep_first_call": 300})
+        post(loop.url, "issues", untrusted_enrol())
+        wait_until(lambda: turns(loop.home), timeout=60, what="the first turn started")
+        first = loop.procs["runner"]
+        loop.procs["runner-2"] = second = start([str(BIN / "the-loop"), "runner"],
+                                                loop.env, loop.logs / "runner-2.out")
+        os.kill(first.pid, signal.SIGTERM)
+        assert first.wait(timeout=60) == 0, loop.logs_text()
+        wait_until(lambda: (s := loop.state()) and s.current_node == "requirements-approval",
+                   timeout=150, what="the work item past requirements on the other runner")
+        first_turn = first_requirements_turn(loop.home)
+        assert len(first_turn) == 2  # the interrupted attempt and exactly one more
+        assert first_turn[0]["env"]["THE_LOOP_SESSION_ID"] == \
+            first_turn[1]["env"]["THE_LOOP_SESSION_ID"]
+        assert loop.state().spend["turns"] == 2
+        record = {k.decode(): v.decode() for k, v in loop.store.redis.hgetall(
+            f"{loop.env['THE_LOOP_REDIS_PREFIX']}:turn:{REF}").items()}
+        assert record["pid"] == str(second.pid)
+        assert "interrupting it to resume on another runner" in \
+            (loop.logs / "runner.out").read_text()
+    finally:
+        for proc in loop.procs.values():
+            stop(proc)
+        stop_fake()
 
 
 def test_a_turn_past_its_timeout_is_killed_with_its_children(redis_ns, tmp_path):

@@ -29,7 +29,9 @@ environment a turn gets.
   next resume finds no conversation), ``stream_errors``
   (codex: that many ``error`` events before ``turn.completed``, as a retried 5xx
   gives), ``bad_result`` (agent: an invalid result file), ``fail_tasks`` (task ids
-  whose turns fail: exit 1, no result), ``sleep_tasks`` (task id -> seconds to sleep first).
+  whose turns fail: exit 1, no result), ``sleep_tasks`` (task id -> seconds to sleep first),
+  ``sleep_first_call`` (seconds to sleep in the first turn of this HOME only: the attempt
+  that takes an interrupted turn over, and the turns after it, go on at once).
 - A task of a plan (``THE_LOOP_TASK`` set) writes ``tasks/<id>.md`` instead of
   ``IMPLEMENTED.md``, and its code and pytest test (``demo_<id>.py``,
   ``tests/test_demo_<id>.py``); a ``tasks.md`` artifact's ``## Tasks`` section holds a
@@ -68,6 +70,16 @@ def record_call(argv: list[str], stdin: str) -> None:
             "pid": os.getpid()}
     with open(base / "calls.jsonl", "a", encoding="utf-8") as handle:
         handle.write(json.dumps(line) + "\n")
+
+
+def _turn_calls() -> int:
+    """How many recorded calls were turns (not ``--version``), this one included."""
+    try:
+        lines = (home() / "calls.jsonl").read_text().splitlines()
+    except OSError:
+        return 0
+    return sum(1 for line in lines
+               if line.strip() and json.loads(line)["env"].get("THE_LOOP_TURN"))
 
 
 def knobs() -> dict[str, Any]:
@@ -127,6 +139,8 @@ def before_result(knob: dict[str, Any], emit: Any) -> None:
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     if knob.get("sleep"):
         time.sleep(float(knob["sleep"]))
+    if knob.get("sleep_first_call") and _turn_calls() == 1:
+        time.sleep(float(knob["sleep_first_call"]))
     task = os.environ.get("THE_LOOP_TASK")
     if task and (knob.get("sleep_tasks") or {}).get(task):
         time.sleep(float(knob["sleep_tasks"][task]))

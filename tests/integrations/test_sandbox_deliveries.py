@@ -120,3 +120,57 @@ def test_everything_in_the_sandbox_is_delivered_signed(tmp_path):
     assert [lbl["name"] for lbl in got[0][1]["issue"]["labels"]] == ["the-loop"]
     assert got[6][1]["ref"] == "refs/heads/the-loop/1-login"
     assert got[7][1]["pull_request"]["head"]["sha"] == got[6][1]["after"]
+
+
+def test_the_apps_delivery_log_pages_newest_first_and_redelivers_with_the_same_guid():
+    """``GET /app/hook/deliveries`` as GitHub serves it: the App's JWT only, newest first,
+    ``per_page`` with the next page's ``cursor`` in the ``Link`` header; each delivery the
+    sandbox posts is logged with the receiver's status; ``POST .../attempts`` posts it
+    again with the same ``X-GitHub-Delivery``, logged as ``redelivery: true``; 404 for an
+    unknown attempt, 422 for one older than 3 days or a bad cursor."""
+    from datetime import UTC, datetime, timedelta
+
+    hook, got, server = receiver()
+    fake = SandboxGitHub(webhook_url=hook, secret=SECRET, app_id=7, delivery_attempts=1,
+                         app_key=APP_KEY_PEM)
+    fake.add_repo("o/r")
+    url, stop = serve(fake)
+    fake.start_delivering()
+    try:
+        sent = [fake.emit("issues", {"action": "opened", "n": i}) for i in range(3)]
+        assert fake.wait_delivered(10)
+        app = {"Authorization": "Bearer " + app_jwt(7)}
+        first = requests.get(f"{url}/app/hook/deliveries?per_page=2", headers=app, timeout=5)
+        assert first.status_code == 200
+        assert [d["guid"] for d in first.json()] == [sent[2].id, sent[1].id]
+        assert {d["status"] for d in first.json()} == {"OK"}
+        assert {d["status_code"] for d in first.json()} == {202}
+        nxt = first.links["next"]["url"]
+        assert "cursor=v1_" in nxt and "per_page=2" in nxt
+        second = requests.get(nxt, headers=app, timeout=5)
+        assert [d["guid"] for d in second.json()] == [sent[0].id]
+        assert "next" not in second.links
+        assert requests.get(f"{url}/app/hook/deliveries", timeout=5).status_code == 401
+        assert requests.get(f"{url}/app/hook/deliveries?cursor=nope", headers=app,
+                            timeout=5).status_code == 422
+
+        oldest = second.json()[0]["id"]
+        again = requests.post(f"{url}/app/hook/deliveries/{oldest}/attempts", headers=app,
+                              timeout=5)
+        assert again.status_code == 202 and again.json() == {}
+        assert fake.wait_delivered(10)
+        guids = [{k.lower(): v for k, v in h.items()}["x-github-delivery"] for h, _ in got]
+        assert guids.count(sent[0].id) == 2
+        newest = requests.get(f"{url}/app/hook/deliveries?per_page=1", headers=app,
+                              timeout=5).json()[0]
+        assert newest["guid"] == sent[0].id and newest["redelivery"] is True
+        assert requests.post(f"{url}/app/hook/deliveries/999999/attempts", headers=app,
+                             timeout=5).status_code == 404
+        old = fake.log_delivery("g-old", "issues", "opened", 503,
+                                at=datetime.now(UTC) - timedelta(days=4))
+        assert requests.post(f"{url}/app/hook/deliveries/{old.id}/attempts", headers=app,
+                             timeout=5).status_code == 422
+    finally:
+        fake.stop_delivering()
+        stop()
+        server.shutdown()

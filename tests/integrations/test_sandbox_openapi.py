@@ -90,6 +90,13 @@ def test_every_served_operation_answers_as_github_documents(api):
                  headers={"Authorization": f"Bearer {jwt_}"}).json()["token"]
     h = {"Authorization": f"token {token}"}
     call("GET", "/app", "/app", headers={"Authorization": f"Bearer {jwt_}"})
+    attempt = fake.log_delivery("g-1", "issues", "opened", 503, body=b"{}")
+    fake.log_delivery("g-2", "push", None, 202)
+    call("GET", "/app/hook/deliveries", "/app/hook/deliveries?per_page=1",
+         headers={"Authorization": f"Bearer {jwt_}"})
+    call("POST", "/app/hook/deliveries/{delivery_id}/attempts",
+         f"/app/hook/deliveries/{attempt.id}/attempts",
+         headers={"Authorization": f"Bearer {jwt_}"})
     call("GET", "/users/{username}", "/users/someone", headers=h)
     call("GET", "/repos/{owner}/{repo}", "/repos/o/r", headers=h)
     call("POST", "/repos/{owner}/{repo}/issues/{issue_number}/labels",

@@ -34,7 +34,11 @@ objects are :func:`~the_loop.sandbox.fakegithub.http.checks.check_run_doc`'s and
 :func:`~the_loop.sandbox.fakegithub.http.checks.check_suite_doc`'s.
 
 Deliveries are posted in order from one background thread (never under the fake's
-lock); each outcome is kept in :attr:`SandboxGitHub.deliveries`.
+lock); each outcome is kept in :attr:`SandboxGitHub.deliveries` and, as GitHub logs it,
+in the App's delivery log (one attempt per delivery or redelivery, with the receiver's
+status: ``GET /app/hook/deliveries``); ``POST /app/hook/deliveries/{id}/attempts`` posts
+that delivery again with the same ``X-GitHub-Delivery`` and logs it with
+``redelivery: true`` (GitHub docs "Redelivering webhooks").
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ import requests
 
 from the_loop.sandbox.fakegithub.http import GIT_PATH, HttpFakeGitHub
 from the_loop.sandbox.fakegithub.http.checks import check_run_doc, check_suite_doc
+from the_loop.sandbox.fakegithub.http.records import HookAttempt
 from the_loop.sandbox.fakegithub.state import Repo, closed_by, now, run_git
 from webhook.signature import sign
 
@@ -71,13 +76,15 @@ DELIVERY_ATTEMPTS = 20
 
 @dataclass
 class Delivery:
-    """One webhook delivery: ``status`` is the receiver's HTTP status (0: not reached)."""
+    """One webhook delivery: ``status`` is the receiver's HTTP status (0: not reached);
+    ``redelivery``: sent again at the App's request."""
 
     id: str
     event: str
     action: str | None
     sender: str
     status: int = 0
+    redelivery: bool = False
 
 
 class SandboxGitHub(HttpFakeGitHub):
@@ -89,13 +96,17 @@ class SandboxGitHub(HttpFakeGitHub):
         secret: the webhook secret deliveries are signed with.
         base_url: the URL this fake is served at (``html_url``/``url`` fields).
         installation_id: the App installation every delivery names.
+        delivery_attempts: posts of one delivery while the receiver is not answering or
+            answers 5xx (the last one's status is what the delivery log records; GitHub
+            itself makes one: a test of failed deliveries passes 1).
         kwargs: :class:`HttpFakeGitHub`'s.
     """
 
     def __init__(self, *, webhook_url: str | None = None, secret: str = "",
                  base_url: str = "http://127.0.0.1", installation_id: int = 1,
-                 **kwargs: Any) -> None:
+                 delivery_attempts: int = DELIVERY_ATTEMPTS, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.delivery_attempts = max(1, int(delivery_attempts))
         self.webhook_url = webhook_url
         self.secret = secret
         self.base_url = base_url.rstrip("/")
@@ -174,17 +185,38 @@ class SandboxGitHub(HttpFakeGitHub):
                    "X-GitHub-Hook-ID": "1", "X-GitHub-Hook-Installation-Target-Type":
                    "integration", "X-GitHub-Hook-Installation-Target-ID": "1",
                    "X-Hub-Signature-256": sign(body, self.secret)}
-        for attempt in range(DELIVERY_ATTEMPTS):
-            try:
-                answer = self._session.post(self.webhook_url, data=body, headers=headers,
-                                            timeout=DELIVERY_TIMEOUT)
-            except requests.RequestException:
-                time.sleep(min(0.25 * (attempt + 1), 2.0))
-                continue
-            delivery.status = answer.status_code
-            if answer.status_code < 500:
-                return
-            time.sleep(min(0.25 * (attempt + 1), 2.0))
+        started = time.monotonic()
+        try:
+            for attempt in range(self.delivery_attempts):
+                if attempt:
+                    time.sleep(min(0.25 * attempt, 2.0))
+                try:
+                    answer = self._session.post(self.webhook_url, data=body,
+                                                headers=headers, timeout=DELIVERY_TIMEOUT)
+                except requests.RequestException:
+                    delivery.status = 0
+                    continue
+                delivery.status = answer.status_code
+                if answer.status_code < 500:
+                    return
+        finally:
+            payload = json.loads(body)
+            self.log_delivery(
+                delivery.id, delivery.event, delivery.action, delivery.status, body=body,
+                redelivery=delivery.redelivery, duration=round(time.monotonic() - started, 3),
+                installation_id=self.installation_id,
+                repository_id=(payload.get("repository") or {}).get("id"))
+
+    def redeliver(self, attempt: HookAttempt) -> None:
+        """Queue ``attempt``'s delivery again: same ``guid`` (``X-GitHub-Delivery``) and
+        body, logged with ``redelivery: true`` once posted."""
+        super().redeliver(attempt)
+        delivery = Delivery(attempt.guid, attempt.event, attempt.action,
+                            (json.loads(attempt.body or b"{}").get("sender") or {}).get(
+                                "login", ""), redelivery=True)
+        with self.lock:
+            self._deliveries.append(delivery)
+        self._outbox.put((delivery, attempt.body))
 
     # -- JSON shapes of payloads ------------------------------------------------------
 

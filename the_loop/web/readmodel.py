@@ -33,6 +33,7 @@ from graph.model import Graph, Status
 from graph.refs import WorkItemRef
 from graph.state import LogEvent, Past, StateError, WorkItemState
 from graph.work import spend_of
+from workers.reconcile import ReconcileKeys, stored_state
 from workers.state import RedisStateStore
 
 log = logging.getLogger("the_loop.web")
@@ -104,6 +105,7 @@ class ReadModel:
         self.keys = self.store.keys
         self.turns = TurnRecords(connection, TurnKeys(worker.prefix), settings.runner.queue)
         self.deliveries = Deliveries(connection, worker, self.store)
+        self.reconcile_keys = ReconcileKeys(worker.prefix)
         self.web_url = settings.dashboard.github_web_url
         self._load_graph = graph
         self._graph: Graph | None = None
@@ -433,7 +435,8 @@ class ReadModel:
         """``GET /api/v1/deliveries/failed``: the parked deliveries, oldest first, each
         with the exact commands that retry or discard it, and those waiting for a retry:
         ``{failed: [{delivery, event, work_item, reason, attempts, at, payload_kept,
-        retry, discard, links}], retrying: [{delivery, due, attempts, last_error}]}``."""
+        retry, discard, links}], retrying: [{delivery, due, attempts, last_error}],
+        reconciler}`` (:meth:`reconciler`)."""
         failed = []
         for parked in sorted(self.deliveries.failed(), key=lambda p: (p.at, p.delivery)):
             ref = WorkItemRef.parse_or_none(parked.work_item)
@@ -450,4 +453,21 @@ class ReadModel:
                      "attempts": r["attempts"], "last_error": r["last_error"]}
                     for r in sorted(self.deliveries.retrying(),
                                     key=lambda r: (r["due"], r["delivery"]))]
-        return {"failed": failed, "retrying": retrying}
+        return {"failed": failed, "retrying": retrying, "reconciler": self.reconciler()}
+
+    def reconciler(self) -> dict[str, Any] | None:
+        """The reconciler's last run (:mod:`workers.reconcile`), or ``None`` before the
+        first: ``{last_run, outcome, worker, checked, recovered: {failed, unreceived},
+        cursor, cursor_at, error}`` (times ISO 8601; ``cursor`` the newest delivery log
+        attempt id a complete run read)."""
+        state = stored_state(self.redis, self.reconcile_keys)
+        if "last_run" not in state:
+            return None
+        return {"last_run": timestamp(float(state["last_run"])),
+                "outcome": state.get("outcome"), "worker": state.get("worker") or None,
+                "checked": int(state.get("checked") or 0),
+                "recovered": {r: int(state.get(r) or 0) for r in ("failed", "unreceived")},
+                "cursor": int(state["cursor"]) if state.get("cursor") else None,
+                "cursor_at": timestamp(float(state["cursor_at"]))
+                if state.get("cursor_at") else None,
+                "error": state.get("error") or None}

@@ -70,6 +70,8 @@ __all__ = ["DOCS", "ENDPOINTS", "GHES_PREFIX", "GIT_BACKEND_TIMEOUT", "GIT_PATH"
 ENDPOINTS = (
     "POST   /app/installations/{installation_id}/access_tokens",
     "GET    /app",
+    "GET    /app/hook/deliveries",
+    "POST   /app/hook/deliveries/{delivery_id}/attempts",
     "GET    /users/{username}",
     "GET    /repos/{owner}/{repo}",
     "GET    /repos/{owner}/{repo}/pulls/{number}",

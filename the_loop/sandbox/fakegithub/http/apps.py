@@ -6,7 +6,10 @@ host. Installation tokens: ``POST /app/installations/{id}/access_tokens`` needs
 ``Authorization: Bearer <JWT>``, a JWT GitHub would take from the App (RS256-signed with
 the App's key, ``iat``/``exp``/``iss`` checked as GitHub does: :meth:`~the_loop.sandbox.
 fakegithub.http.fake.HttpFakeState.app_jwt_refusal`), and issues a random ``ghs_...``
-token valid for one hour; ``GET /app`` takes the same JWT.
+token valid for one hour; ``GET /app`` takes the same JWT. The App's webhook delivery
+log (the same JWT): ``GET /app/hook/deliveries`` (newest first, ``per_page``/``cursor``
+with a ``Link`` header) and ``POST /app/hook/deliveries/{id}/attempts`` (the sandbox
+sends the delivery again).
 
 The manifest flow: the web form (``POST /settings/apps/new`` or
 ``/organizations/{org}/settings/apps/new`` with the form field ``manifest`` and
@@ -24,12 +27,13 @@ import random
 import re
 import urllib.parse
 import zlib
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
 from the_loop.sandbox.fakegithub.http.common import (
+    api_base,
     auth_kind,
     created,
     error,
@@ -103,6 +107,61 @@ def app_jwt_refusal() -> Response | None:
     kind, credential = auth_kind(request.headers.get("Authorization"))
     reason = fake().app_jwt_refusal(credential) if kind == "bearer" else BAD_JWT
     return None if reason is None else error(401, reason)
+
+
+#: The cursor of a delivery log page: ``v1_`` and the id of the page's first (newest)
+#: attempt (the log is ordered by ``delivered_at``, newest first).
+_CURSOR = re.compile(r"^v1_([0-9]+)$")
+
+
+@bp.get("/app/hook/deliveries")
+def hook_deliveries() -> Response:
+    """"List deliveries for an app webhook": the App's JWT only; newest first,
+    ``per_page`` (default 30, at most 100) from ``cursor`` (``v1_<id>``: that attempt and
+    those logged before it); the next page's URL is the ``Link: <...>; rel="next"`` with
+    its cursor. 422 for a ``per_page`` or ``cursor`` that is not one."""
+    gh = fake()
+    refused = app_jwt_refusal()
+    if refused is not None:
+        return refused
+    cursor = request.args.get("cursor")
+    match = _CURSOR.match(cursor) if cursor is not None else None
+    try:
+        per_page = int(request.args.get("per_page", 30))
+    except ValueError:
+        per_page = 0
+    if per_page < 1 or (cursor is not None and match is None):
+        return error(422, "Invalid pagination parameters")
+    log = sorted(gh.hook_log, key=lambda a: (a.delivered_at, a.id), reverse=True)
+    if match:
+        log = log[next((i for i, a in enumerate(log) if a.id == int(match[1])), len(log)):]
+    page, rest = log[:min(per_page, 100)], log[min(per_page, 100):]
+    resp = jsonify([a.to_json() for a in page])
+    if rest:
+        resp.headers["Link"] = (f"<{api_base()}/app/hook/deliveries?per_page="
+                                f"{min(per_page, 100)}&cursor=v1_{rest[0].id}>; rel=\"next\"")
+    return resp
+
+
+@bp.post("/app/hook/deliveries/<int:delivery_id>/attempts")
+def redeliver_attempt(delivery_id: int) -> Response:
+    """"Redeliver a delivery for an app webhook": the App's JWT only; 202 (``{}``) when it is
+    queued: the sandbox posts it again, same ``guid``, ``redelivery: true`` in the log;
+    404 for an attempt the log does not have; 422 for one older than 3 days (GitHub
+    redelivers only the past 3 days, "Redelivering webhooks")."""
+    gh = fake()
+    refused = app_jwt_refusal()
+    if refused is not None:
+        return refused
+    attempt = gh.hook_attempt(delivery_id)
+    if attempt is None:
+        return not_found()
+    if datetime.fromtimestamp(gh.clock(), UTC) - attempt.delivered_at > timedelta(days=3):
+        return error(422, "Validation Failed: the delivery is older than 3 days")
+    gh.redeliver(attempt)
+    resp = jsonify({})
+    resp.status_code = 202
+    return resp
 
 
 # -- the manifest flow ------------------------------------------------------------------

@@ -41,8 +41,9 @@ EXTENSION = "fake_github"
 #: The manifest flow's paths: the "new App" form and the code conversion.
 MANIFEST_PATH = re.compile(r"(^(/organizations/[^/]+)?/settings/apps/new$)"
                            r"|(/app-manifests/[^/]+/conversions$)")
-#: "Get the authenticated app" (a JWT, checked by the route).
-APP_PATH = re.compile(r"^(/api/v3)?/app$")
+#: "Get the authenticated app" and the App's webhook delivery log (a JWT, checked by the
+#: route).
+APP_PATH = re.compile(r"^(/api/v3)?/app(/hook/deliveries(/[0-9]+/attempts)?)?$")
 #: Git's smart HTTP paths: ``/{owner}/{name}.git/{service path}`` (groups: owner, name,
 #: the service path); the sandbox matches pushes with it too.
 GIT_PATH = re.compile(r"^/([A-Za-z0-9._-]+)/([A-Za-z0-9._-]+)\.git(/.*)$")

@@ -21,7 +21,7 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey, RSAPublicKey
 
-from the_loop.sandbox.fakegithub.http.records import Chaos, Fault, RecordedRequest
+from the_loop.sandbox.fakegithub.http.records import Chaos, Fault, HookAttempt, RecordedRequest
 from the_loop.sandbox.fakegithub.state import FakeGitHub
 
 __all__ = ["BAD_JWT", "EXP_IN_PAST", "EXP_TOO_FAR", "IAT_IN_FUTURE", "INSTALLATION_TOKEN_TTL",
@@ -98,7 +98,8 @@ class HttpFakeState(FakeGitHub):
     Seeding and reading are :class:`~the_loop.sandbox.fakegithub.state.FakeGitHub`'s. Besides:
     :attr:`requests`, :attr:`token_requests`, :meth:`clear_records`; faults:
     :meth:`fail_next`, :meth:`chaos` (counted in :attr:`injected`); installations:
-    :meth:`suspend_installation`, :meth:`expire_tokens`; renames: ``rename_repo``.
+    :meth:`suspend_installation`, :meth:`expire_tokens`; renames: ``rename_repo``; the App's
+    webhook delivery log: :meth:`log_delivery`, :attr:`hook_log`, :attr:`redeliveries`.
 
     Conditional requests and the primary rate limit, as GitHub answers them ("Best
     practices for using the REST API": use conditional requests; "Rate limits for the REST
@@ -156,6 +157,10 @@ class HttpFakeState(FakeGitHub):
         self.rate_limit = 15000
         self._rate_used: collections.Counter[str] = collections.Counter()
         self._rate_reset = int(datetime.now(UTC).timestamp()) + 3600
+        #: The App's webhook delivery log, oldest first (:meth:`log_delivery`).
+        self._hook_log: list[HookAttempt] = []
+        #: Attempt ids whose redelivery was asked for (``POST .../attempts``), in order.
+        self.redeliveries: list[int] = []
         people = tokens.items() if isinstance(tokens, Mapping) else (
             (token, user_login) for token in tokens or ())
         for token, login in people:
@@ -172,6 +177,41 @@ class HttpFakeState(FakeGitHub):
             self._rate_reset = int(datetime.now(UTC).timestamp() + reset_in)
             for key in ([who] if who else [*self._rate_used, "installation:1"]):
                 self._rate_used[key] = max(0, self.rate_limit - remaining)
+
+    # -- the App's webhook delivery log -------------------------------------------------
+
+    def log_delivery(self, guid: str, event: str, action: str | None, status_code: int, *,
+                     body: bytes = b"", redelivery: bool = False,
+                     at: datetime | None = None, duration: float = 0.0,
+                     installation_id: int | None = None,
+                     repository_id: int | None = None) -> HookAttempt:
+        """Add one attempt to the App's delivery log (what ``GET /app/hook/deliveries``
+        lists; ``at`` default now) and return it. The sandbox logs each delivery it posts;
+        a test may log one directly (a delivery GitHub says it made)."""
+        with self.lock:
+            attempt = HookAttempt(self.next_id(), guid, event, action, int(status_code),
+                                  at or datetime.now(UTC), redelivery, duration,
+                                  installation_id, repository_id, body)
+            self._hook_log.append(attempt)
+            return attempt
+
+    @property
+    def hook_log(self) -> list[HookAttempt]:
+        """Copy of the delivery log, oldest first."""
+        with self.lock:
+            return list(self._hook_log)
+
+    def hook_attempt(self, attempt_id: int) -> HookAttempt | None:
+        """The logged attempt ``attempt_id``, if any."""
+        with self.lock:
+            return next((a for a in self._hook_log if a.id == attempt_id), None)
+
+    def redeliver(self, attempt: HookAttempt) -> None:
+        """Send ``attempt``'s delivery again (``POST /app/hook/deliveries/{id}/attempts``):
+        recorded in :attr:`redeliveries`; the sandbox (:class:`~the_loop.sandbox.github.
+        SandboxGitHub`) posts it again with the same ``guid``."""
+        with self.lock:
+            self.redeliveries.append(attempt.id)
 
     # -- credentials ----------------------------------------------------------------
 
