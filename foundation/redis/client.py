@@ -354,6 +354,9 @@ class HeldConnections:
     def _send(self, connection: Any, args: Sequence[Any]) -> Any:
         """One command on ``connection`` with the retry policy (reconnecting it)."""
         def attempt() -> Any:
+            # connect() first, as the pool does: sending on a closed connection opens it
+            # past connect(), where a Sentinel-managed connection asks for the primary.
+            connection.connect()
             connection.send_command(*args)
             return connection.read_response()
 
