@@ -185,15 +185,14 @@ class _Reader:
                 f"{ENV_SENTINELS}=sentinel-0:26379,sentinel-1:26379 "
                 f"{ENV_SENTINEL_MASTER}=mymaster; set it or unset the other")
         hosts: list[tuple[str, int]] = []
-        for entry in self.names(ENV_SENTINELS):
+        for position, entry in enumerate(self.names(ENV_SENTINELS), 1):
             host, _, port = entry.rpartition(":")
             host = host.strip("[]")
             if not host or not port.isdigit() or not 0 < int(port) <= 65535 \
                     or any(c.isspace() or c in "/@?#" for c in host):
                 raise SettingsError(
                     f"{ENV_SENTINELS} must be a comma-separated list of HOST:PORT, e.g. "
-                    f"{ENV_SENTINELS}=sentinel-0:26379,sentinel-1:26379; fix the entry "
-                    f"{_quoted_token(entry)}")
+                    f"{ENV_SENTINELS}=sentinel-0:26379,sentinel-1:26379; fix entry {position}")
             hosts.append((host, int(port)))
         if any(c.isspace() or c in "*?[]{}" for c in master):
             raise SettingsError(f"{ENV_SENTINEL_MASTER} must be a name without spaces or "
@@ -725,12 +724,6 @@ def _web_url(api_url: str) -> str:
     host = parts.netloc.removeprefix("api.") if hosted else parts.netloc
     path = parts.path.rstrip("/").removesuffix("/api/v3")
     return urlunsplit((parts.scheme, host, path, "", "")).rstrip("/")
-
-
-def _quoted_token(text: str) -> str:
-    """``text`` quoted when it is a plain host:port-like token, else ``<invalid>``: what a
-    message may show of a value (never a secret: the Sentinel list holds none)."""
-    return repr(text) if re.fullmatch(r"[A-Za-z0-9_.:\[\]-]{0,100}", text) else "<invalid>"
 
 
 def _redis_url_parses(url: str) -> bool:
