@@ -5,7 +5,8 @@ the same binary as ``redis-sentinel``) in a temporary directory, on free ports.
 The Sentinels monitor the primary as :data:`MASTER` with a quorum of 2, and notice its
 death quickly (``down-after-milliseconds`` :data:`DOWN_AFTER_MS`, ``failover-timeout``
 :data:`FAILOVER_TIMEOUT_MS`): a SIGKILLed primary is replaced by its replica in about a
-second. Nothing is persisted (``save ""``, no AOF): what a replica holds is what reached
+second. A replica's full sync starts at once (``repl-diskless-sync-delay 0``, 5 s by
+default). Nothing is persisted (``save ""``, no AOF): what a replica holds is what reached
 it over replication.
 
 Use :class:`ReplicatedRedis` as a context manager; every process is stopped at its end
@@ -50,13 +51,14 @@ def _free_port() -> int:
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``predicate`` every 20 ms until it returns something truthy (returned);
-    AssertionError naming ``what`` after ``timeout`` seconds."""
+    """Poll ``predicate`` every 20 ms until it returns something truthy (returned); a
+    Redis or connection error counts as not yet. AssertionError naming ``what`` after
+    ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             result = predicate()
-        except redis.RedisError:
+        except (redis.RedisError, OSError):  # not up yet (requests' errors are OSErrors)
             result = None
         if result:
             return result
@@ -107,7 +109,7 @@ class ReplicatedRedis:
         self.data[port] = processes.start(
             [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", str(self.dir), "--dbfilename", f"{port}.rdb",
-             "--protected-mode", "no", *args],
+             "--protected-mode", "no", "--repl-diskless-sync-delay", "0", *args],
             os.environ, self.dir / f"redis-{port}.log")
 
     def start(self) -> ReplicatedRedis:
