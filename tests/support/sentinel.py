@@ -130,11 +130,20 @@ class ReplicatedRedis:
                 self.dir / f"sentinel-{port}.log"))
         wait_until(lambda: self.in_sync(self.primary_port), 30, "the replica in sync")
         for port in self.sentinel_ports:
-            client = redis.Redis(port=port, socket_timeout=2)
-            wait_until(lambda c=client: (lambda m: int(m["num-slaves"]) == 1
-                                         and int(m["num-other-sentinels"]) == 2)(
-                c.sentinel_master(MASTER)), 30, f"Sentinel {port} to see the whole set")
+            wait_until(lambda p=port: self._sees_all(p), 30,  # type: ignore[misc]
+                       f"Sentinel {port} to see the whole set")
         return self
+
+    def _sees_all(self, port: int) -> bool:
+        """Whether the Sentinel on ``port`` knows the replica and the two other Sentinels."""
+        master: Any = redis.Redis(port=port, socket_timeout=2).sentinel_master(MASTER)
+        return int(master["num-slaves"]) == 1 and int(master["num-other-sentinels"]) == 2
+
+    def _named(self, port: int) -> int | None:
+        """The primary's port as the Sentinel on ``port`` names it, or ``None``."""
+        address: Any = redis.Redis(port=port, socket_timeout=1) \
+            .sentinel_get_master_addr_by_name(MASTER)
+        return int(address[1]) if address else None
 
     def in_sync(self, primary_port: int) -> bool:
         """Whether the primary on ``primary_port`` has one replica online."""
@@ -146,11 +155,11 @@ class ReplicatedRedis:
         """The port the Sentinels (the first that answers) name as the primary's."""
         for port in self.sentinel_ports:
             try:
-                host, master = redis.Redis(port=port, socket_timeout=1) \
-                    .sentinel_get_master_addr_by_name(MASTER)
-                return int(master)
-            except (redis.RedisError, TypeError):
+                named = self._named(port)
+            except redis.RedisError:
                 continue
+            if named is not None:
+                return named
         return None
 
     def kill_primary(self) -> int:
@@ -165,9 +174,8 @@ class ReplicatedRedis:
         acts as one; the ports are then swapped (``primary_port`` is the new one)."""
         old, new = self.primary_port, self.replica_port
         for port in self.sentinel_ports:
-            client = redis.Redis(port=port, socket_timeout=1)
-            wait_until(lambda c=client: int(c.sentinel_get_master_addr_by_name(MASTER)[1])
-                       == new, timeout, f"Sentinel {port} to promote the replica")
+            wait_until(lambda p=port: self._named(p) == new, timeout,  # type: ignore[misc]
+                       f"Sentinel {port} to promote the replica")
         wait_until(lambda: self.node(new).info("replication")["role"] == "master", timeout,
                    "the replica to act as the primary")
         self.primary_port, self.replica_port = new, old
