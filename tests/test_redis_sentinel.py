@@ -123,7 +123,9 @@ def test_too_few_replicas_take_the_delivery_back(shared) -> None:
     keys = Keys(prefix, prefix)
     assert primary.exists(keys.seen(delivery.delivery_id),
                           keys.delivery(delivery.delivery_id)) == 0
-    assert primary.lrange(keys.inbox(delivery.work_item), 0, -1) == []
+    # Its inbox back as it was: empty, not ready, not indexed, no wake-up pending or queued.
+    assert primary.exists(keys.inbox(delivery.work_item), keys.ready, keys.inboxes,
+                          keys.wake, strict.queue_key) == 0
     lenient = DeliveryQueue(client, queue_name=prefix, prefix=prefix, replicas=1)
     assert lenient.enqueue(delivery) is True
 
@@ -141,8 +143,10 @@ def test_a_delivery_a_worker_took_is_not_taken_back(shared) -> None:
     client.hset(keys.delivery(started), mapping={"event": "issues", "started": 1})
     client.set(keys.seen(started), 1)
     client.set(keys.seen(done), 1)
-    assert unqueue(keys=[keys.seen(started), keys.delivery(started), inbox],
-                   args=[started]) == 0
-    assert unqueue(keys=[keys.seen(done), keys.delivery(done), inbox], args=[done]) == 0
+    rest = [keys.ready, keys.inboxes, keys.wake]
+    assert unqueue(keys=[keys.seen(started), keys.delivery(started), inbox, *rest],
+                   args=[started, "github:o/r#1", "w"]) == 0
+    assert unqueue(keys=[keys.seen(done), keys.delivery(done), inbox, *rest],
+                   args=[done, "github:o/r#1", "w"]) == 0
     assert client.exists(keys.seen(started), keys.seen(done), keys.delivery(started)) == 3
     assert client.lrange(inbox, 0, -1) == [started.encode(), done.encode()]

@@ -22,8 +22,10 @@ With ``replicas`` (``THE_LOOP_RECEIVER_REPLICAS``) the script is followed by Red
 ``WAIT replicas timeout`` on the same connection (:meth:`foundation.redis.client.
 HeldConnections.run_script_and_wait`): the delivery counts as queued only once that many
 replicas hold it, so a failover to one of them cannot lose it. Fewer by the timeout:
-``unqueue.lua`` takes the delivery back (inbox entry, record and "seen" marker), unless a
-worker already took it, and :class:`NotReplicatedError` is raised (the receiver answers
+``unqueue.lua`` takes the delivery back (inbox entry, record and "seen" marker; an inbox
+it leaves empty goes back to how it was: off the ready list and the index, ``P:wake``
+cleared if this delivery set it), unless a worker already took it, and
+:class:`NotReplicatedError` is raised (the receiver answers
 503: GitHub's redelivery, or the reconciler's, is then accepted as new). Should the
 primary die between the script and the ``WAIT``'s answer, the error is a connection
 error and nothing can be taken back: the record is then whole or absent on the promoted
@@ -179,11 +181,13 @@ class DeliveryQueue:
             replicas=self.replicas, timeout_ms=self.replicas_timeout_ms,
             wrote=bool)
         if acknowledged is not None and acknowledged < self.replicas:
-            taken_back = bool(self._held.run_script(self._unqueue, (seen, record_key, inbox),
-                                                    (delivery_id,)))
-            if result == 2:
-                self._wake(delivery_id, wake_id)  # for what came in behind it
-            raise NotReplicatedError(acknowledged, self.replicas, taken_back)
+            ref = record.work_item or SHARED_INBOX
+            undone = self._held.run_script(
+                self._unqueue, (seen, record_key, inbox, keys.ready, keys.inboxes, keys.wake),
+                (delivery_id, ref, wake_id))
+            if undone != 1 and result == 2:
+                self._wake(delivery_id, wake_id)  # for it (a worker has it) or those behind
+            raise NotReplicatedError(acknowledged, self.replicas, undone != 0)
         if result == 2:
             self._wake(delivery_id, wake_id)
         return result != 0
