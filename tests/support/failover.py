@@ -12,9 +12,12 @@ processes, every one of them finding the primary through the Sentinels
    item: a ``delivery.received`` entry in its log) are sent at ``rate`` per second,
    alternating between the receivers, each once (an answer other than 2xx is not sent
    again here: redelivering those is the reconciler's job);
-3. when ``kill_at`` of them were sent the primary is SIGKILLed; the Sentinels promote the
-   replica; the killed node is started again as the new primary's replica (as its pod
-   would be), so that ``THE_LOOP_RECEIVER_REPLICAS=1`` can be met again;
+3. when ``kill_at`` of them were sent, the replica is paused (SIGSTOP: it falls behind,
+   as a replica across a slow link or in a long pause does) until ``lag_answers`` more
+   deliveries were answered, then the primary is SIGKILLed and the replica resumed; the
+   Sentinels promote it, so what it had not received is gone; the killed node is started
+   again as the new primary's replica (as its pod would be), so that
+   ``THE_LOOP_RECEIVER_REPLICAS=1`` can be met again;
 4. once everything accepted is processed (or ``timeout``), each delivery's fate is read
    from the new primary: how many ``delivery.received`` entries it left (0: lost, 2:
    processed twice) and, for the refused ones, whether a "seen" marker or a record of it
@@ -72,6 +75,8 @@ class Plan:
         rate: deliveries sent per second.
         kill_at: share of ``posts`` sent when the primary is SIGKILLed.
         replicas_timeout_ms: ``THE_LOOP_RECEIVER_REPLICAS_TIMEOUT_MS``.
+        lag_answers: answers to wait for while the replica is paused before the kill
+            (0: no pause, the replica as far behind as loopback makes it).
         redeliver: send the refused deliveries again at the end (step 5).
         timeout: seconds to wait for everything accepted to be processed.
         senders: concurrent senders (keep-alive connections).
@@ -83,6 +88,7 @@ class Plan:
     rate: float = 100.0
     kill_at: float = 0.5
     replicas_timeout_ms: int = 500
+    lag_answers: int = 20
     redeliver: bool = True
     timeout: float = 240.0
     senders: int = 8
@@ -139,6 +145,7 @@ class Result:
         refused = self.refused
         return {
             "replicas": self.plan.replicas, "posts": self.plan.posts,
+            "answers_while_replica_paused": self.plan.lag_answers,
             "rate_per_s": self.plan.rate,
             "answered": {str(k): v for k, v in sorted(statuses.items())},
             "acknowledged": len(self.acknowledged), "lost_acknowledged": len(self.lost),
@@ -263,9 +270,21 @@ def run(plan: Plan, logs: Path, token: str) -> Result:
         # 3. The kill, once kill_at of the posts were sent.
         wait_until(lambda: len(result.answers) >= plan.kill_at * plan.posts, 120,
                    "the first half sent")
-        result.killed_at = time.time()
-        killed = time.monotonic()
-        rs.kill_primary()
+        if plan.lag_answers:
+            rs.pause_replica()
+            behind = len(result.answers) + plan.lag_answers
+            try:
+                wait_until(lambda: len(result.answers) >= behind, 60,
+                           "answers while the replica lags")
+            finally:
+                result.killed_at = time.time()
+                killed = time.monotonic()
+                rs.kill_primary()
+                rs.resume_replica()
+        else:
+            result.killed_at = time.time()
+            killed = time.monotonic()
+            rs.kill_primary()
         rs.wait_promoted()
         result.promoted_after = time.monotonic() - killed
         rs.restart_old_primary()

@@ -169,6 +169,15 @@ class ReplicatedRedis:
         self.data[port].wait(timeout=10)
         return port
 
+    def pause_replica(self) -> None:
+        """SIGSTOP the replica: it stops applying (and acknowledging) the replication
+        stream, as a replica behind a slow link or in a long pause would."""
+        os.killpg(self.data[self.replica_port].pid, signal.SIGSTOP)
+
+    def resume_replica(self) -> None:
+        """SIGCONT the replica :meth:`pause_replica` stopped."""
+        os.killpg(self.data[self.replica_port].pid, signal.SIGCONT)
+
     def wait_promoted(self, timeout: float = 30.0) -> None:
         """Wait until every Sentinel names the replica as the primary and the replica
         acts as one; the ports are then swapped (``primary_port`` is the new one)."""
