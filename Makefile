@@ -5,12 +5,13 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 MERMAID := $(VENV)/mermaid
 OPENAPI := $(VENV)/github-openapi
+GQLSCHEMA := $(VENV)/github-graphql-schema
 AXE     := $(VENV)/axe
 AGENTS  := $(VENV)/agents
 
 .PHONY: run test lint venv clean bench system
 
-venv: $(STAMP) $(MERMAID)/.installed $(OPENAPI)/.installed $(AXE)/.installed $(AGENTS)/.installed
+venv: $(STAMP) $(MERMAID)/.installed $(OPENAPI)/.installed $(GQLSCHEMA)/.installed $(AXE)/.installed $(AGENTS)/.installed
 
 # Reinstall whenever pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -34,6 +35,15 @@ $(OPENAPI)/.installed: tools/github-openapi/package.json tools/github-openapi/pa
 	mkdir -p $(OPENAPI)
 	cp tools/github-openapi/package.json tools/github-openapi/package-lock.json tools/github-openapi/.npmrc $(OPENAPI)/
 	cd $(OPENAPI) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+
+# GitHub's published GraphQL schema (@octokit/graphql-schema, pinned): the mutations the-loop
+# sends and the sandbox serves are checked against it (tests/integrations/test_sandbox_graphql.py).
+$(GQLSCHEMA)/.installed: tools/github-graphql-schema/package.json tools/github-graphql-schema/package-lock.json
+	@command -v npm >/dev/null || { echo "npm not found: install Node.js >= 20 with npm (Debian: apt-get install nodejs npm)"; exit 1; }
+	mkdir -p $(GQLSCHEMA)
+	cp tools/github-graphql-schema/package.json tools/github-graphql-schema/package-lock.json tools/github-graphql-schema/.npmrc $(GQLSCHEMA)/
+	cd $(GQLSCHEMA) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $@
 
 # axe-core for the dashboard's accessibility check in Chromium (tests/web/test_browser.py);
 # the dashboard itself draws its graphs with the Mermaid installed above (mermaid.min.js).

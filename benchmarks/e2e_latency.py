@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = p.parse_args(argv)
 
     token = c.new_token()
-    fake = HttpFakeGitHub()
+    key = private_key()
+    fake = HttpFakeGitHub(app_key=key)
     fake.add_repo(REPO, default_branch="master")
     fake.add_file(REPO, ".the-loop/collaborators.yaml",
                   "version: 1\nroles:\n  approver:\n    - {name: Coder, github: Codertocat}\n")
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     env = c.clean_env(
         REDIS_URL=c.BENCH_REDIS_URL, THE_LOOP_REDIS_PREFIX=token, THE_LOOP_QUEUE=f"{token}-q",
         THE_LOOP_WEBHOOK_SECRET=SECRET, THE_LOOP_GITHUB_API_URL=api_url,
-        THE_LOOP_GITHUB_APP_ID="1", THE_LOOP_GITHUB_PRIVATE_KEY=private_key(),
+        THE_LOOP_GITHUB_APP_ID="1", THE_LOOP_GITHUB_PRIVATE_KEY=key,
         THE_LOOP_GITHUB_WRITE_INTERVAL="0", THE_LOOP_GITHUB_READ_INTERVAL="0",
         THE_LOOP_GITHUB_WRITES_PER_MINUTE="1000000",
         THE_LOOP_GITHUB_WRITES_PER_HOUR="1000001",

@@ -123,7 +123,8 @@ class Stack:
         from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 
         self.scratch, self.token = scratch, token
-        self.fake = HttpFakeGitHub()
+        key = private_key()
+        self.fake = HttpFakeGitHub(app_key=key)
         self.fake.add_git_repo(REPO, scratch / "git", {
             ".the-loop/collaborators.yaml": COLLABORATORS, "README.md": "# Hello World\n",
         }, default_branch="master")
@@ -148,7 +149,7 @@ class Stack:
             REDIS_URL=c.BENCH_REDIS_URL, THE_LOOP_REDIS_PREFIX=token,
             THE_LOOP_QUEUE=self.queue, THE_LOOP_CONFIG=str(config),
             THE_LOOP_WEBHOOK_SECRET="bench-secret", THE_LOOP_GITHUB_API_URL=self.api_url,
-            THE_LOOP_GITHUB_APP_ID="1", THE_LOOP_GITHUB_PRIVATE_KEY=private_key(),
+            THE_LOOP_GITHUB_APP_ID="1", THE_LOOP_GITHUB_PRIVATE_KEY=key,
             THE_LOOP_GITHUB_WRITE_INTERVAL="0", THE_LOOP_GITHUB_READ_INTERVAL="0",
             THE_LOOP_LOG_LEVEL="WARNING", THE_LOOP_WORKER_METRICS_PORT="0",
             THE_LOOP_GITHUB_WRITES_PER_MINUTE=str(writes_per_minute),

@@ -229,7 +229,8 @@ def measure(cpu_rounds: int = 0) -> dict[str, Any]:
     from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
     from the_loop.wiring import build_receiver, build_worker
 
-    fake = HttpFakeGitHub()
+    key = private_key()
+    fake = HttpFakeGitHub(app_key=key)
     fake.add_repo(REPO, default_branch="master")
     fake.add_file(REPO, ".the-loop/collaborators.yaml",
                   "version: 1\nroles:\n  approver:\n    - {name: Coder, github: Codertocat}\n")
@@ -241,7 +242,7 @@ def measure(cpu_rounds: int = 0) -> dict[str, Any]:
     env = {"REDIS_URL": redis_url, "THE_LOOP_REDIS_PREFIX": token,
            "THE_LOOP_QUEUE": token, "THE_LOOP_WEBHOOK_SECRET": SECRET,
            "THE_LOOP_GITHUB_API_URL": api_url, "THE_LOOP_GITHUB_APP_ID": "1",
-           "THE_LOOP_GITHUB_PRIVATE_KEY": private_key(),
+           "THE_LOOP_GITHUB_PRIVATE_KEY": key,
            "THE_LOOP_GITHUB_WRITE_INTERVAL": "0", "THE_LOOP_GITHUB_READ_INTERVAL": "0",
            "THE_LOOP_LOG_LEVEL": "WARNING", "PATH": os.environ.get("PATH", "")}
     conn = redis.Redis.from_url(redis_url)

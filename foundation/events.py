@@ -188,7 +188,10 @@ class CIResult:
     status's ``state``; ``pending`` while not completed); ``attempt`` (a workflow run's
     ``run_attempt``, 0 when the event has none) and ``at`` (``completed_at``, else
     ``updated_at``/``started_at``, ISO 8601 as GitHub sends it; ``""`` when absent) order
-    results of one name: a rerun's result replaces the first, a late older one does not."""
+    results of one name: a rerun's result replaces the first, a late older one does not;
+    ``run_id``: a check run's ``id`` (for a GitHub Actions job, also its job's id), which
+    ``verify-tests`` reads the failure's output, annotations and log by; ``None`` for the
+    other events."""
 
     repository: str
     sha: str
@@ -196,6 +199,7 @@ class CIResult:
     conclusion: str
     attempt: int = 0
     at: str = ""
+    run_id: int | None = None
 
     @property
     def order(self) -> str:
@@ -227,7 +231,9 @@ def _ci_result(event: str, repository: str | None,
     attempt = _int(source.get("run_attempt")) or 0
     at = next((str(source[k]) for k in ("completed_at", "updated_at", "started_at")
                if isinstance(source.get(k), str)), "")
-    return CIResult(repository, str(sha), str(name), str(conclusion), attempt, at)
+    run_id = _int(source.get("id")) if event == "check_run" else None
+    return CIResult(repository, str(sha), str(name), str(conclusion), attempt, at,
+                    run_id or None)
 
 
 # --- linked tickets -----------------------------------------------------------------
@@ -447,6 +453,9 @@ class GitHubEvent:
         turn = _mapping(payload, "turn") if event == TURN_EVENT else None
         if turn:  # the pushed head the exit chain checks
             head = {"sha": turn.get("head_sha"), "ref": turn.get("branch")}
+        monitor = _mapping(payload, "monitor") if event == MONITOR_EVENT else None
+        if monitor and monitor.get("head_sha"):  # the head a timed wait was about
+            head = {"sha": monitor.get("head_sha"), "ref": monitor.get("branch")}
         subject = pull or _mapping(payload, "issue")
         kind: SubjectKind | None = None
         if "pull_request" in payload or subject.get("pull_request"):

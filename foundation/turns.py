@@ -506,7 +506,8 @@ class TurnRecords:
     # -- the work item's branch and pull request -----------------------------------------
 
     def workspace(self, ref: str) -> dict[str, str]:
-        """``{branch, pull}`` of ``ref`` (empty before its first turn pushed)."""
+        """``{branch, repository, pull, pull_body}`` of ``ref`` (empty before its first
+        turn pushed; ``pull_body``: see :meth:`remember_pull_body`)."""
         raw = self.redis.hgetall(self.keys.workspace(ref))
         return {_text(k): _text(v) for k, v in raw.items()}
 
@@ -521,6 +522,11 @@ class TurnRecords:
                 pipe.hset(self.keys.workspace(ref), "pull", pull)
                 pipe.set(self.keys.alias(repository, pull), ref)
             pipe.execute()
+
+    def remember_pull_body(self, ref: str, digest: str) -> None:
+        """Record the digest of what the worker last wrote into the draft pull request's
+        body (its ``pull_body`` field: :mod:`workers.pull_body` skips an unchanged one)."""
+        self.redis.hset(self.keys.workspace(ref), "pull_body", digest)
 
     def owner_of(self, repository: str, number: int) -> str | None:
         """The work item whose draft pull request is ``repository#number``, or ``None``."""

@@ -6,6 +6,7 @@ Everything here is data or a handle; no secret value is ever stored in a HookCon
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
@@ -63,12 +64,29 @@ class CIResults(Protocol):
         """Check name -> conclusion (``success``, ``failure``, ``pending``...) for ``sha``."""
         ...
 
+    def run_id(self, sha: str, name: str) -> int | None:
+        """The id of the check run that reported ``name``'s stored result on ``sha``
+        (for a GitHub Actions job, its job's id too), or ``None`` (a commit status, a
+        check suite, a workflow run, or nothing recorded)."""
+        ...
+
+    def first_wait(self, sha: str, name: str, now: float) -> float:
+        """When the-loop first waited for ``name``'s result on ``sha`` (Unix seconds):
+        the first call notes ``now``, later ones return what it noted."""
+        ...
+
 
 class NoCI:
     """A :class:`CIResults` with nothing recorded (local use, ``the-loop check``)."""
 
     def conclusions(self, sha: str) -> Mapping[str, str]:
         return {}
+
+    def run_id(self, sha: str, name: str) -> int | None:
+        return None
+
+    def first_wait(self, sha: str, name: str, now: float) -> float:
+        return now
 
 
 class Member(Protocol):
@@ -150,6 +168,8 @@ class HookConfig:
         bot_logins: logins whose events are the-loop's own and never drive a gate.
         ci: CI results recorded from events, by commit.
         head_sha: the pull request head commit under evaluation, if any.
+        clock: Unix seconds now, for hooks that time a wait (``verify-tests``'s
+            ``timeout``); controlled in tests.
         head_ref: the pull request head branch (where record-feedback commits), if any.
         permissions: login -> the person's GitHub permission on the repository (cached by
             the caller), or ``None`` when not available.
@@ -205,6 +225,7 @@ class HookConfig:
     bot_logins: frozenset[str] = frozenset()
     ci: CIResults = field(default_factory=NoCI)
     head_sha: str | None = None
+    clock: Callable[[], float] = field(default=time.time, repr=False, compare=False)
     head_ref: str | None = None
     permissions: Callable[[str], str | None] | None = None
     trees: Callable[[str], str | None] | None = None

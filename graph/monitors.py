@@ -32,6 +32,34 @@ SKEW_TOLERANCE = 5.0
 REMINDER = "the-loop.monitor.stale"
 #: The ``notify`` event of a reminder.
 REMINDER_EVENT = "phase-approval-stale"
+#: A ``wait`` result's ``data`` key: when its hook should be evaluated again with no new
+#: event (Unix seconds; ``verify-tests``'s ``timeout``). The worker's monitor sweep
+#: sends the work item a delivery of :data:`DUE` then.
+WAKE_AT = "wake_at"
+#: ``InboundEvent.kind`` of a waiting hook's time having come.
+DUE = "the-loop.monitor.due"
+
+
+def waiting_data(state: WorkItemState) -> dict[str, Any]:
+    """The ``data`` of the ``wait`` that parks ``state`` (the stopping result of its
+    current node's last exit chain); ``{}`` when it does not wait (status
+    ``waiting``) on its exit chain."""
+    if state.status != Status.WAITING:
+        return {}
+    results = (state.results.get(state.current_node) or {}).get("exit") or []
+    last = results[-1] if results else None
+    if not isinstance(last, dict) or last.get("status") != "wait":
+        return {}
+    data = last.get("data")
+    return dict(data) if isinstance(data, dict) else {}
+
+
+def wake_at(state: WorkItemState) -> float | None:
+    """When the ``wait`` that parks ``state`` asked to be evaluated again
+    (:data:`WAKE_AT` of :func:`waiting_data`), or ``None``: it waits for no time, or
+    does not wait."""
+    at = waiting_data(state).get(WAKE_AT)
+    return float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
 
 
 def status_of(last_signal: float | None, now: float, freshness: float, *,

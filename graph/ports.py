@@ -49,7 +49,10 @@ __all__ = [
     "PERMISSIONS",
     "REACTIONS",
     "App",
+    "Annotation",
+    "Annotations",
     "CheckRun",
+    "CheckRunDetail",
     "CheckRuns",
     "Comment",
     "Comments",
@@ -73,6 +76,7 @@ __all__ = [
     "JiraComment",
     "JiraLabel",
     "JiraTransition",
+    "JobLog",
     "Labels",
     "NotFound",
     "Operation",
@@ -167,6 +171,8 @@ class PullRequest(TypedDict):
     html_url: str
     head_repo: str | None  # OWNER/NAME holding head_ref (a fork's); None: a deleted fork
     maintainer_can_modify: bool  # the fork lets the base's maintainers push to head_ref
+    node_id: str  # its GraphQL global id (the mutations' pullRequestId)
+    body: str  # its description ("" when it has none)
 
 
 class PullFiles(TypedDict):
@@ -175,6 +181,7 @@ class PullFiles(TypedDict):
 
 class Reviewers(TypedDict):
     requested: list[str]
+    teams: list[str]  # team slugs with a pending review request
 
 
 class Review(TypedDict):
@@ -210,6 +217,43 @@ class CheckRun(TypedDict):
 
 class CheckRuns(TypedDict):
     check_runs: list[CheckRun]
+
+
+class CheckOutput(TypedDict):
+    title: str | None
+    summary: str | None
+    text: str | None
+    annotations_count: int
+
+
+class CheckRunDetail(TypedDict):
+    id: int
+    name: str | None
+    head_sha: str | None
+    status: str | None
+    conclusion: str | None
+    details_url: str | None
+    app: str | None
+    output: CheckOutput
+
+
+class Annotation(TypedDict):
+    path: str | None
+    start_line: int | None
+    end_line: int | None
+    annotation_level: str | None
+    title: str | None
+    message: str | None
+
+
+class Annotations(TypedDict):
+    annotations: list[Annotation]
+    truncated: bool
+
+
+class JobLog(TypedDict):
+    text: str
+    truncated: bool
 
 
 class SlackMessage(TypedDict):
@@ -364,7 +408,7 @@ class GitHubPulls(Protocol):
     @read
     def get_pull_request(self, *, repo: str, number: int) -> PullRequest:
         """``{"number", "head_sha", "head_ref", "base_ref", "state", "draft", "html_url",
-        "head_repo", "maintainer_can_modify"}``."""
+        "head_repo", "maintainer_can_modify", "node_id", "body"}``."""
         ...
 
     @read
@@ -392,8 +436,16 @@ class GitHubPulls(Protocol):
         ...
 
     @write
-    def request_reviewers(self, *, repo: str, number: int, reviewers: list[str]) -> Reviewers:
-        """``{"requested": [login, ...]}``."""
+    def request_reviewers(self, *, repo: str, number: int, reviewers: list[str],
+                          team_reviewers: list[str] | None = None) -> Reviewers:
+        """``{"requested": [login, ...], "teams": [slug, ...]}``: ``reviewers`` are
+        logins, ``team_reviewers`` team slugs of the repository's organization."""
+        ...
+
+    @write
+    def mark_pull_request_ready(self, *, repo: str, number: int) -> PullRequest:
+        """Mark draft pull request ``number`` ready for review (nothing is written when
+        it is not a draft); a :class:`PullRequest` (``draft`` false)."""
         ...
 
     @read
@@ -439,6 +491,28 @@ class GitHubChecks(Protocol):
     @read
     def list_check_runs(self, *, repo: str, head_sha: str, name: str | None = None) -> CheckRuns:
         """``{"check_runs": [{"id", "name", "status", "conclusion"}, ...]}``."""
+        ...
+
+    @read
+    def get_check_run(self, *, repo: str, check_run_id: int) -> CheckRunDetail:
+        """``{"id", "name", "head_sha", "status", "conclusion", "details_url", "app",
+        "output": {"title", "summary", "text", "annotations_count"}}`` (``app``: the
+        slug of the App that made it, ``github-actions`` for an Actions job)."""
+        ...
+
+    @read
+    def list_check_run_annotations(self, *, repo: str, check_run_id: int,
+                                   limit: int = 50) -> Annotations:
+        """``{"annotations": [{"path", "start_line", "end_line", "annotation_level",
+        "title", "message"}, ...], "truncated": bool}``: at most ``limit``, in GitHub's
+        order."""
+        ...
+
+    @read
+    def download_job_logs(self, *, repo: str, job_id: int, tail_bytes: int = 4096) -> JobLog:
+        """``{"text", "truncated"}``: the last ``tail_bytes`` bytes (at most) of a GitHub
+        Actions job's plain-text log, ``truncated`` when the log was longer;
+        :class:`NotFound` for a check run that is not an Actions job."""
         ...
 
 

@@ -30,6 +30,10 @@ TURN_COMPLETED = "turn.completed"
 #: ``idle``, ``no-result``, ``interrupted``, ``cancelled``, ``error``).
 COMPLETED = "completed"
 CANCELLED = "cancelled"
+#: A block's ``data`` key (and its next input's ``block`` key): what a failed CI check
+#: reported (:mod:`foundation.ci_report`), bounded; untrusted text, which the runner
+#: shows the agent as data inside a fence, never as the-loop's instructions.
+CI_REPORT = "ci_report"
 
 
 @dataclass(frozen=True)

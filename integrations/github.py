@@ -386,6 +386,14 @@ class GitHubApi(GitHubOperations):
         auth._AppInstallationAuth__installation_authorization = None  # type: ignore[attr-defined]
         return True
 
+    @property
+    def graphql_path(self) -> str:
+        """The GraphQL endpoint of this client's base URL, as PyGithub's requester derives
+        it: ``https://api.github.com/graphql``; ``https://HOST/api/graphql`` for a GitHub
+        Enterprise Server root ``https://HOST/api/v3`` ("Forming calls with GraphQL":
+        "The GraphQL endpoint"; GHES docs: ``http(s)://HOSTNAME/api/graphql``)."""
+        return str(self._gh.requester.graphql_url)
+
     def _send(
         self,
         op: str,

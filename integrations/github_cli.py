@@ -34,6 +34,7 @@ from urllib3.exceptions import MaxRetryError
 from urllib3.response import HTTPResponse
 from urllib3.util.retry import Retry
 
+from graph.ports import OPERATIONS as PORT_OPERATIONS
 from graph.ports import IntegrationError, Unavailable
 from integrations.cli import CliResult, run_bounded
 from integrations.github import RETRY_METHODS, _from_github
@@ -91,6 +92,9 @@ class GitHubCli(GitHubOperations):
     """
 
     transport = "cli"
+    #: Every operation but ``download-job-logs``: ``gh api`` follows the log's redirect
+    #: itself, and its answer (plain text) is not JSON, which is all this transport reads.
+    operations: frozenset[str] = frozenset(PORT_OPERATIONS["github"]) - {"download-job-logs"}
 
     def __init__(
         self,

@@ -7,7 +7,10 @@ data; a repository may override one with ``.the-loop/prompts/<command>.md`` on i
 default branch), then the artifacts to write with their required sections and the checks
 that will run. A resumed turn gets only what changed: the messages of the block (the-loop
 wrote them: paths, section names, hook names) or a reference to a reviewer's decision
-(who, which comment; the agent reads the text itself). A fresh session that replaces one
+(who, which comment; the agent reads the text itself); a failed CI check's own output
+(title, summary, annotations, the end of its log: :mod:`foundation.ci_report`) is the
+one text from elsewhere, bounded and shown inside a fence as untrusted data, never as
+instructions. A fresh session that replaces one
 that could not be resumed gets both, seeded with the artifacts already written.
 
 Templates use :class:`string.Template` placeholders: ``$subject`` (``issue #N of
@@ -23,8 +26,9 @@ from importlib import resources
 from string import Template
 from typing import Any
 
+from foundation import ci_report
 from foundation.turns import TurnContext
-from graph.work import TurnOrder
+from graph.work import CI_REPORT, TurnOrder
 
 #: Where a repository may override a command's template (read on its default branch).
 OVERRIDE_DIR = ".the-loop/prompts"
@@ -161,6 +165,9 @@ def _feedback(feedback: Mapping[str, Any], context: TurnContext) -> list[str]:
             text, path = str(message.get("text") or ""), message.get("path")
             where = f" ({path})" if path else ""
             lines.append(f"- {block.get('hook') or 'a check'}: {text}{where}")
+        report = block.get(CI_REPORT)
+        if isinstance(report, Mapping):
+            lines += ["", *ci_report.frame(report), ""]
         lines.append("Fix every one of these, then stop.")
     review = feedback.get("feedback") or {}
     if review:

@@ -56,6 +56,7 @@ from foundation.turns import (
     TurnRecords,
     record_key,
 )
+from graph import pull_body
 from graph.errors import LoopError
 from graph.work import CANCELLED, TurnEnded, TurnOrder
 from integrations.harness.base import Harness, TurnOutcome
@@ -232,7 +233,7 @@ class TurnRunner:
         # Nothing written yet (a first turn that failed early): no branch to show, and
         # GitHub refuses a pull request without commits.
         pushed = head != checkout.base_sha and merged is not False
-        pull = self._draft_pull(context, branch) if pushed else None
+        pull = self._draft_pull(order.ref, context, branch) if pushed else None
         return TurnEnded(
             id=order.id, status=status, session_id=session_id,
             harness_session=outcome.harness_session, head_sha=head, pull=pull,
@@ -283,23 +284,24 @@ class TurnRunner:
             self.records.redis.set(self.records.keys.turn_log(ref), tail,
                                    ex=7 * 24 * 3600)
 
-    def _draft_pull(self, context: TurnContext, branch: str) -> int | None:
+    def _draft_pull(self, ref: str, context: TurnContext, branch: str) -> int | None:
         """Open the work item's one draft pull request, or find it (``None`` without
-        GitHub: a local run). Its body says ``Closes #N`` for an issue work item, so
+        GitHub: a local run). Its body is the-loop's marked region
+        (:func:`graph.pull_body.render`): ``Closes #N`` for an issue work item, so
         merging it closes the issue (GitHub docs, "Linking a pull request to an issue");
-        ``Refs #N`` for a pull request, which a pull request cannot close."""
+        ``Refs #N`` for a pull request, which a pull request cannot close. The worker
+        keeps the region current from then on (artifacts, the task table:
+        :mod:`workers.pull_body`); an existing pull request's body is not touched here."""
         if self.github is None:
             return None
         github = self.github(context.installation_id)
         found = github.find_pull_request(repo=context.repository, head=branch)
         if found is not None:
             return int(found["number"])
-        link = "Closes" if context.kind == "issue" else "Refs"
         created = github.create_pull_request(
             repo=context.repository, head=branch, base=context.default_branch,
             title=f"the-loop: #{context.number}",
-            body=(f"The work of the-loop's agent for #{context.number}, pushed turn by "
-                  f"turn; the-loop keeps it a draft while it works.\n\n{link} #{context.number}"),
+            body=pull_body.render(ref, kind=context.kind, number=context.number),
             draft=True)
         return int(created["number"])
 

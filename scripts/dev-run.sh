@@ -3,8 +3,10 @@
 # when credentials are configured, else against the embedded sandbox (`the-loop sandbox`:
 # a local GitHub stand-in that sends signed deliveries to the receiver, with the demo
 # agent as the harness). Starts Redis if it is not answering. Says which mode it chose
-# and why, in one line. Every process runs in its own process group; Ctrl-C or SIGTERM
-# stops every group it started.
+# and why, in one line; in sandbox mode it also prints the dashboard's URL and how to sign
+# in (a token written to the sandbox directory), and the git remote the person pushes
+# with. Every process runs in its own process group; Ctrl-C or SIGTERM stops every group
+# it started.
 set -euo pipefail
 set -m  # job control: each background process gets its own process group
 cd "$(dirname "$0")/.."
@@ -66,8 +68,11 @@ fi
 case "$mode" in
   sandbox)
     # Point the-loop at the sandbox: its API, git URL, a local App key, the harness (the
-    # port: THE_LOOP_SANDBOX_PORT, read by the sandbox commands themselves).
+    # port: THE_LOOP_SANDBOX_PORT, read by the sandbox commands themselves); it also sets
+    # sandbox_git_remote and sandbox_api_token_file, printed below.
     eval "$("$BIN/the-loop" sandbox prepare --dir "${THE_LOOP_SANDBOX_DIR:-$DEV/sandbox}")"
+    # The dashboard's token goes to the receiver alone (beside any of THE_LOOP_API_TOKENS).
+    api_tokens="$(cat "$sandbox_api_token_file")${THE_LOOP_API_TOKENS:+,$THE_LOOP_API_TOKENS}"
     unset GH_TOKEN GITHUB_TOKEN THE_LOOP_GITHUB_PRIVATE_KEY THE_LOOP_GITHUB_TRANSPORT
     echo "the-loop: mode: sandbox, because $why; GitHub stand-in on $THE_LOOP_SANDBOX_URL"
     ;;
@@ -88,7 +93,8 @@ if [ "$mode" = sandbox ]; then
   "$BIN/the-loop" sandbox --webhook-url "http://127.0.0.1:$PORT/webhook" &
   pids+=($!)
 fi
-"$BIN/the-loop" serve --port "$PORT" --host "$THE_LOOP_HOST" &
+THE_LOOP_API_TOKENS="${api_tokens:-${THE_LOOP_API_TOKENS:-}}" \
+  "$BIN/the-loop" serve --port "$PORT" --host "$THE_LOOP_HOST" &
 pids+=($!)
 "$BIN/the-loop" worker &
 pids+=($!)
@@ -98,6 +104,8 @@ if [ "$mode" = sandbox ] || [ -n "${THE_LOOP_HARNESS:-}" ]; then
 fi
 echo "the-loop: receiver on http://127.0.0.1:$PORT/webhook (process groups: ${pids[*]})"
 if [ "$mode" = sandbox ]; then
+  echo "the-loop: dashboard on http://127.0.0.1:$PORT/ui/ (sign in at http://127.0.0.1:$PORT/ui/login with the token in $sandbox_api_token_file)"
+  echo "the-loop: git remote (pushes as $THE_LOOP_SANDBOX_USER): $sandbox_git_remote"
   echo "the-loop: try: $BIN/the-loop sandbox issue create 'Add a login page' --label the-loop"
 fi
 # Any process ending stops them all (the trap).

@@ -78,6 +78,8 @@ EXPECTED: list[tuple[type[KeySpace], str, tuple, object]] = [
     (CommitKeys, "ci", ("o/r", "abc"), "P:ci:o/r:abc"),
     (CommitKeys, "sha", ("o/r", "abc"), "P:sha:o/r:abc"),
     (CommitKeys, "ci_order", ("o/r", "abc"), "P:ci-order:o/r:abc"),
+    (CommitKeys, "ci_run", ("o/r", "abc"), "P:ci-run:o/r:abc"),
+    (CommitKeys, "ci_wait", ("o/r", "abc"), "P:ci-wait:o/r:abc"),
     # repositories, installations, accounts, the App
     (IdentityKeys, "repository", (5,), "P:repository:5"),
     (IdentityKeys, "repository_name", ("O/R",), "P:repository-name:o/r"),

@@ -9,6 +9,10 @@ commit):
 - ``P:ci:OWNER/REPO:SHA``       hash: check name -> conclusion
 - ``P:ci-order:OWNER/REPO:SHA`` hash: check name -> the order of the stored result
   (``run_attempt`` and time; an older result never replaces a newer one)
+- ``P:ci-run:OWNER/REPO:SHA``   hash: check name -> the id of the check run that reported
+  the stored result (check runs only; an Actions job's id is its check run's)
+- ``P:ci-wait:OWNER/REPO:SHA``  hash: check name -> when ``verify-tests`` first waited for
+  it on that commit (Unix seconds; its ``timeout`` counts from there)
 - ``P:sha:OWNER/REPO:SHA``      set of work items whose pull request head is SHA
 
 Script (``workers/scripts/``): ``ci_record.lua``, store a result unless a newer one is
@@ -31,7 +35,7 @@ __all__ = ["CI_TTL_SECONDS", "CommitKeys", "RedisCI"]
 CI_TTL_SECONDS = 30 * 24 * 3600
 
 
-@owns("head", "ci", "ci-order", "sha")
+@owns("head", "ci", "ci-order", "ci-run", "ci-wait", "sha")
 @dataclass(frozen=True, slots=True)
 class CommitKeys(KeySpace):
     """The key names of what the worker knows of commits, for one deployment (see the
@@ -56,6 +60,14 @@ class CommitKeys(KeySpace):
     def ci_order(self, repository: str, sha: str) -> str:
         """``P:ci-order:OWNER/REPO:SHA``: the order of each stored CI result of a commit."""
         return self.key("ci-order", repository, sha)
+
+    def ci_run(self, repository: str, sha: str) -> str:
+        """``P:ci-run:OWNER/REPO:SHA``: the check run id of each stored CI result."""
+        return self.key("ci-run", repository, sha)
+
+    def ci_wait(self, repository: str, sha: str) -> str:
+        """``P:ci-wait:OWNER/REPO:SHA``: when each check was first waited for."""
+        return self.key("ci-wait", repository, sha)
 
 
 class RedisCI:
@@ -89,7 +101,36 @@ class RedisCI:
                                     self.keys.ci_order(self.repository, result.sha)),
                               args=(result.name, result.conclusion, result.order,
                                     CI_TTL_SECONDS))
+        if stored:
+            runs = self.keys.ci_run(self.repository, result.sha)
+            pipe = self.redis.pipeline()
+            if result.run_id is not None:
+                pipe.hset(runs, result.name, str(result.run_id))
+                pipe.expire(runs, CI_TTL_SECONDS)
+            else:  # a status or suite of the same name: no check run to read
+                pipe.hdel(runs, result.name)
+            pipe.execute()
         return bool(stored)
+
+    def run_id(self, sha: str, name: str) -> int | None:
+        """The check run id stored with ``name``'s result on ``sha``, or ``None``."""
+        raw = self.redis.hget(self.keys.ci_run(self.repository, sha), name)
+        text = raw.decode() if isinstance(raw, bytes) else raw
+        return int(text) if isinstance(text, str) and text.isdigit() else None
+
+    def first_wait(self, sha: str, name: str, now: float) -> float:
+        """When ``name`` was first waited for on ``sha``: ``now`` noted by the first
+        call (``HSETNX``), what was noted returned by later ones; kept 30 days."""
+        key = self.keys.ci_wait(self.repository, sha)
+        pipe = self.redis.pipeline()
+        pipe.hsetnx(key, name, repr(float(now)))
+        pipe.hget(key, name)
+        pipe.expire(key, CI_TTL_SECONDS)
+        _, raw, _ = pipe.execute()
+        try:
+            return float(raw.decode() if isinstance(raw, bytes) else raw)
+        except (TypeError, ValueError):
+            return float(now)
 
     def remember(self, sha: str, ref: str) -> None:
         """Note that work item ``ref``'s pull request head is ``sha`` (so a commit status,

@@ -1,5 +1,8 @@
 """The worker's monitor sweep: waiting gates whose reminder is due get a
-:data:`foundation.events.MONITOR_EVENT` delivery in their inbox (:mod:`graph.monitors`).
+:data:`foundation.events.MONITOR_EVENT` delivery in their inbox (:mod:`graph.monitors`),
+action ``stale``; a work item whose waiting hook asked to be evaluated again at a time
+(:func:`graph.monitors.wake_at`: ``verify-tests``'s ``timeout``) gets one of action
+``due`` when that time comes, so the hook runs with no new event from GitHub.
 
 The sweep only *finds* them; the reminder itself is sent by the runtime when the worker
 processes that delivery, in order with the work item's other deliveries, with the
@@ -26,13 +29,14 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from foundation.events import MONITOR_EVENT
 from foundation.inbox.enqueue import DeliveryQueue
 from foundation.inbox.record import DeliveryRecord
 from foundation.turns import RUNNER_SENDER
 from graph.model import Graph
-from graph.monitors import due_reminder, reminder_due_at
+from graph.monitors import due_reminder, reminder_due_at, waiting_data, wake_at
 from graph.refs import RefError, WorkItemRef
 from graph.state import StateError, WorkItemState
 from workers.state import WAITING_STATUSES, RedisStateStore
@@ -50,6 +54,13 @@ def reminder_id(ref: str, node: str, visit: int, period: int) -> str:
     """The delivery id of a reminder (``[A-Za-z0-9-]``, deterministic)."""
     digest = hashlib.sha256(f"{ref}\n{node}\n{visit}\n{period}".encode()).hexdigest()[:32]
     return f"monitor-{digest}"
+
+
+def due_id(ref: str, node: str, visit: int, at: float) -> str:
+    """The delivery id of a waiting hook's time having come (deterministic: one
+    delivery per wake-up time, however many sweeps see it)."""
+    digest = hashlib.sha256(f"{ref}\n{node}\n{visit}\ndue\n{at!r}".encode()).hexdigest()
+    return f"monitor-due-{digest[:32]}"
 
 
 @dataclass
@@ -76,8 +87,9 @@ class MonitorSweep:
         falls due after the ``reminded`` periods (default: those it records)
         (:func:`graph.monitors.reminder_due_at`); ``math.inf``: never by time (its next
         save indexes it again)."""
-        at = reminder_due_at(state, self.graph, reminded=reminded)
-        return math.inf if at is None else at
+        times = [t for t in (reminder_due_at(state, self.graph, reminded=reminded),
+                             wake_at(state)) if t is not None]
+        return min(times) if times else math.inf
 
     def sweep(self) -> list[str]:
         """One sweep over the waiting work items that are due (see the module docstring).
@@ -106,12 +118,43 @@ class MonitorSweep:
             period = due_reminder(state, self.graph, now)
             if period is not None and self._remind(ref, parsed, state, period, now):
                 queued.append(ref)
+            woken = wake_at(state)
+            if woken is not None and woken <= now:
+                if self._wake(ref, parsed, state, woken, now):
+                    queued.append(ref)
+                # Evaluated by that delivery, whose save indexes the item again; until
+                # then only a reminder's time can be due.
+                at = reminder_due_at(state, self.graph, reminded=period)
+                store.reschedule(ref, seen, math.inf if at is None else at)
+                continue
             # After the delivery is queued (a failed put leaves the entry due): the next
             # period's time.
             store.reschedule(ref, seen, self.next_look(state, period))
         if queued:
             log.info("monitors: reminders due for %s", ", ".join(queued))
         return queued
+
+    def _wake(self, ref: str, parsed: WorkItemRef, state: WorkItemState, at: float,
+              now: float) -> bool:
+        """Queue the delivery that evaluates ``state`` again at ``at`` (action ``due``),
+        naming the head commit and branch the wait was about (the wait's ``sha`` and
+        ``branch``: what the exit chain evaluates); ``False``: it was queued before (the
+        same delivery id)."""
+        waited = waiting_data(state)
+        monitor: dict[str, Any] = {"node": state.current_node, "at": at}
+        for key, field_ in (("head_sha", "sha"), ("branch", "branch")):
+            if isinstance(waited.get(field_), str):
+                monitor[key] = waited[field_]
+        payload = {"action": "due", "repository": {"full_name": parsed.repository},
+                   "issue": {"number": parsed.number}, "sender": RUNNER_SENDER,
+                   "monitor": monitor}
+        if state.installation_id is not None:
+            payload["installation"] = {"id": state.installation_id}
+        return self.inbox.put(DeliveryRecord(
+            delivery_id=due_id(ref, state.current_node, state.visit, at),
+            event=MONITOR_EVENT, action="due", received_at=now,
+            installation_id=state.installation_id, repository=parsed.repository,
+            work_item=ref, body=json.dumps(payload).encode()))
 
     def _remind(self, ref: str, parsed: WorkItemRef, state: WorkItemState, period: int,
                 now: float) -> bool:

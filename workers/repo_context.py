@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -34,7 +35,7 @@ from foundation.config.repository import (
     HarnessConfig,
     load_harness_config,
 )
-from foundation.events import GitHubEvent
+from foundation.events import MONITOR_EVENT, GitHubEvent
 from foundation.inbox.record import text
 from foundation.links import page_url
 from foundation.settings import WorkerSettings
@@ -133,6 +134,8 @@ class RepoContext:
         self.integrations: Mapping[str, Integration] = (
             integrations if integrations is not None else {})
         self.classifier = classifier
+        #: Unix seconds now, handed to hooks (``HookConfig.clock``); tests replace it.
+        self.clock: Callable[[], float] = time.time
         ttl = max(float(settings.config_ttl), 0.001)
         # repository -> its config, trusted without a look at the head for `config_ttl`
         self._fresh: TTLCache[str, RepoConfig] = TTLCache(CACHE_SIZE, ttl)
@@ -265,6 +268,13 @@ class RepoContext:
                 head_repo = pull.get("head_repo")
                 editable = bool(pull.get("maintainer_can_modify"))
                 draft = bool(pull.get("draft"))
+        if (head is None and not is_pr and branch and github is not None
+                and (event.ci is not None or event.name == MONITOR_EVENT)):
+            # A CI result (or a timed wait) about an issue's draft pull request: the
+            # exit chain checks that pull request's current head.
+            found = github.find_pull_request(repo=repo, head=branch)
+            if found is not None:
+                head, head_ref = str(found["head_sha"]), str(found["head_ref"])
         if not head_ref:
             head_repo = repo  # no pull request: the work item's own branch
 
@@ -286,6 +296,7 @@ class RepoContext:
             bot_logins=self.settings.bot_logins,
             ci=ci,
             head_sha=head,
+            clock=self.clock,
             head_ref=head_ref or branch,
             permissions=self.permissions(github, repo),
             trees=self.trees(github, repo),

@@ -51,6 +51,7 @@ ROUTES: dict[tuple[str, str | None], str] = {
     ("push", None): CONFIG,
     (TURN_EVENT, "completed"): TURN,
     (MONITOR_EVENT, "stale"): DRIVE_IF_ENROLLED,  # a stale gate's reminder is due
+    (MONITOR_EVENT, "due"): DRIVE_IF_ENROLLED,  # a waiting hook's time came (a timeout)
     ("status", None): CI_ONLY,
     ("installation", None): INSTALLATION,
     ("installation_repositories", None): INSTALLATION,

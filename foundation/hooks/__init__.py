@@ -9,6 +9,7 @@ from foundation.hooks import (  # noqa: F401  (imported for registration)
     is_docs_only,
     lint_artifacts,
     log_entry,
+    mark_ready,
     mcp_call,
     notify,
     publish_check,

@@ -34,7 +34,7 @@ ACTIONS = frozenset({
     # checks, workflow runs
     "completed", "requested", "rerequested", "requested_action", "in_progress",
     # the-loop's own monitor deliveries
-    "stale",
+    "stale", "due",
     # installations
     "suspend", "unsuspend", "new_permissions_accepted", "added", "removed",
 })

@@ -34,6 +34,14 @@ def works(node: Node, state: WorkItemState, config: HookConfig) -> bool:
     return node.actor == "agent" and config.work is not None and not state.escalated
 
 
+def awaits_verdict(state: WorkItemState, node: Node) -> bool:
+    """Whether ``node``'s last turn of this visit ended and its exit chain waits (for a
+    CI result, ``verify-tests``): a later event (the check's result, the monitor's
+    timeout) runs the chain again; it orders no new turn."""
+    return (state.turn is None and state.turns.get(node.id, 0) > 0
+            and state.status == Status.WAITING)
+
+
 def turn_ended(rt: RuntimeAPI, state: WorkItemState, node: Node,
                event: InboundEvent | None) -> TurnEnded | None:
     """The report of the outstanding turn carried by ``event``, recorded (spend, the

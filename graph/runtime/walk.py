@@ -38,7 +38,7 @@ from graph.runtime.shapes import (
 )
 from graph.runtime.waves import PlanRun
 from graph.state import WorkItemState
-from graph.work import TurnEnded
+from graph.work import CI_REPORT, TurnEnded
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +193,8 @@ def walk(
                     return turns.await_turn(rt, state, work_item, config, node, result)
         elif turns.works(node, state, config):
             ended = turns.turn_ended(rt, state, node, event)
-            if ended is None:  # the agent's turn is still to come: nothing to check yet
+            if ended is None and not turns.awaits_verdict(state, node):
+                # the agent's turn is still to come: nothing to check yet
                 return turns.await_turn(rt, state, work_item, config, node, result)
         unrepaired = None
         if ended is None or ended.ok:
@@ -422,14 +423,18 @@ def park(
         state.attempts[node.id] = attempts
         repeated = worked and previous_fp == finding
         state.last_block[node.id] = f"{finding}/{token}"
-        state.next_input.setdefault(node.id, {})["block"] = {
+        block: dict[str, Any] = {
             "hook": stop.hook if stop else None,
             "boundary": chain.boundary,
             "messages": [m.to_dict() for m in chain.messages],
         }
+        if stop is not None and isinstance(stop.data.get(CI_REPORT), Mapping):
+            block[CI_REPORT] = dict(stop.data[CI_REPORT])  # shown as data, bounded
+        state.next_input.setdefault(node.id, {})["block"] = block
         hook_name = stop.hook if stop else "?"
         if stop is not None and not stop.retriable:
-            escalation = f"hook {hook_name} failed in a way retrying cannot fix"
+            escalation = (str(stop.data["escalation"]) if stop.data.get("escalation")
+                          else f"hook {hook_name} failed in a way retrying cannot fix")
         elif repeated:
             escalation = f"hook {hook_name} blocked twice with the same finding"
         elif attempts >= node.attempts:

@@ -19,10 +19,21 @@ from integrations.github_ops.params import (
 )
 from integrations.github_ops.transport import RestTransport
 
+#: The GraphQL mutation of :meth:`PullRequestOperations.mark_pull_request_ready`: the
+#: names are GitHub's published schema's (``markPullRequestReadyForReview``, its input
+#: ``MarkPullRequestReadyForReviewInput.pullRequestId``, its payload's ``pullRequest``;
+#: checked by tests/integrations/test_sandbox_graphql.py against @octokit/graphql-schema).
+MARK_READY = """mutation MarkReady($id: ID!) {
+  markPullRequestReadyForReview(input: {pullRequestId: $id}) {
+    pullRequest { id number isDraft }
+  }
+}"""
+
 
 class PullRequestOperations(RestTransport):
     """``get-pull-request``, ``find-pull-request``, ``create-pull-request``,
-    ``update-pull-request``, ``list-pull-files``, ``request-reviewers``, ``list-reviews``."""
+    ``update-pull-request``, ``list-pull-files``, ``request-reviewers``,
+    ``mark-pull-request-ready``, ``list-reviews``."""
 
     def get_pull_request(self, repo: str, number: int) -> PullRequest:
         """``get-pull-request``: ``GET /repos/{owner}/{repo}/pulls/{pull_number}``
@@ -157,30 +168,79 @@ class PullRequestOperations(RestTransport):
                     paths.append(value)
         return {"files": paths}
 
-    def request_reviewers(self, repo: str, number: int, reviewers: list[str]) -> Reviewers:
+    def request_reviewers(self, repo: str, number: int, reviewers: list[str],
+                          team_reviewers: list[str] | None = None) -> Reviewers:
         """``request-reviewers``: ``POST /repos/{owner}/{repo}/pulls/{pull_number}/
-        requested_reviewers`` with ``{"reviewers": [...]}`` ("Request reviewers for a pull
-        request"). GitHub answers 422 for a login that cannot review (the author, or not
-        a collaborator).
+        requested_reviewers`` with ``{"reviewers": [logins], "team_reviewers": [slugs]}``
+        ("Request reviewers for a pull request"; 201 with the pull request). GitHub
+        answers 422 for a login that cannot review (the author, or not a collaborator)
+        and for a team that is not the repository's organization's.
+
+        Args:
+            reviewers: logins (may be empty when ``team_reviewers`` is not).
+            team_reviewers: team slugs (``justice-league``, no organization prefix).
 
         Returns:
-            ``{"requested": [str, ...]}`` -- every login with a pending review request
-            after the call, as GitHub reports it.
+            ``{"requested": [str, ...], "teams": [str, ...]}`` -- every login and team
+            slug with a pending review request after the call, as GitHub reports them.
+
+        Raises:
+            IntegrationError: neither a login nor a team given (bad parameters); 422 as
+                above (``status`` 422, GitHub's message as ``reason``).
         """
         op = "request-reviewers"
         n = _number(op, "number", number)
-        if (
-            not isinstance(reviewers, list | tuple)
-            or not reviewers
-            or not all(isinstance(r, str) and r.strip() for r in reviewers)
-        ):
-            raise _bad(op, f"reviewers must be a non-empty list of logins, got {reviewers!r}")
+        teams = [] if team_reviewers is None else team_reviewers
+        for name, values in (("reviewers", reviewers), ("team_reviewers", teams)):
+            if not isinstance(values, list | tuple) or not all(
+                    isinstance(r, str) and r.strip() for r in values):
+                raise _bad(op, f"{name} must be a list of names, got {values!r}")
+        if not reviewers and not teams:
+            raise _bad(op, "give at least one login (reviewers) or team (team_reviewers)")
+        body: dict[str, Any] = {"reviewers": list(reviewers)}
+        if teams:
+            body["team_reviewers"] = list(teams)
         path = f"{_repo_path(op, repo)}/pulls/{n}/requested_reviewers"
-        data = self._request(
-            op, "POST", path, target=f"{repo}#{n}", body={"reviewers": list(reviewers)}
-        ).data
-        requested = (data or {}).get("requested_reviewers") or []
-        return {"requested": [u["login"] for u in requested if isinstance(u, dict)]}
+        data = self._request(op, "POST", path, target=f"{repo}#{n}", body=body,
+                             expected=frozenset({422})).data or {}
+        requested = data.get("requested_reviewers") or []
+        requested_teams = data.get("requested_teams") or []
+        return {"requested": [u["login"] for u in requested if isinstance(u, dict)],
+                "teams": [t["slug"] for t in requested_teams if isinstance(t, dict)
+                          and isinstance(t.get("slug"), str)]}
+
+    def mark_pull_request_ready(self, repo: str, number: int) -> PullRequest:
+        """``mark-pull-request-ready``: GitHub's REST API cannot take a pull request out
+        of draft ("Update a pull request" has no ``draft`` field); GraphQL's
+        ``markPullRequestReadyForReview(input: {pullRequestId})`` does ("Mutations",
+        GitHub GraphQL API), with the pull request's ``node_id``. It is read first
+        (``GET /repos/{owner}/{repo}/pulls/{pull_number}``): one that is not a draft is
+        returned as it is, with no write.
+
+        Returns:
+            the pull request, as :meth:`get_pull_request` returns it, ``draft`` false.
+
+        Raises:
+            NotFound: no such pull request (404), or GraphQL's ``NOT_FOUND``.
+            IntegrationError: GraphQL refused it (``codes`` its error types, ``reason``
+                GitHub's message), e.g. a closed pull request.
+        """
+        op = "mark-pull-request-ready"
+        n = _number(op, "number", number)
+        path = f"{_repo_path(op, repo)}/pulls/{n}"
+        pull = _pull(self._request(op, "GET", path, target=f"{repo}#{n}").data)
+        if not pull["draft"]:
+            return pull
+        if not pull["node_id"]:
+            raise IntegrationError(f"github {op} on {repo}#{n}: the pull request has no "
+                                   "node_id", integration=self.name, op=op)
+        data = self._graphql(op, MARK_READY, {"id": pull["node_id"]}, target=f"{repo}#{n}")
+        answer = ((data.get("markPullRequestReadyForReview") or {}).get("pullRequest")
+                  or {})
+        if answer.get("isDraft") is not False:
+            raise IntegrationError(f"github {op} on {repo}#{n}: GitHub answered without "
+                                   "taking it out of draft", integration=self.name, op=op)
+        return {**pull, "draft": False}
 
     def list_reviews(self, repo: str, number: int) -> Reviews:
         """``list-reviews``: ``GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews``

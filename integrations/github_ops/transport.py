@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from graph.ports import OPERATIONS as PORT_OPERATIONS
-from graph.ports import IntegrationError, Operation, Transport
+from graph.ports import IntegrationError, NotFound, Operation, Transport
 from integrations import metrics
 from integrations.github_cache import memo
 from integrations.github_ops.errors import _log_failure
@@ -40,6 +40,11 @@ API_HEADERS: Mapping[str, str] = {"Accept": ACCEPT, "X-GitHub-Api-Version": API_
 WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 #: Upper bound of pages one list operation follows (100 items each).
 MAX_PAGES = 100
+#: The GraphQL endpoint relative to the API root ("Forming calls with GraphQL": ``POST
+#: https://api.github.com/graphql``); GitHub Enterprise Server serves it at
+#: ``https://HOST/api/graphql`` beside the REST root ``https://HOST/api/v3``, so a
+#: transport whose root is not GitHub's names its own (:attr:`RestTransport.graphql_path`).
+GRAPHQL_PATH = "/graphql"
 
 _NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 
@@ -76,6 +81,12 @@ class RestTransport(Transport):
     throttle_key: str = "token"
 
     # -- transport ----------------------------------------------------------------------
+
+    @property
+    def graphql_path(self) -> str:
+        """Where :meth:`_graphql` posts: a path relative to the API root, or an absolute
+        URL (the ``api`` transport's, derived from its base URL as PyGithub derives it)."""
+        return GRAPHQL_PATH
 
     def _send(
         self,
@@ -120,7 +131,8 @@ class RestTransport(Transport):
         * a write waits for its slot (:meth:`WriteThrottle.acquire`) and drops what it
           may change from the memo; any request that counts against the primary rate
           limit waits as :meth:`WriteThrottle.pace` says, and every answer's
-          ``x-ratelimit-*`` headers are kept (:meth:`WriteThrottle.observe`);
+          ``x-ratelimit-*`` headers are kept (:meth:`WriteThrottle.observe`) when they
+          are the ``core`` resource's (a GraphQL answer's are ``graphql``'s);
         * every request is counted (:func:`integrations.metrics.observe_request`).
 
         Failures: 401/403 and rate limits are logged as warnings, 404 at info (a
@@ -154,7 +166,11 @@ class RestTransport(Transport):
             raise
         metrics.observe_request(self.installation_label, op, method, reply.status,
                                 reply.headers)
-        if self.throttle is not None:
+        if self.throttle is not None and reply.headers.get("x-ratelimit-resource",
+                                                           "core") == "core":
+            # Only the REST API's primary limit is kept: GraphQL ("graphql", counted in
+            # points) and search have budgets of their own ("Rate limits for the REST
+            # API": x-ratelimit-resource), which must not stand for the core one.
             self.throttle.observe(bucket, reply.headers)
         if method == "GET":
             if reply.status == 304 and cached is not None:
@@ -167,6 +183,35 @@ class RestTransport(Transport):
         elif delivery is not None:
             delivery.wrote(bucket, url, method, reply.data)
         return reply
+
+    def _graphql(self, op: str, document: str, variables: Mapping[str, Any], *,
+                 target: str) -> dict[str, Any]:
+        """Send one GraphQL document (``POST {graphql}`` with ``{"query", "variables"}``,
+        "Forming calls with GraphQL") through :meth:`_request`: a mutation is a write
+        (``POST``), so it waits for the write throttle as any REST write does.
+
+        Returns:
+            the answer's ``data`` object.
+
+        Raises:
+            NotFound: GitHub answered an ``errors`` entry of ``type`` ``NOT_FOUND`` (an
+                unknown or invisible node id), whose ``message`` is the error's ``reason``.
+            IntegrationError: any other ``errors`` in the answer (GitHub answers them with
+                HTTP 200, "Forming calls with GraphQL"), not retriable, ``codes`` the
+                errors' ``type`` values and ``reason`` the first one's ``message``; an
+                answer without ``data``; an HTTP error as for any request.
+        """
+        reply = self._request(op, "POST", self.graphql_path, target=target,
+                              body={"query": document, "variables": dict(variables)})
+        answer = reply.data if isinstance(reply.data, dict) else {}
+        errors = answer.get("errors")
+        if errors:
+            raise graphql_error(op, target, errors)
+        data = answer.get("data")
+        if not isinstance(data, dict):
+            raise IntegrationError(f"github {op} on {target}: the GraphQL answer has no "
+                                   "data", integration=self.name, op=op, status=reply.status)
+        return data
 
     @property
     def installation_label(self) -> str:
@@ -200,6 +245,21 @@ class RestTransport(Transport):
                 break
             params = None  # the next link carries the query
         return items
+
+def graphql_error(op: str, target: str, errors: Any) -> IntegrationError:
+    """The error for a GraphQL answer's ``errors`` (``[{"type"?, "message", "path"?}]``;
+    "Forming calls with GraphQL"): :class:`NotFound` when the first is ``NOT_FOUND``. The
+    message names the operation, target and the errors' types, never GitHub's text
+    (kept, bounded, as ``reason``)."""
+    entries = [e for e in errors if isinstance(e, dict)] if isinstance(errors, list) else []
+    types = tuple(str(e["type"]) for e in entries if isinstance(e.get("type"), str))
+    reason = next((e["message"] for e in entries if isinstance(e.get("message"), str)), "")
+    message = (f"github {op} on {target} failed: GraphQL errors "
+               f"({', '.join(types) or 'no type'})")
+    if types[:1] == ("NOT_FOUND",):
+        return NotFound(message, integration="github", op=op, codes=types, reason=reason)
+    return IntegrationError(message, integration="github", op=op, codes=types, reason=reason)
+
 
 def _url_key(path: str, query: Mapping[str, Any] | None) -> str:
     """``path`` with its query in a fixed order: the identity of a ``GET`` for the cache

@@ -1,7 +1,7 @@
 """``the-loop sandbox show`` names states; ``THE_LOOP_SANDBOX_PORT`` moves the sandbox
 and its commands together: the sandbox serves on it, and ``the-loop sandbox ...`` finds
-it there with no ``THE_LOOP_SANDBOX_URL`` set; a port that is not one is refused with
-the variable's name."""
+it there with no ``THE_LOOP_SANDBOX_URL`` set, or, with neither set, through the running
+sandbox's directory; a port that is not one is refused with the variable's name."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import requests
 
 from tests.e2e.test_end_to_end import free_port, wait_until
 from tests.support.processes import start, stop
+from the_loop.sandbox.directory import URL_FILE
 from the_loop.sandbox.server import pull_state
 
 BIN = Path(sys.executable).parent
@@ -56,6 +57,29 @@ def test_the_commands_find_a_sandbox_moved_by_the_port_variable_alone(tmp_path):
         assert "Add a login page  (issue, open)" in shown.stdout
     finally:
         stop(server)
+
+
+def test_the_commands_find_a_sandbox_on_another_port_from_its_directory(tmp_path):
+    """``make run`` with THE_LOOP_SANDBOX_PORT in one terminal, the commands in another
+    where it is not set: they find the running sandbox through its directory's ``url``
+    file, which goes when the sandbox stops."""
+    port = free_port()
+    env = sandbox_env(tmp_path, port)
+    server = start([str(BIN / "the-loop"), "sandbox", "--webhook-url",
+                    f"http://127.0.0.1:{free_port()}/webhook"], env, tmp_path / "sandbox.out")
+    recorded = tmp_path / "sandbox" / URL_FILE
+    try:
+        wait_until(lambda: recorded.is_file() or server.poll() is not None, timeout=60,
+                   what="the sandbox's url file")
+        assert server.poll() is None, (tmp_path / "sandbox.out").read_text()
+        assert recorded.read_text().strip() == f"http://127.0.0.1:{port}"
+        elsewhere = {k: v for k, v in env.items() if k != "THE_LOOP_SANDBOX_PORT"}
+        made = the_loop(elsewhere, "issue", "create", "Add a login page")
+        assert made.returncode == 0, made.stderr
+        assert the_loop(elsewhere, "show", "1").stdout.startswith("github:sandbox/demo#1")
+    finally:
+        stop(server)
+    assert not recorded.exists()  # a stopped sandbox is not where the commands look
 
 
 def test_a_port_that_is_not_one_is_refused_naming_the_variable(tmp_path):

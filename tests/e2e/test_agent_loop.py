@@ -98,6 +98,7 @@ def build_stack(redis_ns, tmp_path: Path, harness: dict, *, runner: dict | None 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption()).decode()
+    fake.set_app_key(pem)
     home = tmp_path / "home"
     home.mkdir()
     config = tmp_path / "cli-config.yaml"

@@ -68,6 +68,7 @@ def running_stack(redis_ns, tmp_path, *, collaborators=COLLABORATORS, extra_env=
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption()).decode()
+    fake.set_app_key(pem)
     port = free_port()
     env = {
         **os.environ,

@@ -62,6 +62,7 @@ def stack(redis_ns, tmp_path) -> Iterator[Stack]:
     pem = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption()).decode()
+    fake.set_app_key(pem)
     port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if k not in ("GH_TOKEN", "GITHUB_TOKEN")},

@@ -6,6 +6,11 @@ Label an issue ``the-loop`` -> ``phase:requirements`` on the sandbox issue withi
 -> the demo agent writes requirements without their last section, the block is repaired
 -> the approver's ``/approve`` passes the gate -> the work item reaches ``design``.
 SIGTERM to the script stops every process it started.
+
+The script prints the dashboard's URL and sign-in token file, and the git remote with the
+person's token: the token signs in, the remote clones; an ``/approve`` with a made-up
+token is refused by the sandbox (401) and moves nothing; no credential of the sandbox's
+is in the agent's workspace or HOME.
 """
 
 from __future__ import annotations
@@ -71,6 +76,17 @@ def test_make_run_in_sandbox_mode_walks_a_work_item_to_design(redis_ns, tmp_path
         text = log.read_text()
         assert "the-loop: mode: sandbox, because no GitHub credentials" in text
         env["THE_LOOP_SANDBOX_URL"] = f"http://127.0.0.1:{sandbox_port}"
+        box = tmp_path / "sandbox"
+        user_token = (box / "user-token").read_text().strip()
+        api_token = (box / "api-token").read_text().strip()
+        assert (f"the-loop: dashboard on http://127.0.0.1:{port}/ui/ (sign in at "
+                f"http://127.0.0.1:{port}/ui/login with the token in {box / 'api-token'})"
+                in text), text
+        remote = f"http://{USER}:{user_token}@127.0.0.1:{sandbox_port}/sandbox/demo.git"
+        assert f"the-loop: git remote (pushes as {USER}): {remote}" in text
+        signed = requests.get(f"http://127.0.0.1:{port}/api/v1/work-items", timeout=10,
+                              headers={"Authorization": f"Bearer {api_token}"})
+        assert signed.status_code == 200, signed.text
 
         def show() -> dict:
             return json.loads(sandbox(env, "show", "1", "--json"))
@@ -103,6 +119,22 @@ def test_make_run_in_sandbox_mode_walks_a_work_item_to_design(redis_ns, tmp_path
         branch = next(b for b in shown["branches"] if b.startswith("the-loop/1-"))
         assert [p["head"] for p in shown["pull_requests"]] == [branch]
 
+        made_up = requests.post(env["THE_LOOP_SANDBOX_URL"] + "/repos/sandbox/demo/issues/1/"
+                                "comments", json={"body": "/approve"}, timeout=10,
+                                headers={"Authorization": "token ghp_" + "x" * 36})
+        assert made_up.status_code == 401 and made_up.json()["message"] == "Bad credentials"
+        assert not [c for c in show()["comments"] if c["body"] == "/approve"]
+        clone = subprocess.run(["git", "clone", "-q", remote, str(tmp_path / "clone")],
+                               capture_output=True, text=True, timeout=60, check=False,
+                               env={**env, "GIT_TERMINAL_PROMPT": "0"})
+        assert clone.returncode == 0, clone.stderr
+        assert (tmp_path / "clone" / ".the-loop" / "collaborators.yaml").is_file()
+        held = [box / "workspaces", box / "home"]
+        for path in (p for d in held for p in d.rglob("*") if p.is_file()):
+            data = path.read_bytes()
+            assert not any(t.encode() in data for t in (user_token, api_token)), path
+            assert (box / "admin-token").read_text().strip().encode() not in data, path
+        assert store.load(REF).current_node == "requirements-approval"  # nothing moved
         out = sandbox(env, "comment", "1", "/approve", "--as", USER)
         assert out.startswith(f"commented on {REF}")
         wait_until(lambda: store.load(REF).current_node in ("design", "design-approval"),

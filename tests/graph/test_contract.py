@@ -3,6 +3,7 @@ force, recompute. Integration scenarios carry Gherkin-style docstrings."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -11,7 +12,7 @@ import pytest
 from foundation.config.repository import Collaborators
 from foundation.hooks.review import approved_in, entries
 from graph.compile import compile_graph
-from graph.context import HookConfig
+from graph.context import HookConfig, NoCI
 from graph.markers import find_effect
 from graph.model import HookResult, InboundEvent, Message, WorkItem
 from graph.registry import HookRegistry
@@ -298,17 +299,21 @@ class PRFiles(FakeGitHub):
         return {"files": list(self.pr_files)}
 
 
-class CI:
-    def __init__(self, results):
+class CI(NoCI):
+    def __init__(self, results, runs=None):
         self.results = results
+        self.runs = runs if runs is not None else {}
+
+    def run_id(self, sha, name):
+        return self.runs.get((sha, name))
 
     def conclusions(self, sha):
         return self.results.get(sha, {})
 
 
-def implementation_runtime(gh, ci):
+def implementation_runtime(gh, ci, runs=None):
     config = HookConfig(collaborators=Collaborators.parse(COLLABORATORS),
-                        integrations={"github": gh}, files=Files(gh), ci=CI(ci),
+                        integrations={"github": gh}, files=Files(gh), ci=CI(ci, runs),
                         head_sha="abc123", head_ref="feature")
     item = WorkItem(REF, 1, REPO, kind="pull_request", spec_dir="specs/1")
     rt = Runtime(load_graph(), MemoryStateStore())
@@ -333,6 +338,62 @@ def test_verify_tests_waits_blocks_and_passes_on_the_declared_check():
     ci["abc123"] = {"tests": "success"}
     r = rt.advance(item, config, None)
     assert r.moves[0].on == "pass" and r.node == "review"
+
+
+def test_a_failed_check_runs_output_is_the_blocks_ci_report():
+    """Given check `tests` failed on the head, reported by a check run that is not an
+    Actions job (its output.text holds the log's end), and, on another commit, by a
+    commit status only
+    When verify-tests blocks
+    Then the node's next input carries the bounded report: title, summary, the
+    annotations, output.text as the log; for the status, a note that there is no check
+    run to read. The block's message stays the-loop's words."""
+    gh = PRFiles(["app.py"])
+    gh.add_repo(REPO)
+    run = gh.create_check_run(REPO, "abc123", "tests", "completed", "failure",
+                              "1 failed", "pytest: 1 failed", app="ci-bot",
+                              text="E   assert 1 == 2\n1 failed in 0.1s",
+                              annotations=[{"path": "app.py", "start_line": 4,
+                                            "end_line": 4, "annotation_level": "failure",
+                                            "message": "assert 1 == 2"}])
+    rt, item, config = implementation_runtime(gh, {"abc123": {"tests": "failure"}},
+                                              {("abc123", "tests"): run["id"]})
+    r = rt.advance(item, config, None)
+    assert r.status == "blocked" and r.messages[0].code == "check-failed"
+    assert "assert 1 == 2" not in r.messages[0].text
+    report = rt.store.load(REF).next_input["implementation"]["block"]["ci_report"]
+    assert (report["title"], report["summary"]) == ("1 failed", "pytest: 1 failed")
+    assert report["annotations"] == ["app.py:4: [failure] assert 1 == 2"]
+    assert report["log"] == "E   assert 1 == 2\n1 failed in 0.1s"
+    assert report["run_id"] == run["id"] and report["notes"] == []
+
+    status_only = PRFiles(["app.py"])
+    status_only.add_repo(REPO)
+    rt, item, config = implementation_runtime(status_only, {"abc123": {"tests": "error"}})
+    assert rt.advance(item, config, None).status == "blocked"
+    report = rt.store.load(REF).next_input["implementation"]["block"]["ci_report"]
+    assert report["notes"][0].startswith("no check run named tests on this commit")
+
+
+def test_verify_tests_escalates_a_check_that_never_reports_within_its_timeout():
+    ci: dict = {}
+    rt, item, config = implementation_runtime(PRFiles(["app.py"]), ci)
+    now = [1_700_000_000.0]
+    config = dataclasses.replace(config, clock=lambda: now[0])
+    noted: dict = {}
+    config.ci.first_wait = lambda sha, name, at: noted.setdefault((sha, name), at)
+    r = rt.advance(item, config, None)
+    assert r.status == "waiting"
+    waited = rt.store.load(REF).results["implementation"]["exit"][-1]["data"]
+    assert waited["wake_at"] == now[0] + 7200
+    now[0] += 7199
+    assert rt.advance(item, config, None).status == "waiting"  # pending: it waits
+    now[0] += 1
+    r = rt.advance(item, config, None)
+    state = rt.store.load(REF)
+    assert r.status == "escalated" and r.messages[0].code == "check-timeout"
+    assert state.escalated["reason"].startswith("check tests did not report on abc123")
+    assert "within 2h" in state.escalated["reason"]
 
 
 # -- force ------------------------------------------------------------------------------

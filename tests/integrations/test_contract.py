@@ -39,6 +39,7 @@ from responses import matchers
 import integrations
 from integrations.github import GitHubApi, GitHubClients, GitHubSettings
 from integrations.github_cli import GitHubCli
+from integrations.github_ops.pulls import MARK_READY
 from integrations.jira import JiraApi, JiraCli
 from integrations.providers import TRANSPORTS
 from integrations.slack import SlackSdk, SlackWebhook
@@ -119,6 +120,11 @@ DRAFT = {"number": 9, "state": "open", "draft": True,
 SPEC = "# Spec ✓\n"
 SPEC_B64 = "IyBTcGVjIOKckwo="
 RUN = {"id": 77, "name": "the-loop", "status": "completed", "conclusion": "success"}
+ANNOTATION = {"path": "pkg/mod.py", "start_line": 3, "end_line": 3,
+              "annotation_level": "failure", "title": None, "message": "assert 1 == 2"}
+ANNOTATION_JSON = {**ANNOTATION, "start_column": None, "end_column": None,
+                   "raw_details": None,
+                   "blob_href": f"https://github.com/{REPO}/blob/{HEAD}/pkg/mod.py"}
 
 GITHUB_CASES: dict[str, Case] = {
     "get-repository": Case(
@@ -243,11 +249,21 @@ GITHUB_CASES: dict[str, Case] = {
         ),
     ),
     "request-reviewers": Case(
-        {"repo": REPO, "number": 7, "reviewers": ["alice"]},
-        {"requested": ["alice"]},
+        {"repo": REPO, "number": 7, "reviewers": ["alice"], "team_reviewers": ["justice"]},
+        {"requested": ["alice"], "teams": ["justice"]},
         http=(Exchange("POST", f"{R}/pulls/7/requested_reviewers", status=201,
-                       sent={"reviewers": ["alice"]},
-                       reply=PR | {"requested_reviewers": [{"login": "alice"}]}),),
+                       sent={"reviewers": ["alice"], "team_reviewers": ["justice"]},
+                       reply=PR | {"requested_reviewers": [{"login": "alice"}],
+                                   "requested_teams": [{"slug": "justice"}]}),),
+    ),
+    "mark-pull-request-ready": Case(
+        {"repo": REPO, "number": 9},
+        {"number": 9, "draft": False, "node_id": "PR_kwDO9"},
+        http=(Exchange("GET", f"{R}/pulls/9", reply=DRAFT | {"node_id": "PR_kwDO9"}),
+              Exchange("POST", "/graphql", sent={"query": MARK_READY,
+                                                 "variables": {"id": "PR_kwDO9"}},
+                       reply={"data": {"markPullRequestReadyForReview": {"pullRequest": {
+                           "id": "PR_kwDO9", "number": 9, "isDraft": False}}}})),
     ),
     "get-permission": Case(
         {"repo": REPO, "login": "alice"},
@@ -291,6 +307,38 @@ GITHUB_CASES: dict[str, Case] = {
         http=(Exchange("GET", f"{R}/commits/{HEAD}/check-runs",
                        {"per_page": "100", "check_name": "the-loop"},
                        reply={"total_count": 1, "check_runs": [RUN | {"head_sha": HEAD}]}),),
+    ),
+    "get-check-run": Case(
+        {"repo": REPO, "check_run_id": 77},
+        {"id": 77, "name": "tests", "head_sha": HEAD, "status": "completed",
+         "conclusion": "failure", "details_url": None, "app": "github-actions",
+         "output": {"title": "2 failed", "summary": "pytest", "text": None,
+                    "annotations_count": 2}},
+        http=(Exchange("GET", f"{R}/check-runs/77", reply={
+            "id": 77, "name": "tests", "head_sha": HEAD, "status": "completed",
+            "conclusion": "failure", "details_url": None,
+            "app": {"id": 15368, "slug": "github-actions"},
+            "output": {"title": "2 failed", "summary": "pytest", "text": None,
+                       "annotations_count": 2,
+                       "annotations_url": f"https://api.github.com{R}/check-runs/77/annotations"}}),),
+    ),
+    "list-check-run-annotations": Case(
+        {"repo": REPO, "check_run_id": 77, "limit": 150},
+        {"annotations": [ANNOTATION] * 101, "truncated": False},
+        http=(Exchange("GET", f"{R}/check-runs/77/annotations", {"per_page": "100"},
+                       reply=[ANNOTATION_JSON] * 100,
+                       headers=_next(f"{R}/check-runs/77/annotations", 2)),
+              Exchange("GET", f"{R}/check-runs/77/annotations",
+                       {"per_page": "100", "page": "2"}, reply=[ANNOTATION_JSON])),
+    ),
+    # GitHub answers 302 to a signed URL elsewhere; read without the API's token (the
+    # canned answer is JSON-encoded by the mock: a quoted string).
+    "download-job-logs": Case(
+        {"repo": REPO, "job_id": 77, "tail_bytes": 100},
+        {"text": '"step 2\\n"', "truncated": False},
+        http=(Exchange("GET", f"{R}/actions/jobs/77/logs", status=302,
+                       headers={"Location": f"{GITHUB}/_blobs/77?sig=s"}),
+              Exchange("GET", "/_blobs/77", {"sig": "s"}, reply="step 2\n")),
     ),
 }
 
@@ -445,7 +493,8 @@ class GitHubCliHarness(Harness):
         for call in gh.calls:
             argv = call["argv"]
             assert argv[:2] == ["api", "--method"] and "--include" in argv
-            endpoint = next(a for a in argv[2:] if a.startswith(("repos/", "users/", "https://")))
+            endpoint = next(a for a in argv[2:]
+                            if a.startswith(("repos/", "users/", "https://", "graphql")))
             url = endpoint if "://" in endpoint else "/" + endpoint
             body = call["stdin"] if "--input" in argv else None
             effects.append(_http_effect(argv[2], url, body))

@@ -50,6 +50,8 @@ PULL_SHAPE: dict[str, tuple[type, ...]] = {
     "html_url": (str,),
     "head_repo": (str, type(None)),
     "maintainer_can_modify": (bool,),
+    "node_id": (str,),
+    "body": (str,),
 }
 # Result shape of every operation: key -> accepted types. Shared with the fake contract test.
 SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
@@ -69,7 +71,8 @@ SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
     "get-file": {"path": (str,), "sha": (str,), "ref": (str, type(None)), "text": (str,)},
     "put-file": {"path": (str,), "sha": (str,), "commit": (str,)},
     "list-pull-files": {"files": (list,)},
-    "request-reviewers": {"requested": (list,)},
+    "request-reviewers": {"requested": (list,), "teams": (list,)},
+    "mark-pull-request-ready": PULL_SHAPE,
     "get-permission": {"permission": (str,)},
     "get-user": {"login": (str,), "id": (int,), "type": (str,)},
     "get-authenticated-user": {"login": (str,), "id": (int,), "type": (str,)},
@@ -77,6 +80,12 @@ SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
     "create-check-run": {"id": (int,)},
     "update-check-run": {"id": (int,)},
     "list-check-runs": {"check_runs": (list,)},
+    "get-check-run": {"id": (int,), "name": (str, type(None)), "head_sha": (str, type(None)),
+                      "status": (str, type(None)), "conclusion": (str, type(None)),
+                      "details_url": (str, type(None)), "app": (str, type(None)),
+                      "output": (dict,)},
+    "list-check-run-annotations": {"annotations": (list,), "truncated": (bool,)},
+    "download-job-logs": {"text": (str,), "truncated": (bool,)},
 }
 #: Keys (and value types) of the items of list results.
 ITEM_SHAPES: dict[str, tuple[str, dict[str, tuple[type, ...]]]] = {
@@ -89,6 +98,12 @@ ITEM_SHAPES: dict[str, tuple[str, dict[str, tuple[type, ...]]]] = {
     "list-check-runs": (
         "check_runs",
         {"id": (int,), "name": (str,), "status": (str,), "conclusion": (str, type(None))},
+    ),
+    "list-check-run-annotations": (
+        "annotations",
+        {"path": (str, type(None)), "start_line": (int, type(None)),
+         "end_line": (int, type(None)), "annotation_level": (str, type(None)),
+         "title": (str, type(None)), "message": (str, type(None))},
     ),
 }
 PERMISSIONS = ("admin", "maintain", "write", "triage", "read", "none")
@@ -228,6 +243,8 @@ def test_get_pull_request(api: GitHubApi, rs: responses.RequestsMock) -> None:
         "html_url": f"https://github.com/{REPO}/pull/7",
         "head_repo": "forker/Hello-World",
         "maintainer_can_modify": True,
+        "node_id": "",
+        "body": "",
     }
     assert_shape("get-pull-request", result)
     assert len(rs.calls) == 1
@@ -539,7 +556,8 @@ def test_create_pull_request_opens_a_draft(api: GitHubApi, rs: responses.Request
     assert result == {"number": 9, "head_sha": "a" * 40, "head_ref": "the-loop/12-login",
                       "base_ref": "main", "state": "open", "draft": True,
                       "html_url": f"https://github.com/{REPO}/pull/9",
-                      "head_repo": REPO, "maintainer_can_modify": False}
+                      "head_repo": REPO, "maintainer_can_modify": False,
+                      "node_id": "", "body": ""}
     assert_shape("create-pull-request", result)
     assert body_of(rs.calls[0]) == {"title": "Login page", "head": "the-loop/12-login",
                                     "base": "main", "body": "Work item #12", "draft": True}
@@ -617,7 +635,7 @@ def test_request_reviewers(api: GitHubApi, rs: responses.RequestsMock) -> None:
         match=[matchers.json_params_matcher({"reviewers": ["bob"]})],
     )
     result = api.call("request-reviewers", repo=REPO, number=4, reviewers=["bob"])
-    assert result == {"requested": ["alice", "bob"]}
+    assert result == {"requested": ["alice", "bob"], "teams": []}
     assert_shape("request-reviewers", result)
 
 

@@ -40,11 +40,12 @@ class Env:
     api: GitHubApi | GitHubCli
     clients: GitHubClients | None
     base_url: str
+    ghes: bool = False  # the API root is GitHub Enterprise Server's /api/v3
 
 
 @pytest.fixture(params=["app", "token-ghes", "cli"])
 def env(request: pytest.FixtureRequest, rsa_pem, tmp_path) -> Iterator[Env]:  # noqa: F811
-    fake = HttpFakeGitHub(app_id=APP_ID, tokens=[PAT])
+    fake = HttpFakeGitHub(app_id=APP_ID, tokens=[PAT], app_key=rsa_pem[0])
     fake.add_repo(REPO, default_branch="main")
     fake.add_file(REPO, "README.md", "# Hello ✓\n")
     fake.add_file(REPO, "docs/spec.md", "on a branch\n", ref="feature")
@@ -67,7 +68,8 @@ def env(request: pytest.FixtureRequest, rsa_pem, tmp_path) -> Iterator[Env]:  # 
         installation = None
     clients = GitHubClients(settings)
     try:
-        yield Env(fake, clients.for_installation(installation), clients, url)
+        yield Env(fake, clients.for_installation(installation), clients, url,
+                  ghes=request.param == "token-ghes")
     finally:
         clients.close()
         stop()
@@ -89,6 +91,8 @@ def test_read_operations(env: Env) -> None:
         "html_url": f"{env.base_url}/{REPO}/pull/2",
         "head_repo": REPO,
         "maintainer_can_modify": False,
+        "node_id": env.fake.pull_node_id(env.fake.repo(REPO).pulls[2]),
+        "body": "",
     }
     assert_shape("get-pull-request", result)
 
@@ -260,6 +264,25 @@ def test_file_write_operations(env: Env) -> None:
     assert fake.actions == [f"{REPO}:put-file:feature:specs/2/review.md"] * 2
 
 
+def test_a_draft_is_marked_ready_through_graphql(env: Env) -> None:
+    """``mark-pull-request-ready`` through each transport against the fake's GraphQL
+    endpoint (``/graphql``; GHES's ``/api/graphql`` for the ``/api/v3`` root): the draft
+    is taken out of draft once; a second call reads it and writes nothing."""
+    fake, api = env.fake, env.api
+    fake.add_file(REPO, "x.md", "x\n", ref="draft-branch")
+    fake.add_pull(REPO, 5, head_sha="d" * 40, head_ref="draft-branch", draft=True)
+    fake.clear_records()
+    result = api.call("mark-pull-request-ready", repo=REPO, number=5)
+    assert_shape("mark-pull-request-ready", result)
+    assert (result["number"], result["draft"]) == (5, False)
+    assert fake.repo(REPO).pulls[5]["draft"] is False
+    posted = [r.path for r in fake.requests
+              if r.method == "POST" and not r.path.endswith("/access_tokens")]
+    assert posted == ["/api/graphql" if env.ghes else "/graphql"]
+    assert api.call("mark-pull-request-ready", repo=REPO, number=5)["draft"] is False
+    assert fake.actions == [f"{REPO}#5:ready-for-review"]
+
+
 def test_pull_request_operations(env: Env) -> None:
     fake, api = env.fake, env.api
     fake.set_pull_files(REPO, 2, [f"docs/{i}.md" for i in range(150)] + [("b.md", "a.md")])
@@ -267,8 +290,9 @@ def test_pull_request_operations(env: Env) -> None:
     assert_shape("list-pull-files", files)
     assert files["files"] == [f"docs/{i}.md" for i in range(150)] + ["b.md", "a.md"]
 
-    result = api.call("request-reviewers", repo=REPO, number=2, reviewers=["alice", "bob"])
-    assert result == {"requested": ["alice", "bob"]}
+    result = api.call("request-reviewers", repo=REPO, number=2, reviewers=["alice", "bob"],
+                      team_reviewers=["reviewers"])
+    assert result == {"requested": ["alice", "bob"], "teams": ["reviewers"]}
     assert_shape("request-reviewers", result)
     with pytest.raises(IntegrationError) as author:
         api.call("request-reviewers", repo=REPO, number=2, reviewers=[fake.user_login])
@@ -295,7 +319,8 @@ def test_pull_request_operations(env: Env) -> None:
         assert_shape("get-permission", result)
     with pytest.raises(NotFound):
         api.call("list-reviews", repo=REPO, number=999)
-    assert fake.actions == [f"{REPO}#2:request-reviewers:alice", f"{REPO}#2:request-reviewers:bob"]
+    assert fake.actions == [f"{REPO}#2:request-reviewers:alice", f"{REPO}#2:request-reviewers:bob",
+                            f"{REPO}#2:request-team-reviewers:reviewers"]
 
 
 def test_the_worker_learns_who_it_writes_as(env: Env, redis_ns) -> None:
@@ -356,12 +381,61 @@ def test_check_run_operations(env: Env) -> None:
     assert [r["id"] for r in only["check_runs"]] == [other["id"]]
     stored = {c["id"]: c for c in fake.check_runs(REPO)}
     assert stored[created["id"]]["output"] == {"title": "blocked",
-                                               "summary": "design.md lacks a section"}
+                                               "summary": "design.md lacks a section",
+                                               "text": None}
     assert fake.actions == [
         f"{REPO}:create-check-run:the-loop",
         f"{REPO}:create-check-run:lint",
         f"{REPO}:update-check-run:{created['id']}",
     ]
+
+
+def test_a_failed_check_runs_output_annotations_and_job_log(env: Env) -> None:
+    """Given a failed Actions job's check run with 120 annotations and a long log
+    When the transport reads it
+    Then get-check-run gives its output and app, list-check-run-annotations follows
+    pages up to its limit (marked truncated), download-job-logs follows the 302 and
+    keeps only the log's tail; a check run that is not an Actions job has no log."""
+    fake, api = env.fake, env.api
+    head = "c0ffee" + "0" * 34
+    notes = [{"path": "pkg/mod.py", "start_line": n, "end_line": n,
+              "annotation_level": "failure", "message": f"assert {n}"}
+             for n in range(1, 121)]
+    log = "".join(f"step {n}\n" for n in range(5000))
+    job = fake.create_check_run(REPO, head, "tests", "completed", "failure", "2 failed",
+                                "pytest: 2 failed", app="github-actions", log=log,
+                                text="tail", annotations=notes[:50])
+    fake.update_check_run(REPO, job["id"], annotations=notes[50:100])
+    fake.update_check_run(REPO, job["id"], annotations=notes[100:])
+    detail = api.call("get-check-run", repo=REPO, check_run_id=job["id"])
+    assert detail == {"id": job["id"], "name": "tests", "head_sha": head,
+                      "status": "completed", "conclusion": "failure", "details_url": None,
+                      "app": "github-actions",
+                      "output": {"title": "2 failed", "summary": "pytest: 2 failed",
+                                 "text": "tail", "annotations_count": 120}}
+    listed = api.call("list-check-run-annotations", repo=REPO, check_run_id=job["id"],
+                      limit=110)
+    assert [a["start_line"] for a in listed["annotations"]] == list(range(1, 111))
+    assert listed["truncated"] is True
+    assert listed["annotations"][0] == {"path": "pkg/mod.py", "start_line": 1,
+                                        "end_line": 1, "annotation_level": "failure",
+                                        "title": None, "message": "assert 1"}
+    every = api.call("list-check-run-annotations", repo=REPO, check_run_id=job["id"],
+                     limit=200)
+    assert len(every["annotations"]) == 120 and every["truncated"] is False
+    if "download-job-logs" not in api.operations:  # gh api follows the redirect itself
+        assert env.clients is None
+        return
+    got = api.call("download-job-logs", repo=REPO, job_id=job["id"], tail_bytes=20)
+    assert got["truncated"] is True and log.endswith(got["text"])
+    assert got["text"].endswith("step 4999\n") and len(got["text"].encode()) <= 20
+    blob = [r for r in fake.requests if r.path.startswith("/_blobs/job-logs/")]
+    assert [(r.auth, r.status) for r in blob] == [("none", 206)]  # no API token sent
+    own = fake.create_check_run(REPO, head, "the-loop", "completed", "success", "ok", "ok")
+    with pytest.raises(NotFound):
+        api.call("download-job-logs", repo=REPO, job_id=own["id"])
+    with pytest.raises(NotFound):
+        api.call("get-check-run", repo=REPO, check_run_id=own["id"] + 1000)
 
 
 def test_fake_rejects_bad_credentials(env: Env) -> None:
@@ -444,7 +518,9 @@ def test_in_memory_fake_matches_real_client(env: Env) -> None:
     # Who the client acts as: the in-process fake acts for an App; the real client does in
     # App mode, acts with the token's user in token mode, and the cli cannot say.
     who = {"get-app", "get-authenticated-user"}
-    assert memory.operations - who == env.api.operations - who
+    # gh follows a job log's redirect itself: the cli transport has no download-job-logs.
+    unsaid = who | ({"download-job-logs"} if env.clients is None else set())
+    assert memory.operations - unsaid == env.api.operations - unsaid
     assert "get-app" in memory.operations
     expected = (set() if env.clients is None else
                 {"get-app"} if env.api.installation_id else {"get-authenticated-user"})

@@ -23,7 +23,7 @@ SEED = {"README.md": "# widgets\n", ".the-loop/collaborators.yaml": "approvers: 
 
 @pytest.fixture
 def served(tmp_path: Path, rsa_pem) -> Iterator[tuple[HttpFakeGitHub, GitHubApi, str]]:  # noqa: F811
-    fake = HttpFakeGitHub(app_id=APP_ID)
+    fake = HttpFakeGitHub(app_id=APP_ID, app_key=rsa_pem[0])
     fake.add_git_repo(REPO, tmp_path / "remote", SEED)
     url, stop = serve(fake)
     clients = GitHubClients(GitHubSettings(api_url=url, app_id=APP_ID, private_key=rsa_pem[0],
@@ -138,8 +138,7 @@ def test_git_http_needs_a_token_the_fake_issued(served) -> None:
     assert anonymous.headers["WWW-Authenticate"] == 'Basic realm="GitHub"'
     assert requests.get(info, auth=("x-access-token", "ghs_forged"), timeout=10).status_code \
         == 401
-    token = "ghs_test_issued"
-    fake._issued[token] = 5
+    token = fake.issue_token(5)
     ok = requests.get(info, auth=("x-access-token", token), timeout=10)
     assert ok.status_code == 200
     assert ok.headers["Content-Type"] == "application/x-git-upload-pack-advertisement"

@@ -91,7 +91,7 @@ def test_a_401_drops_the_installation_token_and_mints_a_new_one_once(rsa_pem, ca
     When the next request is made
     Then the transport drops the token, mints a new one and the request succeeds; a
     second 401 on the fresh token is an error (one retry only)."""
-    fake = HttpFakeGitHub(app_id=APP_ID)
+    fake = HttpFakeGitHub(app_id=APP_ID, app_key=rsa_pem[0])
     fake.add_repo(REPO)
     url, stop = serve(fake)
     try:

@@ -1,8 +1,8 @@
 """The sandbox's GitHub delivers signed webhooks for everything that happens in it, as
 GitHub does: a person's issue, label, comment and review, and the-loop's own writes
 through the REST API (sender: the App's bot), a git push over smart HTTP (push and
-pull_request.synchronize) and check runs; each verifies with the receiver's secret and
-parses into the work item it names."""
+pull_request.synchronize) and check runs (and their suite's completion); each verifies
+with the receiver's secret and parses into the work item it names."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import subprocess
 import threading
 import time
 
-import jwt
 import requests
 from flask import Flask, request
 from werkzeug.serving import make_server
 
 from foundation.events import GitHubEvent
 from tests.conftest import sign_body
+from tests.support.app_key import APP_KEY_PEM, app_jwt
 from the_loop.sandbox.fakegithub.http import serve
 from the_loop.sandbox.github import SandboxGitHub
 
@@ -52,18 +52,16 @@ def pushes(fake: SandboxGitHub, n: int) -> None:
 
 def test_everything_in_the_sandbox_is_delivered_signed(tmp_path):
     hook, got, server = receiver()
-    fake = SandboxGitHub(webhook_url=hook, secret=SECRET, user_login="you")
+    fake = SandboxGitHub(webhook_url=hook, secret=SECRET, user_login="you",
+                         app_key=APP_KEY_PEM)
     fake.add_git_repo("sandbox/demo", tmp_path / "git", {"README.md": "hi\n"})
     url, stop = serve(fake)
     fake.start_delivering()
     try:
         with fake.acting_as("you"):
             number = fake.open_issue("sandbox/demo", "Login", labels=["the-loop"])
-        now = int(time.time())
         token = requests.post(f"{url}/app/installations/1/access_tokens", timeout=5,
-                              headers={"Authorization": "Bearer " + jwt.encode(
-                                  {"iss": "1", "iat": now, "exp": now + 60}, "k" * 32,
-                                  algorithm="HS256")}).json()["token"]
+                              headers={"Authorization": "Bearer " + app_jwt()}).json()["token"]
         h = {"Authorization": f"token {token}"}
         requests.post(f"{url}/repos/sandbox/demo/issues/{number}/labels", headers=h,
                       json={"labels": ["phase:requirements"]}, timeout=5)
@@ -108,7 +106,7 @@ def test_everything_in_the_sandbox_is_delivered_signed(tmp_path):
         ("push", "the-loop[bot]"), ("pull_request.opened", "the-loop[bot]"),
         ("push", "the-loop[bot]"), ("pull_request.synchronize", "the-loop[bot]"),
         ("check_run.created", "the-loop[bot]"), ("check_run.completed", "the-loop[bot]"),
-        ("pull_request_review.submitted", "you"),
+        ("check_suite.completed", "the-loop[bot]"), ("pull_request_review.submitted", "you"),
     ]
     for headers, payload in got:
         assert headers["X-Github-Delivery"] and headers["User-Agent"].startswith(

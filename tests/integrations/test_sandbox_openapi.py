@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from functools import cache
 from typing import Any
 
-import jwt
 import pytest
 import requests
 from openapi_schema_validator import OAS30Validator
 
 from tests.conftest import REPO_ROOT
+from tests.support.app_key import APP_KEY_PEM, app_jwt
 from the_loop.sandbox.fakegithub.http import serve
 from the_loop.sandbox.github import SandboxGitHub
 
@@ -31,10 +30,10 @@ DESCRIPTION = (REPO_ROOT / ".venv" / "github-openapi" / "node_modules" / "@octok
 KNOWN_GAPS = {
     ("GET", "/repos/{owner}/{repo}"),  # full-repository: the *_url fields and counts
     ("PUT", "/repos/{owner}/{repo}/contents/{path}"),  # download_url is null
+    # A run not completed has conclusion null, as on GitHub; the description marks it
+    # nullable but its enum lacks null, which OpenAPI 3.0.3 says an enum must list.
+    ("POST", "/repos/{owner}/{repo}/check-runs"),
     ("GET", "/repos/{owner}/{repo}/contents/{path}"),  # download_url is null
-    ("POST", "/repos/{owner}/{repo}/check-runs"),  # output.text, annotations, app fields
-    ("PATCH", "/repos/{owner}/{repo}/check-runs/{check_run_id}"),
-    ("GET", "/repos/{owner}/{repo}/commits/{ref}/check-runs"),
     ("GET", "/repos/{owner}/{repo}/collaborators/{username}/permission"),  # user.role_name
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}"),
     ("GET", "/repos/{owner}/{repo}/pulls"),
@@ -65,7 +64,7 @@ def problems(method: str, template: str, answer: requests.Response) -> list[str]
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory):
-    fake = SandboxGitHub()
+    fake = SandboxGitHub(app_key=APP_KEY_PEM)
     fake.add_git_repo("o/r", tmp_path_factory.mktemp("git"), {"README.md": "hi\n"})
     fake.add_file("o/r", "a.md", "a\n", ref="feature")
     url, stop = serve(fake)
@@ -85,8 +84,7 @@ def test_every_served_operation_answers_as_github_documents(api):
         seen[(method, template)] = problems(method, template, answer)
         return answer
 
-    now = int(time.time())
-    jwt_ = jwt.encode({"iss": "1", "iat": now, "exp": now + 60}, "k" * 32, algorithm="HS256")
+    jwt_ = app_jwt()
     token = call("POST", "/app/installations/{installation_id}/access_tokens",
                  "/app/installations/1/access_tokens",
                  headers={"Authorization": f"Bearer {jwt_}"}).json()["token"]
@@ -147,6 +145,29 @@ def test_every_served_operation_answers_as_github_documents(api):
          json={"conclusion": "success"})
     call("GET", "/repos/{owner}/{repo}/commits/{ref}/check-runs",
          f"/repos/o/r/commits/{pull['head']['sha']}/check-runs", headers=h)
+    call("GET", "/repos/{owner}/{repo}/check-runs/{check_run_id}",
+         f"/repos/o/r/check-runs/{run['id']}", headers=h)
+    suites = call("GET", "/repos/{owner}/{repo}/commits/{ref}/check-suites",
+                  "/repos/o/r/commits/feature/check-suites", headers=h).json()
+    assert [s["id"] for s in suites["check_suites"]] == [run["check_suite"]["id"]]
+    call("GET", "/repos/{owner}/{repo}/check-suites/{check_suite_id}",
+         f"/repos/o/r/check-suites/{run['check_suite']['id']}", headers=h)
+    failed = requests.post(f"{url}/repos/o/r/check-runs", timeout=10,  # seen above
+                           headers=h, json={"name": "tests", "head_sha": pull["head"]["sha"],
+                                   "status": "completed", "conclusion": "failure",
+                                   "output": {"title": "1 failed", "summary": "s",
+                                              "annotations": [ANNOTATION]}}).json()
+    call("GET", "/repos/{owner}/{repo}/check-runs/{check_run_id}",
+         f"/repos/o/r/check-runs/{failed['id']}", headers=h)
+    call("GET", "/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations",
+         f"/repos/o/r/check-runs/{failed['id']}/annotations", headers=h)
+    job = fake.create_check_run("o/r", pull["head"]["sha"], "tests", "completed",
+                                "failure", "1 failed", "s", app="github-actions",
+                                log="line 1\nline 2\n")
+    logs = call("GET", "/repos/{owner}/{repo}/actions/jobs/{job_id}/logs",
+                f"/repos/o/r/actions/jobs/{job['id']}/logs", headers=h,
+                allow_redirects=False)
+    assert logs.status_code == 302 and logs.headers["Location"].startswith(url)
     form = requests.post(f"{url}/settings/apps/new?state=s", timeout=10,
                          allow_redirects=False, data={"manifest": json.dumps({
                              "url": "https://x.example/", "redirect_url":
@@ -159,4 +180,74 @@ def test_every_served_operation_answers_as_github_documents(api):
     assert failing - KNOWN_GAPS == set(), {op: seen[op] for op in failing - KNOWN_GAPS}
     fixed = KNOWN_GAPS - failing
     assert fixed == set(), f"now valid: remove from KNOWN_GAPS: {sorted(fixed)}"
-    assert len(seen) == 29  # every REST operation of ENDPOINTS (git over HTTP aside)
+    assert len(seen) == 34  # every REST operation of ENDPOINTS (git over HTTP aside)
+
+
+ANNOTATION = {"path": "pkg/mod.py", "start_line": 3, "end_line": 3,
+              "annotation_level": "failure", "message": "assert 1 == 2"}
+
+
+def test_annotations_are_appended_paginated_and_capped_as_on_github(api):
+    """Given a check run created with annotations and updated with more
+    When its annotations are listed 2 a page
+    Then they come in the order added, GitHub's shape, with a Link to the next page;
+    a request with more than 50 annotations is refused (422)."""
+    fake, url = api
+    h = _token_headers(url)
+    sha = fake.branches("o/r")["main"]
+    made = requests.post(f"{url}/repos/o/r/check-runs", headers=h, timeout=10, json={
+        "name": "tests", "head_sha": sha, "status": "in_progress",
+        "output": {"title": "t", "summary": "s", "annotations": [ANNOTATION]}}).json()
+    more = [{**ANNOTATION, "start_line": n, "end_line": n, "message": f"m{n}"}
+            for n in (10, 11)]
+    patched = requests.patch(f"{url}/repos/o/r/check-runs/{made['id']}", headers=h,
+                             timeout=10, json={"output": {"title": "t", "summary": "s",
+                                                          "annotations": more}})
+    assert patched.status_code == 200
+    assert patched.json()["output"]["annotations_count"] == 3
+    first = requests.get(f"{url}/repos/o/r/check-runs/{made['id']}/annotations",
+                         headers=h, timeout=10, params={"per_page": 2})
+    assert [a["start_line"] for a in first.json()] == [3, 10]
+    assert first.json()[0]["blob_href"].endswith(f"/o/r/blob/{sha}/pkg/mod.py")
+    assert problems("GET", "/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations",
+                    first) == []
+    nxt = requests.get(first.links["next"]["url"], headers=h, timeout=10).json()
+    assert [a["message"] for a in nxt] == ["m11"]
+    too_many = requests.patch(f"{url}/repos/o/r/check-runs/{made['id']}", headers=h,
+                              timeout=10, json={"output": {"title": "t", "summary": "s",
+                                                           "annotations": [ANNOTATION] * 51}})
+    assert too_many.status_code == 422
+
+
+def test_a_job_log_redirects_to_plain_text_and_a_non_actions_run_has_none(api):
+    """Given an Actions job's check run with a log and the-loop's own check run
+    When their logs are asked for
+    Then the job answers 302 to a signed plain-text URL that serves the log (a suffix
+    Range gives its tail, 206), a changed signature 403; the other check run 404."""
+    fake, url = api
+    h = _token_headers(url)
+    sha = fake.branches("o/r")["main"]
+    log = "".join(f"line {n}\n" for n in range(1, 101))
+    job = fake.create_check_run("o/r", sha, "tests", "completed", "failure", "t", "s",
+                                app="github-actions", log=log)
+    own = fake.create_check_run("o/r", sha, "the-loop", "completed", "success", "t", "s")
+    moved = requests.get(f"{url}/repos/o/r/actions/jobs/{job['id']}/logs", headers=h,
+                         timeout=10, allow_redirects=False)
+    assert moved.status_code == 302 and moved.content == b""
+    where = moved.headers["Location"]
+    whole = requests.get(where, timeout=10)  # no credentials: the URL is signed
+    assert whole.status_code == 200 and whole.text == log
+    assert whole.headers["Content-Type"].startswith("text/plain")
+    tail = requests.get(where, headers={"Range": "bytes=-9"}, timeout=10)
+    assert tail.status_code == 206 and tail.text == "line 100\n"
+    assert tail.headers["Content-Range"] == f"bytes {len(log) - 9}-{len(log) - 1}/{len(log)}"
+    assert requests.get(where[:-1] + ("0" if where[-1] != "0" else "1"),
+                        timeout=10).status_code == 403
+    assert requests.get(f"{url}/repos/o/r/actions/jobs/{own['id']}/logs", headers=h,
+                        timeout=10, allow_redirects=False).status_code == 404
+
+
+def _token_headers(url: str) -> dict[str, str]:
+    token = requests.post(f"{url}/app/installations/1/access_tokens", timeout=10,
+                          headers={"Authorization": f"Bearer {app_jwt()}"}).json()["token"]
+    return {"Authorization": f"token {token}"}

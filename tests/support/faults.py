@@ -341,6 +341,7 @@ class Stack:
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                 serialization.NoEncryption()).decode()
+        self.fake.set_app_key(pem)
         self.api_url, self._stop_fake = serve(self.fake)
         self.port = _free_port()
         self.env = {

@@ -477,10 +477,12 @@ JIRA_HARNESS = ("version: 1\nticketing:\n  system: jira\n  jira:\n"
                 "    transitions: {design: In Design}\n")
 
 
-def _jira_worker(redis_ns, env: dict[str, str]) -> tuple[Any, Any, dict, dict]:
+def _jira_worker(redis_ns, env: dict[str, str]) -> tuple[Any, Any, dict, Any]:
     """A worker whose Jira is built from the settings ``env`` names, the fake GitHub it
     reads (requirements written, ``ticketing.jira.transitions: {design: In Design}``),
-    and the enrolment and ``/approve`` payloads of an issue titled with ABC-7."""
+    the enrolment payload of an issue titled with ABC-7, and a builder of its ``/approve``
+    payload: call it once the gate is entered, as the comment's ``created_at`` is the
+    time it is built (a comment stamped before the gate's visit does not count)."""
     from foundation.settings import Settings
     from the_loop.wiring import build_providers
 
@@ -492,10 +494,11 @@ def _jira_worker(redis_ns, env: dict[str, str]) -> tuple[Any, Any, dict, dict]:
     settings = WorkerSettings(prefix=redis_ns.prefix, queue=redis_ns.queue_name)
     processor = build_processor(settings, redis_ns.client, GRAPH, lambda _i: gh,
                                 integrations={"jira": jira})
-    enrol, approve = installed(enrolment()), installed(comment("/approve"))
-    for payload in (enrol, approve):
+    def titled(payload: dict[str, Any]) -> dict[str, Any]:
         payload["issue"]["title"] = "ABC-7: spelling error in the README"
-    return gh, processor, enrol, approve
+        return installed(payload)
+
+    return gh, processor, titled(enrolment()), lambda: titled(comment("/approve"))
 
 
 @pytest.mark.parametrize(("deployment", "url", "variable", "version"), [
@@ -528,11 +531,11 @@ def test_an_approval_comments_labels_and_moves_the_jira_issue_on_either_rest_ver
            **({"THE_LOOP_JIRA_USER": "bot@acme.example"} if cloud
               else {"THE_LOOP_JIRA_AUTH": "bearer"}),
            **({"THE_LOOP_JIRA_API_VERSION": variable} if variable else {})}
-    gh, processor, enrol, approve = _jira_worker(redis_ns, env)
+    gh, processor, enrol, approval = _jira_worker(redis_ns, env)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         site.install(mock)
         assert processor.handle(record("issues", enrol)).outcome == "advanced"
-        assert processor.handle(record("issue_comment", approve)).outcome == "advanced"
+        assert processor.handle(record("issue_comment", approval())).outcome == "advanced"
     issue = site.issues["ABC-7"]
     assert issue.comments == [f"the-loop: Codertocat approved at gate requirements-approval "
                               f"(phase requirements-approval) of {REF1}."]
@@ -568,10 +571,11 @@ def test_a_refused_decision_comment_is_logged_noted_and_failed_not_retried(
     env = {"GH_TOKEN": "ghp_unused", "THE_LOOP_JIRA_URL": url,
            "THE_LOOP_JIRA_TOKEN": "jira-secret", "THE_LOOP_JIRA_USER": "bot@acme.example",
            "THE_LOOP_JIRA_API_VERSION": "3"}
-    gh, processor, enrol, approve = _jira_worker(redis_ns, env)
+    gh, processor, enrol, approval = _jira_worker(redis_ns, env)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         site.install(mock)
         assert processor.handle(record("issues", enrol)).outcome == "advanced"
+        approve = approval()
         with caplog.at_level(logging.ERROR, logger="foundation.hooks.jira"):
             assert processor.handle(record("issue_comment", approve)).outcome == "advanced"
         asked = [p for p in site.paths() if p.endswith("/comment")]

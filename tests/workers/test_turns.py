@@ -23,6 +23,7 @@ from foundation.turns import (
     TurnRecords,
     job_id,
 )
+from graph.markers import marker
 from graph.refs import WorkItemRef
 from graph.work import TurnEnded, TurnOrder
 from runner import prompts
@@ -345,12 +346,16 @@ def test_the_draft_pull_request_closes_an_issue_work_item_and_refers_to_a_pull(k
     fake.add_file("o/r", "specs/7/requirements.md", "# R\n", ref="the-loop/7-login")
     runner = SimpleNamespace(github=lambda installation: fake)
     context = replace(CONTEXT, kind=kind)
-    number = TurnRunner._draft_pull(runner, context, "the-loop/7-login")  # type: ignore[arg-type]
+    ref = "github:o/r#7"
+    number = TurnRunner._draft_pull(runner, ref, context, "the-loop/7-login")  # type: ignore[arg-type]
     pull = fake.repo("o/r").pulls[number]
     assert pull["draft"] is True
-    assert pull["body"].endswith(f"\n\n{link}")
+    # The closing keyword stands on a line of its own, inside the-loop's marked region.
+    lines = pull["body"].splitlines()
+    assert link in lines
+    assert lines[0] == marker(f"{ref}/pull-body") and lines[-1] == marker(f"{ref}/pull-body/end")
     # The second turn finds it rather than opening another.
-    assert TurnRunner._draft_pull(runner, context, "the-loop/7-login") == number  # type: ignore[arg-type]
+    assert TurnRunner._draft_pull(runner, ref, context, "the-loop/7-login") == number  # type: ignore[arg-type]
 
 
 def test_a_turn_context_keeps_its_work_items_kind():

@@ -76,7 +76,7 @@ class Env:
 
 @pytest.fixture
 def env(tmp_path: Path, rsa_pem) -> Iterator[Env]:  # noqa: F811
-    fake = HttpFakeGitHub(app_id=APP_ID)
+    fake = HttpFakeGitHub(app_id=APP_ID, app_key=rsa_pem[0])
     git_dir = fake.add_git_repo(REPO, tmp_path / "remote", SEED)
     url, stop = serve(fake)
     settings = GitHubSettings(api_url=url, app_id=APP_ID, private_key=rsa_pem[0],
@@ -371,7 +371,7 @@ def test_no_token_fails_with_a_workspace_error(env: Env) -> None:
 def test_a_credential_helper_is_passed_per_call(env: Env, tmp_path: Path) -> None:
     """The cli transport's way: ``gh auth git-credential`` (here a stand-in helper)."""
     pat = "ghp_user_token_for_helper"
-    env.fake._tokens = {pat}
+    env.fake.add_token(token=pat)
     helper = tmp_path / "helper"
     helper.write_text("#!/bin/sh\n[ \"$1\" = get ] && printf 'username=x\\npassword=%s\\n' "
                       f"'{pat}'\nexit 0\n")

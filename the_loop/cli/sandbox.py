@@ -12,9 +12,11 @@ the-loop's settings for it, and act in it as a person would on GitHub.
     the-loop sandbox show REF [--json]
 
 The commands find the running sandbox at ``$THE_LOOP_SANDBOX_URL``, else
-``http://127.0.0.1:$THE_LOOP_SANDBOX_PORT`` (default port 8765, the port ``make run``
-and ``--port`` take too) and its admin token in ``$THE_LOOP_SANDBOX_DIR/admin-token``
-(default ``.dev/sandbox``).
+``http://127.0.0.1:$THE_LOOP_SANDBOX_PORT``, else where the running sandbox of
+``$THE_LOOP_SANDBOX_DIR`` (default ``.dev/sandbox``) says it answers (its ``url`` file:
+``make run`` with another port, from another terminal), else port 8765; and its admin
+token in that directory's ``admin-token`` (:func:`the_loop.sandbox.directory.
+sandbox_url` is the one owner of this).
 """
 
 from __future__ import annotations
@@ -36,19 +38,16 @@ from integrations.harness.base import HarnessMissing
 from integrations.harness.factory import version_of
 from integrations.harness.process import probe_env, probe_version
 from the_loop.cli.base import main
+from the_loop.sandbox import directory as files
+from the_loop.sandbox.directory import DEFAULT_DIR, DEFAULT_PORT, ENV_DIR, ENV_PORT, ENV_URL
 
-DEFAULT_PORT = 8765
-DEFAULT_DIR = ".dev/sandbox"
-ENV_URL = "THE_LOOP_SANDBOX_URL"
-ENV_PORT = "THE_LOOP_SANDBOX_PORT"
-ENV_DIR = "THE_LOOP_SANDBOX_DIR"
 ENV_USER = "THE_LOOP_SANDBOX_USER"
 #: ``THE_LOOP_HARNESS`` values that replace the demo agent when their CLI is on PATH.
 REAL_HARNESSES = {"claude-code": "claude", "codex": "codex"}
 
 
 def _directory(value: str | None) -> Path:
-    return Path(value or os.environ.get(ENV_DIR) or DEFAULT_DIR).resolve()
+    return files.directory(os.environ, value)
 
 
 def local_user() -> str:
@@ -105,23 +104,22 @@ def sandbox(ctx: click.Context, port: int | None, host: str, directory: str | No
 def prepare(directory: str | None, port: int | None) -> None:
     """Write the-loop's settings for the sandbox (cli-config.yaml with the runner and the
     harness, a locally generated App key, the review records' signing key, the webhook
-    secret) into the state directory
-    and print the shell lines that point the-loop at it (``eval`` them)."""
+    secret, the person's GitHub token, the dashboard's token) into the state directory
+    and print the shell lines that point the-loop at it (``eval`` them). Besides the
+    exported variables, two shell variables for ``make run`` to print:
+    ``sandbox_git_remote`` (the demo repository's git URL with the person's login and
+    token) and ``sandbox_api_token_file`` (the file holding the dashboard's token, a
+    ``THE_LOOP_API_TOKENS`` token)."""
     port = port or configured_port()
     import yaml
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from the_loop.sandbox.server import DEMO_REPO
 
     base = _directory(directory)
     base.mkdir(parents=True, exist_ok=True)
-    key_path = base / "app-key.pem"
-    if not key_path.exists():
-        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        key_path.touch(mode=0o600)
-        key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                               serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption()))
-    key_path.chmod(0o600)
+    key_path = files.app_key(base)
+    user_token = files.user_token(base)
+    files.api_token(base)
     signing_path = base / "signing-key.pem"
     if not signing_path.exists():  # the review records' key: the service's only
         from graph.signing import Signer
@@ -129,36 +127,49 @@ def prepare(directory: str | None, port: int | None) -> None:
 
         write_private_key(signing_path, Signer.generate())
     secret = os.environ.get("THE_LOOP_WEBHOOK_SECRET", "")
-    secret_file = base / "webhook-secret"
     if not secret:
-        if not secret_file.exists():
-            import secrets
+        import secrets
 
-            secret_file.touch(mode=0o600)
-            secret_file.write_text(secrets.token_hex(32) + "\n")
-        secret = secret_file.read_text().strip()
+        secret = files.secret(base / files.WEBHOOK_SECRET, lambda: secrets.token_hex(32))
     harness, why = _harness()
     config = {"version": 2, "harness": {"turnTimeout": 300, "idleTimeout": 120,
                                         "maxTurns": 5, **harness},
               "runner": {"concurrency": 1, "workspaceDir": str(base / "workspaces"),
                          "homeDir": str(base / "home"), "lease": 10,
-                         "gitUrl": f"http://127.0.0.1:{port}/{{repo}}.git"}}
+                         "gitUrl": f"{files.local_url(port)}/{{repo}}.git"}}
     config_path = base / "cli-config.yaml"
     config_path.write_text("# Written by `the-loop sandbox prepare` (make run, sandbox "
                            "mode).\n" + yaml.safe_dump(config, sort_keys=False))
+    url = files.local_url(port)
+    user = local_user()
     lines = {"THE_LOOP_CONFIG": str(config_path),
-             "THE_LOOP_GITHUB_API_URL": f"http://127.0.0.1:{port}",
-             "THE_LOOP_GITHUB_APP_ID": "1",
+             "THE_LOOP_GITHUB_API_URL": url,
+             "THE_LOOP_GITHUB_APP_ID": str(files.APP_ID),
              "THE_LOOP_GITHUB_PRIVATE_KEY_PATH": str(key_path),
              ENV_SIGNING_KEY_FILE: str(signing_path),
              "THE_LOOP_WEBHOOK_SECRET": secret,
-             ENV_URL: f"http://127.0.0.1:{port}",
-             ENV_DIR: str(base)}
+             ENV_URL: url,
+             ENV_DIR: str(base),
+             ENV_USER: user}
     for name, value in lines.items():
         click.echo(f"export {name}={shlex.quote(value)}")
+    host = url.removeprefix("http://")
+    shown = {"sandbox_git_remote": f"http://{user}:{user_token}@{host}/{DEMO_REPO}.git",
+             "sandbox_api_token_file": _shown_path(base / files.API_TOKEN)}
+    for name, value in shown.items():
+        click.echo(f"{name}={shlex.quote(value)}")
     if harness["adapter"] == "command":
         click.echo("unset THE_LOOP_HARNESS THE_LOOP_HARNESS_BINARY")
     click.echo(f"echo {shlex.quote('the-loop: harness: ' + why)}")
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` as a person types it here: relative to the working directory when it is
+    under it, else absolute."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _harness() -> tuple[dict[str, Any], str]:
@@ -190,16 +201,16 @@ def _harness() -> tuple[dict[str, Any], str]:
 
 
 def sandbox_url() -> str:
-    """Where the running sandbox answers: ``$THE_LOOP_SANDBOX_URL``, else
-    ``http://127.0.0.1:$THE_LOOP_SANDBOX_PORT`` (8765 when unset).
+    """Where the running sandbox answers (:func:`the_loop.sandbox.directory.sandbox_url`
+    over this process's environment).
 
     Raises:
         click.ClickException: ``THE_LOOP_SANDBOX_PORT`` is not a TCP port (1-65535).
     """
-    url = os.environ.get(ENV_URL)
-    if url:
-        return url.rstrip("/")
-    return f"http://127.0.0.1:{configured_port()}"
+    try:
+        return files.sandbox_url(os.environ, _directory(None))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def configured_port() -> int:
@@ -208,18 +219,17 @@ def configured_port() -> int:
     Raises:
         click.ClickException: it is not a TCP port (1-65535).
     """
-    raw = os.environ.get(ENV_PORT, "").strip() or str(DEFAULT_PORT)
-    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
-        raise click.ClickException(f"{ENV_PORT} must be a TCP port (1-65535); unset it for "
-                                   f"{DEFAULT_PORT}")
-    return int(raw)
+    try:
+        return files.configured_port(os.environ)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def _call(method: str, path: str, **payload: Any) -> dict[str, Any]:
     import requests
 
     url = sandbox_url()
-    token_file = _directory(None) / "admin-token"
+    token_file = _directory(None) / files.ADMIN_TOKEN
     try:
         token = token_file.read_text(encoding="utf-8").strip()
     except OSError:

@@ -19,8 +19,15 @@ is the App's bot, ``type: Bot``):
 ``pull_request_review``    ``submitted``
 ``push``                   a branch moved: ``git push`` over smart HTTP (receive-pack) or
                            a commit through the contents API
-``check_run``              ``created``, ``completed``
+``check_run``              ``created``, ``completed`` (GitHub has no action for a move
+                           to ``in_progress``: nothing is sent then)
+``check_suite``            ``completed`` (once every run of the suite completed)
 =========================  ==========================================================
+
+Check runs are the App's (through the REST API) or the sandbox's CI's
+(:mod:`the_loop.sandbox.ci`, GitHub Actions' suite and runs); a run's and a suite's
+objects are :func:`~the_loop.sandbox.fakegithub.http.checks.check_run_doc`'s and
+:func:`~the_loop.sandbox.fakegithub.http.checks.check_suite_doc`'s.
 
 Deliveries are posted in order from one background thread (never under the fake's
 lock); each outcome is kept in :attr:`SandboxGitHub.deliveries`.
@@ -44,6 +51,7 @@ from typing import Any
 import requests
 
 from the_loop.sandbox.fakegithub.http import GIT_PATH, HttpFakeGitHub
+from the_loop.sandbox.fakegithub.http.checks import check_run_doc, check_suite_doc
 from the_loop.sandbox.fakegithub.state import Repo, now, run_git
 from webhook.signature import sign
 
@@ -93,6 +101,9 @@ class SandboxGitHub(HttpFakeGitHub):
         self._outbox: queue.Queue[tuple[Delivery, bytes] | None] = queue.Queue()
         self._sender: threading.Thread | None = None
         self._session = requests.Session()
+        #: Called with ``(repo, branch, before, after, pusher)`` for each branch a push
+        #: moved, after its deliveries are queued (the sandbox's CI is one).
+        self.push_listeners: list[Callable[[Repo, str, str, str, str], None]] = []
         inner = self.app.wsgi_app
         self.app.wsgi_app = self._watch_pushes(inner)  # type: ignore[method-assign]
 
@@ -318,15 +329,16 @@ class SandboxGitHub(HttpFakeGitHub):
             return review_id
 
     def mark_ready(self, repo: str, number: int) -> None:
-        """Mark draft pull request ``number`` ready for review
-        (``pull_request.ready_for_review``)."""
+        """Mark draft pull request ``number`` ready for review as :attr:`actor`
+        (``pull_request.ready_for_review``, from :meth:`marked_ready`)."""
         with self.lock:
-            r = self.repo(repo)
-            pr = r.pulls[number]
-            if pr.get("draft"):
-                pr["draft"] = False
-                self.record(f"{r.full_name}#{number}:ready-for-review")
-                self._issue_event(r, number, "ready_for_review")
+            if self.repo(repo).pulls.get(number) is not None:
+                self.mark_pull_request_ready(repo, number)
+
+    def marked_ready(self, r: Repo, number: int) -> None:
+        """A draft was taken out of draft (by a person, or by GraphQL's
+        ``markPullRequestReadyForReview``): ``pull_request.ready_for_review``."""
+        self._issue_event(r, number, "ready_for_review")
 
     # -- the operations, delivering what they did -------------------------------------
 
@@ -386,49 +398,51 @@ class SandboxGitHub(HttpFakeGitHub):
     def create_check_run(self, repo: str, head_sha: str, name: str, status: str,
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None,
-                         details_url: str | None = None) -> Any:
+                         details_url: str | None = None, **more: Any) -> Any:
         with self.lock:
             created = super().create_check_run(repo, head_sha, name, status, conclusion,
-                                               title, summary, details_url)
+                                               title, summary, details_url, **more)
             r = self.repo(repo)
             run = r.check_runs[created["id"]]
             self._check_run_event(r, run, "created")
             if run["status"] == "completed":
                 self._check_run_event(r, run, "completed")
+                self._suite_event(r, run)
             return created
 
     def update_check_run(self, repo: str, check_run_id: int, status: str | None = None,
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None,
-                         details_url: str | None = None) -> Any:
+                         details_url: str | None = None, **more: Any) -> Any:
         with self.lock:
             r = self.repo(repo)
             was = (r.check_runs.get(check_run_id) or {}).get("status")
+            suite = r.check_suites.get(
+                (r.check_runs.get(check_run_id) or {}).get("check_suite_id") or 0)
+            suite_was = suite["status"] if suite else None
             updated = super().update_check_run(repo, check_run_id, status, conclusion,
-                                               title, summary, details_url)
+                                               title, summary, details_url, **more)
             run = r.check_runs[check_run_id]
             if run["status"] == "completed" and was != "completed":
                 self._check_run_event(r, run, "completed")
+                if suite is not None and suite_was != "completed":
+                    self._suite_event(r, run)
             return updated
 
     def _check_run_event(self, r: Repo, run: dict[str, Any], action: str) -> None:
-        pulls = [{"number": n, "id": pr["id"],
-                  "url": f"{self.base_url}/repos/{r.full_name}/pulls/{n}",
-                  "head": {"ref": pr["head_ref"], "sha": self.pull_head(r, pr)},
-                  "base": {"ref": pr["base_ref"], "sha": self.branch_sha(r, pr["base_ref"])
-                           or "0" * 40}}
-                 for n, pr in sorted(r.pulls.items())
-                 if pr["state"] == "open" and self.pull_head(r, pr) == run["head_sha"]]
-        self.emit("check_run", {**self._base(r, action), "check_run": {
-            "id": run["id"], "node_id": f"CR_{run['id']}", "name": run["name"],
-            "head_sha": run["head_sha"], "status": run["status"],
-            "conclusion": run["conclusion"], "output": run["output"],
-            "started_at": now(), "completed_at": now() if run["conclusion"] else None,
-            "url": f"{self.base_url}/repos/{r.full_name}/check-runs/{run['id']}",
-            "html_url": f"{self.base_url}/{r.full_name}/runs/{run['id']}",
-            "app": {"id": self.app_id or 1, "slug": "the-loop", "name": "the-loop"},
-            "check_suite": {"id": run["id"], "head_sha": run["head_sha"]},
-            "pull_requests": pulls}})
+        """Deliver ``check_run.ACTION`` (GitHub's actions: ``created`` when a run is made,
+        queued or not, and ``completed``; a move to ``in_progress`` sends nothing)."""
+        self.emit("check_run", {**self._base(r, action), "check_run": check_run_doc(
+            self, r, run, self.base_url, self.base_url, webhook=True)})
+
+    def _suite_event(self, r: Repo, run: dict[str, Any]) -> None:
+        """Deliver ``check_suite.completed`` once ``run``'s suite has completed (all its
+        runs have)."""
+        suite = r.check_suites.get(run.get("check_suite_id") or 0)
+        if suite is not None and suite["status"] == "completed":
+            self.emit("check_suite", {**self._base(r, "completed"), "check_suite":
+                                      check_suite_doc(self, r, suite, self.base_url,
+                                                      self.base_url, part="webhook")})
 
     # -- pushes -----------------------------------------------------------------------
 
@@ -443,7 +457,8 @@ class SandboxGitHub(HttpFakeGitHub):
 
     def _pushed(self, r: Repo, moved: dict[str, tuple[str, str]], pusher: str) -> None:
         """Deliver ``push`` for each moved branch and ``pull_request.synchronize`` for
-        each open pull request whose head it is."""
+        each open pull request whose head it is, then tell :attr:`push_listeners` of
+        each branch that still exists."""
         with self.lock, self.acting_as(pusher):
             for branch, (before, after) in sorted(moved.items()):
                 self.emit("push", {**self._base(r, None), **self._push_payload(
@@ -456,6 +471,8 @@ class SandboxGitHub(HttpFakeGitHub):
                             **self._base(r, "synchronize"), "number": number,
                             "before": before, "after": after,
                             "pull_request": self.pull_payload(r, number)})
+                for listener in list(self.push_listeners):
+                    listener(r, branch, before, after, pusher)
 
     def _push_payload(self, r: Repo, branch: str, before: str, after: str,
                       pusher: str) -> dict[str, Any]:
@@ -491,14 +508,16 @@ class SandboxGitHub(HttpFakeGitHub):
                 "removed": files["D"], "modified": files["M"]}
 
     def _pusher(self, authorization: str) -> str:
+        """Who pushes with ``authorization`` (git's HTTP Basic header): the login its
+        password, a token, acts as (:meth:`git_login`: the bot for an installation token,
+        the person for theirs); ``""`` for none (git's request is refused, nothing
+        moves)."""
         scheme, _, value = authorization.partition(" ")
         with contextlib.suppress(ValueError, UnicodeDecodeError):
             if scheme.lower() == "basic":
                 password = base64.b64decode(value).decode("utf-8").partition(":")[2]
-                with self.lock:
-                    if password in self._issued:
-                        return self.bot_login
-        return self.user_login
+                return self.git_login(password) or ""
+        return ""
 
     def _watch_pushes(self, inner: Callable[..., Any]) -> Callable[..., Any]:
         """WSGI middleware: around a ``git-receive-pack`` request (a push), the

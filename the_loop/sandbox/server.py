@@ -2,6 +2,12 @@
 small admin API the ``the-loop sandbox ...`` commands use to act as a person would on
 GitHub.
 
+The sandbox's GitHub authenticates as GitHub does (:mod:`the_loop.sandbox.directory`
+names the files): the person's token (``DIR/user-token``) acts as them on the API and
+as git's password; installation tokens come only for a JWT signed with the App's key
+(``DIR/app-key.pem``, the public half) and act as the App's bot; any other token is 401
+``Bad credentials``.
+
 Admin API (JSON; every request needs ``Authorization: token <admin token>``, the token
 the server writes to ``DIR/admin-token``, mode 0600)::
 
@@ -32,15 +38,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Flask, Response, jsonify, request
 from werkzeug.serving import make_server
 
 from foundation.signing import KEYS_PATH
+from the_loop.sandbox import directory as sandbox_dir
+from the_loop.sandbox.ci import CI_FILE, SandboxCI
 from the_loop.sandbox.fakegithub.http import QuietHandler
 from the_loop.sandbox.github import LOGIN, SandboxGitHub
 
 __all__ = ["DEMO_REPO", "Sandbox", "collaborators_yaml", "parse_ref", "serve_forever"]
 
+#: Where the admin API answers.
+ADMIN_PREFIX = "/_sandbox"
 #: The demo repository every sandbox seeds.
 DEMO_REPO = "sandbox/demo"
 #: The demo repository's default branch.
@@ -58,6 +68,26 @@ def collaborators_yaml(login: str) -> str:
             "version: 1\nroles:\n  approver:\n"
             f"    - {{name: {login}, github: {login}}}\n")
 
+
+#: The demo repository's declared check (:mod:`the_loop.sandbox.ci`): the shipped graph's
+#: ``verify-tests`` (``check: tests``) reads the check run it names.
+CI_YAML = """# The sandbox's CI runs this on every push of a branch other than main, as GitHub
+# Actions runs a workflow job; its check run is named by `name`.
+name: tests
+run: python -m pytest -q
+timeout: 300
+"""
+
+#: The demo repository's own test: pytest collects one even before any task's code is
+#: there (pytest's exit code 5, "no tests collected", is a failure, as on GitHub Actions).
+REPOSITORY_TEST = """# The demo repository's own check: its README has a title.
+from pathlib import Path
+
+
+def test_readme_has_a_title():
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    assert readme.read_text(encoding="utf-8").startswith("# ")
+"""
 
 README = """# demo
 
@@ -100,21 +130,33 @@ class Sandbox:
         directory: the state directory (``git/`` holds the bare repositories).
         user: the local person's login (the demo repository's approver, admin).
         admin_token: the token the admin API needs.
+        ci: the sandbox's CI (:mod:`the_loop.sandbox.ci`), started by
+            :func:`serve_forever`.
+        user_token: ``user``'s GitHub token (the API's ``Authorization: token``, git's
+            HTTP password).
     """
 
     github: SandboxGitHub
     directory: Path
     user: str
     admin_token: str
+    ci: SandboxCI | None = None
+    user_token: str = ""
 
 
 def build(directory: Path, *, user: str, webhook_url: str | None, secret: str,
           base_url: str, public_key: str | None = None) -> Sandbox:
     """A sandbox whose demo repository (:data:`DEMO_REPO`, git-backed, new each start:
     the fake's state lives in memory) holds ``README.md``,
-    ``.the-loop/collaborators.yaml`` naming ``user`` as approver and, with
+    ``.the-loop/collaborators.yaml`` naming ``user`` as approver, the declared CI check
+    ``.the-loop/ci.yaml`` (:data:`CI_YAML`) and a test of its own
+    (``tests/test_repository.py``) and, with
     ``public_key`` (PEM), the published review-record key; ``user`` has the
-    ``admin`` role on it. Writes ``directory/admin-token`` (0600).
+    ``admin`` role on it. Writes ``directory/admin-token`` (0600, new each start); takes
+    ``user``'s token and the App's key from ``directory`` (making them the first time:
+    :func:`the_loop.sandbox.directory.user_token`, :func:`~the_loop.sandbox.directory.
+    app_key`), so only the App's JWTs get installation tokens and only that token acts
+    as ``user``. Each CI run's throwaway checkout is made in ``directory/ci``.
 
     Raises:
         ValueError: ``user`` is not a valid GitHub login.
@@ -125,26 +167,30 @@ def build(directory: Path, *, user: str, webhook_url: str | None, secret: str,
     directory.mkdir(parents=True, exist_ok=True)
     git_root = directory / "git"
     shutil.rmtree(git_root, ignore_errors=True)
+    user_token = sandbox_dir.user_token(directory)
     fake = SandboxGitHub(webhook_url=webhook_url, secret=secret, base_url=base_url,
-                         user_login=user)
-    files = {"README.md": README, ".the-loop/collaborators.yaml": collaborators_yaml(user)}
+                         user_login=user, app_id=sandbox_dir.APP_ID, tokens={user_token: user},
+                         app_key=sandbox_dir.app_key(directory).read_bytes())
+    files = {"README.md": README, ".the-loop/collaborators.yaml": collaborators_yaml(user),
+             CI_FILE: CI_YAML, "tests/test_repository.py": REPOSITORY_TEST}
     if public_key:
         files[KEYS_PATH] = public_key
     fake.add_git_repo(DEMO_REPO, git_root, files, default_branch=DEFAULT_BRANCH)
     fake.set_permission(DEMO_REPO, user, "admin")
-    token_file = directory / "admin-token"
     token = secrets.token_hex(16)
-    token_file.touch(mode=0o600, exist_ok=True)
-    token_file.chmod(0o600)
-    token_file.write_text(token + "\n", encoding="utf-8")
-    sandbox = Sandbox(fake, directory, user, token)
+    sandbox_dir.write_secret(directory / sandbox_dir.ADMIN_TOKEN, token)
+    ci_dir = directory / "ci"
+    shutil.rmtree(ci_dir, ignore_errors=True)
+    ci_dir.mkdir()
+    sandbox = Sandbox(fake, directory, user, token, ci=SandboxCI(fake, ci_dir),
+                      user_token=user_token)
     _admin_routes(sandbox)
     return sandbox
 
 
 def _admin_routes(sandbox: Sandbox) -> None:
     fake = sandbox.github
-    bp = Blueprint("sandbox", __name__, url_prefix="/_sandbox")
+    bp = Blueprint("sandbox", __name__, url_prefix=ADMIN_PREFIX)
 
     def problem(status: int, message: str) -> Response:
         resp = jsonify({"message": message})
@@ -287,16 +333,35 @@ def _admin_routes(sandbox: Sandbox) -> None:
                 "pull_requests": pulls,
                 "deliveries": len(fake.deliveries)})
 
-    fake.app.register_blueprint(bp)
+    # The admin API is the sandbox's own, not GitHub's: served beside the fake's app (its
+    # request gate takes only GitHub's credentials), with its own token.
+    admin = Flask("sandbox_admin")
+    admin.register_blueprint(bp)
+    github_app = fake.app.wsgi_app
+
+    def dispatch(environ: dict[str, Any], start_response: Any) -> Any:
+        path = environ.get("PATH_INFO", "")
+        if path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/"):
+            return admin.wsgi_app(environ, start_response)
+        return github_app(environ, start_response)
+
+    fake.app.wsgi_app = dispatch  # type: ignore[method-assign]
 
 
 def serve_forever(sandbox: Sandbox, host: str, port: int,
                   ready: threading.Event | None = None) -> None:
     """Serve ``sandbox`` (threaded werkzeug) until SIGTERM or SIGINT, delivering its
-    webhooks meanwhile; what is queued is posted before it returns."""
+    webhooks and running its CI meanwhile; what is queued is posted before it returns
+    (a CI run still going is cancelled). While it serves, its directory records its URL
+    (:func:`the_loop.sandbox.directory.record_url`), where the ``the-loop sandbox ...``
+    commands find it."""
     server = make_server(host, port, sandbox.github.app, threaded=True,
                          request_handler=QuietHandler)
     sandbox.github.start_delivering()
+    if sandbox.ci is not None:
+        sandbox.ci.start()
+    url = sandbox.github.base_url
+    sandbox_dir.record_url(sandbox.directory, url)
 
     def stop(_signum: int, _frame: Any) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()
@@ -310,7 +375,10 @@ def serve_forever(sandbox: Sandbox, host: str, port: int,
         server.serve_forever(poll_interval=0.1)
     finally:
         server.server_close()
+        if sandbox.ci is not None:
+            sandbox.ci.stop()
         sandbox.github.wait_delivered(timeout=3)
         sandbox.github.stop_delivering()
+        sandbox_dir.forget_url(sandbox.directory, url)
         with contextlib.suppress(OSError):
-            os.chmod(sandbox.directory / "admin-token", 0o600)
+            os.chmod(sandbox.directory / sandbox_dir.ADMIN_TOKEN, 0o600)

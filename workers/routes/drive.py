@@ -18,6 +18,7 @@ from graph.runtime import AdvanceResult
 from graph.state import WorkItemState
 from workers import metrics as worker_metrics
 from workers.notices import ALARM_TEXT, ALARMS, Reactions, alarm_effect
+from workers.pull_body import keep_pull_body
 from workers.routes.agent import Agent, Delivery, Handled, logged_by
 from workers.routes.labels import labels
 from workers.routes.withdraw import retract
@@ -40,7 +41,10 @@ def advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
     ref, event, settings = delivery.ref, delivery.event, agent.settings
     if ref is None:
         return delivery.ignored("no issue or pull request in this delivery")
-    if agent.turns is not None and event.kind == "pull_request" and event.repository:
+    # A pull request's events, and a CI result on its head, go to the work item whose
+    # draft pull request it is (an issue's: the CI's check run names the pull request).
+    if (agent.turns is not None and (event.kind == "pull_request" or event.ci is not None)
+            and event.repository):
         owner = agent.turns.owner_of(ref.repository, ref.number)  # the repository key
         if owner is not None and owner != ref.format():
             agent.fan_out(delivery.record, [owner])
@@ -97,8 +101,9 @@ def advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
 
 def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
            result: AdvanceResult, reactions: Reactions) -> None:
-    """What follows a saved advance: edit alarms, the ``completed`` reaction, and the
-    installation id ``the-loop graph force`` needs.
+    """What follows a saved advance: edit alarms, the ``completed`` reaction, the draft
+    pull request's body (:func:`workers.pull_body.keep_pull_body`), and the installation
+    id ``the-loop graph force`` needs.
 
     A retried delivery advances on a tick (its event was consumed), so what its first
     attempt decided is read back: its alarms from the entries it caused (the store's
@@ -142,6 +147,7 @@ def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
         state.kind, state.default_branch = kind, default_branch
         state.tickets = tickets
         agent.store.save(state)
+    keep_pull_body(agent, item, github, state, delivery.id)
     if installation_id is not None and agent.installations is not None:
         agent.installations.add_work_item(installation_id, item.ref)
 

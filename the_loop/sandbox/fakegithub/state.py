@@ -12,6 +12,9 @@ Every successful write is recorded in :attr:`FakeGitHub.actions` as a Prow-style
     OWNER/NAME:add-review-comment-reaction:<comment id>:<content>
     OWNER/NAME:put-file:<branch>:<path>
     OWNER/NAME#1:request-reviewers:<login>
+    OWNER/NAME#1:request-team-reviewers:<team slug>
+    OWNER/NAME#7:ready-for-review
+    OWNER/NAME#7:enable-auto-merge:<merge method>
     OWNER/NAME#7:create-pull-request:<head branch>
     OWNER/NAME#7:update-pull-request
     OWNER/NAME:create-check-run:<name>
@@ -43,14 +46,18 @@ Seeding (records no action): :meth:`~FakeGitHub.add_repo`, :meth:`~FakeGitHub.ad
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from graph.ports import (
     OPERATIONS,
     PERMISSIONS,
     REACTIONS,
+    Annotation,
+    Annotations,
     App,
     CheckRun,
+    CheckRunDetail,
     CheckRuns,
     Comment,
     Comments,
@@ -60,6 +67,7 @@ from graph.ports import (
     File,
     GitHub,
     IntegrationError,
+    JobLog,
     Labels,
     NotFound,
     Permission,
@@ -84,11 +92,18 @@ from the_loop.sandbox.fakegithub.git import (
     run_git,
     seed_git_repo,
 )
-from the_loop.sandbox.fakegithub.store import BASE_PERMISSION, FakeStore, Repo, now
+from the_loop.sandbox.fakegithub.store import (
+    ACTIONS_APP,
+    BASE_PERMISSION,
+    FakeStore,
+    Repo,
+    now,
+)
 
 # The git helpers and the state's parts live in ``git`` and ``store``; they stay importable
 # from here, where the tests and the sandbox have always taken them.
-__all__ = ["BASE_PERMISSION", "GIT", "GIT_TIMEOUT", "FakeGitError", "FakeGitHub", "Repo",
+__all__ = ["ANNOTATIONS_PER_REQUEST", "BASE_PERMISSION", "GIT", "GIT_TIMEOUT", "OUTPUT_LIMIT",
+           "FakeGitError", "FakeGitHub", "Repo", "annotation",
            "blob_sha", "commit_files", "git_env", "now", "run_git", "seed_git_repo"]
 
 
@@ -287,7 +302,24 @@ class FakeGitHub(FakeStore, Transport):
                     "state": pr["state"], "draft": bool(pr.get("draft", False)),
                     "head_repo": pr.get("head_repo") or r.full_name,
                     "maintainer_can_modify": bool(pr.get("maintainer_can_modify")),
-                    "html_url": f"/{r.full_name}/pull/{number}"}
+                    "html_url": f"/{r.full_name}/pull/{number}",
+                    "node_id": self.pull_node_id(pr), "body": str(pr.get("body") or "")}
+
+    @staticmethod
+    def pull_node_id(pr: dict[str, Any]) -> str:
+        """The GraphQL global id of stored pull request ``pr`` (``PR_<id>``, the shape
+        of GitHub's newer ids)."""
+        return f"PR_{pr['id']}"
+
+    def pull_by_node_id(self, node_id: str) -> tuple[Repo, int] | None:
+        """``(repository, number)`` of the pull request whose node id is ``node_id``, or
+        ``None``."""
+        with self.lock:
+            for r in self.repos.values():
+                for number, pr in r.pulls.items():
+                    if self.pull_node_id(pr) == node_id:
+                        return r, number
+        return None
 
     def get_pull_request(self, repo: str, number: int) -> PullRequest:
         with self.lock:
@@ -364,7 +396,8 @@ class FakeGitHub(FakeStore, Transport):
                         paths.append(value)
         return {"files": paths}
 
-    def request_reviewers(self, repo: str, number: int, reviewers: list[str]) -> Reviewers:
+    def request_reviewers(self, repo: str, number: int, reviewers: list[str],
+                          team_reviewers: list[str] | None = None) -> Reviewers:
         """GitHub refuses (422) a review request from the pull request's author."""
         with self.lock:
             r = self.repo(repo)
@@ -378,7 +411,56 @@ class FakeGitHub(FakeStore, Transport):
                 if login not in pr["requested"]:
                     pr["requested"].append(login)
                 self.record(f"{r.full_name}#{number}:request-reviewers:{login}")
-            return {"requested": list(pr["requested"])}
+            teams = pr.setdefault("requested_teams", [])
+            for slug in team_reviewers or ():
+                if slug not in teams:
+                    teams.append(slug)
+                self.record(f"{r.full_name}#{number}:request-team-reviewers:{slug}")
+            return {"requested": list(pr["requested"]), "teams": list(teams)}
+
+    def mark_pull_request_ready(self, repo: str, number: int) -> PullRequest:
+        """Take pull request ``number`` out of draft (nothing changes when it is not
+        one); GitHub refuses a closed one."""
+        op = "mark-pull-request-ready"
+        with self.lock:
+            r = self.repo(repo)
+            pr = r.pulls.get(number)
+            if pr is None:
+                raise _not_found(op, "pull request")
+            if pr.get("draft"):
+                if pr["state"] != "open":
+                    raise _refused(op, 422, "Pull request is closed", "UNPROCESSABLE")
+                pr["draft"] = False
+                self.record(f"{r.full_name}#{number}:ready-for-review")
+                self.marked_ready(r, number)
+            return self.pull_result(repo, number)
+
+    def marked_ready(self, r: Repo, number: int) -> None:
+        """Called (with the lock held) when pull request ``number`` of ``r`` was just
+        taken out of draft; the sandbox delivers ``pull_request.ready_for_review``."""
+
+    def enable_auto_merge(self, repo: str, number: int, merge_method: str,
+                          actor: str | None = None) -> dict[str, Any]:
+        """Record GitHub's auto-merge request on pull request ``number`` (GraphQL's
+        ``enablePullRequestAutoMerge``): ``{"merge_method": "MERGE"|"SQUASH"|"REBASE",
+        "enabled_by": login}``, returned. Merging it is another matter (nothing here
+        merges).
+
+        Raises:
+            NotFound: no such pull request. IntegrationError: a closed one (422).
+        """
+        op = "enable-auto-merge"
+        with self.lock:
+            r = self.repo(repo)
+            pr = r.pulls.get(number)
+            if pr is None:
+                raise _not_found(op, "pull request")
+            if pr["state"] != "open":
+                raise _refused(op, 422, "Pull request is closed", "UNPROCESSABLE")
+            pr["auto_merge"] = {"merge_method": merge_method,
+                                "enabled_by": actor or self.actor, "enabled_at": now()}
+            self.record(f"{r.full_name}#{number}:enable-auto-merge:{merge_method}")
+            return dict(pr["auto_merge"])
 
     def list_reviews(self, repo: str, number: int) -> Reviews:
         with self.lock:
@@ -393,32 +475,71 @@ class FakeGitHub(FakeStore, Transport):
     def create_check_run(self, repo: str, head_sha: str, name: str, status: str,
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None,
-                         details_url: str | None = None) -> Created:
+                         details_url: str | None = None, *, text: str | None = None,
+                         annotations: Sequence[Mapping[str, Any]] | None = None,
+                         check_suite_id: int | None = None,
+                         external_id: str = "", app: str | None = None,
+                         log: str | None = None) -> Created:
+        """The port's operation, plus what "Create a check run" also takes: ``text``
+        (``output.text``) and ``annotations`` (``output.annotations``, see
+        :func:`annotation`); ``check_suite_id`` puts the run in that suite (the sandbox's
+        CI makes GitHub Actions' suite first), else in App ``app``'s suite on
+        ``head_sha`` (the fake's own App by default; made on first use, as GitHub does).
+        ``log``: the plain-text log of an Actions job (see :meth:`download_job_logs`).
+
+        Raises:
+            IntegrationError: 422 for a status GitHub refuses, ``completed`` without a
+                conclusion, a summary or text over 65535 characters, or an annotation
+                GitHub refuses (more than 50 a request, a field missing or wrong).
+        """
         run: dict[str, Any] = {"id": 0, "name": name, "head_sha": head_sha, "status": "queued",
-                               "conclusion": None, "output": {"title": None, "summary": None},
-                               "details_url": details_url}
-        self._check_fields("create-check-run", run, status, conclusion, title, summary)
+                               "conclusion": None,
+                               "output": {"title": None, "summary": None, "text": None},
+                               "annotations": [], "details_url": details_url,
+                               "external_id": external_id, "started_at": None,
+                               "completed_at": None, "check_suite_id": None, "app": "",
+                               "log": log}
+        self._check_fields("create-check-run", run, status, conclusion, title, summary, text,
+                           annotations)
         with self.lock:
             r = self.repo(repo)
-            run["id"] = self.next_id()
+            if check_suite_id is not None and check_suite_id in r.check_suites:
+                suite = r.check_suites[check_suite_id]
+            else:
+                suite = self.check_suite_for(r, head_sha, app or self.app_info("")["slug"])
+            run.update(id=self.next_id(), check_suite_id=suite["id"], app=suite["app"])
             r.check_runs[run["id"]] = run
+            self.refresh_suite(r, suite["id"])
             self.record(f"{r.full_name}:create-check-run:{name}")
         return {"id": run["id"]}
 
     def update_check_run(self, repo: str, check_run_id: int, status: str | None = None,
                          conclusion: str | None = None, title: str | None = None,
                          summary: str | None = None,
-                         details_url: str | None = None) -> Created:
+                         details_url: str | None = None, *, text: str | None = None,
+                         annotations: Sequence[Mapping[str, Any]] | None = None,
+                         log: str | None = None) -> Created:
+        """The port's operation, plus ``text``, ``annotations`` and ``log`` as
+        :meth:`create_check_run` takes them; annotations are added to the run's (GitHub
+        docs, "Update a check run": "annotations are appended to the list of annotations
+        that already exist for the check run"). Raises as
+        :meth:`create_check_run` does, and :class:`NotFound` for an unknown run."""
         with self.lock:
             r = self.repo(repo)
             run = r.check_runs.get(check_run_id)
             if run is None:
                 raise _not_found("update-check-run", "check run")
-            updated = {**run, "output": dict(run["output"])}
-            self._check_fields("update-check-run", updated, status, conclusion, title, summary)
+            updated = {**run, "output": dict(run["output"]),
+                       "annotations": list(run["annotations"])}
+            self._check_fields("update-check-run", updated, status, conclusion, title,
+                               summary, text, annotations)
             if details_url is not None:
                 updated["details_url"] = details_url
+            if log is not None:
+                updated["log"] = log
             run.update(updated)
+            if run.get("check_suite_id") in r.check_suites:
+                self.refresh_suite(r, run["check_suite_id"])
             self.record(f"{r.full_name}:update-check-run:{check_run_id}")
         return {"id": check_run_id}
 
@@ -429,19 +550,141 @@ class FakeGitHub(FakeStore, Transport):
                                         conclusion=run["conclusion"])
                                for run in self.latest_check_runs(repo, head_sha, name)]}
 
+    def get_check_run(self, repo: str, check_run_id: int) -> CheckRunDetail:
+        """"Get a check run" (see the port)."""
+        with self.lock:
+            run = self.repo(repo).check_runs.get(check_run_id)
+            if run is None:
+                raise _not_found("get-check-run", "check run")
+            output = run["output"]
+            return {"id": run["id"], "name": run["name"], "head_sha": run["head_sha"],
+                    "status": run["status"], "conclusion": run["conclusion"],
+                    "details_url": run.get("details_url"), "app": run.get("app") or None,
+                    "output": {"title": output.get("title"), "summary": output.get("summary"),
+                               "text": output.get("text"),
+                               "annotations_count": len(run.get("annotations") or ())}}
+
+    def list_check_run_annotations(self, repo: str, check_run_id: int,
+                                   limit: int = 50) -> Annotations:
+        """"List check run annotations" (see the port)."""
+        with self.lock:
+            run = self.repo(repo).check_runs.get(check_run_id)
+            if run is None:
+                raise _not_found("list-check-run-annotations", "check run")
+            stored = list(run.get("annotations") or ())
+        found: list[Annotation] = [
+            {"path": a["path"], "start_line": a["start_line"], "end_line": a["end_line"],
+             "annotation_level": a["annotation_level"], "title": a.get("title"),
+             "message": a["message"]} for a in stored[:max(1, limit)]]
+        return {"annotations": found, "truncated": len(stored) > len(found)}
+
+    def job_log(self, repo: str, job_id: int) -> str | None:
+        """The plain-text log of check run ``job_id`` if it is an Actions job's (its App
+        is ``github-actions``): the ``log`` it was given, else its ``output.text`` (the
+        sandbox's CI writes the log's tail there); ``None`` otherwise."""
+        with self.lock:
+            r = self.lookup(repo)
+            run = r.check_runs.get(job_id) if r is not None else None
+            if run is None or run.get("app") != ACTIONS_APP["slug"]:
+                return None
+            log = run.get("log")
+            if not isinstance(log, str):
+                log = run["output"].get("text")
+            return log if isinstance(log, str) else None
+
+    def download_job_logs(self, repo: str, job_id: int, tail_bytes: int = 4096) -> JobLog:
+        """"Download job logs for a workflow run" (see the port): 404 unless check run
+        ``job_id`` is an Actions job's (:meth:`job_log`)."""
+        log = self.job_log(repo, job_id)
+        if log is None:
+            raise _not_found("download-job-logs", "job")
+        raw = log.encode("utf-8")
+        return {"text": raw[-max(1, tail_bytes):].decode("utf-8", "replace"),
+                "truncated": len(raw) > tail_bytes}
+
     @staticmethod
     def _check_fields(op: str, run: dict[str, Any], status: str | None,
-                      conclusion: str | None, title: str | None, summary: str | None) -> None:
+                      conclusion: str | None, title: str | None, summary: str | None,
+                      text: str | None = None,
+                      annotations: Sequence[Mapping[str, Any]] | None = None) -> None:
+        was = run["status"]
         if status is not None:
             if status not in CHECK_STATUSES:
-                raise _refused(op, 422, f"status {status!r} is not a check run status")
+                raise _refused(op, 422, "status is not a check run status (queued, "
+                              "in_progress, completed)")
             run["status"] = status
         if conclusion is not None:
             run["conclusion"], run["status"] = conclusion, "completed"
         if run["status"] == "completed" and not run["conclusion"]:
             raise _refused(op, 422, '"conclusion" wasn\'t supplied')
-        if title is not None or summary is not None:
-            run["output"] = {"title": title, "summary": summary}
+        for field, value in (("summary", summary), ("text", text)):
+            if value is not None and len(value) > OUTPUT_LIMIT:
+                raise _refused(op, 422, f"output.{field} is longer than the maximum of "
+                               f"{OUTPUT_LIMIT} characters")
+        if title is not None or summary is not None or text is not None:
+            run["output"] = {"title": title, "summary": summary, "text": text}
+        if annotations:
+            if len(annotations) > ANNOTATIONS_PER_REQUEST:
+                raise _refused(op, 422, f"at most {ANNOTATIONS_PER_REQUEST} annotations a "
+                               "request")
+            run["annotations"] = [*run["annotations"],
+                                  *(annotation(op, a) for a in annotations)]
+        # GitHub sets started_at when the run is created (a queued one too), and again
+        # when it starts; completed_at when it completes.
+        stamp = now()
+        if not run.get("started_at") or (was == "queued" and run["status"] != "queued"):
+            run["started_at"] = stamp
+        if run["status"] == "completed" and not run.get("completed_at"):
+            run["completed_at"] = stamp
+
+
+#: GitHub's limit on a check run's ``output.summary`` and ``output.text`` ("Create a check
+#: run": "Maximum length: 65535 characters").
+OUTPUT_LIMIT = 65535
+#: Annotations one create or update may add ("The Checks API limits the number of
+#: annotations to a maximum of 50 per API request").
+ANNOTATIONS_PER_REQUEST = 50
+#: ``annotation_level`` values GitHub takes.
+ANNOTATION_LEVELS = frozenset({"notice", "warning", "failure"})
+
+
+def annotation(op: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """One check run annotation as GitHub stores it (the shape "List check run
+    annotations" answers, less ``blob_href``): ``path``, ``start_line``, ``end_line``,
+    ``annotation_level`` and ``message`` required; ``start_column``, ``end_column``,
+    ``title``, ``raw_details`` ``None`` when not given.
+
+    Raises:
+        IntegrationError: 422 naming the missing or wrong field.
+    """
+    def bad(field: str) -> IntegrationError:
+        return _refused(op, 422, f"annotation {field} is missing or invalid")
+
+    if not isinstance(given, Mapping):
+        raise bad("object")
+    for field in ("path", "message"):
+        if not isinstance(given.get(field), str) or not given[field]:
+            raise bad(field)
+    for field in ("start_line", "end_line"):
+        value = given.get(field)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise bad(field)
+    if given["end_line"] < given["start_line"]:
+        raise bad("end_line")
+    if given.get("annotation_level") not in ANNOTATION_LEVELS:
+        raise bad("annotation_level")
+    for field in ("start_column", "end_column"):
+        value = given.get(field)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise bad(field)
+    for field in ("title", "raw_details"):
+        if given.get(field) is not None and not isinstance(given[field], str):
+            raise bad(field)
+    return {"path": given["path"], "start_line": given["start_line"],
+            "end_line": given["end_line"], "start_column": given.get("start_column"),
+            "end_column": given.get("end_column"),
+            "annotation_level": given["annotation_level"], "title": given.get("title"),
+            "message": given["message"], "raw_details": given.get("raw_details")}
 
 
 if TYPE_CHECKING:  # mypy checks that the fake implements the port

@@ -19,7 +19,35 @@ from typing import Any
 
 from the_loop.sandbox.fakegithub.git import commit_files, run_git, seed_git_repo
 
-__all__ = ["BASE_PERMISSION", "FakeStore", "Repo", "now"]
+__all__ = ["ACTIONS_APP", "BASE_PERMISSION", "FakeStore", "Repo", "now", "suite_verdict"]
+
+#: GitHub Actions, the App whose check suites and check runs a workflow's jobs are: its
+#: id, slug and name on github.com (a workflow job's check run names ``app.slug``
+#: ``github-actions``; GitHub docs "REST API endpoints for check runs").
+ACTIONS_APP = {"id": 15368, "slug": "github-actions", "name": "GitHub Actions",
+               "owner": "github"}
+#: The conclusions that decide a completed suite, the first one any run has wins.
+_SUITE_ORDER = ("action_required", "cancelled", "timed_out", "failure")
+
+
+def suite_verdict(runs: Iterable[dict[str, Any]]) -> tuple[str, str | None]:
+    """``(status, conclusion)`` of a check suite from its runs' stored dicts: ``queued``
+    with none or only queued runs, ``in_progress`` while any is not completed (and one
+    has started), else ``completed``: the first of ``action_required``, ``cancelled``,
+    ``timed_out``, ``failure`` any run concluded, else ``neutral`` when every run did,
+    else ``success`` (``success``, ``neutral`` and ``skipped`` runs)."""
+    runs = list(runs)
+    if not runs or all(run["status"] == "queued" for run in runs):
+        return "queued", None
+    if any(run["status"] != "completed" for run in runs):
+        return "in_progress", None
+    seen = {run["conclusion"] for run in runs}
+    for conclusion in _SUITE_ORDER:
+        if conclusion in seen:
+            return "completed", conclusion
+    if seen <= {"neutral"}:
+        return "completed", "neutral"
+    return "completed", "success"
 
 
 #: Repository role -> the coarse ``permission`` GitHub reports beside ``role_name``.
@@ -54,6 +82,7 @@ class Repo:
     issue_labels: dict[int, list[str]] = field(default_factory=dict)  # number -> names
     permissions: dict[str, tuple[str, str]] = field(default_factory=dict)  # login -> roles
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> check run
+    check_suites: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> suite
 
 
 class FakeStore:
@@ -304,7 +333,9 @@ class FakeStore:
                 "id": self.next_id(),
                 "files": [],
                 "requested": [],
+                "requested_teams": [],
                 "reviews": [],
+                "auto_merge": None,
             }
         self.set_pull_files(repo, number, files)
 
@@ -439,10 +470,96 @@ class FakeStore:
 
     def check_runs(self, repo: str) -> list[dict[str, Any]]:
         """Check runs of the repository, oldest first: ``{"id", "name", "head_sha",
-        "status", "conclusion", "output": {"title", "summary"}}``."""
+        "status", "conclusion", "output": {"title", "summary", "text"}, "annotations",
+        "details_url", "external_id", "started_at", "completed_at", "check_suite_id",
+        "app"}`` (``app``: the App's slug; ``annotations``: GitHub's annotation objects,
+        ``{"path", "start_line", "end_line", "start_column", "end_column",
+        "annotation_level", "title", "message", "raw_details"}``, in the order given)."""
         with self.lock:
             r = self.lookup(repo)
             return [dict(c) for c in r.check_runs.values()] if r else []
+
+    def check_suites(self, repo: str) -> list[dict[str, Any]]:
+        """Check suites of the repository, oldest first: ``{"id", "head_sha",
+        "head_branch", "before", "after", "app", "status", "conclusion", "created_at",
+        "updated_at"}`` (``app``: the App's slug)."""
+        with self.lock:
+            r = self.lookup(repo)
+            return [dict(c) for c in r.check_suites.values()] if r else []
+
+    def app_info(self, slug: str) -> dict[str, Any]:
+        """``{"id", "slug", "name", "owner"}`` of the App ``slug``: :data:`ACTIONS_APP`,
+        else the fake's own App (id :attr:`app_id` or 1, its slug from
+        :attr:`bot_login`)."""
+        if slug == ACTIONS_APP["slug"]:
+            return dict(ACTIONS_APP)
+        own = self.bot_login.removesuffix("[bot]")
+        return {"id": getattr(self, "app_id", None) or 1, "slug": own, "name": own,
+                "owner": self.user_login}
+
+    def check_suite_for(self, r: Repo, head_sha: str, app: str, *,
+                        head_branch: str | None = None, before: str | None = None,
+                        new: bool = False) -> dict[str, Any]:
+        """The check suite of App ``app`` (a slug) on ``head_sha``: the latest one, or a
+        new one (``new``, or none yet), as GitHub makes one per App and push ("a check
+        suite is created automatically when you create a check run"). A new suite's
+        ``head_branch`` is ``head_branch``, else a branch whose tip is ``head_sha``
+        (``None`` when none is)."""
+        with self.lock:
+            if not new:
+                for suite in reversed(r.check_suites.values()):
+                    if suite["head_sha"] == head_sha and suite["app"] == app:
+                        return suite
+            if head_branch is None and r.git_dir is not None:
+                tips = [b for b, sha in self._branch_tips(r).items() if sha == head_sha]
+                head_branch = next((b for b in tips if b != r.default_branch),
+                                   tips[0] if tips else None)
+            stamp = now()
+            suite = {"id": self.next_id(), "head_sha": head_sha, "head_branch": head_branch,
+                     "before": before, "after": head_sha, "app": app, "status": "queued",
+                     "conclusion": None, "created_at": stamp, "updated_at": stamp}
+            r.check_suites[suite["id"]] = suite
+            return suite
+
+    def refresh_suite(self, r: Repo, suite_id: int) -> bool:
+        """Sum suite ``suite_id``'s runs into its ``status`` and ``conclusion``
+        (:func:`suite_verdict`); returns whether it became ``completed`` now."""
+        with self.lock:
+            suite = r.check_suites[suite_id]
+            was = suite["status"]
+            status, conclusion = suite_verdict(
+                run for run in r.check_runs.values() if run.get("check_suite_id") == suite_id)
+            if (status, conclusion) != (suite["status"], suite["conclusion"]):
+                suite.update(status=status, conclusion=conclusion, updated_at=now())
+            return status == "completed" and was != "completed"
+
+    def suite_pulls(self, r: Repo, head_sha: str,
+                    head_branch: str | None) -> list[tuple[int, dict[str, Any]]]:
+        """``(number, pull request)`` of the open pull requests a check suite or run on
+        ``head_sha`` lists: those whose head is ``head_sha`` (and, given, branch
+        ``head_branch``) in ``r`` itself (GitHub lists none from forks)."""
+        with self.lock:
+            return [(n, pr) for n, pr in sorted(r.pulls.items())
+                    if pr["state"] == "open" and self.pull_head(r, pr) == head_sha
+                    and (head_branch is None or pr["head_ref"] == head_branch)
+                    and (pr.get("head_repo") or r.full_name).casefold()
+                    == r.full_name.casefold()]
+
+    def _branch_tips(self, r: Repo) -> dict[str, str]:
+        assert r.git_dir is not None
+        out = run_git(r.git_dir, "for-each-ref", "--format=%(refname:strip=2) %(objectname)",
+                      "refs/heads", check=False).stdout.decode()
+        return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+
+    def resolve_commit(self, r: Repo, ref: str) -> str:
+        """The commit ``ref`` names in a git-backed repository (a sha, a branch, a tag,
+        ``heads/B`` or ``tags/T``, as "List check runs for a Git reference" takes), or
+        ``ref`` itself when it names none (a seeded sha)."""
+        if r.git_dir is None or not ref or ref.startswith("-"):
+            return ref
+        done = run_git(r.git_dir, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}",
+                       check=False)
+        return done.stdout.decode().strip() if done.returncode == 0 else ref
 
     def reactions(self, repo: str, comment_id: int) -> list[tuple[str, str]]:
         """``(user, content)`` pairs on comment ``comment_id``."""

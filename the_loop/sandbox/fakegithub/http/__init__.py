@@ -12,14 +12,17 @@ Use it in-process with Flask's test client (``fake.app.test_client()``), over lo
 with :func:`serve`, or standalone: ``python -m the_loop.sandbox.fakegithub.http --port 8765
 --repo Codertocat/Hello-World``.
 
-Authentication, roughly like GitHub: ``POST /app/installations/{id}/access_tokens``
-needs ``Authorization: Bearer <JWT>`` (structure and ``iss`` are checked, not the
-signature) and issues ``ghs_...`` tokens valid for one hour; every other endpoint needs
-``Authorization: token <token>`` for writes (reads may be anonymous). Installation tokens
-act as :attr:`HttpFakeGitHub.bot_login`, any other token as
-:attr:`HttpFakeGitHub.user_login` (restrict them with ``tokens=``). As on GitHub, only
-installation tokens may create or update check runs (others get 403 "You must
-authenticate via a GitHub App."). Repositories must be created with ``add_repo`` (or by
+Authentication, as GitHub's: ``POST /app/installations/{id}/access_tokens`` (and ``GET
+/app``) needs ``Authorization: Bearer <JWT>``, RS256-signed with the App's key (``app_key=``
+or ``set_app_key``; without one no JWT is taken) with ``iat``/``exp``/``iss`` as GitHub
+checks them, and issues random ``ghs_...`` tokens valid for one hour (:attr:`HttpFakeGitHub.
+clock` says when); every other endpoint needs ``Authorization: token <token>`` (or
+``Bearer``) for writes (reads may be anonymous). Installation tokens act as
+:attr:`HttpFakeGitHub.bot_login`; a person's token (``tokens=``, :meth:`HttpFakeGitHub.
+add_token`, or the OAuth flow's) as its login; any other token is 401 ``Bad
+credentials``. As on GitHub, only installation tokens may create or update check runs
+(others get 403 "You must authenticate via a GitHub App."); a request's writes act as its
+token's login. Repositories must be created with ``add_repo`` (or by
 seeding them) before they are served; any other is 404.
 
 OAuth ("Sign in with GitHub", the web application flow of "Generating a user access
@@ -34,7 +37,7 @@ user token, which ``GET /user`` and the membership endpoints accept
 Git: a repository backed by a bare git repository (``add_git_repo`` / ``add_repo(...,
 git_dir=)``) is also served over git's smart HTTP protocol at ``/{owner}/{name}.git/...``
 through ``git http-backend`` (clone, fetch, push), with HTTP Basic auth whose password
-must be a token the fake issued (an installation token, or one of ``tokens=``); anything
+must be a token the fake issued (a live installation token, or a person's); anything
 else gets 401 with ``WWW-Authenticate: Basic realm="GitHub"``, as github.com answers.
 
 The package, in the manner of Prow's ``prow/github/fakegithub``: :mod:`.fake` (the
@@ -46,7 +49,8 @@ every route shares: errors, validation answers, auth helpers, pagination),
 (installation tokens, the App, the manifest flow), :mod:`.users`, :mod:`.oauth`,
 :mod:`.repos`, :mod:`.pulls` (pull requests, files, requested reviewers, reviews),
 :mod:`.issues` (labels, comments, reactions), :mod:`.contents` (contents, blobs),
-:mod:`.checks` (check runs), :mod:`.git` (git smart HTTP) -- and :mod:`.serving`
+:mod:`.checks` (check runs and suites), :mod:`.graphql` (GraphQL's two mutations, at
+``/graphql`` and ``/api/graphql``), :mod:`.git` (git smart HTTP) -- and :mod:`.serving`
 (``serve``, ``main``).
 """
 
@@ -92,10 +96,18 @@ ENDPOINTS = (
     "GET    /repos/{owner}/{repo}/collaborators/{username}/permission",
     "POST   /repos/{owner}/{repo}/check-runs",
     "PATCH  /repos/{owner}/{repo}/check-runs/{check_run_id}",
+    "GET    /repos/{owner}/{repo}/check-runs/{check_run_id}",
     "GET    /repos/{owner}/{repo}/commits/{ref}/check-runs",
+    "GET    /repos/{owner}/{repo}/check-suites/{check_suite_id}",
+    "GET    /repos/{owner}/{repo}/commits/{ref}/check-suites",
+    "GET    /repos/{owner}/{repo}/check-runs/{check_run_id}/annotations",
+    "GET    /repos/{owner}/{repo}/actions/jobs/{job_id}/logs (302 to the log)",
+    "GET    /_blobs/job-logs/{owner}/{repo}/{job_id}?sig=... (the log, plain text)",
     "GET    /user",
     "GET    /user/memberships/orgs/{org}",
     "GET    /orgs/{org}/teams/{team_slug}/memberships/{username}",
+    "POST   /graphql and /api/graphql (GHES), not under /api/v3: markPullRequestReadyForReview, "
+    "enablePullRequestAutoMerge",
     "GET    /login/oauth/authorize (web host only)",
     "POST   /login/oauth/access_token (web host only)",
     "GET    /{owner}/{repo}.git/info/refs?service=git-upload-pack|git-receive-pack",

@@ -3,8 +3,10 @@ the manifest flow ("Registering a GitHub App from a manifest").
 
 :data:`bp` is served at the API root (and under ``/api/v3``); :data:`web` only on the web
 host. Installation tokens: ``POST /app/installations/{id}/access_tokens`` needs
-``Authorization: Bearer <JWT>`` (structure, ``iss`` and ``exp`` checked, not the signature)
-and issues a ``ghs_...`` token valid for one hour.
+``Authorization: Bearer <JWT>``, a JWT GitHub would take from the App (RS256-signed with
+the App's key, ``iat``/``exp``/``iss`` checked as GitHub does: :meth:`~the_loop.sandbox.
+fakegithub.http.fake.HttpFakeState.app_jwt_refusal`), and issues a random ``ghs_...``
+token valid for one hour; ``GET /app`` takes the same JWT.
 
 The manifest flow: the web form (``POST /settings/apps/new`` or
 ``/organizations/{org}/settings/apps/new`` with the form field ``manifest`` and
@@ -22,7 +24,7 @@ import random
 import re
 import urllib.parse
 import zlib
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
@@ -32,10 +34,10 @@ from the_loop.sandbox.fakegithub.http.common import (
     created,
     error,
     fake,
-    jwt_payload,
     not_found,
     web_base,
 )
+from the_loop.sandbox.fakegithub.http.fake import BAD_JWT
 from the_loop.sandbox.fakegithub.http.shapes import user_json
 
 __all__ = ["bp", "web"]
@@ -46,22 +48,21 @@ web = Blueprint("app_forms", __name__)
 
 @bp.post("/app/installations/<int:installation_id>/access_tokens")
 def access_token(installation_id: int) -> Response:
-    """"Create an installation access token for an app": 401 without a JWT or for another
-    App's, 404 for an installation the fake does not have, 403 for a suspended one."""
+    """"Create an installation access token for an app": 401 (GitHub's message) without
+    a JWT the App signed, with a bad ``iat``/``exp`` or another App's ``iss``; 404 for an
+    installation the fake does not have, 403 for a suspended one."""
     gh = fake()
-    kind, credential = auth_kind(request.headers.get("Authorization"))
-    payload = jwt_payload(credential) if kind == "bearer" else None
-    if payload is None or "iss" not in payload or "exp" not in payload:
-        return error(401, "A JSON web token could not be decoded")
-    if gh.app_id is not None and str(payload["iss"]) != str(gh.app_id):
-        return error(401, "Integration not found")
+    refused = app_jwt_refusal()
+    if refused is not None:
+        return refused
     with gh.lock:
         if not gh.has_installation(installation_id):
             return not_found()
         if gh.is_suspended(installation_id):
             return error(403, "This installation has been suspended")
         token = gh.issue_token(installation_id)
-    expires = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        until = gh.token_expires(token) or gh.clock()
+    expires = datetime.fromtimestamp(until, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return created(jsonify(
         {
             "token": token,
@@ -79,14 +80,11 @@ def access_token(installation_id: int) -> Response:
 
 @bp.get("/app")
 def get_app() -> Response:
-    """"Get the authenticated app": a JWT only (an installation token gets 401)."""
+    """"Get the authenticated app": the App's JWT only (an installation token gets 401)."""
     gh = fake()
-    kind, credential = auth_kind(request.headers.get("Authorization"))
-    payload = jwt_payload(credential) if kind == "bearer" else None
-    if payload is None or "iss" not in payload:
-        return error(401, "A JSON web token could not be decoded")
-    if gh.app_id is not None and str(payload["iss"]) != str(gh.app_id):
-        return error(401, "Integration not found")
+    refused = app_jwt_refusal()
+    if refused is not None:
+        return refused
     app_id = gh.app_id or 1
     slug = gh.bot_login.removesuffix("[bot]")
     return jsonify({
@@ -97,6 +95,14 @@ def get_app() -> Response:
         "permissions": {"issues": "write", "pull_requests": "write",
                         "contents": "write", "checks": "write", "metadata": "read"},
         "events": ["issues", "issue_comment", "pull_request", "pull_request_review"]})
+
+
+def app_jwt_refusal() -> Response | None:
+    """401 with GitHub's message unless the request's ``Authorization: Bearer`` is a JWT
+    the App signed that GitHub would take now, else ``None``."""
+    kind, credential = auth_kind(request.headers.get("Authorization"))
+    reason = fake().app_jwt_refusal(credential) if kind == "bearer" else BAD_JWT
+    return None if reason is None else error(401, reason)
 
 
 # -- the manifest flow ------------------------------------------------------------------

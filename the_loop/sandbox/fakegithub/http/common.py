@@ -1,6 +1,6 @@
 """What every route of the fake GitHub's HTTP front shares: the fake serving the request
 (:func:`fake`), GitHub's error answer (:func:`error`) and the validation answers built on
-it, the ``Authorization`` header's parts (:func:`auth_kind`, :func:`jwt_payload`), the
+it, the ``Authorization`` header's parts (:func:`auth_kind`), the
 API and web roots of the request (:func:`api_base`, :func:`web_base`), GitHub's
 pagination (:func:`paged`) and the paths the request gate treats apart.
 
@@ -11,7 +11,6 @@ Call these only while Flask serves a request (they read :data:`flask.request` an
 from __future__ import annotations
 
 import base64
-import json
 import re
 import urllib.parse
 from collections.abc import Callable
@@ -29,7 +28,7 @@ __all__ = [
     "APP_PATH", "DOCS", "EXTENSION", "GHES_PREFIX", "GIT_PATH", "MANIFEST_PATH", "api_base",
     "auth_kind", "b64_lines", "created", "error", "fake", "invalid_reaction", "invalid_request",
     "json_body",
-    "jwt_payload", "lookup", "missing_field", "needs_app", "not_found", "paged",
+    "lookup", "missing_field", "needs_app", "not_found", "paged",
     "reaction_content", "requires_login", "validation_failed", "web_base",
 ]
 
@@ -146,20 +145,6 @@ def auth_kind(header: str | None) -> tuple[str, str]:
     scheme, _, value = header.partition(" ")
     kind = scheme.lower()
     return (kind if kind in ("bearer", "token", "basic") else "other"), value.strip()
-
-
-def jwt_payload(token: str) -> dict[str, Any] | None:
-    """The claims of a JWT (its middle part, base64url JSON; the signature is not
-    checked), or ``None`` when ``token`` is not one."""
-    parts = token.split(".")
-    if len(parts) != 3:
-        return None
-    try:
-        padded = parts[1] + "=" * (-len(parts[1]) % 4)
-        payload = json.loads(base64.urlsafe_b64decode(padded))
-    except (ValueError, TypeError):
-        return None
-    return payload if isinstance(payload, dict) else None
 
 
 # -- rendering --------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from the_loop.sandbox.fakegithub.http import (
     contents,
     gate,
     git,
+    graphql,
     issues,
     oauth,
     pulls,
@@ -31,8 +32,9 @@ __all__ = ["create_app"]
 
 #: The REST API's blueprints, each served at both roots.
 API = (apps.bp, users.bp, repos.bp, pulls.bp, issues.bp, contents.bp, checks.bp)
-#: The web host's blueprints, served at ``/`` only.
-WEB = (oauth.web, git.web, apps.web)
+#: The blueprints served at ``/`` only: the web host's, and GraphQL (its two paths,
+#: ``/graphql`` and GHES's ``/api/graphql``, are its own).
+WEB = (oauth.web, git.web, apps.web, graphql.bp)
 
 
 def create_app(fake: HttpFakeState) -> Flask:

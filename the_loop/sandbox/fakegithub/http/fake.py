@@ -10,14 +10,65 @@ from __future__ import annotations
 import collections
 import random
 import re
-from collections.abc import Iterable
+import secrets
+import string
+import time
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeGuard
+
+import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey, RSAPublicKey
 
 from the_loop.sandbox.fakegithub.http.records import Chaos, Fault, RecordedRequest
 from the_loop.sandbox.fakegithub.state import FakeGitHub
 
-__all__ = ["HttpFakeState"]
+__all__ = ["BAD_JWT", "EXP_IN_PAST", "EXP_TOO_FAR", "IAT_IN_FUTURE", "INSTALLATION_TOKEN_TTL",
+           "JWT_CLOCK_DRIFT", "JWT_MAX_LIFETIME", "HttpFakeState", "new_token"]
+
+#: Seconds an installation access token is valid ("Generating an installation access
+#: token for a GitHub App": "The installation access token will expire after 1 hour").
+INSTALLATION_TOKEN_TTL = 3600.0
+#: The furthest ahead a JWT's ``exp`` may be ("Generating a JSON Web Token (JWT) for a
+#: GitHub App": "no more than 10 minutes into the future").
+JWT_MAX_LIFETIME = 600
+#: Seconds of clock drift allowed to a JWT's ``iat`` (the same page advises setting it 60
+#: seconds in the past to allow for drift; GitHub refuses one ahead of its clock).
+JWT_CLOCK_DRIFT = 60
+#: GitHub's 401 messages for an App's JWT it does not take (as its API answers them).
+BAD_JWT = "A JSON web token could not be decoded"
+EXP_IN_PAST = ("'Expiration time' claim ('exp') must be a numeric value representing the "
+               "future time at which the assertion expires")
+EXP_TOO_FAR = "'Expiration time' claim ('exp') is too far in the future"
+IAT_IN_FUTURE = ("'Issued at' claim ('iat') must be an Integer representing the time that "
+                 "the assertion was issued")
+_ALPHANUMERIC = string.ascii_letters + string.digits
+
+
+def new_token(prefix: str) -> str:
+    """A random token in GitHub's format: ``prefix`` (``ghp_`` a personal access token,
+    ``ghs_`` an installation's, ``ghu_`` a user access token) and 36 alphanumerics
+    ("Behind GitHub's new authentication token formats", GitHub blog, 2021)."""
+    return prefix + "".join(secrets.choice(_ALPHANUMERIC) for _ in range(36))
+
+
+def _public_key(pem: str | bytes) -> RSAPublicKey:
+    """The RSA public key of ``pem`` (a public key, or a private key's public half).
+
+    Raises:
+        ValueError: ``pem`` is not an RSA key in PEM.
+    """
+    data = pem.encode("ascii") if isinstance(pem, str) else pem
+    if b"PRIVATE KEY" in data:
+        private = serialization.load_pem_private_key(data, password=None)
+        if not isinstance(private, RSAPrivateKey):
+            raise ValueError("the App's key must be an RSA key")
+        return private.public_key()
+    public = serialization.load_pem_public_key(data)
+    if not isinstance(public, RSAPublicKey):
+        raise ValueError("the App's key must be an RSA key")
+    return public
 
 
 class HttpFakeState(FakeGitHub):
@@ -25,10 +76,24 @@ class HttpFakeState(FakeGitHub):
 
     Args:
         bot_login: login that installation tokens act as (author of their comments).
-        user_login: login that any other token acts as.
-        tokens: if given, the only non-installation tokens accepted (others get 401).
-        app_id: if given, the JWT ``iss`` the access-token endpoint accepts.
+        user_login: the person's login (the default of :meth:`add_token`).
+        tokens: people's tokens (personal access tokens): an iterable of tokens that act
+            as ``user_login``, or a mapping ``{token: login}``. No other token is
+            accepted (401 ``Bad credentials``); :meth:`add_token` registers more.
+        app_id: if given, the JWT ``iss`` the App's endpoints accept.
         installations: if given, the only installation ids that can get a token (404).
+        app_key: the App's key (PEM: its public key, or the private key, of which only
+            the public half is kept); the App's endpoints take only a JWT signed with it
+            (RS256). Without one they take no JWT (:meth:`set_app_key` sets it later).
+
+    Authentication, as GitHub's ("Authenticating as a GitHub App", "Generating a JSON
+    Web Token (JWT) for a GitHub App"): a JWT must be RS256-signed with the App's key,
+    with ``iat`` not ahead of :attr:`clock` (:data:`JWT_CLOCK_DRIFT` allowed), ``exp``
+    ahead of it by at most :data:`JWT_MAX_LIFETIME` seconds, and ``iss`` the App's id;
+    installation tokens (``ghs_``, random) expire :attr:`installation_token_ttl` seconds
+    after they were issued; people's tokens act as their login. :attr:`clock` (epoch
+    seconds, default :func:`time.time`) is what both are checked against: a test moves
+    it instead of waiting.
 
     Seeding and reading are :class:`~the_loop.sandbox.fakegithub.state.FakeGitHub`'s. Besides:
     :attr:`requests`, :attr:`token_requests`, :meth:`clear_records`; faults:
@@ -55,15 +120,21 @@ class HttpFakeState(FakeGitHub):
         *,
         bot_login: str = "the-loop[bot]",
         user_login: str = "octocat",
-        tokens: Iterable[str] | None = None,
+        tokens: Iterable[str] | Mapping[str, str] | None = None,
         app_id: int | None = None,
         installations: Iterable[int] | None = None,
+        app_key: str | bytes | None = None,
     ) -> None:
         super().__init__(bot_login=bot_login, user_login=user_login)
-        self._tokens = None if tokens is None else set(tokens)
         self.app_id = app_id
+        self._app_key = None if app_key is None else _public_key(app_key)
         self._installations = None if installations is None else set(installations)
         self._issued: dict[str, int] = {}  # installation token -> installation id
+        self._expires: dict[str, float] = {}  # installation token -> when (clock) it ends
+        #: Epoch seconds now, as the fake reads its clock (JWTs, tokens' expiry).
+        self.clock: Callable[[], float] = time.time
+        #: Seconds an installation token is valid once issued.
+        self.installation_token_ttl = INSTALLATION_TOKEN_TTL
         self._faults: list[Fault] = []
         self._chaos: Chaos | None = None
         self._injected: collections.Counter[str] = collections.Counter()
@@ -75,7 +146,7 @@ class HttpFakeState(FakeGitHub):
         self._oauth_apps: dict[str, str] = {}  # client id -> client secret
         self._signed_in: str | None = None  # who approves at the authorize page
         self._codes: dict[str, tuple[str, str, str]] = {}  # code -> (client, redirect, login)
-        self._user_tokens: dict[str, str] = {}  # user access token -> login
+        self._user_tokens: dict[str, str] = {}  # a person's token -> login
         self._members: dict[tuple[str, str | None], dict[str, str]] = {}  # -> login: state
         #: ETag -> when a body with it was first served (its Last-Modified).
         self._first_served: dict[str, datetime] = {}
@@ -85,6 +156,10 @@ class HttpFakeState(FakeGitHub):
         self.rate_limit = 15000
         self._rate_used: collections.Counter[str] = collections.Counter()
         self._rate_reset = int(datetime.now(UTC).timestamp()) + 3600
+        people = tokens.items() if isinstance(tokens, Mapping) else (
+            (token, user_login) for token in tokens or ())
+        for token, login in people:
+            self.add_token(login, token)
 
     # -- the primary rate limit ---------------------------------------------------------
 
@@ -97,6 +172,57 @@ class HttpFakeState(FakeGitHub):
             self._rate_reset = int(datetime.now(UTC).timestamp() + reset_in)
             for key in ([who] if who else [*self._rate_used, "installation:1"]):
                 self._rate_used[key] = max(0, self.rate_limit - remaining)
+
+    # -- credentials ----------------------------------------------------------------
+
+    def add_token(self, login: str | None = None, token: str | None = None) -> str:
+        """Give ``login`` (default :attr:`user_login`) a token of their own, as a
+        personal access token is: ``token``, or a new random ``ghp_...`` one. Requests
+        with it act as ``login`` (the API's ``Authorization: token``; git's HTTP Basic
+        password). Returns the token."""
+        token = token or new_token("ghp_")
+        with self.lock:
+            self._user_tokens[token] = login or self.user_login
+        return token
+
+    def set_app_key(self, pem: str | bytes) -> None:
+        """The App's key (see the ``app_key`` argument).
+
+        Raises:
+            ValueError: ``pem`` is not an RSA key in PEM.
+        """
+        key = _public_key(pem)
+        with self.lock:
+            self._app_key = key
+
+    def app_jwt_refusal(self, token: str) -> str | None:
+        """Why GitHub would refuse ``token`` as this App's JWT (its 401 message:
+        :data:`BAD_JWT` for one that is not RS256-signed with the App's key or names no
+        ``iss``, ``Integration not found`` for another App's, :data:`EXP_IN_PAST`,
+        :data:`EXP_TOO_FAR`, :data:`IAT_IN_FUTURE`), or ``None`` when it is good."""
+        with self.lock:
+            key = self._app_key
+        if key is None:
+            return BAD_JWT
+        try:
+            claims = jwt.decode(token, key, algorithms=["RS256"], options={
+                "verify_exp": False, "verify_iat": False, "verify_nbf": False,
+                "verify_aud": False, "verify_iss": False})
+        except jwt.InvalidTokenError:
+            return BAD_JWT
+        now = self.clock()
+        exp, iat = claims.get("exp"), claims.get("iat")
+        if not _number(exp) or exp <= now:
+            return EXP_IN_PAST
+        if exp > now + JWT_MAX_LIFETIME:
+            return EXP_TOO_FAR
+        if not _number(iat) or iat > now + JWT_CLOCK_DRIFT:
+            return IAT_IN_FUTURE
+        if "iss" not in claims:
+            return BAD_JWT
+        if self.app_id is not None and str(claims["iss"]) != str(self.app_id):
+            return "Integration not found"
+        return None
 
     # -- installations ----------------------------------------------------------------
 
@@ -119,6 +245,7 @@ class HttpFakeState(FakeGitHub):
                     if installation_id is None or i == installation_id]
             for token in dead:
                 del self._issued[token]
+                self._expires.pop(token, None)
             return len(dead)
 
     # -- OAuth and memberships ----------------------------------------------------------
@@ -250,27 +377,23 @@ class HttpFakeState(FakeGitHub):
 
     def token_holder(self, credential: str) -> tuple[int | None, str | None]:
         """``(installation id, login)`` of an API token: the installation of an
-        installation token the fake issued and has not revoked, the login of a user access
-        token (each ``None`` otherwise)."""
+        installation token the fake issued and has not revoked, before it expired; the
+        login of a person's token (:meth:`add_token`, ``tokens=``, or a user access token
+        of the OAuth flow); each ``None`` otherwise."""
         with self.lock:
-            return self._issued.get(credential), self._user_tokens.get(credential)
-
-    def accepts_token(self, credential: str) -> bool:
-        """Whether a token that is neither an installation's nor a user access token acts
-        as :attr:`user_login`: any but a ``ghs_...`` one, or only one of ``tokens=``."""
-        return not credential.startswith("ghs_") and (
-            self._tokens is None or credential in self._tokens)
+            installation = self._issued.get(credential)
+            if installation is not None and self._expires.get(credential, 0) <= self.clock():
+                installation = None
+            return installation, self._user_tokens.get(credential)
 
     def git_login(self, password: str) -> str | None:
         """The login a git smart HTTP password (a token) acts as: :attr:`bot_login` for
-        an installation token the fake issued, :attr:`user_login` for one of
-        ``tokens=``; ``None`` for anything else."""
-        with self.lock:
-            if password in self._issued:
-                return self.bot_login
-            if self._tokens is not None and password in self._tokens:
-                return self.user_login
-        return None
+        a live installation token (not expired, revoked or suspended), the person's login
+        for a person's token; ``None`` for anything else."""
+        installation, login = self.token_holder(password)
+        if installation is not None:
+            return None if self.is_suspended(installation) else self.bot_login
+        return login
 
     def has_installation(self, installation_id: int) -> bool:
         """Whether a token can be issued for ``installation_id`` (any, without
@@ -283,13 +406,21 @@ class HttpFakeState(FakeGitHub):
             return installation_id in self._suspended
 
     def issue_token(self, installation_id: int) -> str:
-        """A new installation token (``ghs_...``) for ``installation_id``, recorded in
-        :attr:`token_requests`."""
+        """A new installation token (``ghs_`` and 36 random alphanumerics) for
+        ``installation_id``, valid :attr:`installation_token_ttl` seconds from now
+        (:meth:`token_expires`), recorded in :attr:`token_requests`."""
         with self.lock:
-            token = f"ghs_fake{installation_id}x{self.next_id()}"
+            token = new_token("ghs_")
             self._issued[token] = installation_id
+            self._expires[token] = self.clock() + self.installation_token_ttl
             self._token_requests.append(installation_id)
             return token
+
+    def token_expires(self, token: str) -> float | None:
+        """When installation token ``token`` expires (epoch seconds of :attr:`clock`), or
+        ``None`` for a token the fake did not issue (or revoked)."""
+        with self.lock:
+            return self._expires.get(token)
 
     def first_served(self, etag: str) -> datetime:
         """When a body with ``etag`` was first served (now, to the second, the first
@@ -329,7 +460,7 @@ class HttpFakeState(FakeGitHub):
     def new_oauth_code(self, client_id: str, redirect_uri: str, login: str) -> str:
         """A one-time code of the OAuth web flow: ``login`` approved ``client_id``, which
         must send ``redirect_uri`` again (if at all) to exchange it."""
-        code = f"code{self.next_id()}x{random.getrandbits(64):x}"
+        code = f"code{self.next_id()}x{secrets.token_hex(8)}"
         with self.lock:
             self._codes[code] = (client_id, redirect_uri, login)
         return code
@@ -352,7 +483,7 @@ class HttpFakeState(FakeGitHub):
             if redirect_uri and self._codes[code][1] != redirect_uri:
                 return {"error": "redirect_uri_mismatch"}
             _, _, login = self._codes.pop(code)
-            token = f"ghu_fake{self.next_id()}x{random.getrandbits(64):x}"
+            token = new_token("ghu_")
             self._user_tokens[token] = login
             return {"access_token": token, "token_type": "bearer", "scope": ""}
 
@@ -383,3 +514,8 @@ class HttpFakeState(FakeGitHub):
             return Fault(chaos.pattern, status, dict(headers), {"message": message}, None, 1,
                          after)
         return None
+
+
+def _number(value: Any) -> TypeGuard[float]:
+    """Whether a JWT claim is a number (a JSON number: not a boolean, not a string)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -9,10 +9,13 @@ injected faults, token authentication, conditional requests (``ETag``/``Last-Mod
 
 from __future__ import annotations
 
+import contextlib
+
 from flask import Flask, Response, g, jsonify, request
 
 from the_loop.sandbox.fakegithub.http.common import (
     APP_PATH,
+    DOCS,
     GIT_PATH,
     MANIFEST_PATH,
     auth_kind,
@@ -31,6 +34,7 @@ def install(app: Flask) -> None:
     runs them); 404 ``Not Found`` for an unknown path and for a method a path does not
     take (GitHub answers both so)."""
     app.before_request(gate)
+    app.teardown_request(stop_acting)
     app.after_request(conditional)
     app.after_request(lose_answer)
     app.register_error_handler(404, unknown)
@@ -38,14 +42,17 @@ def install(app: Flask) -> None:
 
 
 def gate() -> Response | None:
-    """Log the request, answer an injected fault, and authenticate a token.
+    """Log the request, answer an injected fault, and authenticate a token: the request
+    then acts (:meth:`~the_loop.sandbox.fakegithub.store.FakeStore.acting_as`) as the
+    token's login, the bot for an installation token.
 
     Returns:
-        the answer instead of the route's (a fault; 401 ``Bad credentials`` for an unknown,
-        revoked or suspended installation's token or another scheme; 401 ``Requires
-        authentication`` for an anonymous write), or ``None`` to go on to the route. The
-        installation-token, App, manifest, OAuth and git paths check their own
-        credentials.
+        the answer instead of the route's (a fault; 401 ``Bad credentials`` for a token
+        the fake did not issue, an expired, revoked or suspended installation's token, or
+        another scheme; 401 ``Requires authentication`` for an anonymous write), or
+        ``None`` to go on to the route. The installation-token, App, manifest, OAuth and
+        git paths check their own credentials. ``Authorization: Bearer TOKEN`` is taken
+        as ``token TOKEN`` is (GitHub takes both).
     """
     gh = fake()
     kind, credential = auth_kind(request.headers.get("Authorization"))
@@ -68,24 +75,41 @@ def gate() -> Response | None:
             or MANIFEST_PATH.search(request.path)
             or request.path.startswith("/login/oauth/")):
         return None  # checked by the route (the manifest flow and OAuth need no token)
-    if kind == "token":
+    if kind in ("token", "bearer"):
         installation, user = gh.token_holder(credential)
         if installation is not None and gh.is_suspended(installation):
-            return error(401, "Bad credentials")
+            return bad_credentials()
         if user is not None:
             g.login = user
         elif installation is not None:
             g.login = gh.bot_login
             g.installation = installation
-        elif not gh.accepts_token(credential):
-            return error(401, "Bad credentials")
         else:
-            g.login = gh.user_login
+            return bad_credentials()
     elif kind != "none":
-        return error(401, "Bad credentials")
+        return bad_credentials()
     elif request.method != "GET":
         return error(401, "Requires authentication")
+    acting = contextlib.ExitStack()
+    acting.enter_context(gh.acting_as(g.login))
+    g.acting = acting
     return None
+
+
+def stop_acting(_exc: BaseException | None) -> None:
+    """After the request: its writes no longer act as its token's login."""
+    acting = g.pop("acting", None)
+    if acting is not None:
+        acting.close()
+
+
+def bad_credentials() -> Response:
+    """GitHub's 401 for a token it does not know: ``{"message": "Bad credentials",
+    "documentation_url", "status": "401"}``, as api.github.com answers it (its error
+    bodies carry the status as a string; the OpenAPI description's ``basic-error``)."""
+    resp = jsonify({"message": "Bad credentials", "documentation_url": DOCS, "status": "401"})
+    resp.status_code = 401
+    return resp
 
 
 def conditional(resp: Response) -> Response:

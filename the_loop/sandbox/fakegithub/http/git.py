@@ -2,10 +2,12 @@
 repositories, at ``/{owner}/{name}.git/...`` on the web host only (:data:`web`): clone,
 fetch and push through ``git http-backend`` run as a CGI program.
 
-As on github.com, it needs HTTP Basic auth whose password is a token the fake issued (an
-installation token, or one of ``tokens=``); anything else gets 401 with
-``WWW-Authenticate: Basic realm="GitHub"``, so git asks its credential helper or
-``GIT_ASKPASS`` and retries.
+It needs HTTP Basic auth whose password is a token the fake issued: a live installation
+token (acting as the bot) or a person's token (acting as them: their push is theirs);
+anything else gets 401 with ``WWW-Authenticate: Basic realm="GitHub"``, as github.com
+answers for a private repository, so git asks its credential helper or ``GIT_ASKPASS``
+and retries. (github.com lets anyone read a public one; the fake asks for a token for
+every repository.)
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def git_smart_http(owner: str, repo_git: str, rest: str) -> Response:
 
 def git_login() -> str | None:
     """The login the request's HTTP Basic password (a token the fake issued) acts as:
-    the bot for an installation token, the person for one of ``tokens=``; else ``None``."""
+    the bot for a live installation token, the person for theirs; else ``None``."""
     gh = fake()
     kind, credential = auth_kind(request.headers.get("Authorization"))
     if kind != "basic":

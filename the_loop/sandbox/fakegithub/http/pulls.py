@@ -59,6 +59,7 @@ def pull_json(r: Repo, number: int, pr: dict[str, Any]) -> dict[str, Any]:
         "merged": False,
         "labels": issue_labels_json(r, number),
         "requested_reviewers": [user_json(u) for u in pr["requested"]],
+        "requested_teams": [team_json(r, slug) for slug in pr.get("requested_teams") or ()],
         "head": {
             "label": f"{head_owner}:{pr['head_ref']}",
             "ref": pr["head_ref"],
@@ -74,6 +75,21 @@ def pull_json(r: Repo, number: int, pr: dict[str, Any]) -> dict[str, Any]:
             "repo": rj,
         },
     }
+
+
+def team_json(r: Repo, slug: str) -> dict[str, Any]:
+    """GitHub's "team-simple" of team ``slug`` of ``r``'s owner (ids derived from the
+    slug: the fake keeps no teams beyond memberships)."""
+    org = r.full_name.split("/")[0]
+    team_id = int.from_bytes(slug.encode()[:6].ljust(6, b"\0"), "big") % 1_000_000 + 1
+    return {"id": team_id, "node_id": f"T_{team_id}", "name": slug, "slug": slug,
+            "description": None, "privacy": "closed", "notification_setting":
+            "notifications_enabled", "permission": "pull",
+            "url": f"{api_base()}/orgs/{org}/teams/{slug}",
+            "html_url": f"{web_base()}/orgs/{org}/teams/{slug}",
+            "members_url": f"{api_base()}/orgs/{org}/teams/{slug}/members{{/member}}",
+            "repositories_url": f"{api_base()}/orgs/{org}/teams/{slug}/repos",
+            "parent": None}
 
 
 def find_pull(owner: str, name: str, number: int) -> tuple[Repo | None, Any]:
@@ -189,19 +205,23 @@ def list_pull_files(owner: str, name: str, number: int) -> Response:
 
 @bp.post("/repos/<owner>/<name>/pulls/<int:number>/requested_reviewers")
 def request_reviewers(owner: str, name: str, number: int) -> Response:
-    """"Request reviewers for a pull request": 201 with the pull request; 422 for a
-    request from its author."""
+    """"Request reviewers for a pull request": ``reviewers`` (logins) and/or
+    ``team_reviewers`` (slugs); 201 with the pull request; 422 for a request from its
+    author."""
     gh = fake()
     body = json_body()
-    reviewers = body.get("reviewers") if isinstance(body, dict) else None
-    if not isinstance(reviewers, list) or not all(isinstance(x, str) for x in reviewers):
+    if not isinstance(body, dict):
+        return invalid_request()
+    reviewers, teams = body.get("reviewers", []), body.get("team_reviewers", [])
+    if not all(isinstance(v, list) and all(isinstance(x, str) for x in v)
+               for v in (reviewers, teams)) or not (reviewers or teams):
         return invalid_request()
     with gh.lock:
         r, pr = find_pull(owner, name, number)
         if r is None or pr is None:
             return not_found()
         try:
-            gh.request_reviewers(r.full_name, number, reviewers)
+            gh.request_reviewers(r.full_name, number, reviewers, teams)
         except IntegrationError:
             return error(422, "Review cannot be requested from pull request author.")
         resp = jsonify(pull_json(r, number, pr))

@@ -13,26 +13,34 @@ from the_loop.sandbox.fakegithub.http.common import api_base, b64_lines, fake, w
 from the_loop.sandbox.fakegithub.store import Repo
 
 __all__ = ["comment_json", "content_json", "issue_labels_json", "label_json", "listed_json",
-           "repo_json", "user_json"]
+           "minimal_repo_doc", "repo_json", "user_doc", "user_json"]
 
 
 def user_json(login: str, user_id: int | None = None) -> dict[str, Any]:
     """GitHub's "simple-user" (every required field of its OpenAPI schema): the
     account that has ``login`` now, or the one with ``user_id`` (a comment's author
     keeps their id when a new account takes the login)."""
-    api = f"{api_base()}/users/{login}"
-    web = web_base()
     account = fake().user(login)
+    return user_doc(login, int(account["id"]) if user_id is None else user_id,
+                    str(account["type"]), api_base(), web_base())
+
+
+def user_doc(login: str, user_id: int, kind: str, api_root: str,
+             web_root: str) -> dict[str, Any]:
+    """:func:`user_json` from its parts, outside a request (``kind``: ``User``,
+    ``Bot`` or ``Organization``; ``api_root``/``web_root``: the fake's API and web
+    roots)."""
+    api = f"{api_root}/users/{login}"
     return {
         "login": login,
-        "id": int(account["id"]) if user_id is None else user_id,
+        "id": user_id,
         "node_id": f"U_{login}",
-        "avatar_url": f"{web}/avatars/{login}",
+        "avatar_url": f"{web_root}/avatars/{login}",
         "gravatar_id": "",
-        "type": str(account["type"]),
+        "type": kind,
         "site_admin": False,
         "url": api,
-        "html_url": f"{web}/{login}",
+        "html_url": f"{web_root}/{login}",
         "followers_url": f"{api}/followers",
         "following_url": f"{api}/following{{/other_user}}",
         "gists_url": f"{api}/gists{{/gist_id}}",
@@ -42,6 +50,43 @@ def user_json(login: str, user_id: int | None = None) -> dict[str, Any]:
         "repos_url": f"{api}/repos",
         "events_url": f"{api}/events{{/privacy}}",
         "received_events_url": f"{api}/received_events",
+    }
+
+
+#: "minimal-repository"'s URL fields: name -> path under the repository's API URL.
+_REPO_URLS = {
+    "archive_url": "/{archive_format}{/ref}", "assignees_url": "/assignees{/user}",
+    "blobs_url": "/git/blobs{/sha}", "branches_url": "/branches{/branch}",
+    "collaborators_url": "/collaborators{/collaborator}",
+    "comments_url": "/comments{/number}", "commits_url": "/commits{/sha}",
+    "compare_url": "/compare/{base}...{head}", "contents_url": "/contents/{+path}",
+    "contributors_url": "/contributors", "deployments_url": "/deployments",
+    "downloads_url": "/downloads", "events_url": "/events", "forks_url": "/forks",
+    "git_commits_url": "/git/commits{/sha}", "git_refs_url": "/git/refs{/sha}",
+    "git_tags_url": "/git/tags{/sha}", "hooks_url": "/hooks",
+    "issue_comment_url": "/issues/comments{/number}",
+    "issue_events_url": "/issues/events{/number}", "issues_url": "/issues{/number}",
+    "keys_url": "/keys{/key_id}", "labels_url": "/labels{/name}",
+    "languages_url": "/languages", "merges_url": "/merges",
+    "milestones_url": "/milestones{/number}",
+    "notifications_url": "/notifications{?since,all,participating}",
+    "pulls_url": "/pulls{/number}", "releases_url": "/releases{/id}",
+    "stargazers_url": "/stargazers", "statuses_url": "/statuses/{sha}",
+    "subscribers_url": "/subscribers", "subscription_url": "/subscription",
+    "tags_url": "/tags", "teams_url": "/teams", "trees_url": "/git/trees{/sha}",
+}
+
+
+def minimal_repo_doc(r: Repo, owner: dict[str, Any], api_root: str,
+                     web_root: str) -> dict[str, Any]:
+    """GitHub's "minimal-repository" (every required field of its OpenAPI schema) of
+    ``r``, owned by ``owner`` (a :func:`user_doc`), outside a request."""
+    api = f"{api_root}/repos/{r.full_name}"
+    return {
+        "id": r.id, "node_id": f"R_{r.id}", "name": r.full_name.partition("/")[2],
+        "full_name": r.full_name, "owner": owner, "private": r.private,
+        "html_url": f"{web_root}/{r.full_name}", "description": None, "fork": False,
+        "url": api, **{k: api + v for k, v in _REPO_URLS.items()},
     }
 
 
