@@ -8,8 +8,15 @@ block, repair) -> ``/approve`` -> ``design`` (block, repair; its mermaid diagram
 ``lint-artifacts``) -> ``/approve`` -> ``tasks`` (block, repair: the plan, ``greet`` and
 ``shout``, and ``banner`` depending on both) -> ``implementation`` as a wave of the two
 task sessions, then the dependent one, each writing its module and its pytest test on a
-task branch merged into the work item's -> ``verify-tests`` waits for the ``tests``
-check.
+task branch merged into the work item's -> the sandbox's CI (``.the-loop/ci.yaml``) fails
+on greet's deliberate defect, ``verify-tests`` blocks, the node's repair turn fixes it,
+the CI passes -> the pull request is marked ready and the approver requested -> an
+approving pull request review -> the-loop merges it (the demo repository's
+``merge: {auto: true}``) -> the issue is closed (``Closes #1``), ``phase:done``, every
+branch but main deleted, main holding the tasks' code and tests.
+
+Also: with ``auto: false`` the work item waits at ``done`` until the person merges
+(``the-loop sandbox merge``); a pull request closed unmerged ends ``abandoned``.
 """
 
 from __future__ import annotations
@@ -34,8 +41,6 @@ TASKS = ("greet", "shout", "banner")
 #: Per step, for a busy 2-CPU machine running the suite with -n 4: each wait ends as
 #: soon as its event happens.
 STEP = 240
-WALK_PAST_IMPLEMENTATION = True
-MERGE = False
 
 
 def exit_chains(store: RedisStateStore, node: str) -> list[str]:
@@ -171,9 +176,9 @@ def walk_to_review(run: SandboxRun, store: RedisStateStore, branch: str) -> None
     assert [c["conclusion"] for c in runs[commits[0]]] == ["success"]  # the repair's
     assert failed[0]["output"]["title"] and failed[0]["output"]["summary"]
     # The pull request: ready for review, the approver asked.
-    shown = run.show("1")
+    shown = wait_for(lambda: (x := run.show("1")) and "phase:review" in x["labels"]
+                     and x, STEP, "phase:review on the issue")
     assert [(p["head"], p["state"]) for p in shown["pull_requests"]] == [(branch, "open")]
-    assert "phase:review" in shown["labels"]
     number = shown["pull_requests"][0]["number"]
     pull = run.api("GET", f"/repos/sandbox/demo/pulls/{number}", token=token).json()
     assert [u["login"] for u in pull["requested_reviewers"]] == [USER]
@@ -194,14 +199,16 @@ def review_and_merge(run: SandboxRun, store: RedisStateStore, branch: str, *,
         run.sandbox("merge", str(number), "--as", USER)
     wait_for(lambda: (s := store.load(REF)) and s.status == "done", STEP,
              "the pull request merged and the work item done")
-    merged = [e.data for e in store.events(REF) if e.type == "pull-request.merged"]
+    merged = wait_for(lambda: [e.data for e in store.events(REF)
+                               if e.type == "pull-request.merged"], STEP,
+                      "who merged it, in the event log")
     assert [(m["by_the_loop"], m["by"]) for m in merged] == [
-        (True, "the-loop[bot]") if auto else (False, USER)]
+        (True, None) if auto else (False, USER)]  # the-loop's own merge names no person
     wait_for(lambda: set(run.show("1")["branches"]) == {"main"}, STEP,
              "the work item's and the tasks' branches deleted")
-    shown = run.show("1")
+    shown = wait_for(lambda: (x := run.show("1")) and "phase:done" in x["labels"] and x,
+                     STEP, "phase:done on the issue")
     assert shown["state"] == "closed"  # Closes #1
-    assert "phase:done" in shown["labels"]
     assert [p["state"] for p in shown["pull_requests"]] == ["merged"]
     for task in TASKS:
         for rel, text in task_code(task, defective=False).items():
@@ -212,16 +219,14 @@ def review_and_merge(run: SandboxRun, store: RedisStateStore, branch: str, *,
         assert any(f"approved at gate `{gate}`" in b for b in bot), gate
 
 
-def test_the_shipped_graph_walks_a_work_item_from_the_label_to_verify_tests(
+def test_the_shipped_graph_walks_a_work_item_from_the_label_to_merged(
         redis_ns, tmp_path):
     store = RedisStateStore(redis_ns.client, redis_ns.prefix)
     with sandbox_run(redis_ns, tmp_path, user=USER) as run:
         try:
             branch = walk_to_implementation(run, store)
-            if WALK_PAST_IMPLEMENTATION:
-                walk_to_review(run, store, branch)
-                if MERGE:
-                    review_and_merge(run, store, branch, auto=True)
+            walk_to_review(run, store, branch)
+            review_and_merge(run, store, branch, auto=True)
             # The-loop's own label writes came back as deliveries and were ignored.
             assert not [e for e in store.events(REF) if e.type.startswith("labels.drift")]
         except AssertionError:
@@ -232,3 +237,64 @@ def test_the_shipped_graph_walks_a_work_item_from_the_label_to_verify_tests(
     assert run.proc.returncode in (0, 143), run.tail(3000)
     assert run.left == ([], []), f"left running: {run.left}"
 
+
+
+def set_merge(run: SandboxRun, text: str) -> None:
+    """The person commits ``.the-loop/harness-config.yaml`` (``text``) to main through the
+    contents API, with their own token."""
+    path = "/repos/sandbox/demo/contents/.the-loop/harness-config.yaml"
+    token = run.person_token()
+    found = run.api("GET", path, token=token, params={"ref": "main"})
+    put = run.api("PUT", path, token=token, json={
+        "message": "merge setting", "branch": "main",
+        "content": base64.b64encode(text.encode()).decode(),
+        **({"sha": found.json()["sha"]} if found.ok else {})})
+    assert put.status_code in (200, 201), put.text
+
+
+def test_without_auto_merge_the_work_item_waits_at_done_for_a_persons_merge(
+        redis_ns, tmp_path):
+    store = RedisStateStore(redis_ns.client, redis_ns.prefix)
+    with sandbox_run(redis_ns, tmp_path, user=USER) as run:
+        try:
+            set_merge(run, "version: 1\nmerge: {method: squash, auto: false}\n")
+            branch = walk_to_implementation(run, store)
+            walk_to_review(run, store, branch)
+            review_and_merge(run, store, branch, auto=False)
+        except AssertionError:
+            print(run.tail())
+            raise
+    assert run.left == ([], []), f"left running: {run.left}"
+
+
+def test_a_pull_request_closed_unmerged_ends_the_work_item_abandoned(redis_ns, tmp_path):
+    store = RedisStateStore(redis_ns.client, redis_ns.prefix)
+    with sandbox_run(redis_ns, tmp_path, user=USER) as run:
+        try:
+            run.sandbox("issue", "create", "Add a login page", "--label", "the-loop")
+            wait_for(lambda: at(store, "requirements-approval", "waiting"), STEP,
+                     "requirements at the gate, the draft pull request open")
+            shown = run.show("1")
+            [pull] = shown["pull_requests"]
+            closed = run.api("PATCH", f"/repos/sandbox/demo/pulls/{pull['number']}",
+                             token=run.person_token(), json={"state": "closed"})
+            assert closed.ok, closed.text
+            wait_for(lambda: (s := store.load(REF)) and s.status == "abandoned", STEP,
+                     "the work item abandoned")
+            assert store.load(REF).current_node == "requirements-approval"  # never done
+            shown = run.show("1")
+            assert "phase:done" not in shown["labels"]
+            assert pull["head"] in shown["branches"]  # the work is kept
+            status = next(c["body"] for c in shown["comments"]
+                          if c["user"] == "the-loop[bot]")
+            assert "**abandoned**" in status
+            # Nothing moves an abandoned work item: the gate's /approve is not taken.
+            run.sandbox("comment", "1", "/approve", "--as", USER)
+            wait_for(lambda: any(e.type == "delivery.received" and e.data["actor"] == USER
+                                 and e.data["event"] == "issue_comment"
+                                 for e in store.events(REF)), STEP, "the comment delivered")
+            assert store.load(REF).status == "abandoned"
+        except AssertionError:
+            print(run.tail())
+            raise
+    assert run.left == ([], []), f"left running: {run.left}"

@@ -26,3 +26,13 @@ def test_the_requests_are_listed_with_their_answers_and_paged(tmp_path):
         ("/repos/sandbox/demo", True)]
     assert later["next"] == 3
     assert client.get("/_sandbox/requests?since=x", headers=admin).status_code == 422
+
+
+def test_the_demo_repository_merges_its_work_items_by_itself(tmp_path):
+    from foundation.config.repository import HARNESS_CONFIG_PATH, load_harness_config
+
+    box = build(tmp_path, user="you", webhook_url=None, secret="s",
+                base_url="http://127.0.0.1:1")
+    text = box.github.get_file("sandbox/demo", HARNESS_CONFIG_PATH, ref="main")["text"]
+    merge = load_harness_config(text).merge
+    assert (merge.method, merge.auto) == ("squash", True)
