@@ -16,8 +16,9 @@ Figures:
   ``agent_seconds`` (the demo agent: no model, so this is process start and file writes).
 - **CI**: the ``tests`` check runs' ``completed_at - started_at`` on the work item's
   commits (the sandbox's CI running the repository's check on every push, beside
-  everything else); only those on a head ``verify-tests`` waited on are taken out of
-  the-loop's share (the others did not hold the work item up).
+  everything else); only those on a head ``verify-tests`` or ``merge-pull-request``
+  waited on are taken out of the-loop's share (the others did not hold the work item
+  up). The sandbox's check runs carry whole seconds, so each run is +-1 s.
 - **person**: from the moment the driver saw the item waiting for a person to the moment
   its command returned (the driver polls every 50 ms; the command is a process).
 - **the-loop's own**: wall - agent - CI - person: the receiver, the worker's walks and
@@ -64,8 +65,9 @@ import _common as c  # noqa: E402
 REF = "github:sandbox/demo#1"
 USER = "octo-dev"
 WRITES = ("POST", "PATCH", "PUT", "DELETE")
-#: verify-tests' wait reason: the check and the (short) head it waits on.
-WAITED_ON = re.compile(r"waiting for check \S+ on ([0-9a-f]{7,40})")
+#: A wait for CI in a parked reason (verify-tests', merge-pull-request's): the (short)
+#: head it waits on.
+WAITED_ON = re.compile(r"waiting for check \S+ (?:to pass )?on ([0-9a-f]{7,40})")
 #: GitHub's secondary limits on content-creating requests, per minute and per hour.
 SECONDARY_PER_MINUTE, SECONDARY_PER_HOUR = 80, 500
 #: GitHub's primary limit of an installation (non-Enterprise), requests an hour.
