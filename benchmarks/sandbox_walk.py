@@ -211,6 +211,7 @@ def measure(*, auto_merge: bool, quiet: float, timeout: float,
             keep: Path | None = None) -> dict[str, Any]:
     import redis
 
+    from foundation.config.repository import HARNESS_CONFIG_PATH
     from tests.conftest import TEST_REDIS_URL, RedisNamespace, _cleanup
     from tests.support.sandbox_run import sandbox_run
     from the_loop.graphs import load_graph
@@ -229,6 +230,10 @@ def measure(*, auto_merge: bool, quiet: float, timeout: float,
             extra = {"THE_LOOP_LOG_LEVEL": "INFO" if keep else "WARNING"}
             with sandbox_run(ns, Path(tmp), user=USER, extra_env=extra) as run:
                 store = RedisStateStore(client, ns.prefix)
+                if not auto_merge:  # the demo repository merges by itself unless told
+                    run.commit_as_person(HARNESS_CONFIG_PATH,
+                                         "version: 1\nmerge: {method: squash, auto: false}\n",
+                                         "merge setting: a person merges")
                 timeline = drive(run, store, load_graph(), quiet=quiet, timeout=timeout,
                                  merge_ok=not auto_merge)
                 log: list[dict[str, Any]] = []

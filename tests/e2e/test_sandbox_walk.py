@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from foundation.config.repository import HARNESS_CONFIG_PATH
 from graph.state import Past
 from tests.support.sandbox_run import SandboxRun, sandbox_run, wait_for
 from the_loop.sandbox.agent_work import task_code
@@ -239,25 +240,14 @@ def test_the_shipped_graph_walks_a_work_item_from_the_label_to_merged(
 
 
 
-def set_merge(run: SandboxRun, text: str) -> None:
-    """The person commits ``.the-loop/harness-config.yaml`` (``text``) to main through the
-    contents API, with their own token."""
-    path = "/repos/sandbox/demo/contents/.the-loop/harness-config.yaml"
-    token = run.person_token()
-    found = run.api("GET", path, token=token, params={"ref": "main"})
-    put = run.api("PUT", path, token=token, json={
-        "message": "merge setting", "branch": "main",
-        "content": base64.b64encode(text.encode()).decode(),
-        **({"sha": found.json()["sha"]} if found.ok else {})})
-    assert put.status_code in (200, 201), put.text
-
-
 def test_without_auto_merge_the_work_item_waits_at_done_for_a_persons_merge(
         redis_ns, tmp_path):
     store = RedisStateStore(redis_ns.client, redis_ns.prefix)
     with sandbox_run(redis_ns, tmp_path, user=USER) as run:
         try:
-            set_merge(run, "version: 1\nmerge: {method: squash, auto: false}\n")
+            run.commit_as_person(HARNESS_CONFIG_PATH,
+                                 "version: 1\nmerge: {method: squash, auto: false}\n",
+                                 "merge setting: a person merges")
             branch = walk_to_implementation(run, store)
             walk_to_review(run, store, branch)
             review_and_merge(run, store, branch, auto=False)

@@ -128,6 +128,20 @@ class SandboxRun:
         return requests.request(method, f"{self.url}{path}", headers=headers, timeout=30,
                                 **kwargs)
 
+    def commit_as_person(self, path: str, text: str, message: str) -> None:
+        """The person commits ``text`` as ``path`` to the demo repository's main branch
+        through the contents API, with their own token (AssertionError if refused)."""
+        import base64
+
+        url = f"/repos/sandbox/demo/contents/{path}"
+        token = self.person_token()
+        found = self.api("GET", url, token=token, params={"ref": "main"})
+        put = self.api("PUT", url, token=token, json={
+            "message": message, "branch": "main",
+            "content": base64.b64encode(text.encode()).decode(),
+            **({"sha": found.json()["sha"]} if found.ok else {})})
+        assert put.status_code in (200, 201), put.text
+
     def tail(self, chars: int = 8000) -> str:
         """The end of the script's output."""
         return self.log.read_text(errors="replace")[-chars:]
