@@ -234,10 +234,10 @@ def measure(*, auto_merge: bool, quiet: float, timeout: float,
                     run.commit_as_person(HARNESS_CONFIG_PATH,
                                          "version: 1\nmerge: {method: squash, auto: false}\n",
                                          "merge setting: a person merges")
+                since = run.admin("/requests")["next"]  # the work item's calls from here
                 timeline = drive(run, store, load_graph(), quiet=quiet, timeout=timeout,
                                  merge_ok=not auto_merge)
                 log: list[dict[str, Any]] = []
-                since = 0
                 while True:
                     page = run.admin(f"/requests?since={since}")
                     log += page["requests"]
