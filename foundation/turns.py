@@ -376,8 +376,7 @@ class TurnRecords:
                        installation=context.installation_id)
             pipe.set(self.keys.turn_ordered(order.id), "1", ex=SEVEN_DAYS)
             pipe.hdel(key, "host", "pid", "pgid", "started_at", "lease_until", "ended_at",
-                      "detail", "cancel", "warnings", "runner", "fresh_session",
-                      "lost_session")
+                      "detail", "cancel", "warnings", "runner")
             pipe.hset(key, mapping={
                 "id": order.id, "ref": order.ref, "node": order.node,
                 "number": order.number, "max_turns": order.max_turns, "status": status,

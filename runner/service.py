@@ -35,8 +35,10 @@ Sessions follow the work item (:mod:`foundation.turns`, "Affinity"): a runner is
 ``P:runner:alive:ID`` alive from its reaper thread, records itself as the holder of each
 work item it runs a turn of, and takes jobs with :class:`AffinityQueue`: the first waiting
 job whose holder is itself, nobody, or a dead runner. A turn whose session is not in this
-HOME (its holder died) is run as a fresh session seeded with the artifacts; the record's
-``fresh_session`` says so and ``lost_session`` names the session that was lost.
+HOME (its holder died) is run as a fresh session seeded with the artifacts; the turn
+record keeps ``fresh_session_at`` (the turn that started it) and ``lost_session`` (the
+session it replaced) for the work item's later turns, and its ``session_id`` is the new
+one.
 """
 
 from __future__ import annotations
@@ -263,7 +265,7 @@ class TurnRunner:
             log.warning("session of %s at %s cannot be resumed; starting a fresh one seeded "
                         "with the artifacts", ref, order.node)
             lost, session_id = session_id, str(uuid.uuid4())
-            self.records.update(ref, fresh_session=1, lost_session=resume or lost)
+            self.records.update(ref, fresh_session_at=order.id, lost_session=resume or lost)
             fresh = replace(order, seeded_with=(*order.seeded_with, *order.artifacts))
             outcome = self._harness(workspaces, fresh, context, checkout, session_id, None,
                                     attempt, beat)
