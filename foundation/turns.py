@@ -101,7 +101,8 @@ _PICK_SCRIPT = """
 -- moves to the intermediate list as RQ's own LMOVE does. Returns the job id or false.
 local queue, inter, refs = KEYS[1], KEYS[2], KEYS[3]
 local me, aff, alive = ARGV[1], ARGV[2], ARGV[3]
-for _, job in ipairs(redis.call('LRANGE', queue, 0, -1)) do
+local ids = redis.call('LRANGE', queue, 0, -1)
+for _, job in ipairs(ids) do
   local ref = redis.call('HGET', refs, job)
   local mine = true
   if ref then
@@ -115,6 +116,13 @@ for _, job in ipairs(redis.call('LRANGE', queue, 0, -1)) do
     redis.call('RPUSH', inter, job)
     if ref then redis.call('HDEL', refs, job) end
     return job
+  end
+end
+if redis.call('HLEN', refs) > #ids then  -- jobs gone from the queue otherwise: forget them
+  local waiting = {}
+  for _, job in ipairs(ids) do waiting[job] = true end
+  for _, job in ipairs(redis.call('HKEYS', refs)) do
+    if not waiting[job] then redis.call('HDEL', refs, job) end
   end
 end
 return false

@@ -150,3 +150,18 @@ def test_a_runner_is_named_by_its_host_and_home_unless_told():
     assert runner_id("pod-1", "/home/a") == runner_id("pod-1", "/home/a")
     assert runner_id("pod-1", "/home/a").startswith("pod-1-")
     assert runner_id("pod-1", "/home/a", "explicit") == "explicit"
+
+
+def test_the_refs_of_jobs_gone_from_the_queue_are_forgotten(records):
+    """Given a held turn whose job was deleted from the queue some other way
+    When a runner finds nothing it may take
+    Then the job's ref entry is dropped (the hash does not grow)."""
+    held = _repair("o/r", 1)
+    records.hold(held.ref, A)
+    records.alive(A, 30)
+    assert records.order(held, _ctx("o/r", 1))
+    assert _take_all_as(records, B) == []
+    assert records.redis.hlen(records.keys.job_refs) == 1  # still waiting: kept
+    records.redis.delete(records.queue.key)
+    assert _take_all_as(records, B) == []
+    assert not records.redis.exists(records.keys.job_refs)
