@@ -30,7 +30,7 @@ from tests.contract.test_local_run import VERSIONS
 from tests.e2e.test_agent_loop import REF, REPO, Loop, branch_of, build_stack, untrusted_enrol
 from tests.e2e.test_end_to_end import post, wait_until
 from tests.modelserver.server import ModelServer, Script
-from tests.support.processes import stop
+from tests.support.processes import group_alive, stop
 
 pytestmark = pytest.mark.e2e
 
@@ -140,7 +140,10 @@ def test_a_response_hung_past_the_turn_timeout_is_reported_and_the_next_turn_goe
         real_stack: tuple[Loop, ModelServer, str]) -> None:
     loop, server, adapter = real_stack
     post(loop.url, "issues", untrusted_enrol())
+    first = wait_until(lambda: (r := turn_record(loop)).get("pgid") and r.get("id", "")
+                       .endswith("/turn/1") and r, timeout=60, what="turn 1 started")
     wait_until(lambda: at_the_gate(loop), timeout=150, what="the gate after the timeout")
+    assert not group_alive(int(first["pgid"]))  # the hung CLI was killed, group and all
 
     turns = ended(loop)
     assert turns[0]["status"] == "timeout"
