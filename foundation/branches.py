@@ -35,3 +35,11 @@ def branch_name(number: int, title: str) -> str:
             break
         slug = candidate
     return f"{BRANCH_PREFIX}{number}-{slug or 'work-item'}"
+
+
+def task_branch(branch: str, task: str) -> str:
+    """The branch a task of the work item's plan works on when its tasks run side by side
+    (``maxParallel`` above 1): ``<work item branch>--<task id>``, made from the work
+    item's branch and merged back into it (:mod:`runner.workspace`); deleted once the
+    work item's pull request is merged."""
+    return f"{branch}--{task}"

@@ -407,6 +407,9 @@ class GitHubEvent:
             request (an issue comment's payload does not say).
         pull_number: ``pull_request.number``, or ``None``.
         tickets: Jira issue keys the issue's or pull request's title and body name.
+        merged: ``pull_request.merged`` (``pull_request.closed``: merged, or closed
+            without merging), or ``None`` when the payload carries no pull request.
+        merged_by: ``pull_request.merged_by.login``, or ``None``.
     """
 
     name: str
@@ -433,6 +436,8 @@ class GitHubEvent:
     draft: bool | None = None
     pull_number: int | None = None
     tickets: tuple[str, ...] = ()
+    merged: bool | None = None
+    merged_by: str | None = None
 
     @classmethod
     def parse(cls, event: str, payload: Mapping[str, Any],
@@ -494,6 +499,8 @@ class GitHubEvent:
             draft=pull.get("draft") if isinstance(pull.get("draft"), bool) else None,
             pull_number=_number(pull.get("number")),
             tickets=ticket_keys(_str(subject.get("title")), _str(subject.get("body"))),
+            merged=pull.get("merged") if isinstance(pull.get("merged"), bool) else None,
+            merged_by=_str(_get(pull.get("merged_by"), "login")),
         )
 
     @property

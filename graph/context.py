@@ -215,6 +215,9 @@ class HookConfig:
             signed review records (the comments on a pull request from a fork, where
             record-feedback posts them when it may not push), read when called; ``None``:
             there are none.
+        pull_number: the work item's pull request: its own number for a pull request, the
+            draft pull request its agent turns push to for an issue; ``None``: none yet
+            (what ``merge-pull-request`` merges).
     """
 
     harness: Mapping[str, Any] = field(default_factory=dict)
@@ -244,6 +247,7 @@ class HookConfig:
     can_push_head: bool = True
     records_elsewhere: Callable[[], Sequence[str]] | None = field(default=None, repr=False,
                                                                  compare=False)
+    pull_number: int | None = None
 
     @property
     def github(self) -> GitHub | None:

@@ -46,6 +46,7 @@ exception class in the packages is in this tree, and drawn here::
     │   │   └── LegacyConfigError                  config/loader.py
     │   ├── DeliveryCommandError (RuntimeError)    inbox/dead.py: an operator command refused
     │   ├── NamespaceTaken                         redis/namespaces.py: a key namespace taken
+    │   ├── NotReplicatedError (redis.RedisError)  inbox/enqueue.py: too few replicas had it
     │   └── ParserError (RuntimeError)             hooks/lint_artifacts.py: Mermaid parser failed
     ├── workers
     │   ├── NoProcessor (RuntimeError)             jobs.py: a job ran outside a worker

@@ -48,6 +48,9 @@ class Status(StrEnum):
     ESCALATED = "escalated"
     #: The work item reached a terminal node.
     DONE = "done"
+    #: Its pull request was closed without being merged: it ends here, never ``done``,
+    #: and no more turns are ordered (the reason is in the status comment).
+    ABANDONED = "abandoned"
 
 
 @dataclass(frozen=True)
@@ -310,6 +313,10 @@ class HookContext:
             with the node and hook it keys idempotent side effects.
         gate: at a gate (``actor: human``), the current visit's :class:`GateVisit`;
             ``None`` elsewhere and offline.
+        decisions: gate id -> its standing decision (``record-decision``'s record: who,
+            outcome, sources, ``head_sha`` the pull request head approved, artifacts...;
+            never text), the invalidated ones left out; what a later node acts on (the
+            merge: the head the review approved).
     """
 
     work_item: WorkItem
@@ -324,6 +331,7 @@ class HookContext:
     params: Mapping[str, Any] = field(default_factory=dict)
     visit: int = 1
     gate: GateVisit | None = None
+    decisions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 HookFn = Callable[[HookContext], HookResult]

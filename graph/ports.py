@@ -58,6 +58,7 @@ __all__ = [
     "Comments",
     "Committed",
     "Created",
+    "Deleted",
     "EffectFinder",
     "EnsuredLabel",
     "File",
@@ -78,6 +79,7 @@ __all__ = [
     "JiraTransition",
     "JobLog",
     "Labels",
+    "Merged",
     "NotFound",
     "Operation",
     "Permission",
@@ -171,8 +173,20 @@ class PullRequest(TypedDict):
     html_url: str
     head_repo: str | None  # OWNER/NAME holding head_ref (a fork's); None: a deleted fork
     maintainer_can_modify: bool  # the fork lets the base's maintainers push to head_ref
+    merged: bool  # GitHub's ``merged`` (a merged pull request's ``state`` is closed)
+    merged_by: str | None  # login of who merged it (``merged_by.login``), or None
     node_id: str  # its GraphQL global id (the mutations' pullRequestId)
     body: str  # its description ("" when it has none)
+
+
+class Merged(TypedDict):
+    sha: str | None  # the merge (or squash/rebase) commit on the base branch
+    merged: bool
+    message: str  # GitHub's words ("Pull Request successfully merged")
+
+
+class Deleted(TypedDict):
+    deleted: bool  # False: there was no such branch (GitHub's 422)
 
 
 class PullFiles(TypedDict):
@@ -451,6 +465,20 @@ class GitHubPulls(Protocol):
     @read
     def list_reviews(self, *, repo: str, number: int) -> Reviews:
         """``{"reviews": [{"id", "user", "state", "commit_id"}, ...]}``."""
+        ...
+
+    @write
+    def merge_pull_request(self, *, repo: str, number: int, sha: str,
+                           merge_method: str = "squash") -> Merged:
+        """Merge pull request ``number`` if its head is still ``sha`` (``merge_method``:
+        ``merge``, ``squash`` or ``rebase``); ``{"sha", "merged", "message"}``. A
+        refusal (409 head moved, 405 not mergeable, 403/422 protection) raises
+        :class:`IntegrationError` with GitHub's ``message`` as its ``reason``."""
+        ...
+
+    @write
+    def delete_branch(self, *, repo: str, branch: str) -> Deleted:
+        """Delete branch ``branch`` of ``repo``; ``{"deleted": False}`` when there is none."""
         ...
 
 

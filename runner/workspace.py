@@ -69,7 +69,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from foundation.branches import BRANCH_PREFIX, branch_name  # noqa: F401 (re-exported)
+from foundation.branches import (  # noqa: F401 (re-exported)
+    BRANCH_PREFIX,
+    branch_name,
+    task_branch,
+)
 from graph.errors import LoopError
 
 __all__ = [
@@ -280,7 +284,7 @@ class Workspaces:
             if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}", task):
                 raise WorkspaceError(f"workspace {repo}: bad task id {task!r}", repo=repo,
                                      branch=branch, step="prepare")
-            parent, branch = branch, f"{branch}--{task}"
+            parent, branch = branch, task_branch(branch, task)
             path = path.with_name(f"{path.name}--{task}")
         if not default_branch or default_branch.startswith("-") or ".." in default_branch:
             raise WorkspaceError(f"workspace {repo}: bad default branch {default_branch!r}",

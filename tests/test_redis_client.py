@@ -208,3 +208,33 @@ def test_no_production_module_builds_a_redis_client_but_the_owner():
                 if name in ("from_url", "Redis", "StrictRedis", "ConnectionPool"):
                     found.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}")
     assert found == []
+
+
+def test_a_sentinel_client_takes_the_primarys_credentials_db_and_tls_from_the_url() -> None:
+    """THE_LOOP_REDIS_SENTINELS: redis-py's Sentinel master_for, the primary's password,
+    database and TLS from REDIS_URL, the Sentinels' own password, the same timeouts and
+    keepalive on both (no I/O)."""
+    from redis.sentinel import SentinelConnectionPool, SentinelManagedSSLConnection
+
+    from foundation.redis import RECEIVER, connect
+    from foundation.settings import RedisSentinel
+
+    sentinel = RedisSentinel(hosts=(("s0", 26379), ("s1", 26380)), master="mymaster",
+                             password="sentinel-pw")
+    client = connect("rediss://:primary-pw@ignored:1/3?ssl_cert_reqs=none", RECEIVER,
+                     sentinel=sentinel)
+    pool = client.connection_pool
+    assert isinstance(pool, SentinelConnectionPool) and pool.service_name == "mymaster"
+    assert pool.connection_class is SentinelManagedSSLConnection
+    kwargs = pool.connection_kwargs
+    assert (kwargs["password"], kwargs["db"], kwargs["ssl_cert_reqs"]) == ("primary-pw", 3,
+                                                                          "none")
+    assert kwargs["socket_timeout"] == RECEIVER.socket_timeout and kwargs["socket_keepalive"]
+    sentinels = pool.sentinel_manager.sentinels
+    assert [(s.connection_pool.connection_kwargs["host"],
+             s.connection_pool.connection_kwargs["port"]) for s in sentinels] == \
+        [("s0", 26379), ("s1", 26380)]
+    first = sentinels[0].connection_pool
+    assert first.connection_kwargs["password"] == "sentinel-pw"
+    assert first.connection_kwargs["socket_timeout"] == RECEIVER.socket_timeout
+    assert issubclass(first.connection_class, redis.SSLConnection)

@@ -136,3 +136,44 @@ def test_the_worker_transports_name_their_variable_not_the_value():
         with pytest.raises(ProviderConfigError) as caught:
             build()
         assert name in str(caught.value) and TOKEN.lower() not in str(caught.value).lower()
+
+
+@pytest.mark.parametrize("env,form", [
+    ({"THE_LOOP_REDIS_SENTINELS": "s0:26379"}, "THE_LOOP_REDIS_SENTINEL_MASTER is not set"),
+    ({"THE_LOOP_REDIS_SENTINEL_MASTER": "mymaster"}, "THE_LOOP_REDIS_SENTINELS is not set"),
+    ({"THE_LOOP_REDIS_SENTINELS": f"s0:26379,{TOKEN}",
+      "THE_LOOP_REDIS_SENTINEL_MASTER": "m"}, "fix entry 2"),
+    ({"THE_LOOP_REDIS_SENTINELS": "s0:99999", "THE_LOOP_REDIS_SENTINEL_MASTER": "m"},
+     "HOST:PORT"),
+    ({"THE_LOOP_REDIS_SENTINELS": "s0:1", "THE_LOOP_REDIS_SENTINEL_MASTER": f"a {TOKEN}"},
+     "THE_LOOP_REDIS_SENTINEL_MASTER must be a name"),
+    ({"THE_LOOP_REDIS_SENTINELS": "s0:1", "THE_LOOP_REDIS_SENTINEL_MASTER": "m",
+      "REDIS_URL": "unix:///tmp/redis.sock"}, "REDIS_URL is a unix:// socket"),
+    ({"THE_LOOP_RECEIVER_REPLICAS": TOKEN}, "THE_LOOP_RECEIVER_REPLICAS must be a whole number"),
+    ({"THE_LOOP_RECEIVER_REPLICAS": "-1"}, ">= 0"),
+    ({"THE_LOOP_RECEIVER_REPLICAS_TIMEOUT_MS": "0"}, "milliseconds"),
+])
+def test_sentinel_and_replica_settings_are_refused_with_the_fix(env, form):
+    message = refusal(env, "receiver")
+    assert form in message
+    assert TOKEN not in message
+
+
+def test_sentinel_and_replica_settings_reach_every_process():
+    """Both variables or neither; the primary's credentials stay REDIS_URL's; the Sentinel
+    password never shows in repr."""
+    settings = Settings.from_env({
+        **BASE, "THE_LOOP_REDIS_SENTINELS": " s0:26379 , [::1]:26380",
+        "THE_LOOP_REDIS_SENTINEL_MASTER": "mymaster",
+        "THE_LOOP_REDIS_SENTINEL_PASSWORD": PASSWORD, "REDIS_URL": "rediss://:pw@x/2",
+        "THE_LOOP_RECEIVER_REPLICAS": "1", "THE_LOOP_RECEIVER_REPLICAS_TIMEOUT_MS": "250"},
+        process="receiver")
+    sentinel = settings.receiver.sentinel
+    assert sentinel is not None and sentinel == settings.worker.sentinel
+    assert sentinel.hosts == (("s0", 26379), ("::1", 26380))
+    assert (sentinel.master, sentinel.password) == ("mymaster", PASSWORD)
+    assert (settings.receiver.replicas, settings.receiver.replicas_timeout_ms) == (1, 250)
+    assert PASSWORD not in repr(settings)
+    plain = Settings.from_env(BASE, process="receiver")
+    assert (plain.worker.sentinel, plain.receiver.replicas,
+            plain.receiver.replicas_timeout_ms) == (None, 0, 500)

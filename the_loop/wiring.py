@@ -229,9 +229,10 @@ def build_providers(
 
 
 def redis_client(settings: Settings, profile: Profile = SERVICE) -> redis.Redis:
-    """A Redis client for ``REDIS_URL`` (:func:`foundation.redis.client.connect`: timeouts,
+    """A Redis client for ``REDIS_URL``, or for the primary the Sentinels of
+    ``THE_LOOP_REDIS_SENTINELS`` name (:func:`foundation.redis.client.connect`: timeouts,
     keepalive, health checks and retries of ``profile``)."""
-    return connect(settings.worker.redis_url, profile)
+    return connect(settings.worker.redis_url, profile, sentinel=settings.worker.sentinel)
 
 
 # ----------------------------------------------------------------------------- receiver

@@ -12,7 +12,10 @@ Checks run in this order (as Prow's hook server does), each failing fast:
 
 ``ping`` (sent when the webhook is created, "Webhook events and payloads" docs) answers
 200 and is not queued. Every other event is deduplicated by delivery id and queued:
-202 when new, 200 when a duplicate. Redis trouble answers 503 with ``Retry-After``.
+202 when new, 200 when a duplicate. Redis trouble answers 503 with ``Retry-After``; so
+does a delivery that fewer than ``THE_LOOP_RECEIVER_REPLICAS`` Redis replicas
+acknowledged in time (it is taken back first: :mod:`foundation.inbox.enqueue`), so that
+GitHub's redelivery is accepted as new.
 Every error is ``{"ok": false, "error": <our own text>}``; bad input never gives a 500.
 
 ``POST /webhook`` is served by a plain WSGI callable in front of Flask
@@ -42,11 +45,11 @@ from werkzeug.exceptions import ClientDisconnected, HTTPException, RequestEntity
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wsgi import get_content_length, get_input_stream
 
-from foundation.inbox.enqueue import DeliveryQueue
+from foundation.inbox.enqueue import DeliveryQueue, NotReplicatedError
 from foundation.observability.logs import bind as bind_log_context
 from foundation.observability.logs import clear as clear_log_context
 from foundation.redis import RECEIVER, connect
-from foundation.settings import ReceiverSettings
+from foundation.settings import ReceiverSettings, RedisSentinel
 from webhook.events import (
     DELIVERY_HEADER,
     EVENT_HEADER,
@@ -134,7 +137,7 @@ class ReceiverState:
     queue: DeliveryQueue
 
 
-def make_redis_client(url: str) -> redis_lib.Redis:
+def make_redis_client(url: str, sentinel: RedisSentinel | None = None) -> redis_lib.Redis:
     """A Redis client for the receiver (:func:`foundation.redis.client.connect` with its
     :data:`~foundation.redis.client.RECEIVER` profile: 1 s connect and 2 s socket timeouts,
     one retry, keepalive and health checks), so an unreachable Redis or a dead connection
@@ -142,11 +145,13 @@ def make_redis_client(url: str) -> redis_lib.Redis:
 
     Args:
         url: a ``redis://``, ``rediss://`` or ``unix://`` URL.
+        sentinel: the Sentinels that find the primary (``THE_LOOP_REDIS_SENTINELS``), or
+            ``None``.
 
     Returns:
         The client.
     """
-    return connect(url, RECEIVER)
+    return connect(url, RECEIVER, sentinel=sentinel)
 
 
 def _safe(value: object) -> str:
@@ -179,8 +184,10 @@ def create_app(
         The app, with a :class:`ReceiverState` in ``app.extensions["the_loop"]``.
     """
     if redis is None:
-        redis = make_redis_client(settings.redis_url)
-    queue = DeliveryQueue(redis, queue_name=settings.queue_name, prefix=settings.redis_prefix)
+        redis = make_redis_client(settings.redis_url, settings.sentinel)
+    queue = DeliveryQueue(redis, queue_name=settings.queue_name, prefix=settings.redis_prefix,
+                          replicas=settings.replicas,
+                          replicas_timeout_ms=settings.replicas_timeout_ms)
 
     app = Flask(__name__)
     # One byte over the limit: on a chunked body Werkzeug stops reading silently at this
@@ -270,6 +277,12 @@ def create_app(
 
         try:
             queued = enqueue(delivery)
+        except NotReplicatedError as exc:
+            unreplicated = QueueUnavailableError(
+                f"not yet on {exc.required} Redis replica(s) ({exc.acknowledged} "
+                f"acknowledged), retry later")
+            return reject(unreplicated, environ, delivery_id, event, delivery.action,
+                          outcome="unreplicated")
         except redis_errors as exc:
             # The exception text may quote the server; only its type goes in the reason.
             unavailable = QueueUnavailableError(

@@ -223,7 +223,8 @@ class RepoContext:
     def hook_config(self, github: GitHub, event: GitHubEvent, ref: WorkItemRef,
                     repo_config: RepoConfig, *, branch: str | None = None,
                     work: AgentWork | None = None,
-                    repository: str | None = None) -> HookConfig:
+                    repository: str | None = None,
+                    draft_pull: int | None = None) -> HookConfig:
         """The HookConfig for work item ``ref`` on ``event``.
 
         The pull request head comes from the event; an issue comment on a pull request,
@@ -238,6 +239,10 @@ class RepoContext:
                 read at its tip when the event names no pull request head.
             work: where agent turns are ordered (``HookConfig.work``), or ``None``.
             repository: the work item repository's current name (default: the event's).
+            draft_pull: the draft pull request an issue work item's turns push to, or
+                ``None``: its head is what an approval of the issue binds (read once for
+                an issue or comment delivery, which carries none), and the pull request
+                ``HookConfig.pull_number`` names.
 
         Raises:
             IntegrationError: GitHub failed (other than "not found").
@@ -268,6 +273,14 @@ class RepoContext:
                 head_repo = pull.get("head_repo")
                 editable = bool(pull.get("maintainer_can_modify"))
                 draft = bool(pull.get("draft"))
+        if not head and draft_pull is not None and event.kind == "issue":
+            try:  # an issue's draft pull request: its head is what the issue's gates see
+                drafted = github.get_pull_request(repo=repo, number=draft_pull)
+            except NotFound:
+                drafted = None
+            if drafted is not None and drafted.get("state") == "open":
+                head, head_ref = str(drafted["head_sha"]), str(drafted["head_ref"])
+                head_repo = drafted.get("head_repo") or repo
         if (head is None and not is_pr and branch and github is not None
                 and (event.ci is not None or event.name == MONITOR_EVENT)):
             # A CI result (or a timed wait) about an issue's draft pull request: the
@@ -305,6 +318,8 @@ class RepoContext:
             classifier=self.classifier,
             work=work,
             draft=draft,
+            pull_number=draft_pull if draft_pull is not None else (
+                ref.number if is_pr else None),
             mcp=self.mcp,
             page_url=page_url(self.settings.public_url, ref.format()),
             own=self.accounts.own(github),

@@ -19,6 +19,7 @@ LABELS = "labels"  # a label removed: phase-label drift is noticed, never fought
 WITHDRAW = "withdraw"  # a comment deleted or a review dismissed: what it said is withdrawn
 TURN = "turn"  # the runner's report that an agent turn ended: the node's exit chain runs
 INSTALLATION = "installation"  # the App's access changed: tokens, suspended, deleted
+CLOSED = "closed"  # the pull request closed: merged completes the work item, else abandoned
 IGNORE = "ignore"
 
 # (event, action) -> route; action None matches every action of the event.
@@ -39,6 +40,7 @@ ROUTES: dict[tuple[str, str | None], str] = {
     ("pull_request", "synchronize"): DRIVE,
     ("pull_request", "ready_for_review"): DRIVE,
     ("pull_request", "converted_to_draft"): DRIVE,
+    ("pull_request", "closed"): CLOSED,
     ("pull_request_review", "submitted"): DRIVE,
     ("pull_request_review", "edited"): DRIVE,
     ("pull_request_review", "dismissed"): WITHDRAW,

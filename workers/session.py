@@ -144,9 +144,11 @@ class WorkItemSession:
                 self.github = agent.github_for(event.installation_id)  # raises, naming why
             work, branch = turn_work(agent, event, ref, self.repository,
                                      self.stored.kind if self.stored is not None else None)
-            self._config = agent.repos.hook_config(self.github, event, ref, self.repo_config,
-                                                   branch=branch, work=work,
-                                                   repository=self.repository)
+            pull = (agent.turns.workspace(ref.format()).get("pull")
+                    if agent.turns is not None else None)
+            self._config = agent.repos.hook_config(
+                self.github, event, ref, self.repo_config, branch=branch, work=work,
+                repository=self.repository, draft_pull=int(pull) if pull else None)
         return self._config
 
     def state(self) -> WorkItemState | None:

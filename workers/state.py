@@ -287,8 +287,8 @@ class RedisStateStore:
         retention = ""
         if self.retention is not None:
             # A done item's log expires counted from its first save done, not the last.
-            retention = (str(max(1, int(self.retention))) if state.status == Status.DONE
-                         else "persist")
+            retention = (str(max(1, int(self.retention)))
+                         if state.status in (Status.DONE, Status.ABANDONED) else "persist")
         outbox: list[str] = []
         if state.effects_reset:
             outbox = ["1", *itertools.chain.from_iterable(

@@ -79,6 +79,19 @@ class LoopWorker(BoundedDequeue, SimpleWorker):
         self.processor.stopping.set()
         super().request_stop(signum, frame)
 
+    def register_death(self) -> None:
+        """RQ's last write as it stops (its registration dropped, its death stamped). A
+        worker stopping because Redis failed under it (a failover) may get a protocol
+        error instead of a connection error from that pipeline (redis-py's "Wrong number
+        of response items"): logged, not raised, so that :func:`work_with_reconnect` starts
+        a fresh worker rather than the process exiting; the dead worker's keys expire and
+        the reaper takes back what it held."""
+        try:
+            super().register_death()
+        except redis.RedisError as exc:
+            log.warning("worker %s: its death not recorded in Redis (%s); its keys expire",
+                        self.name, type(exc).__name__)
+
     def execute_job(self, job: Any, queue: Queue) -> None:
         # A wake-up covers many deliveries: each binds its own. Another job, its id.
         bind_log_context(None if worker_metrics.is_dispatch(job) else job.id)

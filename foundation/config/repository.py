@@ -204,6 +204,18 @@ class Gates:
 
 
 @dataclass(frozen=True)
+class Merge:
+    """``merge``: how the work item's pull request is merged at the ``done`` node
+    (``merge-pull-request``): ``method`` is GitHub's ``merge_method`` (``squash``,
+    ``merge`` or ``rebase``; "Merge a pull request"); with ``auto`` the-loop merges it
+    once the review gate passed and the required checks are green, at the head commit
+    the review approved; without it the work item waits at ``done`` for a person."""
+
+    method: str = "squash"
+    auto: bool = False
+
+
+@dataclass(frozen=True)
 class HarnessConfig:
     """``.the-loop/harness-config.yaml``, one repository's configuration (*what*)."""
 
@@ -216,6 +228,7 @@ class HarnessConfig:
     autonomy: Autonomy = field(default_factory=Autonomy)
     risk: Risk = field(default_factory=Risk)
     gates: Gates = field(default_factory=Gates)
+    merge: Merge = field(default_factory=Merge)
 
     def spec_dir(self, number: int) -> str:
         """The work item's spec directory, e.g. ``specs/42``."""

@@ -11,6 +11,7 @@ from foundation.hooks import (  # noqa: F401  (imported for registration)
     log_entry,
     mark_ready,
     mcp_call,
+    merge_pull_request,
     notify,
     publish_check,
     record_decision,

@@ -24,6 +24,8 @@ CHECK_STATES: dict[Status, tuple[str, str | None]] = {
     Status.ESCALATED: ("completed", "action_required"),
     Status.BLOCKED: ("completed", "failure"),
     Status.DONE: ("completed", "success"),
+    # The pull request was closed unmerged: the-loop stopped working on it.
+    Status.ABANDONED: ("completed", "cancelled"),
 }
 
 
@@ -32,6 +34,11 @@ def publish_check(ctx: HookContext, status: Status, summary: str = "") -> int | 
     head (``ctx.config.head_sha``) to say ``status`` at ``ctx.node``'s phase; its
     "Details" link is the work item's dashboard page (``ctx.config.page_url``) when
     ``THE_LOOP_PUBLIC_URL`` is set.
+
+    At the terminal node (``actor: system``, no exit chain) a work item that waits
+    (for a person's merge, or a merge GitHub refused) concludes ``success``: every gate
+    passed, so a branch protection requiring the ``the-loop`` check lets the merge
+    through.
 
     Returns:
         the check run's id, or ``None`` where there is no pull request head or no GitHub
@@ -45,6 +52,8 @@ def publish_check(ctx: HookContext, status: Status, summary: str = "") -> int | 
     if github is None or item.repository is None or not sha:
         return None
     state, conclusion = CHECK_STATES.get(Status(status), ("in_progress", None))
+    if status == Status.WAITING and not ctx.node.exit and ctx.node.actor == "system":
+        state, conclusion = "completed", "success"  # every gate passed: ready to merge
     run = github.create_check_run(
         repo=item.repository, head_sha=sha, name=CHECK_NAME, status=state,
         conclusion=conclusion, title=f"phase {phase}: {status}",

@@ -9,6 +9,7 @@ from typing import Any
 from foundation.hooks.jira_ticket import jira_decision
 from foundation.hooks.review import blob_sha, fingerprint
 from graph import signing
+from graph.context import HEAD_MOVED
 from graph.markers import effect_id, marker
 from graph.model import HookContext, HookResult, Message
 from graph.registry import hook
@@ -25,16 +26,19 @@ def record_decision(ctx: HookContext) -> HookResult:
     """Find the classification earlier in the chain (a result whose data carries
     ``outcome`` and ``actor``) and pass with ``data["decision"]`` = ``{node, visit,
     outcome, actor, reviewer_id, approvers, source, source_key, sources, created_at,
-    updated_at, delivery, body_sha256, comment_id, head_sha, artifacts, at, record,
-    signature}``; the runtime records it as the gate's decision. ``reviewer_id`` is the GitHub user
-    id of ``actor``'s account (``None`` where there is none: a local run). ``sources``
-    are the comments and reviews that decided (none decides again); ``artifacts`` binds
-    the decision to what was reviewed: path -> ``{blob_sha, digest}`` (git's blob SHA of
-    the artifact at the pull request head, and its review fingerprint,
-    :func:`~foundation.hooks.review.fingerprint`), read through ``ctx.config.files`` for
-    every artifact the gate reviews (``ctx.artifacts``). On GitHub it also states the
-    decision and who made it in a marked comment on the work item (through the
-    runtime's outbox: posted once per gate visit).
+    updated_at, delivery, body_sha256, comment_id, head_sha, recorded_head_sha, artifacts,
+    at, record, signature}``; the runtime records it as the gate's decision.
+    ``recorded_head_sha`` is the commit record-feedback made on top of ``head_sha`` (the
+    decision's review record in the artifact; ``None`` when it committed nothing): the
+    head to merge, which holds nothing the approval did not see but the-loop's record.
+    ``reviewer_id`` is the GitHub user id of ``actor``'s account (``None`` where there is
+    none: a local run). ``sources`` are the comments and reviews that decided (none decides
+    again); ``artifacts`` binds the decision to what was reviewed: path -> ``{blob_sha,
+    digest}`` (git's blob SHA of the artifact at the pull request head, and its review
+    fingerprint, :func:`~foundation.hooks.review.fingerprint`), read through
+    ``ctx.config.files`` for every artifact the gate reviews (``ctx.artifacts``). On GitHub
+    it also states the decision and who made it in a marked comment on the work item
+    (through the runtime's outbox: posted once per gate visit).
     ``record`` and ``signature`` are the decision's signed record (:mod:`graph.signing`:
     work item, gate, visit, outcome, reviewer id and login, source, the head and artifact
     SHAs approved, time), ``None`` when the service holds no signing key.
@@ -61,6 +65,8 @@ def record_decision(ctx: HookContext) -> HookResult:
                 "body_sha256": data.get("body_sha256"),
                 "comment_id": data.get("comment_id"),
                 "head_sha": data.get("head_sha") or ctx.config.head_sha,
+                "recorded_head_sha": next((str(r.data[HEAD_MOVED]) for r in ctx.results
+                                           if r.data.get(HEAD_MOVED)), None),
                 "artifacts": _reviewed(ctx),
                 "at": time.time(),
             }

@@ -18,6 +18,20 @@ EVALSHA) checks the "seen" marker and, only if the delivery is new:
 3. finally sets the "seen" marker. A delivery is never marked seen unless it was queued,
    and a duplicate writes nothing.
 
+With ``replicas`` (``THE_LOOP_RECEIVER_REPLICAS``) the script is followed by Redis's
+``WAIT replicas timeout`` on the same connection (:meth:`foundation.redis.client.
+HeldConnections.run_script_and_wait`): the delivery counts as queued only once that many
+replicas hold it, so a failover to one of them cannot lose it. Fewer by the timeout:
+``unqueue.lua`` takes the delivery back (inbox entry, record and "seen" marker; an inbox
+it leaves empty goes back to how it was: off the ready list and the index, ``P:wake``
+cleared if this delivery set it), unless a worker already took it, and
+:class:`NotReplicatedError` is raised (the receiver answers
+503: GitHub's redelivery, or the reconciler's, is then accepted as new). Should the
+primary die between the script and the ``WAIT``'s answer, the error is a connection
+error and nothing can be taken back: the record is then whole or absent on the promoted
+replica (replication applies the script's writes together), so its redelivery is either
+a duplicate of a delivery that will be processed, or new.
+
 When the script set ``P:wake``, the wake-up job is queued through RQ's own
 ``Queue.enqueue_job`` (a second round trip, only on those activations). Should that one
 fail, the delivery is queued all the same: the flag expires and the reaper wakes a worker.
@@ -42,12 +56,30 @@ from foundation.inbox.record import Delivery, DeliveryRecord
 from foundation.inbox.scripts import Scripts
 from foundation.inbox.wake import DISPATCH_FUNC, FAILURE_TTL, JOB_TIMEOUT, WAKE_TTL_MS, WakeUps
 from foundation.redis import HeldConnections
+from graph.errors import LoopError
 
-__all__ = ["SEVEN_DAYS", "DeliveryQueue"]
+__all__ = ["SEVEN_DAYS", "DeliveryQueue", "NotReplicatedError"]
 
 log = logging.getLogger("foundation.inbox")
 
 SEVEN_DAYS = 7 * 24 * 3600
+
+
+class NotReplicatedError(LoopError, redis.RedisError):
+    """Fewer replicas than required acknowledged a delivery's write in time.
+
+    Attributes:
+        acknowledged: how many did (``WAIT``'s answer).
+        required: how many were required.
+        taken_back: whether the delivery was taken back (else a worker already had it:
+            it stays queued and a redelivery is a duplicate).
+    """
+
+    def __init__(self, acknowledged: int, required: int, taken_back: bool) -> None:
+        super().__init__(f"{acknowledged} of {required} replicas acknowledged the delivery")
+        self.acknowledged = acknowledged
+        self.required = required
+        self.taken_back = taken_back
 
 
 class DeliveryQueue:
@@ -64,9 +96,14 @@ class DeliveryQueue:
         job_timeout: RQ job timeout of a wake-up job, seconds (default 300).
         failure_ttl: seconds a failed job stays in RQ's failed registry (default 7 days).
         wake_ttl_ms: expiry of the "wake-up job pending" flag, milliseconds.
+        replicas: replicas that must acknowledge a delivery's write before it counts as
+            queued (``THE_LOOP_RECEIVER_REPLICAS``; 0: none, no ``WAIT``).
+        replicas_timeout_ms: how long to wait for them, milliseconds
+            (``THE_LOOP_RECEIVER_REPLICAS_TIMEOUT_MS``).
 
     Raises:
-        ValueError: ``seen_ttl`` or ``wake_ttl_ms`` is not positive.
+        ValueError: ``seen_ttl``, ``wake_ttl_ms`` or ``replicas_timeout_ms`` is not
+            positive, or ``replicas`` is negative.
     """
 
     def __init__(
@@ -80,7 +117,11 @@ class DeliveryQueue:
         job_timeout: int = JOB_TIMEOUT,
         failure_ttl: int = FAILURE_TTL,
         wake_ttl_ms: int = WAKE_TTL_MS,
+        replicas: int = 0,
+        replicas_timeout_ms: int = 500,
     ) -> None:
+        if replicas < 0 or replicas_timeout_ms <= 0:
+            raise ValueError("replicas must be >= 0 and replicas_timeout_ms positive")
         if seen_ttl <= 0:
             raise ValueError("seen_ttl must be a positive number of seconds")
         if wake_ttl_ms <= 0:
@@ -91,10 +132,14 @@ class DeliveryQueue:
         self.prefix = prefix
         self.seen_ttl = int(seen_ttl)
         self.wake_ttl_ms = int(wake_ttl_ms)
+        self.replicas = int(replicas)
+        self.replicas_timeout_ms = int(replicas_timeout_ms)
         self.wakeups = WakeUps(connection, queue_name, func=job_func, timeout=job_timeout,
                                failure_ttl=failure_ttl)
         self.queue_key: str = self.wakeups.queue.key
-        self._script = Scripts(connection).enqueue
+        scripts = Scripts(connection)
+        self._script = scripts.enqueue
+        self._unqueue = scripts.unqueue
         # The receiver's one command per delivery: on held connections, past the pool's
         # per-command checks (foundation.redis.client.HeldConnections).
         self._held = HeldConnections(connection)
@@ -111,8 +156,12 @@ class DeliveryQueue:
             redelivery or a retry), in which case nothing was written.
 
         Raises:
+            NotReplicatedError: fewer than ``replicas`` replicas acknowledged the write
+                within ``replicas_timeout_ms`` (see the module docstring).
             redis.RedisError: Redis unreachable, timed out, or refused the script; then
-                nothing was written and the delivery is not marked seen.
+                nothing was written and the delivery is not marked seen (with
+                ``replicas``, unless the connection broke after the script ran: see the
+                module docstring).
         """
         return self.put(DeliveryRecord.of(
             delivery, time.time() if received_at is None else received_at))
@@ -137,18 +186,33 @@ class DeliveryQueue:
         delivery_id = record.delivery_id
         keys = self.keys
         wake_id = f"{delivery_id}-wake"
-        result = self._held.run_script(
+        seen, record_key, inbox = (keys.seen(delivery_id), keys.delivery(delivery_id),
+                                   keys.inbox(record.work_item))
+        result, acknowledged = self._held.run_script_and_wait(
             self._script,
-            (keys.seen(delivery_id), keys.delivery(delivery_id), keys.inbox(record.work_item),
-             keys.ready, keys.inboxes, keys.wake),
+            (seen, record_key, inbox, keys.ready, keys.inboxes, keys.wake),
             (delivery_id, record.work_item or SHARED_INBOX, self.seen_ttl,
-             self.wake_ttl_ms, wake_id, *record.to_redis()))
+             self.wake_ttl_ms, wake_id, *record.to_redis()),
+            replicas=self.replicas, timeout_ms=self.replicas_timeout_ms,
+            wrote=bool)
+        if acknowledged is not None and acknowledged < self.replicas:
+            ref = record.work_item or SHARED_INBOX
+            undone = self._held.run_script(
+                self._unqueue, (seen, record_key, inbox, keys.ready, keys.inboxes, keys.wake),
+                (delivery_id, ref, wake_id))
+            if undone != 1 and result == 2:
+                self._wake(delivery_id, wake_id)  # for it (a worker has it) or those behind
+            raise NotReplicatedError(acknowledged, self.replicas, undone != 0)
         if result == 2:
-            try:
-                self.wakeups.enqueue(wake_id)
-            except redis.RedisError as exc:
-                # Queued and safe; P:wake expires and the reaper wakes a worker.
-                log.warning("delivery=%s queued, its wake-up job not (%s); the reaper "
-                            "wakes a worker within %d s", delivery_id, type(exc).__name__,
-                            self.wake_ttl_ms // 1000)
+            self._wake(delivery_id, wake_id)
         return result != 0
+
+    def _wake(self, delivery_id: str, wake_id: str) -> None:
+        """Queue the wake-up job ``wake_id`` the enqueue script asked for (``P:wake``)."""
+        try:
+            self.wakeups.enqueue(wake_id)
+        except redis.RedisError as exc:
+            # Queued and safe; P:wake expires and the reaper wakes a worker.
+            log.warning("delivery=%s queued, its wake-up job not (%s); the reaper "
+                        "wakes a worker within %d s", delivery_id, type(exc).__name__,
+                        self.wake_ttl_ms // 1000)

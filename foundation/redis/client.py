@@ -23,6 +23,17 @@ same retry policy, without the pool's per-command work (its lock, the readiness 
 every checked-out connection, the observability hooks), which under gevent cost about as
 much CPU as the command itself.
 
+With Redis Sentinel (``THE_LOOP_REDIS_SENTINELS``, :class:`foundation.settings.queues.
+RedisSentinel`) the client is redis-py's ``Sentinel(...).master_for(...)``: its pool
+(``SentinelConnectionPool``) asks the Sentinels for the primary's address each time it
+opens a connection, so after a failover the next connection (every retry opens one) goes
+to the promoted replica, and a connection still on a demoted primary is dropped on its
+first ``READONLY`` error; no restart is needed. The primary's password, database and TLS
+come from ``REDIS_URL``; the same timeouts, keepalive and retry policy apply to the
+Sentinels. Lua scripts survive the switch: the stores' registered scripts
+(:mod:`foundation.redis.scripts`) and :meth:`HeldConnections.run_script` send ``EVALSHA``
+and load the script again on ``NOSCRIPT`` (the new primary may never have seen it).
+
 A client that sends blocking commands (RQ's worker waits for jobs with ``BLMOVE``/
 ``BLPOP`` for up to its dequeue timeout) needs a socket timeout longer than the block, or
 every idle wait would end in a timeout: :func:`blocking` makes that client's twin, and
@@ -43,8 +54,12 @@ from typing import Any
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.commands.core import Script
+from redis.connection import parse_url
 from redis.exceptions import NoScriptError
 from redis.retry import Retry
+from redis.sentinel import Sentinel, SentinelConnectionPool
+
+from foundation.settings.queues import RedisSentinel
 
 __all__ = ["CLI", "DEQUEUE_TIMEOUT", "HEALTH_CHECK_INTERVAL", "KEEPALIVE", "RECEIVER",
            "SERVICE", "BoundedDequeue", "HeldConnections", "Profile", "blocking", "connect"]
@@ -119,18 +134,24 @@ def _retry(profile: Profile) -> Retry:
                  supported_errors=(redis.ConnectionError, redis.TimeoutError, socket.timeout))
 
 
-def connect(url: str, profile: Profile = SERVICE, *, block: float = 0.0) -> redis.Redis:
+def connect(url: str, profile: Profile = SERVICE, *, block: float = 0.0,
+            sentinel: RedisSentinel | None = None) -> redis.Redis:
     """A Redis client for ``url`` with the timeouts, keepalive, health checks and retry
     policy of ``profile`` (see the module docstring). No I/O happens here.
 
     Args:
-        url: a ``redis://``, ``rediss://`` or ``unix://`` URL (``REDIS_URL``).
+        url: a ``redis://``, ``rediss://`` or ``unix://`` URL (``REDIS_URL``); with
+            ``sentinel``, only its password, username, database, TLS and query options
+            are used (its host and port are ignored).
         profile: :data:`RECEIVER`, :data:`SERVICE` or :data:`CLI`.
         block: seconds the longest blocking command sent on this client may block; the
             socket timeout is ``profile.socket_timeout + block``.
+        sentinel: the Sentinels to ask for the primary (``THE_LOOP_REDIS_SENTINELS``),
+            or ``None``: ``url``'s host is the primary.
 
     Returns:
-        The client (its own connection pool).
+        The client (its own connection pool; a ``SentinelConnectionPool`` with
+        ``sentinel``).
     """
     options: dict[str, Any] = {
         "socket_connect_timeout": profile.connect_timeout,
@@ -141,7 +162,31 @@ def connect(url: str, profile: Profile = SERVICE, *, block: float = 0.0) -> redi
     if not url.startswith("unix:"):  # keepalive is TCP's
         options["socket_keepalive"] = True
         options["socket_keepalive_options"] = KEEPALIVE
-    return redis.Redis.from_url(url, **options)
+    if sentinel is None:
+        return redis.Redis.from_url(url, **options)
+    return _master_for(url, options, sentinel)
+
+
+def _master_for(url: str, options: dict[str, Any], sentinel: RedisSentinel) -> redis.Redis:
+    """redis-py's ``Sentinel(hosts).master_for(name)`` with ``options`` on the primary's
+    connections and the Sentinels' own, the primary's credentials, database and TLS
+    from ``url`` (``parse_url``, as ``from_url`` reads them)."""
+    primary = {k: v for k, v in parse_url(url).items() if k not in ("host", "port", "path")}
+    tls = primary.pop("connection_class", None) is redis.SSLConnection
+    tls_options = {k: v for k, v in primary.items() if k.startswith("ssl_")}
+    sentinel_options = {k: v for k, v in options.items()
+                        if k.startswith("socket_") or k == "retry"}
+    sentinel_options.update(tls_options)
+    if tls:
+        sentinel_options["ssl"] = True
+    if sentinel.username:
+        sentinel_options["username"] = sentinel.username
+    if sentinel.password:
+        sentinel_options["password"] = sentinel.password
+    manager = Sentinel(list(sentinel.hosts), sentinel_kwargs=sentinel_options)
+    return manager.master_for(sentinel.master, redis_class=redis.Redis,
+                              connection_pool_class=SentinelConnectionPool,
+                              ssl=tls, **{**options, **primary})
 
 
 def blocking(client: redis.Redis, block: float) -> redis.Redis:
@@ -160,6 +205,14 @@ def blocking(client: redis.Redis, block: float) -> redis.Redis:
     pool = client.connection_pool
     kwargs = dict(pool.connection_kwargs)
     kwargs["socket_timeout"] = (kwargs.get("socket_timeout") or SERVICE.socket_timeout) + block
+    if isinstance(pool, SentinelConnectionPool):
+        # Its own Sentinel-managed pool (the primary found the same way), not a plain pool
+        # of Sentinel-managed connections: that one would not drop connections left on a
+        # demoted primary.
+        kwargs.pop("connection_pool", None)
+        return redis.Redis(connection_pool=SentinelConnectionPool(
+            pool.service_name, pool.sentinel_manager, connection_class=pool.connection_class,
+            **kwargs))
     return redis.Redis(connection_pool=redis.ConnectionPool(
         connection_class=pool.connection_class, **kwargs))
 
@@ -216,13 +269,8 @@ class HeldConnections:
                 the connection is dropped.
         """
         connection = self._take()
-
-        def attempt() -> Any:
-            connection.send_command(*args)
-            return connection.read_response()
-
         try:
-            reply = self._retry.call_with_retry(attempt, lambda _error: connection.disconnect())
+            reply = self._send(connection, args)
         except redis.ResponseError:
             self._idle.append(connection)
             raise
@@ -234,7 +282,8 @@ class HeldConnections:
 
     def run_script(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """``EVALSHA`` of a registered script (redis-py's :class:`~redis.commands.core.Script`),
-        loading it once if the server does not know it (a restart, ``SCRIPT FLUSH``).
+        loading it once if the server does not know it (a restart, ``SCRIPT FLUSH``, a
+        failover to a replica that never loaded it).
 
         Args:
             script: the script (``client.register_script(text)``).
@@ -246,11 +295,72 @@ class HeldConnections:
         Raises:
             redis.RedisError: as :meth:`execute`.
         """
+        return self.run_script_and_wait(script, keys, args)[0]
+
+    def run_script_and_wait(self, script: Script, keys: Sequence[Any], args: Sequence[Any],
+                            *, replicas: int = 0, timeout_ms: int = 0,
+                            wrote: Any = None) -> tuple[Any, int | None]:
+        """:meth:`run_script`, then, unless the reply is ``wrote``'s opposite, Redis's
+        ``WAIT replicas timeout_ms`` on the SAME connection: how many replicas hold every
+        write this connection made, the script's included ("WAIT", Redis docs: it counts
+        the replicas that acknowledged the connection's writes so far).
+
+        The ``WAIT`` is never retried: on another connection (a reconnection after the
+        connection broke between the two) it would count replicas of none of the script's
+        writes and answer at once. A broken connection then raises.
+
+        Args:
+            script, keys, args: as :meth:`run_script`.
+            replicas: replicas to wait for; 0 sends no ``WAIT``.
+            timeout_ms: the ``WAIT``'s timeout, milliseconds (``WAIT`` answers by then
+                with the count so far; 0 would wait for ever, so it must be positive with
+                ``replicas``).
+            wrote: a callable ``reply -> bool``: whether the script wrote anything (no
+                ``WAIT`` when it did not); ``None``: always wait.
+
+        Returns:
+            ``(reply, acknowledged)``: ``acknowledged`` is the ``WAIT``'s count, or
+            ``None`` when no ``WAIT`` was sent.
+
+        Raises:
+            ValueError: ``replicas`` without a positive ``timeout_ms``.
+            redis.RedisError: as :meth:`execute`; the ``WAIT`` failing after the script
+                ran raises too (whether the write reached a replica is then unknown).
+        """
+        if replicas and timeout_ms <= 0:
+            raise ValueError("WAIT needs a positive timeout_ms")
+        connection = self._take()
+        call = ("EVALSHA", script.sha, len(keys), *keys, *args)
         try:
-            return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            self.execute("SCRIPT", "LOAD", script.script)
-            return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
+            try:
+                reply = self._send(connection, call)
+            except NoScriptError:
+                self._send(connection, ("SCRIPT", "LOAD", script.script))
+                reply = self._send(connection, call)
+            acknowledged = None
+            if replicas and (wrote is None or wrote(reply)):
+                connection.send_command("WAIT", replicas, timeout_ms)
+                timeout = (connection.socket_timeout or 0) + timeout_ms / 1000
+                acknowledged = int(connection.read_response(timeout=timeout))
+        except redis.ResponseError:
+            self._idle.append(connection)
+            raise
+        except BaseException:
+            connection.disconnect()
+            raise
+        self._idle.append(connection)
+        return reply, acknowledged
+
+    def _send(self, connection: Any, args: Sequence[Any]) -> Any:
+        """One command on ``connection`` with the retry policy (reconnecting it)."""
+        def attempt() -> Any:
+            # connect() first, as the pool does: sending on a closed connection opens it
+            # past connect(), where a Sentinel-managed connection asks for the primary.
+            connection.connect()
+            connection.send_command(*args)
+            return connection.read_response()
+
+        return self._retry.call_with_retry(attempt, lambda _error: connection.disconnect())
 
 
 class BoundedDequeue:

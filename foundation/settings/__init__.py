@@ -73,6 +73,7 @@ from foundation.settings.queues import (
     DEFAULT_RETENTION,
     ENV_SECRET,
     ReceiverSettings,
+    RedisSentinel,
     WorkerSettings,
     redact_url,
 )
@@ -135,6 +136,7 @@ __all__ = [
     "MetricsSettings",
     "Process",
     "ReceiverSettings",
+    "RedisSentinel",
     "RunnerSettings",
     "Settings",
     "SettingsError",
@@ -212,18 +214,22 @@ class Settings:
         read = _Reader(env)
         deployment = _deployment(env)
         redis_url = read.redis_url()
+        sentinel = read.redis_sentinel(redis_url)
+        replicas, replicas_timeout_ms = read.receiver_replicas()
         queue = read.token("THE_LOOP_QUEUE", deployment.queue.name or "the-loop")
         prefix = read.token("THE_LOOP_REDIS_PREFIX", deployment.state.prefix or "the-loop")
         secrets = read.secrets(required=process == "receiver")
         dashboard = read.dashboard(deployment, secrets)
         receiver = ReceiverSettings(
             secrets=secrets, redis_url=redis_url, queue_name=queue, redis_prefix=prefix,
+            sentinel=sentinel, replicas=replicas, replicas_timeout_ms=replicas_timeout_ms,
             max_body_bytes=read.positive_int(
                 "THE_LOOP_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES,
                 f"a positive integer number of bytes, e.g. THE_LOOP_MAX_BODY_BYTES="
                 f"{DEFAULT_MAX_BODY_BYTES} (25 MiB)"))
         worker = WorkerSettings(
             redis_url=redis_url,
+            sentinel=sentinel,
             queue=queue,
             prefix=prefix,
             graph_path=read.get("THE_LOOP_GRAPH"),

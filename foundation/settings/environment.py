@@ -50,7 +50,18 @@ from foundation.settings.harness import (
 )
 from foundation.settings.integrations import JIRA_API_VERSIONS, JiraSettings, SlackSettings
 from foundation.settings.observability import LOG_FORMATS, LogSettings
-from foundation.settings.queues import DEFAULT_REDIS_URL, ENV_SECRET
+from foundation.settings.queues import (
+    DEFAULT_REDIS_URL,
+    DEFAULT_REPLICAS_TIMEOUT_MS,
+    ENV_RECEIVER_REPLICAS,
+    ENV_RECEIVER_REPLICAS_TIMEOUT,
+    ENV_SECRET,
+    ENV_SENTINEL_MASTER,
+    ENV_SENTINEL_PASSWORD,
+    ENV_SENTINEL_USERNAME,
+    ENV_SENTINELS,
+    RedisSentinel,
+)
 from foundation.settings.web import (
     ENV_API_TOKENS,
     ENV_CLIENT_ID,
@@ -156,6 +167,56 @@ class _Reader:
                 "e.g. REDIS_URL=redis://127.0.0.1:6379/0"
             )
         return url
+
+    def redis_sentinel(self, redis_url: str) -> RedisSentinel | None:
+        """``THE_LOOP_REDIS_SENTINELS`` (``host:port,...``) and
+        ``THE_LOOP_REDIS_SENTINEL_MASTER``, both or neither; ``None`` when unset (the
+        primary is ``REDIS_URL``'s host). With Sentinels ``REDIS_URL`` gives the primary's
+        password, database and TLS only, so it must be ``redis://`` or ``rediss://``."""
+        hosts_text = self.get(ENV_SENTINELS)
+        master = self.get(ENV_SENTINEL_MASTER)
+        if hosts_text is None and master is None:
+            return None
+        if hosts_text is None or master is None:
+            missing = ENV_SENTINELS if hosts_text is None else ENV_SENTINEL_MASTER
+            raise SettingsError(
+                f"{missing} is not set: Sentinel needs both {ENV_SENTINELS}=HOST:PORT,... "
+                f"and {ENV_SENTINEL_MASTER}=NAME (the name the Sentinels monitor), e.g. "
+                f"{ENV_SENTINELS}=sentinel-0:26379,sentinel-1:26379 "
+                f"{ENV_SENTINEL_MASTER}=mymaster; set it or unset the other")
+        hosts: list[tuple[str, int]] = []
+        for position, entry in enumerate(self.names(ENV_SENTINELS), 1):
+            host, _, port = entry.rpartition(":")
+            host = host.strip("[]")
+            if not host or not port.isdigit() or not 0 < int(port) <= 65535 \
+                    or any(c.isspace() or c in "/@?#" for c in host):
+                raise SettingsError(
+                    f"{ENV_SENTINELS} must be a comma-separated list of HOST:PORT, e.g. "
+                    f"{ENV_SENTINELS}=sentinel-0:26379,sentinel-1:26379; fix entry {position}")
+            hosts.append((host, int(port)))
+        if any(c.isspace() or c in "*?[]{}" for c in master):
+            raise SettingsError(f"{ENV_SENTINEL_MASTER} must be a name without spaces or "
+                                f"*?[]{{}}, e.g. {ENV_SENTINEL_MASTER}=mymaster")
+        if redis_url.startswith("unix:"):
+            raise SettingsError(
+                f"REDIS_URL is a unix:// socket, but {ENV_SENTINELS} is set: with Sentinel "
+                "REDIS_URL gives only the primary's password, database and TLS, e.g. "
+                "REDIS_URL=redis://:PASSWORD@ignored/0 (rediss:// for TLS); fix one of them")
+        return RedisSentinel(hosts=tuple(hosts), master=master,
+                             username=self.get(ENV_SENTINEL_USERNAME),
+                             password=self.get(ENV_SENTINEL_PASSWORD))
+
+    def receiver_replicas(self) -> tuple[int, int]:
+        """``THE_LOOP_RECEIVER_REPLICAS`` (a whole number >= 0, default 0) and
+        ``THE_LOOP_RECEIVER_REPLICAS_TIMEOUT_MS`` (a positive whole number, default 500)."""
+        replicas = _int_setting(ENV_RECEIVER_REPLICAS, self.get(ENV_RECEIVER_REPLICAS),
+                                minimum=0, what="replicas that must acknowledge a delivery "
+                                "before it is answered 202; 0: the primary alone")
+        timeout = self.positive_int(
+            ENV_RECEIVER_REPLICAS_TIMEOUT, DEFAULT_REPLICAS_TIMEOUT_MS,
+            f"a positive whole number of milliseconds, e.g. "
+            f"{ENV_RECEIVER_REPLICAS_TIMEOUT}={DEFAULT_REPLICAS_TIMEOUT_MS}")
+        return replicas or 0, timeout
 
     def token(self, name: str, default: str) -> str:
         """A name used in Redis keys: no whitespace or glob characters."""

@@ -20,6 +20,37 @@ ENV_SECRET = "THE_LOOP_WEBHOOK_SECRET"
 #: How long a done work item's event log is kept (``THE_LOOP_RETENTION``): 90 days.
 DEFAULT_RETENTION = 90 * 86400.0
 
+ENV_SENTINELS = "THE_LOOP_REDIS_SENTINELS"
+ENV_SENTINEL_MASTER = "THE_LOOP_REDIS_SENTINEL_MASTER"
+ENV_SENTINEL_PASSWORD = "THE_LOOP_REDIS_SENTINEL_PASSWORD"
+ENV_SENTINEL_USERNAME = "THE_LOOP_REDIS_SENTINEL_USERNAME"
+ENV_RECEIVER_REPLICAS = "THE_LOOP_RECEIVER_REPLICAS"
+ENV_RECEIVER_REPLICAS_TIMEOUT = "THE_LOOP_RECEIVER_REPLICAS_TIMEOUT_MS"
+#: Milliseconds the receiver's ``WAIT`` waits for its replicas by default.
+DEFAULT_REPLICAS_TIMEOUT_MS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class RedisSentinel:
+    """Where the Redis primary is found when Redis Sentinel manages it
+    (``THE_LOOP_REDIS_SENTINELS`` and ``THE_LOOP_REDIS_SENTINEL_MASTER``); the primary's
+    own password, database and TLS come from ``REDIS_URL`` (its host and port are the
+    Sentinels' answer). Used by :func:`foundation.redis.client.connect`.
+
+    Attributes:
+        hosts: the Sentinels' ``(host, port)``, in the order given.
+        master: the name the Sentinels monitor the primary under (``sentinel monitor
+            NAME ...``).
+        username, password: the Sentinels' own credentials
+            (``THE_LOOP_REDIS_SENTINEL_USERNAME`` / ``THE_LOOP_REDIS_SENTINEL_PASSWORD``,
+            Sentinel's ``requirepass``/ACL), ``None`` when they need none; hidden from repr.
+    """
+
+    hosts: tuple[tuple[str, int], ...]
+    master: str
+    username: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+
 
 def redact_url(url: str) -> str:
     """``url`` with any password replaced by ``***`` (for repr and messages)."""
@@ -47,6 +78,14 @@ class ReceiverSettings:
         queue_name: RQ queue name the deliveries go to.
         redis_prefix: prefix of the-loop's own Redis keys (``{prefix}:delivery:...``).
         max_body_bytes: largest accepted request body, in bytes.
+        sentinel: the Sentinels that find the Redis primary, or ``None``: ``redis_url``'s
+            host is the primary (:class:`RedisSentinel`).
+        replicas: ``THE_LOOP_RECEIVER_REPLICAS``: how many replicas must acknowledge a
+            delivery's write (Redis ``WAIT``) before it is answered 202 (default 0: the
+            primary's own acknowledgement).
+        replicas_timeout_ms: ``THE_LOOP_RECEIVER_REPLICAS_TIMEOUT_MS``: how long that
+            ``WAIT`` waits, milliseconds (default 500); fewer acknowledgements by then
+            answer 503.
 
     ``redis_url``, ``queue_name`` and ``redis_prefix`` are the values the worker gets
     too (:class:`WorkerSettings`): :meth:`Settings.from_env` reads them once.
@@ -57,12 +96,17 @@ class ReceiverSettings:
     queue_name: str = "the-loop"
     redis_prefix: str = "the-loop"
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    sentinel: RedisSentinel | None = None
+    replicas: int = 0
+    replicas_timeout_ms: int = DEFAULT_REPLICAS_TIMEOUT_MS
 
     def __repr__(self) -> str:
         return (
             f"ReceiverSettings(secrets=<{len(self.secrets)} hidden>, "
             f"redis_url={redact_url(self.redis_url)!r}, queue_name={self.queue_name!r}, "
-            f"redis_prefix={self.redis_prefix!r}, max_body_bytes={self.max_body_bytes})"
+            f"redis_prefix={self.redis_prefix!r}, max_body_bytes={self.max_body_bytes}, "
+            f"sentinel={self.sentinel!r}, replicas={self.replicas}, "
+            f"replicas_timeout_ms={self.replicas_timeout_ms})"
         )
 
 
@@ -76,6 +120,8 @@ class WorkerSettings:
 
     Attributes:
         redis_url: ``REDIS_URL`` (default ``redis://127.0.0.1:6379/0``).
+        sentinel: the Sentinels that find the Redis primary (:class:`RedisSentinel`), or
+            ``None``: ``redis_url``'s host is the primary.
         queue: RQ queue name, ``THE_LOOP_QUEUE`` or ``queue.name`` (default ``the-loop``).
         prefix: key prefix of the-loop's own Redis keys, ``THE_LOOP_REDIS_PREFIX`` or
             ``state.prefix``.
@@ -131,6 +177,7 @@ class WorkerSettings:
     """
 
     redis_url: str = field(default=DEFAULT_REDIS_URL, repr=False)
+    sentinel: RedisSentinel | None = None
     queue: str = "the-loop"
     prefix: str = "the-loop"
     graph_path: str | None = None

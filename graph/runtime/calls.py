@@ -88,6 +88,8 @@ def context(rt: RuntimeAPI, node: Node, boundary: Boundary, params: Mapping[str,
         params=params,
         visit=state.visit,
         gate=gate,
+        decisions={str(d.get("node")): d for _, d in state.standing_decisions()
+                   if not d.get("invalidated")},
     )
 
 

@@ -187,6 +187,37 @@ class Runtime:
                      event=event)
         return walk.advance(self, state, work_item, config, None, repo)
 
+    def abandon(self, work_item: WorkItem, config: HookConfig, text: str, *,
+                event: InboundEvent | None = None,
+                state: WorkItemState | Unloaded | None = UNLOADED) -> AdvanceResult | None:
+        """End the work item as ``abandoned`` (its pull request closed unmerged;
+        :func:`graph.runtime.walk.abandon`). ``state`` as for :meth:`advance`.
+
+        Returns:
+            the result, or ``None`` when the work item has no state.
+        """
+        loaded = self.load(work_item, config) if isinstance(state, Unloaded) \
+            else self._imported(state)
+        if loaded is None:
+            return None
+        return walk.abandon(self, loaded, work_item, config, text, event)
+
+    def merged(self, work_item: WorkItem, config: HookConfig, event: InboundEvent | None,
+               *, by: str | None = None, repo: Path | None = None,
+               state: WorkItemState | Unloaded | None = UNLOADED) -> AdvanceResult | None:
+        """Advance the work item whose pull request was merged, moving it to the terminal
+        node first when it was merged before its gates passed
+        (:func:`graph.runtime.walk.merged`). ``state`` as for :meth:`advance`.
+
+        Returns:
+            the result, or ``None`` when the work item has no state.
+        """
+        loaded = self.load(work_item, config, repo=repo) if isinstance(state, Unloaded) \
+            else self._imported(state)
+        if loaded is None:
+            return None
+        return walk.merged(self, loaded, work_item, config, event, repo, by=by)
+
     def note(self, work_item: WorkItem, config: HookConfig, code: str, text: str, *,
              data: Mapping[str, Any] | None = None,
              event: InboundEvent | None = None) -> bool:

@@ -78,7 +78,11 @@ def settle(rt: RuntimeAPI, state: WorkItemState, work_item: WorkItem,
     """Call ``HookDef.on_settle`` of each hook in the current node's entry chain
     (``set-phase-label``: the phase label swap), through the outbox under that entry
     call's effect ids ``<ref>/<node>/<visit>/<hook>/<n>``: within one node visit a
-    done effect is not made again, a pending one (a crash) is made again.
+    done effect is not made again, a pending one (a crash) is made again. While the
+    entry chain is stopped (it waits or blocks), only the hooks it reached settle: a
+    hook after the one that stopped it shows nothing yet (``done``'s ``phase:done``
+    label is written once ``merge-pull-request`` before it passed, not while the work
+    item waits for the merge).
 
     Returns:
         the ``block`` (an entry chain of the settling results) when one did not
@@ -93,9 +97,11 @@ def settle(rt: RuntimeAPI, state: WorkItemState, work_item: WorkItem,
     effects = scope(rt, node, "entry", state, work_item)
     ctx = context(rt, node, "entry", {}, state, work_item, config)
     settled: list[HookResult] = []
+    ran = (state.results.get(node.id) or {}).get("entry")
+    reached = len(ran) if state.entry_pending and isinstance(ran, list) else len(node.entry)
     for position, call in enumerate(node.entry):
         on_settle = call.definition.on_settle
-        if on_settle is None:
+        if on_settle is None or position >= reached:
             continue
         outbox = effects(position, call)
         settling = dataclasses.replace(
@@ -140,7 +146,7 @@ def walk(
             rt.publish(state, work_item, config, rt.graph.node(state.current_node), ())
         return result
     operator.retry_forced(rt, state, work_item, config)
-    if state.status == Status.DONE:
+    if state.status in (Status.DONE, Status.ABANDONED):
         return result
     if event is not None and event.kind == REMINDER:
         notes.remind(rt, state, work_item, config)  # a monitor's sweep: nothing to evaluate
@@ -244,6 +250,66 @@ def walk(
         result.moves.append(Move(edge.source, edge.target, edge.on))
         result.node, result.status = edge.target, Status.ACTIVE
     return result
+
+
+def abandon(rt: RuntimeAPI, state: WorkItemState, work_item: WorkItem, config: HookConfig,
+            text: str, event: InboundEvent | None) -> AdvanceResult:
+    """End the work item without completing it (its pull request was closed unmerged):
+    status ``abandoned``, never ``done``; ``text`` (the-loop's own words) is its parked
+    reason and a note of the status comment, the event log says ``work-item.abandoned``
+    ``{node, reason}``; the outstanding turn is forgotten (a late report is ignored, as
+    every later delivery is: :func:`walk` evaluates nothing for it). A work item done or
+    abandoned already is left as it is.
+
+    Returns:
+        the :class:`AdvanceResult` (status ``abandoned``, no chains).
+    """
+    result = AdvanceResult(ref=state.ref, node=state.current_node, status=state.status,
+                           state=state)
+    if state.status in (Status.DONE, Status.ABANDONED):
+        return result
+    state.status = Status.ABANDONED
+    state.parked_reason = text
+    state.escalated = None
+    state.turn = None
+    if event is not None:
+        state.last_event = event.delivery_id
+    state.note("abandoned", text)
+    rt.store.save(state)
+    rt.log(state, "work-item.abandoned", {"node": state.current_node, "reason": text}, event)
+    node = rt.graph.nodes.get(state.current_node)
+    if node is not None:
+        rt.publish(state, work_item, config, node, ())
+    result.status = Status.ABANDONED
+    return result
+
+
+def merged(rt: RuntimeAPI, state: WorkItemState, work_item: WorkItem, config: HookConfig,
+           event: InboundEvent | None, repo: Path | None, *, by: str | None) -> AdvanceResult:
+    """The work item's pull request was merged (``pull_request.closed``, ``merged:
+    true``): at the graph's terminal node this is an ordinary advance (its entry chain
+    sees the merge: ``merge-pull-request`` passes). Anywhere else, when the graph has one
+    terminal node, the work item moves there first (``via: merged``, a note and
+    ``work-item.merged-early`` ``{from, by}`` in the event log: merged before its gates
+    passed), then advances. A done or abandoned work item is left as it is.
+
+    Args:
+        by: the login of who merged it (from the payload; shown defused).
+
+    Returns:
+        the :class:`AdvanceResult` of the advance.
+    """
+    terminals = [n for n in rt.graph.nodes if rt.graph.is_terminal(n)]
+    if (state.status not in (Status.DONE, Status.ABANDONED)
+            and state.current_node not in terminals and len(terminals) == 1):
+        source = state.current_node
+        who = f" by @\u200b{by}" if by else ""
+        enter(rt, state, terminals[0], via="merged")
+        state.note("merged-early", f"the pull request was merged{who} at node `{source}`, "
+                                   "before the-loop's gates there passed")
+        rt.store.save(state)
+        rt.log(state, "work-item.merged-early", {"from": source, "by": by}, event)
+    return advance(rt, state, work_item, config, event, repo)
 
 
 def handoff_of(node: Node, chain: ChainResult) -> dict[str, Any] | None:

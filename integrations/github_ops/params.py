@@ -75,6 +75,9 @@ def _pull(pr: Any) -> PullRequest:
         "html_url": str(pr.get("html_url") or ""),
         "head_repo": _head_repo(pr["head"]),
         "maintainer_can_modify": pr.get("maintainer_can_modify") is True,
+        "merged": pr.get("merged") is True,
+        "merged_by": (_login(pr["merged_by"]) if isinstance(pr.get("merged_by"), dict)
+                      else None),
         "node_id": str(pr.get("node_id") or ""),
         "body": pr.get("body") if isinstance(pr.get("body"), str) else "",
     }

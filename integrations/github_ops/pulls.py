@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph.ports import IntegrationError, PullFiles, PullRequest, Reviewers, Reviews
+from graph.ports import (
+    Deleted,
+    IntegrationError,
+    Merged,
+    PullFiles,
+    PullRequest,
+    Reviewers,
+    Reviews,
+)
 from integrations.github_ops.errors import _log_failure
 from integrations.github_ops.params import (
     _bad,
@@ -14,6 +22,7 @@ from integrations.github_ops.params import (
     _login,
     _number,
     _pull,
+    _quote,
     _repo_path,
     _text,
 )
@@ -33,7 +42,11 @@ MARK_READY = """mutation MarkReady($id: ID!) {
 class PullRequestOperations(RestTransport):
     """``get-pull-request``, ``find-pull-request``, ``create-pull-request``,
     ``update-pull-request``, ``list-pull-files``, ``request-reviewers``,
-    ``mark-pull-request-ready``, ``list-reviews``."""
+    ``mark-pull-request-ready``, ``list-reviews``, ``merge-pull-request``,
+    ``delete-branch``."""
+
+    #: GitHub's ``merge_method`` values ("Merge a pull request").
+    MERGE_METHODS = ("merge", "squash", "rebase")
 
     def get_pull_request(self, repo: str, number: int) -> PullRequest:
         """``get-pull-request``: ``GET /repos/{owner}/{repo}/pulls/{pull_number}``
@@ -42,9 +55,11 @@ class PullRequestOperations(RestTransport):
         Returns:
             ``{"number": int, "head_sha": str, "head_ref": str, "base_ref": str,
             "state": "open" | "closed", "draft": bool, "html_url": str, "head_repo": str
-            | None, "maintainer_can_modify": bool}`` (a merged pull request is
-            ``"closed"``; ``head_repo`` is ``head.repo.full_name``, a fork's for a pull
-            request from a fork, ``None`` when the fork was deleted).
+            | None, "maintainer_can_modify": bool, "merged": bool, "merged_by": str |
+            None}`` (a merged pull request is ``"closed"`` with ``merged`` true and
+            ``merged_by`` the login of who merged it; ``head_repo`` is
+            ``head.repo.full_name``, a fork's for a pull request from a fork, ``None``
+            when the fork was deleted).
         """
         op = "get-pull-request"
         n = _number(op, "number", number)
@@ -267,3 +282,58 @@ class PullRequestOperations(RestTransport):
                 if isinstance(r, dict)
             ]
         }
+
+    def merge_pull_request(self, repo: str, number: int, sha: str,
+                           merge_method: str = "squash") -> Merged:
+        """``merge-pull-request``: ``PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge``
+        with ``{"sha", "merge_method"}`` ("Merge a pull request"): GitHub merges only
+        while the head is still ``sha``.
+
+        Args:
+            sha: the head commit the merge is for (the approved one).
+            merge_method: ``merge``, ``squash`` or ``rebase``.
+
+        Returns:
+            ``{"sha": str | None, "merged": bool, "message": str}`` -- GitHub's 200 answer
+            (``sha``: the commit now on the base branch).
+
+        Raises:
+            IntegrationError: GitHub refused, not retriable, its ``message`` the error's
+                ``reason``: 409 "Head branch was modified. Review and try the merge
+                again." (the head is no longer ``sha``), 405 "Pull Request is not
+                mergeable" (a conflict, a draft, or the base branch's protection: required
+                checks or reviews), 403 (no permission), 422 (validation). Never retried on
+                5xx by the transport (a PUT that may have merged).
+        """
+        op = "merge-pull-request"
+        n = _number(op, "number", number)
+        if merge_method not in self.MERGE_METHODS:
+            raise _bad(op, f"merge_method must be one of {', '.join(self.MERGE_METHODS)}, "
+                           f"got {merge_method!r}")
+        head = _text(op, "sha", sha)
+        path = f"{_repo_path(op, repo)}/pulls/{n}/merge"
+        data = self._request(op, "PUT", path, target=f"{repo}#{n}",
+                             body={"sha": head, "merge_method": merge_method}).data or {}
+        return {"sha": data.get("sha") if isinstance(data.get("sha"), str) else None,
+                "merged": data.get("merged") is True,
+                "message": str(data.get("message") or "")}
+
+    def delete_branch(self, repo: str, branch: str) -> Deleted:
+        """``delete-branch``: ``DELETE /repos/{owner}/{repo}/git/refs/heads/{branch}``
+        ("Delete a reference"; 204).
+
+        Returns:
+            ``{"deleted": True}``, or ``{"deleted": False}`` when GitHub answers 422
+            "Reference does not exist" (deleted already: a retry, or by a person).
+        """
+        op = "delete-branch"
+        name = _branch(op, "branch", branch)
+        path = f"{_repo_path(op, repo)}/git/refs/heads/{'/'.join(map(_quote, name.split('/')))}"
+        try:
+            self._request(op, "DELETE", path, target=f"{repo}:{name}",
+                          expected=frozenset({422}))
+        except IntegrationError as exc:
+            if exc.status != 422:
+                raise
+            return {"deleted": False}
+        return {"deleted": True}

@@ -96,6 +96,17 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                                "apiKey": {"env": "AGENT_API_KEY"}}},
     },
     "runner-disabled": {"runner": {"enabled": False}},
+    # An external Sentinel set, the primary's password in the Secret, durable 202s
+    # (tests/deploy/test_chart_sentinel.py asserts what it does).
+    "sentinel-replicas": {
+        "redis": {"urlSecretKey": "redis-url",
+                  "sentinel": {"hosts": ["redis-node-0.redis-headless.db.svc:26379",
+                                         "redis-node-1.redis-headless.db.svc:26379",
+                                         "redis-node-2.redis-headless.db.svc:26379"],
+                               "masterName": "mymaster",
+                               "passwordSecretKey": "redis-sentinel-password"},
+                  "receiverReplicas": 1, "receiverReplicasTimeoutMs": 250},
+    },
 }
 
 
@@ -228,9 +239,13 @@ def test_redis_url_reaches_both_deployments(scenario):
         assert entry == {"name": "REDIS_URL", "value": redis_values["url"]}
         assert "StatefulSet" not in rendered.kinds()
     elif redis_values.get("urlSecretKey"):
+        # With Sentinel too: the URL then gives the primary's password, database and TLS.
         secret_name = values.get("secret", {}).get("name", "the-loop")
         assert entry["valueFrom"]["secretKeyRef"] == {"name": secret_name,
                                                       "key": redis_values["urlSecretKey"]}
+        assert "StatefulSet" not in rendered.kinds()
+    elif redis_values.get("sentinel", {}).get("hosts"):
+        assert entry == {"name": "REDIS_URL", "value": "redis://sentinel-managed/0"}
         assert "StatefulSet" not in rendered.kinds()
     else:
         assert entry == {"name": "REDIS_URL", "value": BUILTIN_REDIS_URL}

@@ -167,22 +167,22 @@ def round_trips(client: redis.Redis, monkeypatch) -> list[object]:
     trips: list[object] = []
     original = client.execute_command
     pipeline_execute = redis.client.Pipeline.execute
-    held_execute = HeldConnections.execute
+    held_send = HeldConnections._send
 
     def counting(*args, **kwargs):
         trips.append(args[0])
         return original(*args, **kwargs)
 
-    def counting_held(self, *args):
+    def counting_held(self, connection, args):
         trips.append(args[0])
-        return held_execute(self, *args)
+        return held_send(self, connection, args)
 
     def counting_pipeline(self, *args, **kwargs):
         trips.append("PIPELINE")
         return pipeline_execute(self, *args, **kwargs)
 
     monkeypatch.setattr(client, "execute_command", counting)
-    monkeypatch.setattr(HeldConnections, "execute", counting_held)
+    monkeypatch.setattr(HeldConnections, "_send", counting_held)
     monkeypatch.setattr(redis.client.Pipeline, "execute", counting_pipeline)
     return trips
 
@@ -225,16 +225,16 @@ def test_script_loaded_after_script_flush(redis_ns: RedisNamespace, monkeypatch)
     """NOSCRIPT (e.g. Redis restarted) is recovered by loading the script, then the same
     EVALSHA again: the delivery is queued once."""
     q = make_queue(redis_ns)
-    real_execute = HeldConnections.execute
+    real_send = HeldConnections._send
     sent: list[object] = []
 
-    def first_evalsha_missing(self, *args):
+    def first_evalsha_missing(self, connection, args):
         sent.append(args[0])
         if sent == ["EVALSHA"]:
             raise redis.exceptions.NoScriptError("NOSCRIPT No matching script.")
-        return real_execute(self, *args)
+        return real_send(self, connection, args)
 
-    monkeypatch.setattr(HeldConnections, "execute", first_evalsha_missing)
+    monkeypatch.setattr(HeldConnections, "_send", first_evalsha_missing)
     d = make_delivery(redis_ns)
     assert q.enqueue(d) is True
     assert sent == ["EVALSHA", "SCRIPT", "EVALSHA"]

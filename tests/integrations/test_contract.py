@@ -265,6 +265,20 @@ GITHUB_CASES: dict[str, Case] = {
                        reply={"data": {"markPullRequestReadyForReview": {"pullRequest": {
                            "id": "PR_kwDO9", "number": 9, "isDraft": False}}}})),
     ),
+    "merge-pull-request": Case(
+        {"repo": REPO, "number": 7, "sha": "a" * 40, "merge_method": "squash"},
+        {"sha": "m" * 40, "merged": True, "message": "Pull Request successfully merged"},
+        http=(Exchange("PUT", f"{R}/pulls/7/merge",
+                       sent={"sha": "a" * 40, "merge_method": "squash"},
+                       reply={"sha": "m" * 40, "merged": True,
+                              "message": "Pull Request successfully merged"}),),
+    ),
+    "delete-branch": Case(
+        {"repo": REPO, "branch": "the-loop/7-login--api"},
+        {"deleted": True},
+        http=(Exchange("DELETE", f"{R}/git/refs/heads/the-loop/7-login--api", status=204,
+                       reply=None),),
+    ),
     "get-permission": Case(
         {"repo": REPO, "login": "alice"},
         {"permission": "maintain"},
@@ -728,13 +742,13 @@ def test_a_provider_without_a_case_fails_the_suite(tmp_path: Path) -> None:
     """The guarantee itself: a harness whose class declares an operation with no case."""
 
     class Extra(GitHubCli):
-        operations = GitHubCli.operations | {"merge-pull-request"}
+        operations = GitHubCli.operations | {"lock-issue"}
 
     class ExtraHarness(GitHubCliHarness):
         cls = Extra
 
     with pytest.raises(pytest.fail.Exception, match="no case for it"):
-        test_operation(ExtraHarness(), "merge-pull-request", tmp_path)
+        test_operation(ExtraHarness(), "lock-issue", tmp_path)
 
 
 def test_docs_table_lists_every_operation_of_every_transport() -> None:

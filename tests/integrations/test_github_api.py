@@ -50,6 +50,8 @@ PULL_SHAPE: dict[str, tuple[type, ...]] = {
     "html_url": (str,),
     "head_repo": (str, type(None)),
     "maintainer_can_modify": (bool,),
+    "merged": (bool,),
+    "merged_by": (str, type(None)),
     "node_id": (str,),
     "body": (str,),
 }
@@ -80,6 +82,8 @@ SHAPES: dict[str, dict[str, tuple[type, ...]]] = {
     "create-check-run": {"id": (int,)},
     "update-check-run": {"id": (int,)},
     "list-check-runs": {"check_runs": (list,)},
+    "merge-pull-request": {"sha": (str, type(None)), "merged": (bool,), "message": (str,)},
+    "delete-branch": {"deleted": (bool,)},
     "get-check-run": {"id": (int,), "name": (str, type(None)), "head_sha": (str, type(None)),
                       "status": (str, type(None)), "conclusion": (str, type(None)),
                       "details_url": (str, type(None)), "app": (str, type(None)),
@@ -243,6 +247,8 @@ def test_get_pull_request(api: GitHubApi, rs: responses.RequestsMock) -> None:
         "html_url": f"https://github.com/{REPO}/pull/7",
         "head_repo": "forker/Hello-World",
         "maintainer_can_modify": True,
+        "merged": False,
+        "merged_by": None,
         "node_id": "",
         "body": "",
     }
@@ -557,6 +563,7 @@ def test_create_pull_request_opens_a_draft(api: GitHubApi, rs: responses.Request
                       "base_ref": "main", "state": "open", "draft": True,
                       "html_url": f"https://github.com/{REPO}/pull/9",
                       "head_repo": REPO, "maintainer_can_modify": False,
+                      "merged": False, "merged_by": None,
                       "node_id": "", "body": ""}
     assert_shape("create-pull-request", result)
     assert body_of(rs.calls[0]) == {"title": "Login page", "head": "the-loop/12-login",
@@ -758,8 +765,8 @@ def test_check_run_parameters_are_checked_before_any_request(
 
 def test_unknown_operation(api: GitHubApi) -> None:
     with pytest.raises(Unsupported) as info:
-        api.call("merge-pull-request", repo=REPO, number=1)
-    assert info.value.op == "merge-pull-request" and info.value.integration == "github"
+        api.call("lock-issue", repo=REPO, number=1)
+    assert info.value.op == "lock-issue" and info.value.integration == "github"
 
 
 @pytest.mark.parametrize(

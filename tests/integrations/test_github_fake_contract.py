@@ -91,6 +91,8 @@ def test_read_operations(env: Env) -> None:
         "html_url": f"{env.base_url}/{REPO}/pull/2",
         "head_repo": REPO,
         "maintainer_can_modify": False,
+        "merged": False,
+        "merged_by": None,
         "node_id": env.fake.pull_node_id(env.fake.repo(REPO).pulls[2]),
         "body": "",
     }
@@ -548,3 +550,33 @@ class RecordingApi:
 
     def call(self, op: str, **params: Any) -> dict[str, Any]:
         return self.api.call(op, **params)
+
+
+def test_merge_and_delete_branch_operations(env: Env) -> None:
+    """``merge-pull-request`` is SHA-guarded as GitHub's "Merge a pull request" is: a
+    stale ``sha`` is refused (409, GitHub's words as the reason), the head merges once,
+    then the pull request is closed and merged (405 for a second merge); ``delete-branch``
+    of a branch that is not there answers ``deleted: False`` (GitHub's 422)."""
+    fake, api = env.fake, env.api
+    head = "c0ffee" + "0" * 34
+    with pytest.raises(IntegrationError) as stale:
+        api.call("merge-pull-request", repo=REPO, number=2, sha="d" * 40,
+                 merge_method="squash")
+    assert stale.value.status == 409 and not stale.value.retriable
+    assert "Head branch was modified" in stale.value.reason
+    merged = api.call("merge-pull-request", repo=REPO, number=2, sha=head,
+                      merge_method="squash")
+    assert_shape("merge-pull-request", merged)
+    assert merged["merged"] is True and merged["sha"]
+    pull = api.call("get-pull-request", repo=REPO, number=2)
+    assert (pull["state"], pull["merged"]) == ("closed", True)
+    assert pull["merged_by"] == fake.repo(REPO).pulls[2]["merged_by"]
+    assert pull["merged_by"] in (fake.bot_login, fake.user_login)  # the token's login
+    with pytest.raises(IntegrationError) as again:
+        api.call("merge-pull-request", repo=REPO, number=2, sha=head, merge_method="squash")
+    assert again.value.status == 405
+    gone = api.call("delete-branch", repo=REPO, branch="the-loop/2-gone")
+    assert gone == {"deleted": False}
+    assert_shape("delete-branch", gone)
+    assert [a for a in fake.actions if ":merge-pull-request:" in a] == [
+        f"{REPO}#2:merge-pull-request:squash:{merged['sha']}"]

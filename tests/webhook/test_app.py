@@ -296,6 +296,26 @@ def test_redis_unreachable_503_fast_nothing_written(redis_ns) -> None:
     assert r.status_code == 202
 
 
+def test_too_few_replicas_503_taken_back_then_accepted(redis_ns) -> None:
+    """THE_LOOP_RECEIVER_REPLICAS more than the test Redis has: WAIT times out, the
+    delivery is answered 503 with Retry-After and a reason naming the replicas (no Redis
+    text), nothing of it is left, and the same delivery is accepted later."""
+    have = int(redis_ns.client.info("replication").get("connected_slaves", 0))
+    app = create_app(settings_for(redis_ns, replicas=have + 1, replicas_timeout_ms=50),
+                     redis=redis_ns.client)
+    body = load_fixture("issues", "opened")
+    delivery = redis_ns.new_id()
+    r = signed_post(app.test_client(), body, event="issues", secret=SECRET, delivery=delivery)
+    data = assert_error(r, 503)
+    assert data["error"] == (f"not yet on {have + 1} Redis replica(s) ({have} acknowledged), "
+                             "retry later")
+    assert r.headers["Retry-After"].isdigit()
+    assert [k for k in redis_ns.existing_keys() if delivery in k] == []
+    good = create_app(settings_for(redis_ns), redis=redis_ns.client)
+    r = signed_post(good.test_client(), body, event="issues", secret=SECRET, delivery=delivery)
+    assert r.status_code == 202
+
+
 def test_script_error_503_not_500(client, app, redis_ns) -> None:
     delivery = redis_ns.new_id()
     inbox = queue_of(app).keys.inbox("github:Codertocat/Hello-World#1")

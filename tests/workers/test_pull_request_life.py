@@ -215,8 +215,11 @@ def test_an_approvers_review_passes_the_review_gate_a_strangers_does_not(loop):
     assert (state.current_node, str(state.status)) == ("review", "waiting")
     deliver(loop, "pull_request_review", review(loop, number, "Codertocat", "approved"))
     state = loop.store.load(REF)
-    assert state.current_node == "done" and str(state.status) == "done"
-    assert f"{REPO}#1:add-label:phase:done" in loop.gh.actions
+    # The review gate passed; done means merged, so it waits there for a person's merge
+    # (merge.auto is off by default) and is not labelled done before that.
+    assert state.current_node == "done" and str(state.status) == "waiting"
+    assert "waiting for a person to merge" in (state.parked_reason or "")
+    assert f"{REPO}#1:add-label:phase:done" not in loop.gh.actions
 
 
 def test_an_approvers_changes_requested_review_sends_the_work_back(loop):

@@ -502,3 +502,29 @@ def test_a_sweep_that_blocks_never_stops_the_liveness_beat(env):
         release.set()
         reaper.stop()
         reaper.deregister()
+
+
+def test_a_protocol_error_as_the_worker_records_its_death_starts_a_fresh_worker(
+        env, monkeypatch, caplog):
+    """Given RQ's teardown pipeline failing with a protocol error, as redis-py's
+    "Wrong number of response items" does when a failover cuts a MULTI/EXEC short
+    When the RQ loop ends (here: after a burst)
+    Then the error is logged, not raised: the process keeps running and the deliveries
+      are handled."""
+    gh, processor, queue, ns = env
+    d = deliver(queue, ns, "issues", enrol_payload())
+    original = redis.client.Pipeline.execute
+    broken = [1]
+
+    def failing(self, *args, **kwargs):
+        if broken[0] and any(c[0][0] == "HSET" and "death" in c[0] for c in self.command_stack):
+            broken[0] -= 1
+            raise redis.ResponseError("Wrong number of response items from pipeline execution")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.client.Pipeline, "execute", failing)
+    with caplog.at_level(logging.WARNING, logger="the_loop.worker"):
+        work(ns, processor)
+    assert broken == [0]  # the teardown did meet the error
+    assert any("death not recorded" in r.getMessage() for r in caplog.records)
+    assert received(processor) == [d]

@@ -9,6 +9,7 @@ the-loop's settings for it, and act in it as a person would on GitHub.
     the-loop sandbox comment REF BODY [--as LOGIN]
     the-loop sandbox review REF approve|request-changes [--body B] [--as LOGIN]
     the-loop sandbox label REF L [--as LOGIN]
+    the-loop sandbox merge REF [--method squash|merge|rebase] [--as LOGIN]
     the-loop sandbox show REF [--json]
 
 The commands find the running sandbox at ``$THE_LOOP_SANDBOX_URL``, else
@@ -298,6 +299,19 @@ def review(ref: str, decision: str, body: str, login: str | None) -> None:
     """Review pull request REF (pull_request_review.submitted)."""
     done = _call("POST", "/review", ref=ref, state=decision, body=body, **_as(login))
     click.echo(f"reviewed {done['ref']}: {decision} (review {done['id']})")
+
+
+@sandbox.command("merge")
+@click.argument("ref")
+@click.option("--method", type=click.Choice(["squash", "merge", "rebase"]),
+              default="squash", show_default=True, help="GitHub's merge method.")
+@AS_OPTION
+def merge(ref: str, method: str, login: str | None) -> None:
+    """Merge pull request REF at its head, as a person pressing GitHub's merge button
+    (pull_request.closed with merged: true, the push to the base branch, issues.closed
+    for each Closes #N of its body)."""
+    done = _call("POST", "/merge", ref=ref, merge_method=method, **_as(login))
+    click.echo(f"merged {done['ref']} ({done['merge_method']}): {done['sha'][:12]}")
 
 
 @sandbox.command("label")

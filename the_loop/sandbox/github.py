@@ -12,13 +12,17 @@ is the App's bot, ``type: Bot``):
 =========================  ==========================================================
 ``issues``                 ``opened`` (:meth:`SandboxGitHub.open_issue`, with its
                            labels, then one ``labeled`` each), ``labeled``,
-                           ``unlabeled`` (on an issue)
+                           ``unlabeled`` (on an issue), ``closed`` (each issue a merged
+                           pull request's body closes: ``Closes #N``)
 ``pull_request``           ``opened``, ``labeled``, ``unlabeled``, ``synchronize`` (a
-                           push to its head), ``ready_for_review``
+                           push to its head), ``ready_for_review``, ``closed``
+                           (``merged: true`` after a merge, then the ``push`` to its
+                           base; ``merged: false`` when closed unmerged)
 ``issue_comment``          ``created``
 ``pull_request_review``    ``submitted``
-``push``                   a branch moved: ``git push`` over smart HTTP (receive-pack) or
-                           a commit through the contents API
+``push``                   a branch moved: ``git push`` over smart HTTP (receive-pack), a
+                           commit through the contents API, a merge, or a branch deleted
+                           (``deleted: true``)
 ``check_run``              ``created``, ``completed`` (GitHub has no action for a move
                            to ``in_progress``: nothing is sent then)
 ``check_suite``            ``completed`` (once every run of the suite completed)
@@ -57,7 +61,7 @@ import requests
 from the_loop.sandbox.fakegithub.http import GIT_PATH, HttpFakeGitHub
 from the_loop.sandbox.fakegithub.http.checks import check_run_doc, check_suite_doc
 from the_loop.sandbox.fakegithub.http.records import HookAttempt
-from the_loop.sandbox.fakegithub.state import Repo, now, run_git
+from the_loop.sandbox.fakegithub.state import Repo, closed_by, now, run_git
 from webhook.signature import sign
 
 __all__ = ["Delivery", "SandboxGitHub"]
@@ -262,7 +266,7 @@ class SandboxGitHub(HttpFakeGitHub):
             "locked": False, "assignee": None, "assignees": [], "milestone": None,
             "comments": len(self.comments_on(r.full_name, number)),
             "created_at": issue.get("created_at", now()), "updated_at": now(),
-            "closed_at": None, "author_association": "OWNER",
+            "closed_at": issue.get("closed_at"), "author_association": "OWNER",
             "body": issue.get("body") or (pr or {}).get("body") or None}
         if pr is not None:
             doc["pull_request"] = {"url": f"{self.base_url}/repos/{r.full_name}/pulls/"
@@ -286,9 +290,13 @@ class SandboxGitHub(HttpFakeGitHub):
             "html_url": f"{self.base_url}/{r.full_name}/pull/{number}",
             "title": pr["title"], "body": pr.get("body") or None, "locked": False,
             "user": self.user_payload(pr["user"]), "draft": bool(pr.get("draft")),
-            "labels": self._labels_payload(r, number), "merged": False,
+            "labels": self._labels_payload(r, number), "merged": bool(pr.get("merged")),
+            "merged_by": (self.user_payload(pr["merged_by"]) if pr.get("merged_by")
+                          else None),
+            "merge_commit_sha": pr.get("merge_commit_sha"),
             "requested_reviewers": [self.user_payload(u) for u in pr["requested"]],
-            "created_at": now(), "updated_at": now(), "closed_at": None, "merged_at": None,
+            "created_at": now(), "updated_at": now(), "closed_at": pr.get("closed_at"),
+            "merged_at": pr.get("merged_at"),
             "head": side(pr["head_ref"], self.pull_head(r, pr)),
             "base": side(pr["base_ref"], self.branch_sha(r, pr["base_ref"]) or "0" * 40),
             "author_association": "OWNER"}
@@ -372,7 +380,75 @@ class SandboxGitHub(HttpFakeGitHub):
         ``markPullRequestReadyForReview``): ``pull_request.ready_for_review``."""
         self._issue_event(r, number, "ready_for_review")
 
+    def close_issue(self, repo: str, number: int) -> bool:
+        """Close open issue ``number`` as :attr:`actor` (``issues.closed``, ``state_reason``
+        ``completed``). Returns whether it was open (a pull request, an unknown number or a
+        closed issue: nothing happens)."""
+        with self.lock:
+            r = self.repo(repo)
+            issue = self.issues.get((r.full_name.lower(), number))
+            if issue is None or issue.get("state") == "closed":
+                return False
+            issue.update(state="closed", closed_at=now(), state_reason="completed")
+            self.record(f"{r.full_name}#{number}:close-issue")
+            self.emit("issues", {**self._base(r, "closed"),
+                                 "issue": {**self.issue_payload(r, number),
+                                           "state_reason": "completed"}})
+            return True
+
+    def merge_pull(self, repo: str, number: int, merge_method: str = "squash") -> Any:
+        """Merge pull request ``number`` at its current head as :attr:`actor` (a person's
+        merge button); as :meth:`merge_pull_request`."""
+        with self.lock:
+            r = self.repo(repo)
+            if number not in r.pulls:
+                raise KeyError(f"#{number} of {r.full_name} is not a pull request")
+            head = self.pull_head(r, r.pulls[number])
+            return self.merge_pull_request(repo, number, head, merge_method)
+
     # -- the operations, delivering what they did -------------------------------------
+
+    def merge_pull_request(self, repo: str, number: int, sha: str,
+                           merge_method: str = "squash") -> Any:
+        """As the fake's, then delivered as GitHub does: ``pull_request.closed`` with
+        ``merged: true``, the ``push`` to the base branch, and ``issues.closed`` for each
+        issue the body closes (``Closes #N``) when the base is the default branch
+        ("Linking a pull request to an issue")."""
+        with self.lock:
+            r = self.repo(repo)
+            pr = r.pulls.get(number) or {}
+            base = str(pr.get("base_ref") or r.default_branch)
+            before = self.branch_sha(r, base)
+            merged = super().merge_pull_request(repo, number, sha, merge_method)
+            self._issue_event(r, number, "closed")
+            after = self.branch_sha(r, base)
+            if r.git_dir is not None and before and after and before != after:
+                self._pushed(r, {base: (before, after)}, self.actor)
+            if base == r.default_branch:
+                for closes in closed_by(pr.get("body")):
+                    self.close_issue(repo, closes)
+            return merged
+
+    def close_pull_request(self, repo: str, number: int) -> Any:
+        """As the fake's; ``pull_request.closed`` with ``merged: false`` when it was open."""
+        with self.lock:
+            r = self.repo(repo)
+            was = (r.pulls.get(number) or {}).get("state")
+            closed = super().close_pull_request(repo, number)
+            if was == "open":
+                self._issue_event(r, number, "closed")
+            return closed
+
+    def delete_branch(self, repo: str, branch: str) -> Any:
+        """As the fake's; a deleted branch is delivered as a ``push`` with ``deleted:
+        true`` (GitHub also sends ``delete``, which the-loop does not subscribe to)."""
+        with self.lock:
+            r = self.repo(repo)
+            before = self.branch_sha(r, branch)
+            deleted = super().delete_branch(repo, branch)
+            if deleted.get("deleted") and before:
+                self._pushed(r, {branch: (before, "0" * 40)}, self.actor)
+            return deleted
 
     def add_label(self, repo: str, number: int, label: str) -> Any:
         with self.lock:

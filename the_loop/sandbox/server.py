@@ -42,6 +42,7 @@ from flask import Blueprint, Flask, Response, jsonify, request
 from werkzeug.serving import make_server
 
 from foundation.signing import KEYS_PATH
+from graph.ports import IntegrationError
 from the_loop.sandbox import directory as sandbox_dir
 from the_loop.sandbox.ci import CI_FILE, SandboxCI
 from the_loop.sandbox.fakegithub.http import QuietHandler
@@ -301,6 +302,26 @@ def _admin_routes(sandbox: Sandbox) -> None:
         with fake.acting_as(actor(data)):
             fake.mark_ready(repo, number)
         return jsonify({"ref": ref_of(repo, number)})
+
+    @bp.post("/merge")
+    @guarded
+    def merge() -> Response:
+        data = body()
+        repo, number = target(data)
+        method = str(data.get("merge_method") or "squash")
+        if method not in ("merge", "squash", "rebase"):
+            raise ValueError("merge_method: one of merge, squash, rebase")
+        with fake.lock:
+            if number not in fake.repo(repo).pulls:
+                raise LookupError(f"ref: #{number} of {repo} is not a pull request")
+        try:
+            with fake.acting_as(actor(data)):
+                merged = fake.merge_pull(repo, number, method)
+        except IntegrationError as exc:  # GitHub's refusal: not mergeable, a draft
+            return problem(exc.status or 405, str(exc).removeprefix(
+                "github merge-pull-request: "))
+        return jsonify({"ref": ref_of(repo, number), "sha": merged["sha"],
+                        "merge_method": method})
 
     @bp.get("/show")
     @guarded

@@ -29,6 +29,9 @@ route                   handler
                         (:mod:`workers.routes.turn`)
 ``installation``        :func:`installation`: the App's access changed; a work item
                         re-driven after ``unsuspend`` (:mod:`workers.routes.installation`)
+``closed``              :func:`closed`: a work item's pull request closed: merged, it
+                        advances and is completed (:mod:`workers.routes.finish`);
+                        unmerged, it is abandoned (:mod:`workers.routes.closed`)
 ======================  ================================================================
 
 A delivery about a work item's draft pull request (the one its agent turns push to) is
@@ -44,6 +47,7 @@ from collections.abc import Mapping
 
 from workers.router import (
     CI_ONLY,
+    CLOSED,
     CONFIG,
     DRIVE,
     DRIVE_IF_ENROLLED,
@@ -54,6 +58,7 @@ from workers.router import (
 )
 from workers.routes.agent import Agent, Delivery, GitHubFactory, Handled, Handler, admit
 from workers.routes.ci import ci_status, drive_if_enrolled
+from workers.routes.closed import closed
 from workers.routes.drive import drive
 from workers.routes.installation import installation
 from workers.routes.labels import config_push, labels
@@ -61,7 +66,7 @@ from workers.routes.turn import turn
 from workers.routes.withdraw import withdraw
 
 __all__ = ["HANDLERS", "Agent", "Delivery", "GitHubFactory", "Handled", "Handler", "admit",
-           "ci_status", "config_push", "drive", "drive_if_enrolled", "installation",
+           "ci_status", "closed", "config_push", "drive", "drive_if_enrolled", "installation",
            "labels", "turn", "withdraw"]
 
 #: route (:mod:`workers.router`) -> its handler.
@@ -74,4 +79,5 @@ HANDLERS: Mapping[str, Handler] = {
     WITHDRAW: withdraw,
     TURN: turn,
     INSTALLATION: installation,
+    CLOSED: closed,
 }

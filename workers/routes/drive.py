@@ -20,6 +20,7 @@ from workers import metrics as worker_metrics
 from workers.notices import ALARM_TEXT, ALARMS, Reactions, alarm_effect
 from workers.pull_body import keep_pull_body
 from workers.routes.agent import Agent, Delivery, Handled, logged_by
+from workers.routes.finish import finish
 from workers.routes.labels import labels
 from workers.routes.withdraw import retract
 from workers.session import WorkItemSession
@@ -34,21 +35,34 @@ def drive(agent: Agent, delivery: Delivery) -> Handled:
     return advance(agent, delivery, enrol=True)
 
 
-def advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
-    """Enrol (``enrol``: the enrolment label is on it) or advance the delivery's work
-    item, its world read once (:class:`workers.session.WorkItemSession`); then what
-    follows a saved advance (:func:`_after`)."""
-    ref, event, settings = delivery.ref, delivery.event, agent.settings
-    if ref is None:
-        return delivery.ignored("no issue or pull request in this delivery")
+def forwarded(agent: Agent, delivery: Delivery) -> Handled | None:
+    """A delivery about the draft pull request an issue work item's turns push to is that
+    work item's: queued again for it (:attr:`Agent.fan_out`); ``None`` for any other."""
+    ref, event = delivery.ref, delivery.event
     # A pull request's events, and a CI result on its head, go to the work item whose
     # draft pull request it is (an issue's: the CI's check run names the pull request).
-    if (agent.turns is not None and (event.kind == "pull_request" or event.ci is not None)
+    if (ref is not None and agent.turns is not None
+            and (event.kind == "pull_request" or event.ci is not None)
             and event.repository):
         owner = agent.turns.owner_of(ref.repository, ref.number)  # the repository key
         if owner is not None and owner != ref.format():
             agent.fan_out(delivery.record, [owner])
             return delivery.ignored(f"the draft pull request of {owner}: forwarded to it")
+    return None
+
+
+def advance(agent: Agent, delivery: Delivery, *, enrol: bool,
+            merged: bool = False) -> Handled:
+    """Enrol (``enrol``: the enrolment label is on it) or advance the delivery's work
+    item, its world read once (:class:`workers.session.WorkItemSession`); then what
+    follows a saved advance (:func:`_after`). ``merged``: the delivery says the work
+    item's pull request was merged (:meth:`graph.runtime.Runtime.merged`)."""
+    ref, event, settings = delivery.ref, delivery.event, agent.settings
+    if ref is None:
+        return delivery.ignored("no issue or pull request in this delivery")
+    moved = forwarded(agent, delivery)
+    if moved is not None:
+        return moved
     session = WorkItemSession.open(agent, delivery)
     label = session.enrolment_label
     if enrol and not _carries(event, label) and not _own_pull(agent, event, ref):
@@ -82,6 +96,13 @@ def advance(agent: Agent, delivery: Delivery, *, enrol: bool) -> Handled:
             result = special
         elif enrol:
             result = agent.runtime.enrol(item, config, inbound, state=session.runtime_state())
+        elif merged:
+            maybe = agent.runtime.merged(item, config, inbound, by=event.merged_by,
+                                         state=session.runtime_state())
+            if maybe is None:
+                reactions.settle()
+                return delivery.ignored("not a work item")
+            result = maybe
         else:
             maybe = agent.runtime.advance(item, config, inbound,
                                           state=session.runtime_state())
@@ -131,9 +152,14 @@ def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
             delivery.replay and any(d.get("delivery") == delivery.id
                                     for _, d in state.standing_decisions())):
         reactions.react("completed", state)
-    if agent.turns is not None and result.moves and result.status == Status.DONE \
-            and item.repository is not None and item.id is not None:
-        agent.turns.retire(item.ref, item.repository, item.id)  # its workspace goes
+    if result.status == Status.DONE:
+        merge = next((r for chain in result.chains for r in chain.results
+                      if r.hook == "merge-pull-request" and r.status == "pass"), None)
+        if merge is not None:  # who merged it, in the event log (and the state's results)
+            agent.store.append_event(item.ref, "pull-request.merged", {
+                "pull": merge.data.get("pull"), "by": merge.data.get("merged_by"),
+                "by_the_loop": bool(merge.data.get("by_the_loop"))}, delivery.id)
+        finish(agent, item, github, state)  # branches deleted, workspace removed
     event = delivery.event
     installation_id = event.installation_id
     kind = item.kind
@@ -147,7 +173,8 @@ def _after(agent: Agent, delivery: Delivery, item: WorkItem, github: GitHub,
         state.kind, state.default_branch = kind, default_branch
         state.tickets = tickets
         agent.store.save(state)
-    keep_pull_body(agent, item, github, state, delivery.id)
+    if state.status != Status.ABANDONED:  # its pull request is closed: nothing to keep
+        keep_pull_body(agent, item, github, state, delivery.id)
     if installation_id is not None and agent.installations is not None:
         agent.installations.add_work_item(installation_id, item.ref)
 
@@ -186,7 +213,7 @@ def _gate_event(session: WorkItemSession, state: WorkItemState | None, item: Wor
       is stale then (:meth:`workers.session.WorkItemSession.stale`).
     """
     agent, event, ref = session.agent, session.delivery.event, session.ref
-    if state is None or state.status == "done":
+    if state is None or state.status in (Status.DONE, Status.ABANDONED):
         return None
     node = agent.graph.nodes.get(state.current_node)
     if node is None:

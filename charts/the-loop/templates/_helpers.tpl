@@ -49,16 +49,18 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
-{{/* "true" when the chart runs its own Redis (no external URL configured). */}}
+{{/* "true" when the chart runs its own Redis (no external URL, no Sentinel set). */}}
 {{- define "the-loop.builtinRedis" -}}
-{{- if and (not .Values.redis.url) (not .Values.redis.urlSecretKey) }}true{{ end }}
+{{- if and (not .Values.redis.url) (not .Values.redis.urlSecretKey) (not .Values.redis.sentinel.hosts) }}true{{ end }}
 {{- end }}
 
 {{- define "the-loop.redisName" -}}
 {{- printf "%s-redis" (include "the-loop.fullname" .) }}
 {{- end }}
 
-{{/* The REDIS_URL environment entry, for the web and the worker alike. */}}
+{{/* The REDIS_URL environment entry, for the web and the worker alike, and with
+     redis.sentinel.hosts the Sentinels' (REDIS_URL then gives only the primary's password,
+     database and TLS: its host is ignored). */}}
 {{- define "the-loop.redisEnv" -}}
 - name: REDIS_URL
 {{- if .Values.redis.urlSecretKey }}
@@ -68,8 +70,28 @@ app.kubernetes.io/component: {{ .component }}
       key: {{ .Values.redis.urlSecretKey }}
 {{- else if .Values.redis.url }}
   value: {{ .Values.redis.url | quote }}
+{{- else if .Values.redis.sentinel.hosts }}
+  value: "redis://sentinel-managed/0"
 {{- else }}
   value: {{ printf "redis://%s:6379/0" (include "the-loop.redisName" .) | quote }}
+{{- end }}
+{{- with .Values.redis.sentinel }}
+{{- if .hosts }}
+{{- if not .masterName }}
+{{- fail "redis.sentinel.hosts is set but redis.sentinel.masterName is not: set it to the name the Sentinels monitor the primary under (e.g. mymaster)" }}
+{{- end }}
+- name: THE_LOOP_REDIS_SENTINELS
+  value: {{ join "," .hosts | quote }}
+- name: THE_LOOP_REDIS_SENTINEL_MASTER
+  value: {{ .masterName | quote }}
+{{- if .passwordSecretKey }}
+- name: THE_LOOP_REDIS_SENTINEL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $.Values.secret.name }}
+      key: {{ .passwordSecretKey }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 

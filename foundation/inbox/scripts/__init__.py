@@ -7,7 +7,9 @@
 - ``sweep.lua``: the reaper's look at a batch of indexed inboxes;
 - ``list_stranded.lua``: the reaper's listing of the stranded inboxes it found;
 - ``backlog.lua``: queue depth and the oldest ready delivery's arrival (``/metrics``);
-- ``delete_if_equal.lua``: delete a key only if it still holds a value.
+- ``delete_if_equal.lua``: delete a key only if it still holds a value;
+- ``unqueue.lua``: take back a delivery its replicas did not acknowledge in time, unless
+  a worker took it.
 
 The other stores keep their scripts beside them (``workers/scripts/``: the state store's,
 CI results', repositories'; ``integrations/scripts/``: the write throttle's).
@@ -82,3 +84,4 @@ class Scripts:
         self.backlog: Script = scripts.register(connection, __name__, "backlog")
         self.delete_if_equal: Script = scripts.register(connection, __name__,
                                                         "delete_if_equal")
+        self.unqueue: Script = scripts.register(connection, __name__, "unqueue")

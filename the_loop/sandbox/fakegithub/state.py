@@ -17,6 +17,9 @@ Every successful write is recorded in :attr:`FakeGitHub.actions` as a Prow-style
     OWNER/NAME#7:enable-auto-merge:<merge method>
     OWNER/NAME#7:create-pull-request:<head branch>
     OWNER/NAME#7:update-pull-request
+    OWNER/NAME#7:close-pull-request
+    OWNER/NAME#7:merge-pull-request:<method>:<merged commit sha>
+    OWNER/NAME:delete-branch:<branch>
     OWNER/NAME:create-check-run:<name>
     OWNER/NAME:update-check-run:<check run id>
 
@@ -46,6 +49,7 @@ Seeding (records no action): :meth:`~FakeGitHub.add_repo`, :meth:`~FakeGitHub.ad
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -63,12 +67,14 @@ from graph.ports import (
     Comments,
     Committed,
     Created,
+    Deleted,
     EnsuredLabel,
     File,
     GitHub,
     IntegrationError,
     JobLog,
     Labels,
+    Merged,
     NotFound,
     Permission,
     Posted,
@@ -86,9 +92,11 @@ from the_loop.sandbox.fakegithub.git import (
     GIT,
     GIT_TIMEOUT,
     FakeGitError,
+    MergeConflict,
     blob_sha,
     commit_files,
     git_env,
+    merge_into,
     run_git,
     seed_git_repo,
 )
@@ -103,8 +111,20 @@ from the_loop.sandbox.fakegithub.store import (
 # The git helpers and the state's parts live in ``git`` and ``store``; they stay importable
 # from here, where the tests and the sandbox have always taken them.
 __all__ = ["ANNOTATIONS_PER_REQUEST", "BASE_PERMISSION", "GIT", "GIT_TIMEOUT", "OUTPUT_LIMIT",
-           "FakeGitError", "FakeGitHub", "Repo", "annotation",
-           "blob_sha", "commit_files", "git_env", "now", "run_git", "seed_git_repo"]
+           "FakeGitError", "FakeGitHub", "Repo", "annotation", "blob_sha", "closed_by",
+           "commit_files", "git_env", "now", "run_git", "seed_git_repo"]
+
+#: GitHub's closing keywords followed by an issue of the same repository ("Linking a
+#: pull request to an issue": close, closes, closed, fix, fixes, fixed, resolve,
+#: resolves, resolved; any case; ``#N`` here, not another repository's ``OWNER/NAME#N``).
+CLOSING = re.compile(r"(?<![\w/#-])(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+#(\d+)\b",
+                     re.IGNORECASE)
+
+
+def closed_by(body: str | None) -> list[int]:
+    """The issue numbers a pull request's body closes when it is merged into the default
+    branch (:data:`CLOSING`), in order, each once."""
+    return list(dict.fromkeys(int(n) for n in CLOSING.findall(body or "")))
 
 
 def _not_found(op: str, what: str) -> NotFound:
@@ -112,8 +132,10 @@ def _not_found(op: str, what: str) -> NotFound:
 
 
 def _refused(op: str, status: int, message: str, *codes: str) -> IntegrationError:
+    """GitHub's refusal: ``message`` is its ``message`` (the error's ``reason``, as the
+    real transports keep it)."""
     return IntegrationError(f"github {op}: {message}", integration="github", op=op,
-                            status=status, codes=codes)
+                            status=status, codes=codes, reason=message)
 
 
 
@@ -302,6 +324,7 @@ class FakeGitHub(FakeStore, Transport):
                     "state": pr["state"], "draft": bool(pr.get("draft", False)),
                     "head_repo": pr.get("head_repo") or r.full_name,
                     "maintainer_can_modify": bool(pr.get("maintainer_can_modify")),
+                    "merged": bool(pr.get("merged")), "merged_by": pr.get("merged_by"),
                     "html_url": f"/{r.full_name}/pull/{number}",
                     "node_id": self.pull_node_id(pr), "body": str(pr.get("body") or "")}
 
@@ -382,6 +405,84 @@ class FakeGitHub(FakeStore, Transport):
                 pr["body"] = body
             self.record(f"{r.full_name}#{number}:update-pull-request")
             return self.pull_result(repo, number)
+
+    def close_pull_request(self, repo: str, number: int) -> PullRequest:
+        """Close pull request ``number`` without merging it (``PATCH .../pulls/{n}``
+        with ``state: closed``); closing a closed one changes nothing."""
+        with self.lock:
+            r = self.repo(repo)
+            pr = r.pulls.get(number)
+            if pr is None:
+                raise _not_found("close-pull-request", "pull request")
+            if pr["state"] == "open":
+                pr["head_sha"] = self.pull_head(r, pr)
+                pr["state"], pr["closed_at"] = "closed", now()
+                self.record(f"{r.full_name}#{number}:close-pull-request")
+            return self.pull_result(repo, number)
+
+    def merge_pull_request(self, repo: str, number: int, sha: str,
+                           merge_method: str = "squash") -> Merged:
+        """Merge as GitHub's "Merge a pull request" answers: 409 "Head branch was
+        modified" when the head is no longer ``sha``; 405 when the pull request is not
+        open, is a draft, or does not merge cleanly (a git-backed repository merges for
+        real, :func:`~the_loop.sandbox.fakegithub.git.merge_into`; an in-memory one
+        honours a seeded ``mergeable: False``); 422 for a bad ``merge_method``. On success
+        the pull request is ``closed``, ``merged``, ``merged_by`` the actor, and the
+        answer is ``{"sha", "merged": True, "message"}``."""
+        op = "merge-pull-request"
+        with self.lock:
+            r = self.repo(repo)
+            pr = r.pulls.get(number)
+            if pr is None:
+                raise _not_found(op, "pull request")
+            if merge_method not in ("merge", "squash", "rebase"):
+                raise _refused(op, 422, f"Invalid merge_method {merge_method!r}", "invalid")
+            if pr["state"] != "open" or pr.get("merged"):
+                raise _refused(op, 405, "Pull Request is not mergeable")
+            if pr.get("draft"):
+                raise _refused(op, 405, "Pull Request is still a draft")
+            head = self.pull_head(r, pr)
+            if sha != head:
+                raise _refused(op, 409, "Head branch was modified. Review and try the "
+                               "merge again.")
+            title = f"{pr['title']} (#{number})"
+            if r.git_dir is not None:
+                message = (f"{title}\n\n{pr.get('body') or ''}".strip() + "\n"
+                           if merge_method == "squash" else
+                           f"Merge pull request #{number} from {pr['head_ref']}\n\n"
+                           f"{pr['title']}\n")
+                try:
+                    merged = merge_into(r.git_dir, pr["base_ref"], head, merge_method,
+                                        message=message,
+                                        committer=(self.actor, f"{self.actor}@users.noreply"))
+                except MergeConflict:
+                    raise _refused(op, 405, "Pull Request is not mergeable") from None
+            else:
+                if pr.get("mergeable") is False:
+                    raise _refused(op, 405, "Pull Request is not mergeable")
+                merged = hashlib.sha1(f"merge:{r.full_name}:{number}:{head}".encode(),
+                                      usedforsecurity=False).hexdigest()
+            pr.update(head_sha=head, state="closed", merged=True, merged_by=self.actor,
+                      merge_commit_sha=merged, merged_at=now(), closed_at=now())
+            self.record(f"{r.full_name}#{number}:{op}:{merge_method}:{merged}")
+            return {"sha": merged, "merged": True,
+                    "message": "Pull Request successfully merged"}
+
+    def delete_branch(self, repo: str, branch: str) -> Deleted:
+        """Delete ``branch`` (a git-backed repository's ref); ``{"deleted": False}`` when
+        there is none (GitHub's 422 "Reference does not exist"). The default branch is
+        refused (422), as GitHub does."""
+        with self.lock:
+            r = self.repo(repo)
+            if branch == r.default_branch:
+                raise _refused("delete-branch", 422, "Cannot delete the default branch")
+            old = self.branch_sha(r, branch)
+            if old is None:
+                return {"deleted": False}
+            assert r.git_dir is not None
+            run_git(r.git_dir, "update-ref", "-d", f"refs/heads/{branch}", old)
+            self.record(f"{r.full_name}:delete-branch:{branch}")
+            return {"deleted": True}
 
     def list_pull_files(self, repo: str, number: int) -> PullFiles:
         with self.lock:

@@ -78,6 +78,8 @@ ENDPOINTS = (
     "GET    /repos/{owner}/{repo}/pulls",
     "POST   /repos/{owner}/{repo}/pulls",
     "PATCH  /repos/{owner}/{repo}/pulls/{number}",
+    "PUT    /repos/{owner}/{repo}/pulls/{number}/merge",
+    "DELETE /repos/{owner}/{repo}/git/refs/heads/{branch}",
     "GET    /repos/{owner}/{repo}/issues/{number}/labels",
     "POST   /repos/{owner}/{repo}/issues/{number}/labels",
     "DELETE /repos/{owner}/{repo}/issues/{number}/labels/{name}",

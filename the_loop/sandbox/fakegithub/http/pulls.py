@@ -1,6 +1,7 @@
-"""Pull requests: get, list, create and update them, their files, requested reviewers and
-reviews. Served at the API root and under ``/api/v3``; writes go through the fake's own
-operations (so the action is recorded there) as the token's login."""
+"""Pull requests: get, list, create, update, close and merge them, their files, requested
+reviewers and reviews; and deleting a branch (a merged pull request's). Served at the API
+root and under ``/api/v3``; writes go through the fake's own operations (so the action is
+recorded there) as the token's login."""
 
 from __future__ import annotations
 
@@ -56,7 +57,11 @@ def pull_json(r: Repo, number: int, pr: dict[str, Any]) -> dict[str, Any]:
         "user": user_json(pr["user"]),
         "draft": bool(pr.get("draft", False)),
         "maintainer_can_modify": bool(pr.get("maintainer_can_modify")),
-        "merged": False,
+        "merged": bool(pr.get("merged")),
+        "merged_by": user_json(pr["merged_by"]) if pr.get("merged_by") else None,
+        "merged_at": pr.get("merged_at"),
+        "closed_at": pr.get("closed_at"),
+        "merge_commit_sha": pr.get("merge_commit_sha"),
         "labels": issue_labels_json(r, number),
         "requested_reviewers": [user_json(u) for u in pr["requested"]],
         "requested_teams": [team_json(r, slug) for slug in pr.get("requested_teams") or ()],
@@ -163,20 +168,78 @@ def create_pull(owner: str, name: str) -> Response:
 
 @bp.patch("/repos/<owner>/<name>/pulls/<int:number>")
 def update_pull(owner: str, name: str, number: int) -> Response:
-    """"Update a pull request" (``title``, ``body``); neither given changes nothing."""
+    """"Update a pull request" (``title``, ``body``, ``state``: ``closed`` closes it
+    unmerged, ``open`` is accepted for an open one); none given changes nothing; 422 for
+    another ``state``."""
     gh = fake()
     body = json_body()
     if not isinstance(body, dict):
         return invalid_request()
+    state = body.get("state")
+    if state is not None and state not in ("open", "closed"):
+        return validation_failed("PullRequest", "invalid", "state")
     with gh.lock:
         r, pr = find_pull(owner, name, number)
         if r is None or pr is None:
             return not_found()
         title, text = body.get("title"), body.get("body")
-        if title is None and text is None:
-            return jsonify(pull_json(r, number, pr))  # GitHub: nothing changes
-        gh.update_pull_request(r.full_name, number, title=title, body=text)
+        with gh.acting_as(g.login or gh.user_login):
+            if title is not None or text is not None:
+                gh.update_pull_request(r.full_name, number, title=title, body=text)
+            if state == "closed":
+                gh.close_pull_request(r.full_name, number)
         return jsonify(pull_json(r, number, pr))
+
+
+@bp.put("/repos/<owner>/<name>/pulls/<int:number>/merge")
+def merge_pull(owner: str, name: str, number: int) -> Response:
+    """"Merge a pull request" as the token's login: ``{"sha", "merged", "message"}``
+    (200); 409 when ``sha`` is given and is not the head; 405 when it cannot be merged
+    (closed, a draft, a conflict); 422 for a bad ``merge_method``; 401 anonymous."""
+    gh = fake()
+    if g.login is None:
+        return error(401, "Requires authentication")
+    body = json_body() or {}
+    if not isinstance(body, dict):
+        return invalid_request()
+    method = body.get("merge_method", "merge")
+    if method not in ("merge", "squash", "rebase"):
+        return validation_failed("PullRequest", "invalid", "merge_method")
+    with gh.lock:
+        r, pr = find_pull(owner, name, number)
+        if r is None or pr is None:
+            return not_found()
+        sha = body.get("sha")
+        head = gh.pull_head(r, pr)
+        try:
+            with gh.acting_as(g.login):
+                merged = gh.merge_pull_request(r.full_name, number,
+                                               str(sha) if sha else head, method)
+        except IntegrationError as exc:
+            status = exc.status or 405
+            return error(status, str(exc).removeprefix("github merge-pull-request: "))
+        return jsonify(merged)
+
+
+@bp.delete("/repos/<owner>/<name>/git/refs/heads/<path:branch>")
+def delete_branch(owner: str, name: str, branch: str) -> Response:
+    """"Delete a reference" for a branch: 204; 422 "Reference does not exist" for none
+    (or the default branch, which GitHub refuses to delete); 401 anonymous."""
+    gh = fake()
+    if g.login is None:
+        return error(401, "Requires authentication")
+    with gh.lock:
+        r = lookup(owner, name)
+        if r is None:
+            return not_found()
+        try:
+            with gh.acting_as(g.login):
+                deleted = gh.delete_branch(r.full_name, branch)
+        except IntegrationError as exc:
+            return error(422, str(exc).removeprefix("github delete-branch: "))
+        if not deleted["deleted"]:
+            return error(422, "Reference does not exist")
+        return Response(status=204)
 
 
 def file_json(f: dict[str, Any]) -> dict[str, Any]:
