@@ -140,6 +140,8 @@ class TurnEnded:
         pull: the work item's draft pull request number, if one exists.
         cost_usd, input_tokens, output_tokens: what the harness reported for the turn.
         seconds: wall-clock seconds the turn took.
+        agent_seconds: of ``seconds``, those the harness ran (the rest is the-loop's own
+            work: the workspace, the commit, the push, a task's merge).
         detail: the-loop's own words about an unsuccessful turn (never agent output).
         merged: a task's turn: whether its work reached the work item's branch (``False``:
             the merge conflicted, ``detail`` names the paths); ``None`` otherwise.
@@ -159,6 +161,7 @@ class TurnEnded:
     input_tokens: int = 0
     output_tokens: int = 0
     seconds: float = 0.0
+    agent_seconds: float = 0.0
     detail: str = ""
     merged: bool | None = None
     warnings: tuple[str, ...] = ()
@@ -194,6 +197,7 @@ class TurnEnded:
             input_tokens=int(data.get("input_tokens") or 0),
             output_tokens=int(data.get("output_tokens") or 0),
             seconds=float(data.get("seconds") or 0.0),
+            agent_seconds=float(data.get("agent_seconds") or 0.0),
             detail=str(data.get("detail") or "")[:500],
             merged=None if data.get("merged") is None else bool(data["merged"]),
             warnings=tuple(str(w)[:200] for w in list(data.get("warnings") or ())[:10]),

@@ -261,6 +261,7 @@ class TurnRunner:
         session_id = order.session_id
         outcome = self._harness(workspaces, order, context, checkout, session_id, resume,
                                 attempt, beat)
+        agent_seconds = outcome.duration_s
         if outcome.status == "resume-failed" and not (beat.cancelled or beat.interrupted):
             log.warning("session of %s at %s cannot be resumed; starting a fresh one seeded "
                         "with the artifacts", ref, order.node)
@@ -269,6 +270,7 @@ class TurnRunner:
             fresh = replace(order, seeded_with=(*order.seeded_with, *order.artifacts))
             outcome = self._harness(workspaces, fresh, context, checkout, session_id, None,
                                     attempt, beat)
+            agent_seconds += outcome.duration_s
         if beat.lost:  # another attempt took the turn over: its work is the one pushed
             raise TurnAbandoned(order.id)
         if beat.interrupted:  # the runner is stopping: the turn resumes elsewhere
@@ -301,7 +303,8 @@ class TurnRunner:
             id=order.id, status=status, session_id=session_id,
             harness_session=outcome.harness_session, head_sha=head, pull=pull,
             cost_usd=outcome.cost_usd, input_tokens=outcome.input_tokens,
-            output_tokens=outcome.output_tokens, detail=detail, merged=merged,
+            output_tokens=outcome.output_tokens, agent_seconds=round(agent_seconds, 3),
+            detail=detail, merged=merged,
             warnings=outcome.warnings, totals=outcome.totals), (
                 branch if pushed else context.branch)
 

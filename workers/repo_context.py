@@ -229,7 +229,9 @@ class RepoContext:
 
         The pull request head comes from the event; an issue comment on a pull request,
         or a CI event, does not carry it, so the pull request is asked for once
-        (``get-pull-request``; an issue answers "not found"). A pull request's head is
+        (``get-pull-request``; an issue answers "not found"); neither is a push's
+        (``pull_request.synchronize``) head trusted, which may be older than the
+        branch's when its delivery waited behind later pushes. A pull request's head is
         remembered for commit statuses (:meth:`workers.ci.RedisCI.remember`).
 
         Args:
@@ -273,6 +275,23 @@ class RepoContext:
                 head_repo = pull.get("head_repo")
                 editable = bool(pull.get("maintainer_can_modify"))
                 draft = bool(pull.get("draft"))
+        elif (event.kind == "pull_request" and event.action == "synchronize"
+              and event.pull_number is not None):
+            # A push's delivery waits behind the work item's other deliveries, so it can
+            # be processed after later pushes (the-loop's own turns and review records
+            # among them): its payload's head is then an old commit, and an approval
+            # check or verify-tests there would judge what is no longer the branch. The
+            # pull request's current head is read (one conditional GET per push).
+            try:
+                pull = github.get_pull_request(repo=repo, number=event.pull_number)
+            except NotFound:
+                pull = None
+            if pull is not None and pull.get("head_ref") == head_ref \
+                    and pull.get("head_sha") and pull["head_sha"] != head:
+                log.info("synchronize of %s#%s at %s is stale; reading the head %s",
+                         repo, event.pull_number, str(head)[:12],
+                         str(pull["head_sha"])[:12])
+                head = str(pull["head_sha"])
         if not head and draft_pull is not None and event.kind == "issue":
             try:  # an issue's draft pull request: its head is what the issue's gates see
                 drafted = github.get_pull_request(repo=repo, number=draft_pull)

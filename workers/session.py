@@ -173,10 +173,11 @@ class WorkItemSession:
 
         Its risk tier is the event's labels' when it carries labels (a ``risk:<n>``
         label, else ``risk.default``), else the tier last recorded in its state (a CI
-        event or a turn report shows no labels), else ``risk.default``. A CI result names
-        a pull request's head, a re-drive names neither kind: the kind is then what the
-        work item was last seen as (is-docs-only reads a pull request's files); tickets
-        the event's, else the state's.
+        event or a turn report shows no labels), else ``risk.default``. The kind is the
+        one its state recorded (what it was enrolled as: is-docs-only reads a pull
+        request's files, an issue has none), else the event's (an issue for a delivery of
+        another pull request, the issue's draft forwarded to it; ``pull_request`` for a
+        CI result); tickets the event's, else the state's.
         """
         if self._item is None:
             event, risk = self.delivery.event, self.repo_config.harness.risk
@@ -189,9 +190,14 @@ class WorkItemSession:
                 tier = risk.default
             item = event.work_item(self.ref, self.repo_config.spec_dir(self.agent.settings),
                                    risk_tier=tier)
-            kind: str | None = event.kind or ("pull_request" if event.ci is not None else None)
+            # A work item is what it was enrolled as: a delivery of an issue's draft
+            # pull request (forwarded to the issue) shows a pull request, a CI result
+            # or a re-drive shows neither.
+            kind: str | None = state.kind if state is not None and state.kind else None
+            if kind is None and event.pull_number not in (None, self.ref.number):
+                kind = "issue"  # the issue's draft pull request
             if kind is None:
-                kind = state.kind if state is not None and state.kind else item.kind
+                kind = event.kind or ("pull_request" if event.ci is not None else None)
             tickets = event.tickets or (tuple(state.tickets) if state is not None else ())
             self._item = replace(item, repository=self.repository, kind=kind or item.kind,
                                  tickets=tickets)

@@ -67,7 +67,8 @@ def turn_ended(rt: RuntimeAPI, state: WorkItemState, node: Node,
     state.session = session
     rt.log(state, "turn.completed", {
         "node": node.id, "turn": live.get("number"), "status": ended.status,
-        "cost_usd": ended.cost_usd, "seconds": ended.seconds, "head_sha": ended.head_sha,
+        "cost_usd": ended.cost_usd, "seconds": ended.seconds,
+        "agent_seconds": ended.agent_seconds, "head_sha": ended.head_sha,
         "session": session.get("id"), "warnings": len(ended.warnings)}, event)
     return ended
 

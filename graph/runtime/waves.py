@@ -188,8 +188,8 @@ class PlanRun:
         rt.log(state, "turn.completed", {
             "node": node.id, "task": task, "turn": order.get("number"),
             "status": ended.status, "merged": ended.merged, "cost_usd": ended.cost_usd,
-            "seconds": ended.seconds, "head_sha": ended.head_sha,
-            "session": session.get("id")}, event)
+            "seconds": ended.seconds, "agent_seconds": ended.agent_seconds,
+            "head_sha": ended.head_sha, "session": session.get("id")}, event)
         if passed:
             run["status"][task] = plans.PASSED
             run["next_input"].pop(task, None)

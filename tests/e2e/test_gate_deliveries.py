@@ -158,6 +158,7 @@ def test_an_approval_then_a_push_changing_the_artifact_asks_again(stack):
     new_head = "b" * 40
     fake.add_file(REPO, "specs/2/requirements.md", REQUIREMENTS.replace("y\n", "z\n"),
                   ref=new_head)
+    fake.repo(REPO).pulls[2]["head_sha"] = new_head  # the push moved the head
     push = {k: v for k, v in pr.items() if k != "label"}
     push.update(action="synchronize", before=pr["pull_request"]["head"]["sha"], after=new_head)
     push["pull_request"] = {**pr["pull_request"],

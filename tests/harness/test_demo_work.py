@@ -5,6 +5,7 @@ run catches and a ``verify-tests`` block's repair removes."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +66,37 @@ def test_other_tasks_write_code_and_a_passing_test_from_the_first_turn(tmp_path)
     assert (tmp_path / "demo_add_docs.py").is_file()
     done = pytest_in(tmp_path)
     assert done.returncode == 0, done.stdout
+
+
+def test_the_demo_agent_writes_the_task_its_turn_names(tmp_path):
+    # As the runner starts it (the command adapter): the task's id in THE_LOOP_TASK.
+    agent = Path(sys.executable).with_name("the-loop-demo-agent")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"),
+           "THE_LOOP_SESSION_ID": "s1", "THE_LOOP_NODE": "implementation",
+           "THE_LOOP_TASK": "shout", "THE_LOOP_RESULT_FILE": str(tmp_path / "result.json")}
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run([str(agent)], input=task_prompt("shout"), cwd=work, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert sorted(str(p.relative_to(work)) for p in work.rglob("*") if p.is_file()) == [
+        "demo_shout.py", "tasks/shout.md", "tests/test_demo_shout.py"]
+    assert pytest_in(work).returncode == 0
+
+
+def test_the_plans_repair_after_its_waves_fixes_the_defect_on_the_merged_branch(tmp_path):
+    # The waves merged every task's work into one checkout; the CI failed there and the
+    # node's own session (no task) is given the check's block.
+    for t in ("greet", "shout", "banner"):
+        do_work(task_prompt(t), None, tmp_path, task=t)
+    assert pytest_in(tmp_path).returncode == 1
+    state = do_work("Your work: the implementation.\n" + CI_BLOCK, None, tmp_path)
+    passed = pytest_in(tmp_path)
+    assert passed.returncode == 0, passed.stdout
+    assert "3 passed" in passed.stdout
+    assert not (tmp_path / "IMPLEMENTED.md").exists() and state["fixed"]
+    # Without the CI's block, a first turn with no artifact writes IMPLEMENTED.md as before.
+    other = tmp_path / "other"
+    other.mkdir()
+    do_work("Your work: the implementation.\n", None, other)
+    assert (other / "IMPLEMENTED.md").is_file()

@@ -349,8 +349,11 @@ def test_two_approvers_are_needed_and_changes_requested_wins(make, tmp_path):
 # -- 4. approvals bound to what was approved ----------------------------------------------
 
 
-def synchronize(pr, sha):
-    # As GitHub sends it: the head before and after the push, no label.
+def synchronize(pr, sha, gh=None):
+    # As GitHub sends it: the head before and after the push, no label; ``gh``: the
+    # push moved the fake's pull request head to ``sha`` too.
+    if gh is not None:
+        gh.repo(REPO).pulls[2]["head_sha"] = sha
     p = {k: v for k, v in pr.items() if k != "label"}
     p.update(action="synchronize", before=pr["pull_request"]["head"]["sha"], after=sha)
     p["pull_request"] = {**pr["pull_request"], "head": {**pr["pull_request"]["head"],
@@ -375,18 +378,43 @@ def test_an_approved_artifact_changed_by_a_push_returns_the_item_to_its_gate(mak
     recorded = gh.get_file(REPO, "specs/2/requirements.md",
                            ref=pr["pull_request"]["head"]["ref"])["text"]
     gh.add_file(REPO, "specs/2/requirements.md", recorded, ref="a" * 40)
-    deliver("pull_request", synchronize(pr, "a" * 40))
+    deliver("pull_request", synchronize(pr, "a" * 40, gh))
     assert store.load(REF2).current_node == "design"
     # Anyone else's change to the approved artifact asks for approval again.
     gh.add_file(REPO, "specs/2/requirements.md", recorded.replace("\ny\n", "\nz\n"),
                 ref="b" * 40)
-    deliver("pull_request", synchronize(pr, "b" * 40))
+    deliver("pull_request", synchronize(pr, "b" * 40, gh))
     state = store.load(REF2)
     assert state.current_node == "requirements-approval" and state.status == "waiting"
     [reopened] = [e for e in store.events(REF2) if e.type == "gate.reopened"]
     assert reopened.data["via"] == "reapproval"
     assert reopened.data["paths"] == ["specs/2/requirements.md"]
     assert "changed after gate `requirements-approval` approved it" in status_body(gh, 2)
+
+
+def test_a_push_delivered_after_later_pushes_is_judged_at_the_current_head(make):
+    # A push's delivery waits behind the work item's other deliveries: processed after
+    # later pushes, its payload's head is an old commit (here one where the approved
+    # artifact is gone). The approval is judged at the pull request's current head.
+    gh, slack, store, deliver = make()
+    pr = pull_request(gh, deliver, store)
+    deliver("pull_request_review", review(pr))
+    assert store.load(REF2).current_node == "design"
+    recorded = gh.get_file(REPO, "specs/2/requirements.md",
+                           ref=pr["pull_request"]["head"]["ref"])["text"]
+    gh.add_file(REPO, "specs/2/requirements.md", recorded, ref="e" * 40)
+    gh.repo(REPO).pulls[2]["head_sha"] = "e" * 40  # the branch's head now
+    stale = synchronize(pr, "f" * 40)  # an older push: no requirements.md at "f" * 40
+    deliver("pull_request", stale)
+    state = store.load(REF2)
+    assert state.current_node == "design" and state.status != "waiting"
+    assert not [e for e in store.events(REF2) if e.type == "gate.reopened"]
+    # The same stale delivery when the current head changed the artifact: back at the gate.
+    gh.add_file(REPO, "specs/2/requirements.md", recorded.replace("\ny\n", "\nz\n"),
+                ref="e" * 40)
+    deliver("pull_request", {**stale, "after": "f" * 40 + "x"})
+    state = store.load(REF2)
+    assert state.current_node == "requirements-approval" and state.status == "waiting"
 
 
 def test_reapprove_on_change_false_keeps_the_approval(make):

@@ -87,3 +87,35 @@ def test_an_advance_on_a_comment_loads_the_state_once(env):
     handled = processor.dispatch()
     assert [h.outcome for h in handled] == ["advanced"]
     assert loads == [REF1]
+
+
+@pytest.mark.parametrize(("event", "number", "seen", "expected"), [
+    # The issue's draft pull request #2, its delivery forwarded to issue #1.
+    ("pull_request", 2, "issue", "issue"),
+    ("pull_request", 2, None, "issue"),
+    # The work item's own pull request, and a CI result (no kind in its payload).
+    ("pull_request", 1, None, "pull_request"),
+    ("pull_request", 1, "pull_request", "pull_request"),
+    ("check_run", None, "issue", "issue"),
+    ("check_run", None, None, "pull_request"),
+])
+def test_a_delivery_of_an_issues_draft_pull_request_keeps_it_an_issue(
+        event, number, seen, expected):
+    from types import SimpleNamespace
+
+    from foundation.events import CIResult, GitHubEvent, WorkItemRef
+    from workers.repo_context import RepoConfig
+    from workers.session import WorkItemSession
+
+    ref = WorkItemRef(REPO, 1)
+    if event == "check_run":
+        delivered = GitHubEvent(event, ci=CIResult(REPO, "a" * 40, "tests", "failure"))
+    else:
+        # Forwarded to the issue: the record names the issue as the delivery's work item.
+        delivered = GitHubEvent(event, ref=ref, kind="pull_request", pull_number=number)
+    state = WorkItemState(ref=REF1, graph_digest="x", current_node="implementation",
+                          kind=seen)
+    session = WorkItemSession(SimpleNamespace(settings=WorkerSettings()),  # type: ignore[arg-type]
+                              SimpleNamespace(event=delivered),  # type: ignore[arg-type]
+                              ref, None, REPO, RepoConfig(), state, True)
+    assert session.work_item().kind == expected

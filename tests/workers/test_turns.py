@@ -401,3 +401,18 @@ def test_a_turns_warnings_are_kept_in_its_record_and_its_report(records, redis_n
     # the next turn's record starts without them
     records.order(order(2), CONTEXT)
     assert "warnings" not in (records.get(REF) or {})
+
+
+def test_a_turns_report_says_how_long_the_agent_ran_of_the_turn(records, redis_ns):
+    inbox = DeliveryQueue(redis_ns.client, queue_name=redis_ns.queue_name,
+                          prefix=redis_ns.prefix)
+    records.order(order(), CONTEXT)
+    runner = SimpleNamespace(records=records, inbox=inbox)
+    ended = TurnEnded(order().id, "completed", seconds=2.5, agent_seconds=1.25)
+    TurnRunner._report(runner, REF, order(), CONTEXT, ended, 1, None)  # type: ignore[arg-type]
+    keys = Keys(redis_ns.prefix, redis_ns.queue_name)
+    [delivery] = [i.decode() for i in redis_ns.client.lrange(keys.inbox(REF), 0, -1)]
+    body = json.loads(redis_ns.client.hget(keys.delivery(delivery), "body"))
+    reported = TurnEnded.from_dict(GitHubEvent.parse(TURN_EVENT, body).inbound(delivery).turn)
+    assert (reported.seconds, reported.agent_seconds) == (2.5, 1.25)
+    assert TurnEnded.from_dict({"id": "x", "status": "completed"}).agent_seconds == 0.0

@@ -19,7 +19,9 @@ a blocked turn's feedback lists the check's messages as lines
   ``demo_<name>.py`` and ``tests/test_demo_<name>.py`` (``name``: the task id with ``-``
   as ``_``). The first turn of task :data:`DEFECTIVE` writes its code with one deliberate
   defect its test catches; a resumed turn of that task whose feedback comes from
-  ``verify-tests`` (the CI check blocked) fixes it.
+  ``verify-tests`` (the CI check blocked) fixes it, as does a turn of the node's own
+  session (no ``task``: the plan's repair after its waves) on that feedback, for every
+  task whose files are in the checkout (it writes no ``IMPLEMENTED.md`` then).
 """
 
 from __future__ import annotations
@@ -137,12 +139,13 @@ def do_work(prompt: str, state: dict[str, Any] | None, cwd: Path, *, filler: str
     (``THE_LOOP_TASK``).
     """
     artifacts, feedback = parse_prompt(prompt)
+    ci_failed = any(m.startswith("check ") for m in _hook_feedback(prompt, "verify-tests"))
     if state is None:
         state = {"artifacts": {}, "written": {}, "turns": 0}
         state["artifacts"].update(artifacts)
         for path, headings in artifacts.items():
             state["written"][path] = headings[:-1]
-        if not artifacts:
+        if not artifacts and not (ci_failed and not task):
             name = f"tasks/{task}.md" if task else "IMPLEMENTED.md"
             state["written"][name] = ["## Changes"]
             state["artifacts"][name] = ["## Changes"]
@@ -159,12 +162,22 @@ def do_work(prompt: str, state: dict[str, Any] | None, cwd: Path, *, filler: str
             have.sort(key=headings.index)
     state["turns"] += 1
     if task:
-        if any(m.startswith("check ") for m in _hook_feedback(prompt, "verify-tests")):
+        if ci_failed:
             state["fixed"] = True  # the CI check blocked the last turn: repair the defect
         for rel, text in task_code(task, defective=not state.get("fixed")).items():
             target = cwd / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
+    elif ci_failed:
+        # The plan node's own session after its waves (the CI check failed on the work
+        # item's branch, where every task's work was merged): repair each task's code
+        # found in the checkout.
+        state["fixed"] = True
+        for name in _CODE:
+            files = task_code(name, defective=False)
+            if all((cwd / rel).is_file() for rel in files):
+                for rel, text in files.items():
+                    (cwd / rel).write_text(text, encoding="utf-8")
     if "decided `changes-requested`" in prompt:  # a reviewer asked for changes: revise
         state["revisions"] = int(state.get("revisions", 0)) + 1
     for path, headings in state["written"].items():

@@ -6,8 +6,9 @@ It reads the turn's input on stdin (the prompt contract of :mod:`runner.prompts`
 writes each listed artifact from a template (:mod:`the_loop.sandbox.agent_work`): on the
 first turn of a session it leaves out the last required section, so the-loop's exit
 checks block it and the repair loop shows; a resumed turn adds the sections its input
-names. At ``tasks`` it writes a task plan, and a task's turn writes code and its test
-(one with a defect until a ``verify-tests`` block asks for the repair). The session's
+names. At ``tasks`` it writes a task plan, and a task's turn (``THE_LOOP_TASK``: the
+task's id) writes code and its test (one with a defect until a ``verify-tests`` block
+asks for the repair). The session's
 state is ``$HOME/.the-loop-demo-agent/sessions/<id>.json`` (the runner's ``homeDir``),
 its result ``$THE_LOOP_RESULT_FILE`` (docs/harness.md). Standard library only.
 
@@ -60,7 +61,8 @@ def main(argv: list[str]) -> int:
         return 1
     node = os.environ.get("THE_LOOP_NODE", "?")
     print(f"demo agent: {'resuming' if resumed else 'starting'} node {node}", flush=True)
-    state = do_work(prompt, state, Path.cwd(), filler=FILLER)
+    state = do_work(prompt, state, Path.cwd(), filler=FILLER,
+                    task=os.environ.get("THE_LOOP_TASK") or None)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(state), encoding="utf-8")
     for artifact, headings in state["written"].items():

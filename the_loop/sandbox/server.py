@@ -18,6 +18,10 @@ the server writes to ``DIR/admin-token``, mode 0600)::
     POST /_sandbox/review     {"ref", "state", "body"?, "as"?}          -> {"ref", "id"}
     POST /_sandbox/ready      {"ref", "as"?}                            -> {"ref"}
     GET  /_sandbox/show?ref=REF   labels, comments, branches, pull requests, deliveries
+    GET  /_sandbox/requests[?since=K]   the API and git requests the sandbox's GitHub
+                                 received from the K-th on (``since``, default 0), each
+                                 ``{"method", "path", "query", "auth", "conditional",
+                                 "status"}``, and ``next`` (the ``since`` of the next page)
 
 ``ref`` is ``N``, ``#N``, ``OWNER/NAME#N`` or ``github:OWNER/NAME#N`` (the demo
 repository when no repository is named). ``as`` is the login acting (default: the
@@ -41,6 +45,7 @@ from typing import Any
 from flask import Blueprint, Flask, Response, jsonify, request
 from werkzeug.serving import make_server
 
+from foundation.config.repository import HARNESS_CONFIG_PATH
 from foundation.signing import KEYS_PATH
 from graph.ports import IntegrationError
 from the_loop.sandbox import directory as sandbox_dir
@@ -77,6 +82,15 @@ CI_YAML = """# The sandbox's CI runs this on every push of a branch other than m
 name: tests
 run: python -m pytest -q
 timeout: 300
+"""
+
+#: The demo repository's ``.the-loop/harness-config.yaml``: the-loop merges the work
+#: item's pull request itself once the review gate passed and ``tests`` is green on the
+#: approved head, so the walk ends merged without a person's merge (``auto: false``, the
+#: default elsewhere, waits at ``done`` for ``the-loop sandbox merge``).
+HARNESS_CONFIG = """# How the-loop works in this sandbox repository (docs/configuration.md).
+version: 1
+merge: {method: squash, auto: true}
 """
 
 #: The demo repository's own test: pytest collects one even before any task's code is
@@ -150,8 +164,9 @@ def build(directory: Path, *, user: str, webhook_url: str | None, secret: str,
     """A sandbox whose demo repository (:data:`DEMO_REPO`, git-backed, new each start:
     the fake's state lives in memory) holds ``README.md``,
     ``.the-loop/collaborators.yaml`` naming ``user`` as approver, the declared CI check
-    ``.the-loop/ci.yaml`` (:data:`CI_YAML`) and a test of its own
-    (``tests/test_repository.py``) and, with
+    ``.the-loop/ci.yaml`` (:data:`CI_YAML`), a test of its own
+    (``tests/test_repository.py``), ``.the-loop/harness-config.yaml``
+    (:data:`HARNESS_CONFIG`: ``merge: {auto: true}``) and, with
     ``public_key`` (PEM), the published review-record key; ``user`` has the
     ``admin`` role on it. Writes ``directory/admin-token`` (0600, new each start); takes
     ``user``'s token and the App's key from ``directory`` (making them the first time:
@@ -173,7 +188,8 @@ def build(directory: Path, *, user: str, webhook_url: str | None, secret: str,
                          user_login=user, app_id=sandbox_dir.APP_ID, tokens={user_token: user},
                          app_key=sandbox_dir.app_key(directory).read_bytes())
     files = {"README.md": README, ".the-loop/collaborators.yaml": collaborators_yaml(user),
-             CI_FILE: CI_YAML, "tests/test_repository.py": REPOSITORY_TEST}
+             CI_FILE: CI_YAML, "tests/test_repository.py": REPOSITORY_TEST,
+             HARNESS_CONFIG_PATH: HARNESS_CONFIG}
     if public_key:
         files[KEYS_PATH] = public_key
     fake.add_git_repo(DEMO_REPO, git_root, files, default_branch=DEFAULT_BRANCH)
@@ -353,6 +369,17 @@ def _admin_routes(sandbox: Sandbox) -> None:
                 "branches": branches,
                 "pull_requests": pulls,
                 "deliveries": len(fake.deliveries)})
+
+    @bp.get("/requests")
+    @guarded
+    def recorded() -> Response:
+        raw = request.args.get("since") or "0"
+        if not raw.isdigit():
+            raise ValueError("since: a request's index (0 or more)")
+        since = int(raw)
+        made = fake.requests  # the admin API's own are not the fake's (dispatch below)
+        return jsonify({"requests": [r._asdict() for r in made[since:]],
+                        "next": max(since, len(made))})
 
     # The admin API is the sandbox's own, not GitHub's: served beside the fake's app (its
     # request gate takes only GitHub's credentials), with its own token.
