@@ -26,6 +26,22 @@ Keys (:class:`TurnKeys`; ``P`` the prefix, ``REF`` a work item or a task's recor
 - ``P:alias:OWNER/REPO#N``  the work item a draft pull request belongs to
 - ``P:turn-log:REF``        the tail of the last turn's log
 - ``P:turn:retired:REF``    string "1": the done work item's workspace removal was queued
+- ``P:turns:refs``          hash: RQ job id of a waiting job -> the record ref it is for
+                            (read by :data:`_PICK_SCRIPT`; a job not in it is anyone's)
+- ``P:affinity:REF``        string: the runner id (:func:`runner_id`) that last ran a turn of
+                            REF, so holds its harness session and workspace on its disk
+- ``P:runner:alive:ID``     string "1" while runner ID lives (renewed by its reaper thread,
+                            expires :data:`ALIVE_TTL`-ish after its death)
+
+Affinity (sessions that follow the work item): a runner takes a waiting job with
+:meth:`TurnRecords.pick` (:data:`_PICK_SCRIPT`), which scans the turns queue from its
+front -- the order :data:`_FAIR_SCRIPT` and the continuations' front pushes made:
+continuations first, then first turns round-robin per installation -- and takes the first
+job whose work item's affinity is this runner, none, or a runner whose liveness key is
+gone. A job whose holder lives waits for that runner (its next free process); when the
+holder dies its jobs become anyone's, and the runner that takes one finds no session in
+its HOME: the harness reports ``resume-failed`` and the runner starts a fresh session
+seeded with the node's artifacts (:meth:`runner.service.TurnRunner._turn`).
 """
 
 from __future__ import annotations
@@ -77,6 +93,41 @@ redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
 return 1
 """
 
+_PICK_SCRIPT = """
+-- Take the first waiting job this runner may run. KEYS: the RQ queue's list, RQ's
+-- intermediate list of that queue, the job -> ref hash; ARGV: this runner's id, the
+-- affinity key prefix, the liveness key prefix. A job is this runner's when its ref has no
+-- affinity, the affinity is this runner, or the holder's liveness key is gone. The job
+-- moves to the intermediate list as RQ's own LMOVE does. Returns the job id or false.
+local queue, inter, refs = KEYS[1], KEYS[2], KEYS[3]
+local me, aff, alive = ARGV[1], ARGV[2], ARGV[3]
+local ids = redis.call('LRANGE', queue, 0, -1)
+for _, job in ipairs(ids) do
+  local ref = redis.call('HGET', refs, job)
+  local mine = true
+  if ref then
+    local holder = redis.call('GET', aff .. ref)
+    if holder and holder ~= me and redis.call('EXISTS', alive .. holder) == 1 then
+      mine = false
+    end
+  end
+  if mine then
+    redis.call('LREM', queue, 1, job)
+    redis.call('RPUSH', inter, job)
+    if ref then redis.call('HDEL', refs, job) end
+    return job
+  end
+end
+if redis.call('HLEN', refs) > #ids then  -- jobs gone from the queue otherwise: forget them
+  local waiting = {}
+  for _, job in ipairs(ids) do waiting[job] = true end
+  for _, job in ipairs(redis.call('HKEYS', refs)) do
+    if not waiting[job] then redis.call('HDEL', refs, job) end
+  end
+end
+return false
+"""
+
 _FAIR_SCRIPT = """
 -- Place a first turn the RQ queue just pushed at its tail where round-robin across
 -- installations puts it. KEYS: the RQ queue's list, the rounds hash; ARGV: job id,
@@ -115,7 +166,8 @@ return round
 """
 
 
-@owns("turn", "turns", "turn-lock", "runner:slots", "workspace", "alias", "turn-log")
+@owns("turn", "turns", "turn-lock", "runner:slots", "workspace", "alias", "turn-log",
+      "affinity", "runner:alive")
 @dataclass(frozen=True, slots=True)
 class TurnKeys(KeySpace):
     """The turn protocol's key names of one deployment (see the module docstring). No I/O.
@@ -137,6 +189,19 @@ class TurnKeys(KeySpace):
     def rounds(self) -> str:
         """``P:turns:rounds``: waiting first turns' installation and round (hash)."""
         return self.key("turns", "rounds")
+
+    @property
+    def job_refs(self) -> str:
+        """``P:turns:refs``: waiting job id -> the record ref it is for (hash)."""
+        return self.key("turns", "refs")
+
+    def affinity(self, ref: str = "") -> str:
+        """``P:affinity:REF``: the runner holding ``ref``'s session (``""``: the prefix)."""
+        return self.key("affinity", ref)
+
+    def runner_alive(self, runner: str = "") -> str:
+        """``P:runner:alive:ID``: runner ``runner`` lives (``""``: the prefix)."""
+        return self.key("runner:alive", runner)
 
     def turn_ordered(self, order_id: str) -> str:
         """``P:turn:ordered:ID``: turn order ``order_id`` was queued."""
@@ -233,6 +298,16 @@ def is_continuation(order: TurnOrder, status: str = QUEUED) -> bool:
             or bool(order.feedback))
 
 
+def runner_id(host: str, home_dir: str, explicit: str | None = None) -> str:
+    """The id a runner's affinity records and liveness key name it by: ``explicit``
+    (``THE_LOOP_RUNNER_ID``) or ``HOST-DIGEST``, the digest of its ``runner.homeDir``
+    (where its sessions are: every process of one runner pod shares it; two runners on
+    one host with their own HOMEs differ). No I/O."""
+    if explicit:
+        return explicit
+    return f"{host}-{hashlib.sha256(home_dir.encode()).hexdigest()[:8]}"
+
+
 def job_id(order_id: str, prefix: str) -> str:
     """The RQ job id of turn ``order_id`` of the deployment whose keys start ``prefix``
     (RQ ids are free text; a digest keeps them short and free of ``:``). RQ keeps a
@@ -267,6 +342,7 @@ class TurnRecords:
         self.job_timeout = job_timeout
         self._slot = connection.register_script(_SLOT_SCRIPT)
         self._fair = connection.register_script(_FAIR_SCRIPT)
+        self._pick = connection.register_script(_PICK_SCRIPT)
 
     # -- orders -------------------------------------------------------------------------
 
@@ -308,7 +384,7 @@ class TurnRecords:
                        installation=context.installation_id)
             pipe.set(self.keys.turn_ordered(order.id), "1", ex=SEVEN_DAYS)
             pipe.hdel(key, "host", "pid", "pgid", "started_at", "lease_until", "ended_at",
-                      "detail", "cancel", "warnings")
+                      "detail", "cancel", "warnings", "runner")
             pipe.hset(key, mapping={
                 "id": order.id, "ref": order.ref, "node": order.node,
                 "number": order.number, "max_turns": order.max_turns, "status": status,
@@ -352,6 +428,7 @@ class TurnRecords:
             description=f"the-loop: remove the workspace of {ref}")
         with self.redis.pipeline() as pipe:
             self.queue.enqueue_job(job, pipeline=pipe)
+            pipe.hset(self.keys.job_refs, job.id, ref)  # the holder of its disk runs it
             pipe.execute()
 
     def enqueue_again(self, ref: str, *, front: bool = False) -> bool:
@@ -406,6 +483,7 @@ class TurnRecords:
                 installation 0, as the slots do.
         """
         self.queue.enqueue_job(job, pipeline=pipe, at_front=front)
+        pipe.hset(self.keys.job_refs, job.id, job.args[0])
         if fair:
             self._fair(keys=[self.queue.key, self.keys.rounds],
                        args=[job.id, installation if installation is not None else 0],
@@ -461,6 +539,53 @@ class TurnRecords:
             return False
         self.update(ref, cancel="1")
         return True
+
+    # -- affinity: the runner that holds a work item's session -------------------------
+
+    def pick(self, runner: str, connection: redis.Redis | None = None,
+             queue_key: str | None = None) -> str | None:
+        """Take the first waiting job of the turns queue that ``runner`` may run (see the
+        module docstring, :data:`_PICK_SCRIPT`); it is moved to RQ's intermediate list,
+        as RQ's own dequeue does.
+
+        Args:
+            runner: this runner's id (:func:`runner_id`).
+            connection: the client to run it on (the worker's own; default ours).
+            queue_key: the RQ queue's key (default the turns queue's).
+
+        Returns:
+            the RQ job id, or ``None`` when no waiting job is this runner's.
+
+        Raises:
+            redis.RedisError: Redis unreachable.
+        """
+        key = queue_key or self.queue.key
+        job = self._pick(keys=[key, f"{key}:intermediate", self.keys.job_refs],
+                         args=[runner, self.keys.affinity(), self.keys.runner_alive()],
+                         client=connection or self.redis)
+        return _text(job) if job else None
+
+    def hold(self, ref: str, runner: str) -> None:
+        """Record that ``runner`` runs a turn of ``ref``: its session and workspace are on
+        that runner's disk, so ``ref``'s next turns wait for it while it lives."""
+        self.redis.set(self.keys.affinity(ref), runner, ex=SEVEN_DAYS)
+
+    def holder(self, ref: str) -> str | None:
+        """The runner id holding ``ref``'s session, or ``None``."""
+        value = self.redis.get(self.keys.affinity(ref))
+        return _text(value) if value else None
+
+    def alive(self, runner: str, ttl: int) -> None:
+        """Runner ``runner`` lives for ``ttl`` more seconds (its heartbeat)."""
+        self.redis.set(self.keys.runner_alive(runner), "1", ex=max(1, int(ttl)))
+
+    def gone(self, runner: str) -> None:
+        """Runner ``runner`` stops: its work items' turns are anyone's from now on."""
+        self.redis.delete(self.keys.runner_alive(runner))
+
+    def is_alive(self, runner: str) -> bool:
+        """Whether runner ``runner``'s liveness key exists."""
+        return bool(self.redis.exists(self.keys.runner_alive(runner)))
 
     # -- the live turn and the slots ----------------------------------------------------
 

@@ -83,7 +83,7 @@ def render(order: TurnOrder, context: TurnContext, branch: str, *, resumed: bool
              f"of {order.max_turns}.", "", Template(template).safe_substitute(values).strip(),
              ""]
     if order.seeded_with or (feedback and not resumed):
-        written = [f"- `{p}`" for p in (*order.seeded_with, *order.artifacts)]
+        written = [f"- `{p}`" for p in dict.fromkeys((*order.seeded_with, *order.artifacts))]
         parts += ["This continues earlier work on this work item; read these files in "
                   "the checkout first (those that exist):", *written, ""]
     if feedback:

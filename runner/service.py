@@ -29,6 +29,16 @@ running then is interrupted the reaper's way: its harness is stopped, nothing is
 or reported, the record is marked ``interrupted`` and the turn queued again
 (:meth:`foundation.turns.TurnRecords.requeue`), its lock released, so another runner
 resumes the same session at once (:meth:`TurnRunner.drain`).
+
+Sessions follow the work item (:mod:`foundation.turns`, "Affinity"): a runner is named by
+:attr:`TurnRunner.runner_id` (its host and ``homeDir``, or ``THE_LOOP_RUNNER_ID``), keeps
+``P:runner:alive:ID`` alive from its reaper thread, records itself as the holder of each
+work item it runs a turn of, and takes jobs with :class:`AffinityQueue`: the first waiting
+job whose holder is itself, nobody, or a dead runner. A turn whose session is not in this
+HOME (its holder died) is run as a fresh session seeded with the artifacts; the turn
+record keeps ``fresh_session_at`` (the turn that started it) and ``lost_session`` (the
+session it replaced) for the work item's later turns, and its ``session_id`` is the new
+one.
 """
 
 from __future__ import annotations
@@ -48,10 +58,11 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import redis
 from rq import Queue, SimpleWorker
+from rq.exceptions import DequeueTimeout
 from rq.worker import WorkerStatus
 
 from foundation.inbox.enqueue import DeliveryQueue
@@ -64,6 +75,7 @@ from foundation.turns import (
     TurnContext,
     TurnRecords,
     record_key,
+    runner_id,
 )
 from graph import pull_body
 from graph.errors import LoopError
@@ -87,6 +99,8 @@ PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 SLOT_WAIT = 5.0
 #: Seconds a turn whose work item's lock is held waits before it is queued again.
 BUSY_WAIT = 1.0
+#: Seconds between two looks at the turns queue while no waiting job is this runner's.
+PICK_POLL = 0.2
 
 
 @dataclass
@@ -119,6 +133,14 @@ class TurnRunner:
     host: str = socket.gethostname()
     #: The heartbeat of the turn this process runs now, if any (:meth:`drain`).
     _live: _Heartbeat | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def runner_id(self) -> str:
+        """This runner's id in affinity records and its liveness key
+        (:func:`foundation.turns.runner_id`: ``THE_LOOP_RUNNER_ID``, else its host and a
+        digest of its resolved ``homeDir``)."""
+        return runner_id(self.host, self.runner_settings.home_dir,
+                         self.environ.get("THE_LOOP_RUNNER_ID"))
 
     def drain(self) -> bool:
         """Interrupt the turn this process runs (the runner is stopping and its drain
@@ -178,8 +200,9 @@ class TurnRunner:
                     record: Mapping[str, str], token: str) -> str:
         attempt = int(record.get("attempt") or 1)
         interrupted = record.get("status") == INTERRUPTED
+        self.records.hold(ref, self.runner_id)
         self.records.update(ref, status=RUNNING, host=self.host, pid=os.getpid(),
-                            started_at=time.time(),
+                            runner=self.runner_id, started_at=time.time(),
                             lease_until=time.time() + self.runner_settings.lease)
         beat = _Heartbeat(self.records, ref, order, context, token, self.runner_settings.lease)
         beat.start()
@@ -242,7 +265,8 @@ class TurnRunner:
         if outcome.status == "resume-failed" and not (beat.cancelled or beat.interrupted):
             log.warning("session of %s at %s cannot be resumed; starting a fresh one seeded "
                         "with the artifacts", ref, order.node)
-            session_id = str(uuid.uuid4())
+            lost, session_id = session_id, str(uuid.uuid4())
+            self.records.update(ref, fresh_session_at=order.id, lost_session=resume or lost)
             fresh = replace(order, seeded_with=(*order.seeded_with, *order.artifacts))
             outcome = self._harness(workspaces, fresh, context, checkout, session_id, None,
                                     attempt, beat)
@@ -441,10 +465,18 @@ class TurnReaper(threading.Thread):
         interval: seconds between rounds.
     """
 
-    def __init__(self, records: TurnRecords, host: str, *, interval: float = 5.0) -> None:
+    def __init__(self, records: TurnRecords, host: str, *, interval: float = 5.0,
+                 runner: str | None = None, alive_ttl: float = 30.0) -> None:
         super().__init__(name="turn-reaper", daemon=True)
         self.records, self.host, self.interval = records, host, interval
+        self.runner, self.alive_ttl = runner, max(alive_ttl, 3 * interval)
         self._stop_event = threading.Event()
+
+    def beat(self) -> None:
+        """Renew this runner's liveness key (``P:runner:alive:ID``, :attr:`alive_ttl`
+        seconds: at least three rounds), which keeps its work items' turns its own."""
+        if self.runner is not None:
+            self.records.alive(self.runner, int(self.alive_ttl))
 
     def reap(self) -> list[str]:
         """One round. Returns the refs whose turn was queued again."""
@@ -468,6 +500,7 @@ class TurnReaper(threading.Thread):
     def run(self) -> None:
         while not self._stop_event.wait(self.interval):
             try:
+                self.beat()
                 self.reap()
             except redis.RedisError as exc:
                 log.warning("turn reaper round failed (%s)", type(exc).__name__)
@@ -505,6 +538,55 @@ def remove_workspace(ref: str, repository: str, number: int) -> str:
     return f"removed the workspace of {ref}"
 
 
+class AffinityQueue(Queue):
+    """The turns queue as one runner takes from it: RQ's dequeue, but the job taken is
+    the first waiting one whose work item's holder is this runner, nobody, or a dead
+    runner (:meth:`foundation.turns.TurnRecords.pick`), not simply the head. Built per
+    runner by :func:`affinity_queue`.
+
+    While no waiting job is this runner's, it looks again every :data:`PICK_POLL`
+    seconds up to RQ's dequeue timeout (a blocking pop would take the head, which may be
+    another runner's)."""
+
+    records: ClassVar[TurnRecords]
+    runner: ClassVar[str]
+
+    @classmethod
+    def dequeue_any(cls, queues: Any, timeout: int | None, connection: Any,
+                    job_class: Any = None, serializer: Any = None,
+                    death_penalty_class: Any = None) -> Any:
+        """RQ's :meth:`rq.Queue.dequeue_any` with the affinity pick.
+
+        Returns:
+            ``(job, queue)``, or ``None`` (``timeout`` ``None`` and nothing to take).
+
+        Raises:
+            rq.exceptions.DequeueTimeout: nothing to take within ``timeout`` seconds.
+        """
+        queues = list(queues)
+        deadline = time.monotonic() + (timeout or 0)
+        while True:
+            for queue in queues:
+                job = cls.records.pick(cls.runner, connection, queue.key)
+                if job is None:
+                    continue
+                found = cls._fetch_dequeued_job(connection, queue.key, job,
+                                                job_class=job_class, serializer=serializer,
+                                                death_penalty_class=death_penalty_class)
+                if found is not None:
+                    return found
+            if timeout is None:
+                return None
+            if time.monotonic() >= deadline:
+                raise DequeueTimeout(timeout, [q.key for q in queues])
+            time.sleep(PICK_POLL)
+
+
+def affinity_queue(records: TurnRecords, runner: str) -> type[AffinityQueue]:
+    """The :class:`AffinityQueue` class of runner id ``runner``."""
+    return type("AffinityQueue", (AffinityQueue,), {"records": records, "runner": runner})
+
+
 class TurnWorker(BoundedDequeue, SimpleWorker):
     """RQ's in-process worker for the turns queue: a killed runner takes its turn with
     it (no forked work horse outlives it); its reaper thread takes turns back. It waits
@@ -525,7 +607,10 @@ class TurnWorker(BoundedDequeue, SimpleWorker):
 
     def request_stop(self, signum: Any, frame: Any) -> None:
         """RQ's warm shutdown (no new turn); a live turn gets ``drain_seconds`` more,
-        then :meth:`TurnRunner.drain` interrupts it (a timer thread)."""
+        then :meth:`TurnRunner.drain` interrupts it (a timer thread). The runner's
+        liveness key goes at once: its work items' next turns are anyone's."""
+        with contextlib.suppress(redis.RedisError):
+            self.runner.records.gone(self.runner.runner_id)
         if self.get_state() == WorkerStatus.BUSY:
             seconds = self.runner.runner_settings.drain_seconds
             log.info("runner %s stopping: the live turn may run %g s more", self.name,
@@ -601,9 +686,13 @@ def work(runner: TurnRunner, *, burst: bool = False, name: str | None = None,
     """
     harden_process()
     connection = blocking(runner.records.redis, DEQUEUE_TIMEOUT)
-    queue = Queue(runner.records.queue.name, connection=connection)
-    worker = TurnWorker([queue], connection=connection, name=name, runner=runner)
-    reaper = TurnReaper(runner.records, runner.host)
+    queue_class = affinity_queue(runner.records, runner.runner_id)
+    queue = queue_class(runner.records.queue.name, connection=connection)
+    worker = TurnWorker([queue], connection=connection, name=name, runner=runner,
+                        queue_class=queue_class)
+    reaper = TurnReaper(runner.records, runner.host, runner=runner.runner_id,
+                        alive_ttl=runner.runner_settings.lease)
+    reaper.beat()
     reaper.reap()
     reaper.start()
     log.info("runner %s on queue %s (harness %s)", worker.name, queue.name,

@@ -62,6 +62,9 @@ EXPECTED: list[tuple[type[KeySpace], str, tuple, object]] = [
     (TurnKeys, "workspace", (REF,), "P:workspace:github:o/r#7"),
     (TurnKeys, "alias", ("o/r", 9), "P:alias:o/r#9"),
     (TurnKeys, "turn_log", (REF,), "P:turn-log:github:o/r#7"),
+    (TurnKeys, "job_refs", (), "P:turns:refs"),
+    (TurnKeys, "affinity", (REF,), "P:affinity:github:o/r#7"),
+    (TurnKeys, "runner_alive", ("host-1a2b3c4d",), "P:runner:alive:host-1a2b3c4d"),
     # the state store
     (StateKeys, "state_match", (), "P:state:*"),
     (StateKeys, "state_prefix", (), "P:state:"),

@@ -11,7 +11,9 @@ same argv):
 - ``--json`` prints JSON lines: ``thread.started{thread_id}``, ``turn.started``,
   ``item.*``, ``turn.completed{usage{input_tokens, cached_input_tokens,
   output_tokens}}``, ``turn.failed{error{message}}``, ``error{message}`` (a retried
-  5xx, a WebSocket-to-HTTPS fallback: a warning; the turn goes on).
+  5xx, a WebSocket-to-HTTPS fallback: a warning; the turn goes on), and
+  ``item.completed{item{type: "error", message}}`` (Codex 0.171: a notice such as
+  "Model metadata for `M` not found": a warning too).
 - ``turn.completed.usage`` is the thread's running total (on a resumed thread too):
   a turn's tokens are the difference from the totals the last turn reported.
 - Codex reports no cost: ``cost_usd`` is 0.
@@ -83,6 +85,8 @@ class _Events:
         self.thread: str | None = None
         self.completed = 0
         self.failed = False
+        #: ``turn.failed.error.message``: what Codex said when it gave the turn up.
+        self.failure = ""
         self.warnings: list[str] = []
         self.input_tokens = 0
         self.output_tokens = 0
@@ -108,14 +112,22 @@ class _Events:
             return True
         elif kind == "turn.failed":
             self.failed = True
+            error = event.get("error")
+            message = error.get("message") if isinstance(error, dict) else None
+            self.failure = str(message)[:200] if message is not None else ""
             return True
         elif kind == "error":
             # A stream error (a retried 5xx, a reconnect) is a warning: the turn's
             # outcome is turn.completed / turn.failed and the exit status.
-            message = event.get("message")
-            if len(self.warnings) < MAX_WARNINGS:
-                self.warnings.append(str(message)[:200] if message is not None else "error")
+            self._warn(event.get("message"))
+        elif kind == "item.completed" and isinstance(event.get("item"), dict) \
+                and event["item"].get("type") == "error":
+            self._warn(event["item"].get("message"))
         return False
+
+    def _warn(self, message: object) -> None:
+        if len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(str(message)[:200] if message is not None else "error")
 
 
 class Codex(BinaryHarness):
@@ -179,7 +191,9 @@ class Codex(BinaryHarness):
                 f"codex started thread {events.thread} instead of resuming "
                 f"{request.resume}: the context is lost, start a fresh session"))
         if events.failed:
-            return outcome("failed", f"codex reported a failed turn (exit {proc.exit_code})")
+            said = f": {events.failure}" if events.failure else ""
+            return outcome("failed",
+                           f"codex reported a failed turn (exit {proc.exit_code}){said}")
         if not events.completed:
             return outcome("no-result",
                            f"codex ended (exit {proc.exit_code}) without turn.completed")

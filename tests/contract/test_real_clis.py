@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 import uuid
 
+import pytest
+
 from tests.contract.conftest import ARTIFACT, BINARIES, CLI, FEEDBACK, PINS
 
 
@@ -48,6 +50,9 @@ def test_one_overloaded_answer_then_success_completes(cli: CLI) -> None:
     assert cli.server.script.faults == []
 
 
+# Codex's persistent 500s (about 25 s of its retries) run through the whole stack in
+# test_runner_stack.py, which checks the failed turn's record and detail as well.
+@pytest.mark.parametrize("cli", ["claude-code"], indirect=True)
 def test_persistent_500s_fail_the_turn(cli: CLI) -> None:
     cli.server.script.faults = [500] * 50
     outcome = cli.turn()

@@ -33,3 +33,21 @@ def test_claude_lost_session_in_the_result_line_is_recognised() -> None:
                        "errors": ["No conversation found with session ID: s1"]}))
     assert stream.unknown_session
     assert stream.result is not None and stream.result["subtype"] == "error_during_execution"
+
+
+def test_a_codex_error_item_is_a_warning() -> None:
+    # Codex 0.171 reports a notice as an item of type error; the turn goes on.
+    events = _Events()
+    events(json.dumps({"type": "item.completed", "item": {
+        "id": "item_0", "type": "error", "message": "Model metadata for `gpt-5` not found."}}))
+    events(json.dumps({"type": "item.completed", "item": {
+        "id": "item_1", "type": "agent_message", "text": "Done."}}))
+    assert events.warnings == ["Model metadata for `gpt-5` not found."]
+    assert not events.failed
+
+
+def test_a_codex_turn_failed_keeps_what_codex_said() -> None:
+    events = _Events()
+    events(json.dumps({"type": "turn.failed", "error": {
+        "message": "We're currently experiencing high demand"}}))
+    assert events.failure == "We're currently experiencing high demand"

@@ -37,6 +37,14 @@ def test_codex_error_events_then_turn_completed_is_a_completed_turn_with_warning
     assert outcome.warnings == ("Reconnecting... 1/5", "Reconnecting... 2/5")
 
 
+def test_a_failed_codex_turn_says_what_turn_failed_said(codex: Rig) -> None:
+    # Codex 0.171 after persistent 5xx: turn.failed{error{message}}, exit 1.
+    codex.knobs(exit_code=1)
+    outcome = codex.run(codex.request())
+    assert outcome.status == "failed", outcome
+    assert outcome.detail == "codex reported a failed turn (exit 1): stream error: fake failure"
+
+
 def test_a_turns_warnings_travel_in_its_report() -> None:
     ended = TurnEnded("t", "completed", warnings=("Reconnecting... 1/5",))
     again = TurnEnded.from_dict(ended.to_dict())

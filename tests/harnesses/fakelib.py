@@ -10,7 +10,10 @@ environment a turn gets.
   blocked turn's feedback lists the check's messages as lines
   ``- validate-artifacts: specs/12/requirements.md has no 'Requirements' section (...)``.
 - First turn of a session: each listed artifact is written with every required section
-  but the last (deliberately); no artifact listed: ``IMPLEMENTED.md``.
+  but the last (deliberately); no artifact listed: ``IMPLEMENTED.md``. A fresh session
+  the prompt seeds (``read these files in the checkout first``: the lost-session path)
+  reads them instead: it starts from the sections they have and, as a resumed turn does,
+  adds those the feedback names (:func:`seeded_state`).
 - Resumed turn: a missing section is added only when a feedback line names it; a
   gate's ``changes-requested`` in the prompt revises every artifact (a line
   ``Revised after review N.``), as an agent repairing what a reviewer rejected would.
@@ -26,7 +29,8 @@ environment a turn gets.
   ``hang_after_result``, ``no_result``, ``exit_code``, ``flood_lines`` (print that many
   lines first), ``new_session_on_resume`` (claude: a resumed run reports a new id),
   ``result_subtype``, ``is_error``, ``result_text``, ``lose_session_once`` (claude: the
-  next resume finds no conversation), ``stream_errors``
+  next resume finds no conversation), ``sleep_resumed`` (claude: seconds a resume of a
+  session this HOME holds sleeps first), ``stream_errors``
   (codex: that many ``error`` events before ``turn.completed``, as a retried 5xx
   gives), ``bad_result`` (agent: an invalid result file), ``fail_tasks`` (task ids
   whose turns fail: exit 1, no result), ``sleep_tasks`` (task id -> seconds to sleep first),
@@ -88,6 +92,24 @@ def knobs() -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return loaded if isinstance(loaded, dict) else {}
+
+
+#: The line of a prompt that seeds a fresh session with what earlier turns wrote.
+SEEDED = "read these files in the checkout first"
+
+
+def seeded_state(prompt: str, cwd: Path) -> dict[str, Any] | None:
+    """The state a fresh session seeded by ``prompt`` starts from: each listed artifact's
+    sections as the checkout has them (``None`` for an unseeded first turn)."""
+    if SEEDED not in prompt:
+        return None
+    artifacts, _ = parse_prompt(prompt)
+    written: dict[str, list[str]] = {}
+    for path, headings in artifacts.items():
+        file = cwd / path
+        lines = file.read_text(errors="replace").splitlines() if file.is_file() else []
+        written[path] = [h for h in headings if h in lines]
+    return {"artifacts": dict(artifacts), "written": written, "turns": 0}
 
 
 def session_file(session_id: str) -> Path:

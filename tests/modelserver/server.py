@@ -16,7 +16,8 @@ A :class:`Script` decides each answer: while the conversation has no tool result
 model calls the CLI's file-write tool (Claude Code: ``Write``; Codex: ``exec_command`` with a
 heredoc) to write ``artifact`` with ``content``; once a tool result is in, it ends with a
 text. ``faults`` is a queue of HTTP statuses answered before any real answer (529, 500);
-``hang`` keeps the response open without a byte until the server stops. Every billed
+``hang`` keeps every response open without a byte until the server stops; ``hangs``
+does so for that many model requests only, answering the later ones. Every billed
 answer is appended to :attr:`ModelServer.billed` as ``{"api", "input_tokens",
 "output_tokens"}``.
 """
@@ -41,6 +42,11 @@ class Script:
     content: str = "# Artifact\n"
     faults: list[int] = field(default_factory=list)
     hang: bool = False
+    #: Model requests still to hang (before the faults and answers), counted down.
+    hangs: int = 0
+    #: Answer ``faults`` to the requests of a repair turn only (its prompt carries the
+    #: exit hooks' block, as :attr:`from_prompt` tells them), not to the first turn's.
+    faults_at_repair: bool = False
     #: Write what the-loop's prompt lists instead (lines ``- `PATH` with sections:
     #: `## A`, `## B```): a fresh session's turn leaves out each artifact's last section,
     #: a turn whose prompt carries the exit hooks' feedback writes every section.
@@ -54,9 +60,8 @@ def _writes(body: dict[str, Any], script: Script) -> list[dict[str, str]]:
     """The ``Write`` inputs of this turn: ``[{"file_path", "content"}]``."""
     if not script.from_prompt:
         return [{"file_path": script.artifact, "content": script.content}]
-    texts = _strings(body.get("messages") or body.get("input") or [])
-    prompt = "\n".join(texts)
-    repair = "blocked" in (texts[-1] if texts else "") or "has no '" in prompt
+    prompt = "\n".join(_strings(body.get("messages") or body.get("input") or []))
+    repair = _repair(body)
     writes = []
     for match in _ARTIFACT_LINE.finditer(prompt):
         sections = re.findall(r"`(## [^`]+)`", match["sections"])
@@ -65,6 +70,12 @@ def _writes(body: dict[str, Any], script: Script) -> list[dict[str, str]]:
             f"{section}\n\nWritten by the scripted model.\n\n" for section in kept)
         writes.append({"file_path": match["path"], "content": content})
     return writes
+
+
+def _repair(body: dict[str, Any]) -> bool:
+    """Whether ``body`` is a request of a turn that carries the exit hooks' block."""
+    texts = _strings(body.get("messages") or body.get("input") or [])
+    return "blocked" in (texts[-1] if texts else "") or "has no '" in "\n".join(texts)
 
 
 def _input_tokens(body: dict[str, Any]) -> int:
@@ -192,14 +203,21 @@ class ModelServer:
                 with server._lock:
                     server.requests.append({"path": path, "body": body})
                     server.headers.append(dict(self.headers.items()))
-                    fault = server.script.faults.pop(0) if server.script.faults else None
+                    model = path.endswith(("/messages", "/responses"))
+                    hang = server.script.hang or (model and server.script.hangs > 0)
+                    if model and not server.script.hang and hang:
+                        server.script.hangs -= 1
+                    faulty = not hang and (
+                        not server.script.faults_at_repair or (model and _repair(body)))
+                    fault = (server.script.faults.pop(0)
+                             if server.script.faults and faulty else None)
                 if path.endswith("/count_tokens"):
                     self._json(200, {"input_tokens": _input_tokens(body)})
                     return
                 if not (path.endswith("/messages") or path.endswith("/responses")):
                     self._json(404, {"error": {"type": "not_found_error", "message": path}})
                     return
-                if server.script.hang:
+                if hang:
                     server._stop.wait()
                     return
                 if fault is not None:

@@ -15,6 +15,8 @@ import redis
 import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from werkzeug.serving import make_server
 
 from foundation.inbox.enqueue import DeliveryQueue
@@ -57,7 +59,10 @@ class World:
         self.ns = ns
         self.ours, s1 = receiver(ns.client, ns.prefix, ns.queue_name)
         self.lost, s2 = receiver(ns.client, ns.prefix + "-lost", ns.queue_name + "-lost")
-        down = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+        # No retries: redis-py's default retry takes ~3 s a command to fail, and the
+        # receiver's 503 must come well within the fake's delivery timeout.
+        down = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2,
+                           retry=Retry(NoBackoff(), 0))
         self.down, s3 = receiver(down, ns.prefix, ns.queue_name)
         self.servers = [s1, s2, s3]
         self.fake = SandboxGitHub(webhook_url=self.ours, secret=SECRET, app_id=APP_ID,
@@ -83,7 +88,7 @@ class World:
                                           "repository": {"full_name": "o/r", "id": 7},
                                           "sender": {"login": "octocat"}}).id
                 for i in range(n)]
-        assert self.fake.wait_delivered(10)
+        assert self.fake.wait_delivered(60)
         self.fake.webhook_url = self.ours
         return made
 

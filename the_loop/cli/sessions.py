@@ -209,8 +209,8 @@ def show_cmd(ref: str, as_json: bool) -> None:
              record=_decoded(record), state=bound, workspace=workspace)
         return
     click.echo(_line(summary))
-    for key in ("id", "attempt", "host", "pid", "harness_session", "head_sha", "log",
-                "detail", "cancel"):
+    for key in ("id", "attempt", "host", "runner", "pid", "harness_session", "head_sha",
+                "log", "detail", "cancel", "lost_session", "fresh_session_at"):
         if record.get(key):
             click.echo(f"  {key}: {record[key]}")
     if workspace:

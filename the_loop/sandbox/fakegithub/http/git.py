@@ -84,6 +84,12 @@ def http_backend(git_dir: Path, rest: str, login: str) -> Response:
         REMOTE_USER=login,  # enables receive-pack (push) for this request
         REMOTE_ADDR=request.remote_addr or "127.0.0.1",
         GATEWAY_INTERFACE="CGI/1.1",
+        # As GitHub.com serves partial clones (``--filter=blob:none``) and the lazy
+        # fetches of the blobs they leave out (git-config(1): uploadpack.allowFilter,
+        # uploadpack.allowAnySHA1InWant).
+        GIT_CONFIG_COUNT="2",
+        GIT_CONFIG_KEY_0="uploadpack.allowFilter", GIT_CONFIG_VALUE_0="true",
+        GIT_CONFIG_KEY_1="uploadpack.allowAnySHA1InWant", GIT_CONFIG_VALUE_1="true",
     )
     for header, variable in (("Content-Length", "CONTENT_LENGTH"),
                              ("Content-Encoding", "HTTP_CONTENT_ENCODING"),
