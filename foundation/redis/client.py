@@ -45,9 +45,10 @@ then hang for seven minutes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -268,17 +269,8 @@ class HeldConnections:
             redis.ConnectionError, redis.TimeoutError: still failing after the retries;
                 the connection is dropped.
         """
-        connection = self._take()
-        try:
-            reply = self._send(connection, args)
-        except redis.ResponseError:
-            self._idle.append(connection)
-            raise
-        except BaseException:
-            connection.disconnect()
-            raise
-        self._idle.append(connection)
-        return reply
+        with self._lease() as connection:
+            return self._send(connection, args)
 
     def run_script(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """``EVALSHA`` of a registered script (redis-py's :class:`~redis.commands.core.Script`),
@@ -329,9 +321,8 @@ class HeldConnections:
         """
         if replicas and timeout_ms <= 0:
             raise ValueError("WAIT needs a positive timeout_ms")
-        connection = self._take()
         call = ("EVALSHA", script.sha, len(keys), *keys, *args)
-        try:
+        with self._lease() as connection:
             try:
                 reply = self._send(connection, call)
             except NoScriptError:
@@ -342,6 +333,16 @@ class HeldConnections:
                 connection.send_command("WAIT", replicas, timeout_ms)
                 timeout = (connection.socket_timeout or 0) + timeout_ms / 1000
                 acknowledged = int(connection.read_response(timeout=timeout))
+        return reply, acknowledged
+
+    @contextlib.contextmanager
+    def _lease(self) -> Iterator[Any]:
+        """A held connection for one call: back to the idle list after it, or after a
+        server error (the connection stays usable); dropped on anything else (a broken
+        or half-read connection is never reused)."""
+        connection = self._take()
+        try:
+            yield connection
         except redis.ResponseError:
             self._idle.append(connection)
             raise
@@ -349,7 +350,6 @@ class HeldConnections:
             connection.disconnect()
             raise
         self._idle.append(connection)
-        return reply, acknowledged
 
     def _send(self, connection: Any, args: Sequence[Any]) -> Any:
         """One command on ``connection`` with the retry policy (reconnecting it)."""
