@@ -32,6 +32,7 @@ from integrations.harness.process import group_members
 from tests.conftest import REPO_ROOT
 from tests.e2e.test_end_to_end import free_port, wait_until
 from tests.support.processes import descendants, start, stop, stop_group
+from tests.support.sandbox_run import sandbox_env
 from workers.state import RedisStateStore
 
 pytestmark = pytest.mark.e2e
@@ -50,17 +51,7 @@ def sandbox(env: dict[str, str], *args: str) -> str:
 
 def test_make_run_in_sandbox_mode_walks_a_work_item_to_design(redis_ns, tmp_path):
     port, sandbox_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("THE_LOOP_", "GH_", "GITHUB_"))}
-    env.update({
-        "PATH": f"{BIN}{os.pathsep}{env.get('PATH', os.defpath)}",
-        "REDIS_URL": redis_ns.url, "THE_LOOP_REDIS_PREFIX": redis_ns.prefix,
-        "THE_LOOP_QUEUE": redis_ns.queue_name, "PORT": str(port),
-        "THE_LOOP_SANDBOX_PORT": str(sandbox_port),
-        "THE_LOOP_SANDBOX_DIR": str(tmp_path / "sandbox"), "THE_LOOP_SANDBOX_USER": USER,
-        "THE_LOOP_ENV_FILE": "", "THE_LOOP_WEB_WORKERS": "1",
-        "THE_LOOP_GITHUB_WRITE_INTERVAL": "0", "THE_LOOP_GITHUB_READ_INTERVAL": "0",
-    })
+    env = sandbox_env(redis_ns, tmp_path, user=USER, port=port, sandbox_port=sandbox_port)
     log = tmp_path / "make-run.out"
     run = start([str(REPO_ROOT / "scripts" / "dev-run.sh")], env, log)
     members: set[int] = set()

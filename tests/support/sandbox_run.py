@@ -155,14 +155,13 @@ def _alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2] not in "ZX"
 
 
-@contextlib.contextmanager
-def sandbox_run(ns: Any, directory: Path, *, user: str,
-                extra_env: dict[str, str] | None = None) -> Iterator[SandboxRun]:
-    """Start ``scripts/dev-run.sh`` in sandbox mode against the Redis namespace ``ns`` (a
-    :class:`tests.conftest.RedisNamespace`), its state under ``directory`` and ``user``
-    as the sandbox's person; wait for the receiver's ``/readyz`` and the sandbox's API.
-    ``extra_env``: more variables for the script."""
-    port, sandbox_port = _free_port(), _free_port()
+def sandbox_env(ns: Any, directory: Path, *, user: str, port: int, sandbox_port: int,
+                extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment ``scripts/dev-run.sh`` runs with in sandbox mode: this process's
+    without any ``THE_LOOP_``/``GH_``/``GITHUB_`` variable (no credentials: sandbox mode),
+    the Redis namespace ``ns``, the receiver on ``port``, the sandbox on ``sandbox_port``
+    with its state under ``directory/sandbox`` and ``user`` as its person, no write or
+    read pacing; ``extra_env`` on top."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("THE_LOOP_", "GH_", "GITHUB_"))}
     env.update({
@@ -175,6 +174,19 @@ def sandbox_run(ns: Any, directory: Path, *, user: str,
         "THE_LOOP_GITHUB_WRITE_INTERVAL": "0", "THE_LOOP_GITHUB_READ_INTERVAL": "0",
         **(extra_env or {}),
     })
+    return env
+
+
+@contextlib.contextmanager
+def sandbox_run(ns: Any, directory: Path, *, user: str,
+                extra_env: dict[str, str] | None = None) -> Iterator[SandboxRun]:
+    """Start ``scripts/dev-run.sh`` in sandbox mode against the Redis namespace ``ns`` (a
+    :class:`tests.conftest.RedisNamespace`), its state under ``directory`` and ``user``
+    as the sandbox's person; wait for the receiver's ``/readyz`` and the sandbox's API.
+    ``extra_env``: more variables for the script."""
+    port, sandbox_port = _free_port(), _free_port()
+    env = sandbox_env(ns, directory, user=user, port=port, sandbox_port=sandbox_port,
+                      extra_env=extra_env)
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "make-run.out"
     proc = start([str(ROOT / "scripts" / "dev-run.sh")], env, log)
