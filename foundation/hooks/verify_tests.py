@@ -68,8 +68,13 @@ def _shown(seconds: float) -> str:
     return f"{int(seconds)}s"
 
 
+#: Waits the status comment shows: which check it waits for, on which head (a bare
+#: "waiting" leaves a person guessing whether CI or a person holds the item).
+SHOWN_WAITS = frozenset({"check-pending", "no-head"})
+
+
 @hook(NAME, requires={"github": READS}, boundaries={"exit"}, params={"check", "timeout"},
-      check=check_params)
+      check=check_params, shown_waits=SHOWN_WAITS)
 def verify_tests(ctx: HookContext) -> HookResult:
     """``with: {check: NAME, timeout: DURATION}``; see the module docstring.
 

@@ -206,6 +206,9 @@ def test_a_check_that_never_reports_escalates_at_its_timeout_with_no_delivery(wo
     w.work()
     state = w.store.load(REF)
     assert state.status == "waiting" and "waiting for check tests" in state.parked_reason
+    # The status comment says what it waits for, not a bare "waiting".
+    assert any(f"waiting for check tests on {w.head[:12]}" in c["body"]
+               for c in w.fake.comments(REPO, 2)), w.fake.comments(REPO, 2)
     sweep = MonitorSweep(w.store, w.processor.agent.graph, w.queue,
                          clock=lambda: w.clock[0])
     w.clock[0] = T0 + 1800
