@@ -25,7 +25,8 @@
    receivers, two workers), once with replicas 1 and once with 0: seconds until the
    Sentinels promoted the replica, seconds from the primary's death to the first delivery
    processed on the new primary (the first ``delivery.received`` stamped after the kill),
-   answers by status, acknowledged deliveries lost and processed twice.
+   answers by status, acknowledged deliveries lost and processed twice, and what the
+   reconciler then asked GitHub to redeliver (the fake GitHub's delivery log).
 
 Every Redis process is the run's own, on free loopback ports, stopped at the end (nothing
 touches the shared Redis).

@@ -2,7 +2,9 @@
 ``benchmarks/failover.py`` (figures): a Redis primary SIGKILLed while deliveries stream in.
 
 It starts, all on loopback, a replicated Redis (:class:`tests.support.sentinel.
-ReplicatedRedis`: a primary, one replica, three Sentinels), the loopback fake GitHub, two
+ReplicatedRedis`: a primary, one replica, three Sentinels), the loopback fake GitHub (the
+workers'), the App's webhook as GitHub keeps it (:class:`the_loop.sandbox.github.
+SandboxGitHub`: its delivery log, ``GET /app/hook/deliveries``, and its redeliveries), two
 receivers (``the-loop serve``: gunicorn, as in production) and two ``the-loop worker``
 processes, every one of them finding the primary through the Sentinels
 (``THE_LOOP_REDIS_SENTINELS``). Then:
@@ -11,7 +13,12 @@ processes, every one of them finding the primary through the Sentinels
 2. ``posts`` signed ``issue_comment`` deliveries (plain remarks, each advancing its work
    item: a ``delivery.received`` entry in its log) are sent at ``rate`` per second,
    alternating between the receivers, each once (an answer other than 2xx is not sent
-   again here: redelivering those is the reconciler's job);
+   again here: redelivering those is the reconciler's job). Each post's outcome (the
+   receiver's status, 0 when not reached) is logged in the App's delivery log as the
+   sandbox logs its own deliveries (:meth:`~the_loop.sandbox.fakegithub.http.
+   HttpFakeGitHub.log_delivery`): GitHub's record of what it delivered. The test's own
+   senders post, not the sandbox's one delivery thread, so that the load keeps its rate
+   through the receivers' stalls at the kill;
 3. when ``kill_at`` of them were sent, the primary is SIGKILLed (with ``lag_answers``,
    the replica is first paused, SIGSTOP, until that many more deliveries were answered,
    and resumed after the kill); the Sentinels promote the replica, so what it had not
@@ -22,8 +29,13 @@ processes, every one of them finding the primary through the Sentinels
    from the new primary: how many ``delivery.received`` entries it left (0: lost, 2:
    processed twice) and, for the refused ones, whether a "seen" marker or a record of it
    was kept (a kept marker would make its redelivery a duplicate: dropped);
-5. with ``redeliver``, the refused deliveries are sent again, as GitHub's redelivery (or
-   the reconciler's) sends them, and must then be processed once too.
+5. with ``redeliver``, once the replica is in sync again, the reconciler
+   (:class:`workers.reconcile.Reconciler`, as a worker runs it: the delivery log read over
+   loopback HTTP with the App's JWT) asks GitHub to redeliver what it recorded as failed
+   (``POST /app/hook/deliveries/{id}/attempts``) or what has no "seen" marker in Redis;
+   the fake posts each once to the first receiver (GitHub's one webhook URL), same
+   ``X-GitHub-Delivery``, logged with ``redelivery: true``, and each must then be
+   processed once too; a second run must ask nothing.
 
 A delivery "answered 2xx" is acknowledged: 202 (queued) or 200 (already seen: the
 receiver's retry of a script whose first answer the dying primary swallowed).
@@ -42,8 +54,12 @@ from typing import Any
 
 import requests
 
+from foundation.inbox.enqueue import DeliveryQueue
 from foundation.inbox.keys import Keys
 from foundation.redis import SERVICE, connect
+from foundation.settings import GitHubSettings
+from integrations.github import GitHubClients
+from integrations.hook_deliveries import AppHookDeliveries
 from tests.conftest import sign_body
 from tests.support import processes
 from tests.support.faults import (
@@ -59,6 +75,9 @@ from tests.support.faults import (
     ref,
 )
 from tests.support.sentinel import ReplicatedRedis, wait_until
+from the_loop.sandbox.fakegithub.http import serve
+from the_loop.sandbox.github import SandboxGitHub
+from workers.reconcile import ReconcileKeys, Reconciler
 
 #: What a plain remark says (it advances its work item, decides nothing).
 REMARK = "Looks reasonable so far."
@@ -82,7 +101,7 @@ class Plan:
             makes the WAITs time out (503, taken back). Runs with a pause have left the
             workers meeting Redis protocol errors for minutes after the promotion (not
             yet understood): it is off in the test.
-        redeliver: send the refused deliveries again at the end (step 5).
+        redeliver: run the reconciler at the end (step 5).
         timeout: seconds to wait for everything accepted to be processed.
         senders: concurrent senders (keep-alive connections).
     """
@@ -124,6 +143,15 @@ class Result:
     #: refused deliveries processed before any redelivery (a worker had them, or the
     #: primary died after writing them: their redelivery is then a duplicate)
     refused_processed: list[str] = field(default_factory=list)
+    #: acknowledged, not processed once everything accepted was (before step 5): lost
+    lost: list[str] = field(default_factory=list)
+    #: the reconciler's first run: guid -> reason (``failed``/``unreceived``) it asked
+    asked: dict[str, str] = field(default_factory=dict)
+    #: its second run's (``None``: not run)
+    asked_again: dict[str, str] | None = None
+    #: guid -> attempts logged with ``redelivery: true``
+    redeliveries: collections.Counter[str] = field(default_factory=collections.Counter)
+    #: the receivers' status -> redelivery attempts answered so
     redelivered: collections.Counter[int] = field(default_factory=collections.Counter)
     settled: bool = False
     elapsed: float = 0.0
@@ -135,11 +163,6 @@ class Result:
     @property
     def refused(self) -> list[str]:
         return [a.delivery for a in self.answers if a.status not in (200, 202)]
-
-    @property
-    def lost(self) -> list[str]:
-        """Acknowledged, never processed."""
-        return [d for d in self.acknowledged if self.received[d] == 0]
 
     @property
     def twice(self) -> list[str]:
@@ -157,6 +180,9 @@ class Result:
             "processed_twice": len(self.twice), "refused": len(refused),
             "refused_processed_anyway": len(self.refused_processed),
             "refused_marker_kept": len(self.refused_kept),
+            "reconciler_asked": dict(collections.Counter(self.asked.values())),
+            "reconciler_asked_again": None if self.asked_again is None
+            else len(self.asked_again),
             "redelivered": dict(self.redelivered),
             "promoted_after_s": round(self.promoted_after, 2),
             "resynced_after_s": round(self.resynced_after, 2),
@@ -166,15 +192,38 @@ class Result:
         }
 
 
-def _post(session: requests.Session, url: str, post: Post) -> int:
+def _post(session: requests.Session, url: str, post: Post, hooks: SandboxGitHub) -> int:
+    """Post ``post`` once to the receiver at ``url`` and log the attempt in ``hooks``'s
+    delivery log; returns the receiver's status (0: not reached)."""
     headers = {"Content-Type": "application/json", "X-GitHub-Event": post.event,
                "X-GitHub-Delivery": post.delivery,
                "X-Hub-Signature-256": sign_body(post.body, SECRET)}
+    started = time.monotonic()
     try:
-        return session.post(f"{url}/webhook", data=post.body, headers=headers,
-                            timeout=15).status_code
+        status = session.post(f"{url}/webhook", data=post.body, headers=headers,
+                              timeout=15).status_code
     except requests.RequestException:
-        return 0
+        status = 0
+    payload = json.loads(post.body)
+    hooks.log_delivery(post.delivery, post.event, payload.get("action"), status,
+                       body=post.body, duration=round(time.monotonic() - started, 3),
+                       installation_id=hooks.installation_id,
+                       repository_id=(payload.get("repository") or {}).get("id"))
+    return status
+
+
+def _reconciler(client: Any, prefix: str, queue: str, api_url: str, env: dict[str, str]
+                ) -> Reconciler:
+    """The reconciler a worker of this stack runs (:func:`the_loop.wiring.reconciler`'s
+    parts), reading the App's delivery log at ``api_url`` with the App's id and key in
+    ``env``."""
+    github = GitHubSettings(api_url=api_url, app_id=int(env["THE_LOOP_GITHUB_APP_ID"]),
+                            private_key=env["THE_LOOP_GITHUB_PRIVATE_KEY"], retries=0,
+                            read_interval=0.0, write_interval=0.0)
+    seen = DeliveryQueue(client, queue_name=queue, prefix=prefix).seen
+    return Reconciler(client, ReconcileKeys(prefix),
+                      AppHookDeliveries(GitHubClients(github).for_app()), seen,
+                      interval=600, owner="failover-test")
 
 
 def _received(store: Any, items: int) -> collections.Counter[str]:
@@ -206,6 +255,8 @@ def run(plan: Plan, logs: Path, token: str) -> Result:
     rs.start()
     stack: Stack | None = None
     second: Any = None
+    hooks: SandboxGitHub | None = None
+    stop_hooks: Any = None
     started = time.monotonic()
     try:
         sc = Scenario(items=plan.items, posts=plan.items, duplicate_share=0.0, workers=2)
@@ -224,6 +275,14 @@ def run(plan: Plan, logs: Path, token: str) -> Result:
             [str(BIN / "the-loop"), "serve", "--port", str(port), "--host", "127.0.0.1"],
             stack.env, logs / "web-2.out")
         urls = [stack.url, f"http://127.0.0.1:{port}"]
+        # The App's webhook: its delivery log, and redeliveries posted (once each, as
+        # GitHub does) to the first receiver.
+        hooks = SandboxGitHub(webhook_url=f"{urls[0]}/webhook", secret=SECRET,
+                              app_id=int(stack.env["THE_LOOP_GITHUB_APP_ID"]),
+                              app_key=stack.env["THE_LOOP_GITHUB_PRIVATE_KEY"],
+                              delivery_attempts=1)
+        hooks_url, stop_hooks = serve(hooks)
+        hooks.start_delivering()
         wait_until(lambda: requests.get(f"{urls[1]}/readyz", timeout=1).status_code == 200,
                    30, "the second receiver ready")
         client = connect(rs.env["REDIS_URL"], SERVICE, sentinel=rs.sentinel)
@@ -234,7 +293,7 @@ def run(plan: Plan, logs: Path, token: str) -> Result:
             for item in range(1, plan.items + 1):
                 post = Post(item, f"{token}-{item:03d}-000", "issues",
                             json.dumps(_enrol(item)).encode())
-                status = _post(session, urls[item % 2], post)
+                status = _post(session, urls[item % 2], post, hooks)
                 if status != 202:
                     raise AssertionError(f"enrolment of item {item} answered {status}")
         wait_until(lambda: len(_received(store, plan.items)) == plan.items, 120,
@@ -264,7 +323,7 @@ def run(plan: Plan, logs: Path, token: str) -> Result:
                         time.sleep(pause)  # pacing the load, not waiting for an event
                     sent = time.monotonic()
                     wall = time.time()
-                    status = _post(session, urls[k % 2], posts[k])
+                    status = _post(session, urls[k % 2], posts[k], hooks)
                     with lock:
                         result.answers.append(Answer(posts[k].delivery, posts[k].item, status,
                                                      wall, time.monotonic() - sent))
@@ -316,18 +375,19 @@ def run(plan: Plan, logs: Path, token: str) -> Result:
                                and client.exists(keys.seen(d))]
         result.refused_processed = [d for d in result.refused if result.received[d]]
 
-        # 5. The refused ones sent again (the reconciler's redelivery), then processed.
-        if plan.redeliver and result.refused:
-            again = {p.delivery: p for p in posts}
-            with requests.Session() as session:
-                for n, delivery in enumerate(result.refused):
-                    status = 0
-                    for _ in range(50):
-                        status = _post(session, urls[n % 2], again[delivery])
-                        if status in (200, 202):
-                            break
-                        wait_until(lambda: rs.in_sync(rs.primary_port), 30, "the replica")
-                    result.redelivered[status] += 1
+        result.lost = [d for d in result.acknowledged if result.received[d] == 0]
+
+        # 5. The reconciler asks GitHub for what it recorded as failed (or what has no
+        # record), once the replica is back (WAIT 1 can be met), then runs again.
+        if plan.redeliver:
+            wait_until(lambda: rs.in_sync(rs.primary_port), 30, "the replica in sync")
+            reconciler = _reconciler(client, prefix, queue, hooks_url, stack.env)
+            first = reconciler.run()
+            result.asked = dict(first.asked)
+            if first.outcome != "done" or first.errors:
+                raise AssertionError(f"the reconciler's run: {first}")
+            if not hooks.wait_delivered(60):
+                raise AssertionError("the redeliveries were not all posted")
             everything = {p.delivery for p in posts}
             try:
                 wait_until(lambda: everything <= set(_received(store, plan.items))
@@ -336,8 +396,20 @@ def run(plan: Plan, logs: Path, token: str) -> Result:
             except AssertionError:
                 result.settled = False
             result.received = _received(store, plan.items)
+            again = reconciler.run()
+            result.asked_again = dict(again.asked)
+            if not hooks.wait_delivered(60):
+                raise AssertionError("the redeliveries were not all posted")
+            for attempt in hooks.hook_log:
+                if attempt.redelivery:
+                    result.redeliveries[attempt.guid] += 1
+                    result.redelivered[attempt.status_code] += 1
     finally:
         result.elapsed = time.monotonic() - started
+        if hooks is not None:
+            hooks.stop_delivering()
+        if stop_hooks is not None:
+            stop_hooks()
         if second is not None:
             processes.stop(second)
         if stack is not None:
