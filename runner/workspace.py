@@ -27,6 +27,14 @@ Credentials (git docs: gitcredentials, "Environment Variables" in git(1)):
 * or a credential helper command (``["gh", "auth", "git-credential"]`` for the ``cli``
   transport), passed with ``-c credential.helper=!...`` per call.
 
+A mirror created with ``partial_clone`` on (the default) is a partial clone (git docs
+"partial-clone": ``origin`` its promisor remote, filter ``blob:none``): its fetches bring
+commits and trees, and git fetches missing blobs itself, in a child ``git fetch``, when a
+checkout, merge, ``cat-file`` or ``show`` needs them. Those steps get the credential too
+(the same way, after the same configuration rewrite); without one the lazy fetch fails at
+once. The-loop's own git processes per turn are the same in both kinds; the lazy fetches
+are git's children (one per blob ``cat-file --batch`` lacks, one per checkout).
+
 Every git call runs with an argument list (no shell), a time limit (its process group is
 killed on expiry), ``-c credential.helper=`` first (stored helpers are never used), a
 minimal environment (``PATH``, ``HOME``, ``LANG``; none of the-loop's secrets;
