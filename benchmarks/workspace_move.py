@@ -17,7 +17,10 @@ Modes: ``full`` (``git clone --bare``: every object of the history), ``partial``
 checkout needs, fetched lazily by ``git worktree add``), ``cache`` (node B borrows the
 objects of a mirror on shared storage with ``--reference``, git's alternates, and fetches
 only what it lacks). Reported per mode and step: seconds and MiB on the node's disk
-(allocated blocks, :func:`benchmarks.disk.du`).
+(allocated blocks, :func:`benchmarks.disk.du`). ``runner-full`` and ``runner-partial``
+do the same through the runner's own code, :class:`runner.workspace.Workspaces` with
+``partial_clone`` off and on (its fetch, ``cat-file`` read of the protected files, and
+worktree; node A's turn is its ``commit_and_push``), with the installation token.
 
     .venv/bin/python benchmarks/workspace_move.py [--files 20000] [--history-mb 200]
 """
@@ -77,6 +80,34 @@ def push_a_turn(node: Path, url: str, mode: str) -> None:
     _git("push", "--quiet", url, f"HEAD:refs/heads/{BRANCH}", cwd=checkout)
 
 
+def runner_turns(scratch: Path, base: str, partial: bool) -> dict[str, Any]:
+    """Node A's first turn and node B's moved turn through :class:`Workspaces`."""
+    from runner.workspace import Workspaces
+
+    def node(name: str) -> Workspaces:
+        return Workspaces(scratch / name, git_url=lambda r: f"{base}/{r}.git",
+                          token=lambda: TOKEN, credential_helper=None,
+                          author=("the-loop[bot]", "1+the-loop[bot]@example.com"),
+                          partial_clone=partial)
+
+    def timed(workspaces: Workspaces, root: Path) -> tuple[Any, dict[str, Any]]:
+        t0 = time.perf_counter()
+        checkout = workspaces.prepare(REPO, 1, "item", "main",
+                                      read=[".the-loop/collaborators.yaml"])
+        seconds = time.perf_counter() - t0
+        objects = workspaces.mirror_of(REPO) / "objects"
+        return checkout, {"seconds": round(seconds, 2), "disk_mib": round(du(root) / MIB, 1),
+                          "objects_mib": round(du(objects) / MIB, 1)}
+
+    a, b = node("node-a"), node("node-b")
+    checkout, first = timed(a, scratch / "node-a")
+    (checkout.path / "specs").mkdir(exist_ok=True)
+    (checkout.path / "specs" / "requirements.md").write_text("# requirements\n")
+    a.commit_and_push(checkout, "turn 1")
+    _, moved = timed(b, scratch / "node-b")
+    return {"first": first, "moved": moved}
+
+
 def measure(files: int, history_mb: int, commits: int) -> dict[str, Any]:
     from the_loop.sandbox.fakegithub.http import HttpFakeGitHub, serve
 
@@ -104,6 +135,10 @@ def measure(files: int, history_mb: int, commits: int) -> dict[str, Any]:
                 push_a_turn(a, url, mode)
                 moved = prepare(b, url, BRANCH, mode, cache)
                 result[mode] = {"first": first, "moved": moved}
+                shutil.rmtree(scratch / mode, ignore_errors=True)
+            for partial in (False, True):
+                mode = "runner-partial" if partial else "runner-full"
+                result[mode] = runner_turns(scratch / mode, base, partial)
                 shutil.rmtree(scratch / mode, ignore_errors=True)
         finally:
             stop()

@@ -62,8 +62,8 @@ def environment(setup: TurnSetup, order: TurnOrder, session_id: str, resume: str
         :data:`PASS_THROUGH` (``PATH`` defaulting to :data:`os.defpath`), ``HOME`` (the
         runner's ``homeDir``, where the harness keeps its sessions), the ``THE_LOOP_*``
         variables naming the turn, the variables ``harness.env`` names (its API key),
-        and ``harness.baseUrl`` as Claude Code's ``ANTHROPIC_BASE_URL``. None of
-        the-loop's own secrets.
+        and ``harness.baseUrl`` as Claude Code's ``ANTHROPIC_BASE_URL``;
+        ``GIT_TERMINAL_PROMPT=0``. None of the-loop's own secrets.
     """
     environ = setup.environ
     env = {k: environ[k] for k in PASS_THROUGH if environ.get(k)}
@@ -76,6 +76,10 @@ def environment(setup: TurnSetup, order: TurnOrder, session_id: str, resume: str
     env["THE_LOOP_RESUME"] = "1" if resume else "0"
     env["THE_LOOP_ARTIFACTS"] = json.dumps(list(order.artifacts))
     env["THE_LOOP_RESULT_FILE"] = str(result_path)
+    # The agent's own git never asks for a password (the-loop gives it no credential):
+    # a blob its partial-clone mirror lacks (an old revision's) fails to fetch at once
+    # instead of waiting on a prompt in a tmux session.
+    env["GIT_TERMINAL_PROMPT"] = "0"
     env["THE_LOOP_SPEC_DIR"] = str(Path(order.artifacts[0]).parent) if order.artifacts \
         else ""
     if order.task_id is not None:

@@ -27,6 +27,14 @@ Credentials (git docs: gitcredentials, "Environment Variables" in git(1)):
 * or a credential helper command (``["gh", "auth", "git-credential"]`` for the ``cli``
   transport), passed with ``-c credential.helper=!...`` per call.
 
+A mirror created with ``partial_clone`` on (the default) is a partial clone (git docs
+"partial-clone": ``origin`` its promisor remote, filter ``blob:none``): its fetches bring
+commits and trees, and git fetches missing blobs itself, in a child ``git fetch``, when a
+checkout, merge, ``cat-file`` or ``show`` needs them. Those steps get the credential too
+(the same way, after the same configuration rewrite); without one the lazy fetch fails at
+once. The-loop's own git processes per turn are the same in both kinds; the lazy fetches
+are git's children (one per blob ``cat-file --batch`` lacks, one per checkout).
+
 Every git call runs with an argument list (no shell), a time limit (its process group is
 killed on expiry), ``-c credential.helper=`` first (stored helpers are never used), a
 minimal environment (``PATH``, ``HOME``, ``LANG``; none of the-loop's secrets;
@@ -196,6 +204,13 @@ class Workspaces:
         env: base environment of git; only ``PATH``, ``HOME`` and ``GH_HOST`` are kept
             from it (the composition root hands it the process's; ``HOME`` matters for
             a credential helper such as gh's). ``None``: ``PATH`` = :data:`os.defpath`.
+        partial_clone: a mirror created from now on is a partial clone
+            (``--filter=blob:none``, git docs "partial-clone"): its fetches bring commits
+            and trees only, and git fetches the blobs a checkout, merge or read needs
+            from ``origin`` when it needs them ("lazy fetch", a child ``git fetch`` of
+            that git process), with the same credential as the mirror's fetch. A mirror's
+            kind is kept for its life: one created full stays full, and a partial one stays
+            partial when this is turned off (it lacks blobs). ``THE_LOOP_RUNNER_PARTIAL_CLONE``.
     """
 
     def __init__(
@@ -208,6 +223,7 @@ class Workspaces:
         author: tuple[str, str],
         git: str = "git",
         env: Mapping[str, str] | None = None,
+        partial_clone: bool = True,
     ) -> None:
         self.root = Path(root).absolute()
         self.git_url = git_url
@@ -215,6 +231,7 @@ class Workspaces:
         self.credential_helper = list(credential_helper) if credential_helper else None
         self.author = author
         self.git = git
+        self.partial_clone = partial_clone
         self._env = {k: v for k, v in (env or {}).items() if k in ("PATH", "HOME", "GH_HOST")}
         self._env.setdefault("PATH", os.defpath)
         self.root.mkdir(parents=True, exist_ok=True)
@@ -325,11 +342,11 @@ class Workspaces:
                     if local is None:
                         head = remote or parent_tip or base
                         self._git(repo, branch, "checkout", mirror, "worktree", "add",
-                                  "--quiet", "-B", branch, str(path), head[0])
+                                  "--quiet", "-B", branch, str(path), head[0], lazy=True)
                     else:
                         head = local
                         self._git(repo, branch, "checkout", mirror, "worktree", "add",
-                                  "--quiet", str(path), branch)
+                                  "--quiet", str(path), branch, lazy=True)
             self._write_config(path, url, branch)
             # Ours is the only git in this checkout (the lock above): an index.lock left by
             # a git killed at its time limit is stale and would wedge every later turn.
@@ -338,17 +355,17 @@ class Workspaces:
                 if local is None:
                     head = remote or parent_tip or base
                     self._git(repo, branch, "checkout", path, "checkout", "--quiet",
-                              "--force", "-B", branch, head[0])
+                              "--force", "-B", branch, head[0], lazy=True)
                     wrote_index = True
                 else:
                     head = local
                     if not self._on_branch(gitdir, branch):
                         self._git(repo, branch, "checkout", path, "checkout", "--quiet",
-                                  branch)
+                                  branch, lazy=True)
                     if remote is not None and remote[0] != local[0] and self._is_ancestor(
                             path, local[0], remote[0]):
                         self._git(repo, branch, "fast-forward", path, "merge", "--quiet",
-                                  "--ff-only", remote[0])
+                                  "--ff-only", remote[0], lazy=True)
                         head = remote
             self._restore_protected(path, protected)
             return Checkout(path, branch, base[0], head[0], repo=repo, number=number,
@@ -465,18 +482,18 @@ class Workspaces:
                     # Detached: each task's worktree merges on its own (a branch can be
                     # checked out in one worktree only).
                     self._git(repo, target, "merge", path, "checkout", "--quiet", "--force",
-                              "--detach", start)
+                              "--detach", start, lazy=True)
                     merged = self._run(repo, target, "merge",
                                        ["merge", "--no-ff", "--no-edit", "--no-verify",
                                         "-m", message, f"refs/heads/{checkout.branch}"],
-                                       cwd=path, check=False, extra_env=who)
+                                       cwd=path, check=False, extra_env=who, lazy=True)
                     if merged.returncode != 0:
                         listed = self._run(repo, target, "merge",
                                            ["diff", "--name-only", "--diff-filter=U"],
                                            cwd=path, check=False)
                         paths = sorted(p for p in listed.stdout.decode().splitlines() if p)
                         self._run(repo, target, "merge", ["merge", "--abort"], cwd=path,
-                                  check=False)
+                                  check=False, lazy=True)
                         raise MergeConflict(
                             f"workspace {repo}: {checkout.branch} conflicts with {target} in "
                             f"{', '.join(paths) or 'the merge'}", repo=repo, branch=target,
@@ -494,7 +511,8 @@ class Workspaces:
                                      repo=repo, branch=target, step="push")
             finally:
                 self._run(repo, target, "merge", ["checkout", "--quiet", "--force",
-                                                  checkout.branch], cwd=path, check=False)
+                                                  checkout.branch], cwd=path, check=False,
+                          lazy=True)
 
     def remove(self, repo: str, number: int) -> None:
         """Delete the work item's worktree and its tasks' (the work item is done), and
@@ -584,15 +602,32 @@ class Workspaces:
                 exc.step = "clone"  # the repository's first fetch is its clone
             raise
 
+    def _is_partial(self, mirror: Path) -> bool:
+        """Whether ``mirror`` is (or, not fetched yet, is to be) a partial clone: it holds
+        a promisor pack (``objects/pack/*.promisor``, what a fetch from a promisor remote
+        writes, git docs "partial-clone"), or :attr:`partial_clone` is on and it has no
+        fetched refs yet. Read from the object store, not from ``config`` (rewritten)."""
+        pack = mirror / "objects" / "pack"
+        if any(pack.glob("*.promisor")):
+            return True
+        return self.partial_clone and not (mirror / "packed-refs").exists() and not any(
+            (mirror / "refs" / "remotes").glob("*/*"))
+
     def _write_mirror_config(self, mirror: Path, url: str) -> None:
         """Replace the mirror's ``config`` with the-loop's own (remote URL, no
-        credentials) and empty its ``hooks``, whatever an agent wrote there (a worktree's
-        git reads the mirror's configuration)."""
+        credentials; for a partial clone, :meth:`_is_partial`, ``origin`` as its
+        promisor remote with the ``blob:none`` filter, git-config ``remote.<name>.promisor``,
+        ``remote.<name>.partialclonefilter``, ``extensions.partialClone``) and empty its
+        ``hooks``, whatever an agent wrote there (a worktree's git reads the mirror's
+        configuration)."""
+        partial = self._is_partial(mirror)
         config = (
-            "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
-            "\tlogallrefupdates = true\n"
-            f'[remote "origin"]\n\turl = {_config_value(url)}\n'
+            f"[core]\n\trepositoryformatversion = {1 if partial else 0}\n"
+            "\tfilemode = true\n\tbare = true\n\tlogallrefupdates = true\n"
+            + ("[extensions]\n\tpartialClone = origin\n" if partial else "")
+            + f'[remote "origin"]\n\turl = {_config_value(url)}\n'
             "\tfetch = +refs/heads/*:refs/remotes/origin/*\n"
+            + ("\tpromisor = true\n\tpartialclonefilter = blob:none\n" if partial else "")
         )
         # Whole or not at all: git in another worktree may read it meanwhile.
         _write_atomic(mirror / "config", config)
@@ -641,7 +676,7 @@ class Workspaces:
         (``REF^{commit}``); a ``REV:PATH`` must be a blob."""
         asked = [n if ":" in n else f"{n}^{{commit}}" for n in names]
         done = self._run(repo, branch, "read", ["cat-file", "--batch"], cwd=cwd,
-                         input="".join(f"{n}\n" for n in asked).encode())
+                         input="".join(f"{n}\n" for n in asked).encode(), lazy=True)
         out, pos = done.stdout, 0
         found: dict[str, tuple[str, bytes] | None] = {}
         for name in names:
@@ -686,9 +721,14 @@ class Workspaces:
                 return None if data is None else data.decode("utf-8")
             except UnicodeDecodeError:
                 return None
-        done = self._run(checkout.repo, checkout.branch, "show",
-                         ["show", f"refs/remotes/origin/{checkout.default_branch}:{path}"],
-                         cwd=checkout.path, check=False)
+        # In the mirror, its configuration rewritten first: in a partial clone the
+        # blob may be fetched, with the credential (the checkout is the agent's).
+        mirror = self.mirror_of(checkout.repo)
+        with self._locked(mirror):
+            self._write_mirror_config(mirror, self.git_url(checkout.repo))
+            done = self._run(checkout.repo, checkout.branch, "show",
+                             ["show", f"refs/remotes/origin/{checkout.default_branch}:{path}"],
+                             cwd=mirror, check=False, lazy=True)
         if done.returncode != 0:
             return None
         try:
@@ -707,8 +747,9 @@ class Workspaces:
                          cwd=path, check=False)
         return done.returncode == 0
 
-    def _git(self, repo: str, branch: str, step: str, path: Path, *args: str) -> None:
-        self._run(repo, branch, step, list(args), cwd=path)
+    def _git(self, repo: str, branch: str, step: str, path: Path, *args: str,
+             lazy: bool = False) -> None:
+        self._run(repo, branch, step, list(args), cwd=path, lazy=lazy)
 
     def _run(
         self,
@@ -722,12 +763,19 @@ class Workspaces:
         check: bool = True,
         extra_env: Mapping[str, str] | None = None,
         input: bytes | None = None,
+        lazy: bool = False,
     ) -> subprocess.CompletedProcess[bytes]:
         """Run one git command (see the module docstring for its environment).
 
         A network step gets the credential: a fresh token from :attr:`token` in
-        :data:`TOKEN_VARIABLE` with ``GIT_ASKPASS``, or the credential helper.
+        :data:`TOKEN_VARIABLE` with ``GIT_ASKPASS``, or the credential helper. So does a
+        ``lazy`` step (one that may read blobs: checkout, merge, ``cat-file``, ``show``)
+        when ``repo``'s mirror is a partial clone, for git's lazy fetch of missing blobs;
+        the caller has rewritten the configuration it reads. Without a credential a lazy
+        fetch fails at once (``GIT_TERMINAL_PROMPT=0``, ``GIT_ASKPASS=/bin/false``).
         """
+        if lazy and repo and not network and self._is_partial(self.mirror_of(repo)):
+            network = True
         env = {**self._env, "LANG": "C.UTF-8", "GIT_TERMINAL_PROMPT": "0",
                "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
                "GIT_ASKPASS": "/bin/false", "SSH_ASKPASS": "/bin/false",

@@ -515,7 +515,8 @@ def build_runner(settings: Settings, connection: redis.Redis | None = None) -> T
         password = (lambda: token(installation)) if token is not None else None
         return Workspaces(Path(settings.runner.workspace_dir), git_url=clone_url,
                           token=password, credential_helper=helper, author=BOT_AUTHOR,
-                          env=settings.environ)
+                          env=settings.environ,
+                          partial_clone=settings.runner.partial_clone)
 
     return TurnRunner(records, inbox, harness, settings.harness, settings.runner,
                       workspaces, factory, dict(settings.environ))

@@ -285,6 +285,11 @@ class RunnerSettings:
             before it interrupts it and queues it again, to resume elsewhere,
             ``THE_LOOP_RUNNER_DRAIN_SECONDS`` (the chart's ``runner.drainSeconds``;
             default 25). Resolved, not a key of the file.
+        partial_clone: whether a repository's mirror, when a runner creates it, is a
+            partial clone (``--filter=blob:none``: blobs fetched as checkouts need
+            them), ``THE_LOOP_RUNNER_PARTIAL_CLONE`` (``true`` / ``false``) or
+            ``runner.partialClone`` (default true); an existing mirror keeps its kind
+            (:class:`runner.workspace.Workspaces`).
     """
 
     queue: str = field(default="the-loop-turns", metadata={RESOLVED: True})
@@ -297,6 +302,7 @@ class RunnerSettings:
     lease: int = 30
     git_url: str | None = ""
     drain_seconds: float = field(default=25.0, metadata={RESOLVED: True})
+    partial_clone: bool = True
 
 
 #: The file's names of the two sections (they were separate types before the settings

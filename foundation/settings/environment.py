@@ -240,6 +240,20 @@ class _Reader:
             raise SettingsError(f"{name} must be {form}")
         return value
 
+    def flag(self, name: str, default: bool) -> bool:
+        """``name`` as ``true`` or ``false`` (any case), ``default`` when unset.
+
+        Raises:
+            SettingsError: any other value, with the variable and the two forms.
+        """
+        raw = self.get(name)
+        if raw is None:
+            return default
+        value = raw.strip().lower()
+        if value not in ("true", "false"):
+            raise SettingsError(f"{name} must be true or false, e.g. {name}=true")
+        return value == "true"
+
     def seconds_int(self, name: str, default: int) -> int:
         """``name`` as a positive whole number of seconds, ``default`` when unset."""
         return self._positive(name, default, int, "a whole number of seconds", str(default))
@@ -517,12 +531,14 @@ class _Reader:
 
     def runner(self, deployment: CliConfig, queue: str) -> RunnerSettings:
         """``runner:`` with ``THE_LOOP_RUNNER_CONCURRENCY`` / ``THE_LOOP_WORKSPACE_DIR``
-        over it, and ``THE_LOOP_RUNNER_DRAIN_SECONDS``; directories default under
+        over it, ``THE_LOOP_RUNNER_DRAIN_SECONDS`` and ``THE_LOOP_RUNNER_PARTIAL_CLONE``
+        over ``runner.partialClone``; directories default under
         ``$XDG_STATE_HOME/the-loop``.
 
         Raises:
             SettingsError: a concurrency that is not a positive whole number, a drain
-                time that is not a positive number of seconds.
+                time that is not a positive number of seconds, a partial-clone setting
+                that is not ``true`` or ``false``.
         """
         config = deployment.runner
         concurrency = _int_setting(ENV_RUNNER_CONCURRENCY, self.get(ENV_RUNNER_CONCURRENCY),
@@ -541,6 +557,7 @@ class _Reader:
             git_url=config.git_url or None,
             drain_seconds=self.seconds("THE_LOOP_RUNNER_DRAIN_SECONDS",
                                        RunnerSettings.drain_seconds),
+            partial_clone=self.flag("THE_LOOP_RUNNER_PARTIAL_CLONE", config.partial_clone),
         )
 
     # -- integrations

@@ -59,6 +59,7 @@ def test_an_agents_turn_sees_none_of_the_sandboxs_credentials(tmp_path: Path) ->
     assert not any(f in v for v in env.values() for f in files)
     assert set(env) <= {*PASS_THROUGH, "HOME", "THE_LOOP_WORK_ITEM", "THE_LOOP_NODE",
                         "THE_LOOP_SESSION_ID", "THE_LOOP_TURN", "THE_LOOP_RESUME",
-                        "THE_LOOP_ARTIFACTS", "THE_LOOP_RESULT_FILE", "THE_LOOP_SPEC_DIR"}
+                        "THE_LOOP_ARTIFACTS", "THE_LOOP_RESULT_FILE", "THE_LOOP_SPEC_DIR",
+                        "GIT_TERMINAL_PROMPT"}
     home = Path(env["HOME"])
     assert not [p for p in home.rglob("*") if p.is_file()]  # nothing copied into its HOME

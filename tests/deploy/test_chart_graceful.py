@@ -28,6 +28,18 @@ def test_the_runner_drains_within_its_grace_period(helm):
         "THE_LOOP_RUNNER_DRAIN_SECONDS"]["value"] == "100"
 
 
+def test_the_runner_mirrors_are_partial_clones_unless_turned_off(helm):
+    def value(rendered) -> str:
+        return env_of(containers(rendered.get("Deployment", RUNNER))[0])[
+            "THE_LOOP_RUNNER_PARTIAL_CLONE"]["value"]
+
+    assert VALUES["runner"]["partialClone"] is True
+    assert value(render(helm)) == "true"
+    assert value(render(helm, {"runner": {"partialClone": False}})) == "false"
+    with pytest.raises(Exception, match="partialClone"):
+        render(helm, {"runner": {"env": {"THE_LOOP_RUNNER_PARTIAL_CLONE": "false"}}})
+
+
 def test_a_grace_period_shorter_than_the_drain_is_refused(helm):
     with pytest.raises(Exception, match="drainSeconds"):
         render(helm, {"runner": {"drainSeconds": 100}})

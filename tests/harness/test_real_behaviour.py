@@ -137,6 +137,7 @@ def test_a_claude_gateway_is_anthropic_base_url(tmp_path: Path) -> None:
     order = TurnOrder("o", "github:o/r#1", "n", 1, 1, 5, "s")
     env = environment(setup, order, "s", None, tmp_path / "r.json")
     assert env["ANTHROPIC_BASE_URL"] == "https://gw.example/anthropic"
+    assert env["GIT_TERMINAL_PROMPT"] == "0"  # the agent's git never waits on a prompt
     codex = environment(replace(setup, harness_settings=replace(harness, adapter="codex")),
                         order, "s", None, tmp_path / "r.json")
     assert "ANTHROPIC_BASE_URL" not in codex

@@ -28,6 +28,7 @@ def test_defaults(tmp_path: Path) -> None:
     assert s.runner.workspace_dir == str(tmp_path / ".local/state/the-loop/workspaces")
     assert s.runner.home_dir == str(tmp_path / ".local/state/the-loop/home")
     assert s.runner.mode == "process" and s.runner.git_url is None
+    assert s.runner.partial_clone is True
 
 
 def test_the_file_sets_every_key(tmp_path: Path) -> None:
@@ -37,7 +38,8 @@ def test_the_file_sets_every_key(tmp_path: Path) -> None:
         "  models: {spec: claude-opus-4, code: claude-sonnet-4-5}\n  env: [MY_KEY]\n"
         "runner:\n  concurrency: 4\n  perInstallation: 1\n  workspaceDir: /srv/ws\n"
         "  homeDir: /srv/home\n  logBytes: 65536\n  mode: tmux\n  lease: 60\n"
-        "  gitUrl: 'https://git.example/{repo}.git'\n"), THE_LOOP_QUEUE="q")
+        "  gitUrl: 'https://git.example/{repo}.git'\n  partialClone: false\n"),
+        THE_LOOP_QUEUE="q")
     h, r = s.harness, s.runner
     assert (h.adapter, h.binary, h.version) == ("claude-code", "/opt/claude", "2.0.14")
     assert (h.turn_timeout, h.idle_timeout, h.max_turns, h.cost_cap_usd) == (600, 60.5, 3, 2.5)
@@ -47,8 +49,8 @@ def test_the_file_sets_every_key(tmp_path: Path) -> None:
     assert h.source.endswith("cli-config.yaml")
     assert (r.queue, r.concurrency, r.per_installation, r.workspace_dir, r.home_dir) == (
         "q-turns", 4, 1, "/srv/ws", "/srv/home")
-    assert (r.log_bytes, r.mode, r.lease, r.git_url) == (
-        65536, "tmux", 60, "https://git.example/{repo}.git")
+    assert (r.log_bytes, r.mode, r.lease, r.git_url, r.partial_clone) == (
+        65536, "tmux", 60, "https://git.example/{repo}.git", False)
 
 
 def test_harness_env_adds_to_the_adapters_names_and_env_only_replaces_them(
@@ -82,6 +84,10 @@ def test_environment_overrides(tmp_path: Path) -> None:
     assert (s.harness.adapter, s.harness.binary) == ("codex", "/usr/local/bin/codex")
     assert (s.runner.concurrency, s.runner.workspace_dir) == (8, "/data/ws")
     assert s.runner.home_dir == "/state/the-loop/home"
+    assert settings(tmp_path, "runner: {partialClone: true}\n",
+                    THE_LOOP_RUNNER_PARTIAL_CLONE="False").runner.partial_clone is False
+    assert settings(tmp_path, "runner: {partialClone: false}\n",
+                    THE_LOOP_RUNNER_PARTIAL_CLONE="true").runner.partial_clone is True
 
 
 def test_argv_as_a_string_is_refused(tmp_path: Path) -> None:
@@ -107,6 +113,9 @@ def test_argv_as_a_string_is_refused(tmp_path: Path) -> None:
     ("", {"THE_LOOP_RUNNER_CONCURRENCY": "0"},
      "THE_LOOP_RUNNER_CONCURRENCY must be a whole number >= 1"),
     ("", {"THE_LOOP_RUNNER_CONCURRENCY": "many"}, "THE_LOOP_RUNNER_CONCURRENCY must be a whole"),
+    ("", {"THE_LOOP_RUNNER_PARTIAL_CLONE": "yes"},
+     "THE_LOOP_RUNNER_PARTIAL_CLONE must be true or false"),
+    ("runner: {partialClone: maybe}\n", {}, "runner.partialClone"),
 ])
 def test_bad_values_are_refused_naming_the_fix(tmp_path: Path, text: str, env: dict[str, str],
                                                words: str) -> None:

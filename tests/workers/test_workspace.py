@@ -508,3 +508,88 @@ def test_two_runners_preparing_at_once_share_the_mirror(env: Env) -> None:
     assert {common_dir(c) for c in done.values()} == {mirror}
     listed = run_git(mirror, "worktree", "list", "--porcelain").stdout.decode()
     assert all(str(c.path) in listed for c in done.values())
+
+
+# ------------------------------------------------------------------------- partial clone
+
+
+def missing_objects(mirror: Path) -> set[str]:
+    """Objects the mirror's refs reach that it does not hold (``--missing=print`` reports
+    them with ``?`` and fetches nothing)."""
+    listed = run_git(mirror, "rev-list", "--objects", "--all", "--missing=print").stdout
+    return {line[1:].split()[0] for line in listed.decode().splitlines()
+            if line.startswith("?")}
+
+
+def test_a_new_mirror_is_a_partial_clone_whose_blobs_come_with_the_token(env: Env) -> None:
+    """A new mirror fetches commits and trees only (``--filter=blob:none``); the turn's
+    checkout, its protected files and a later read of the default branch fetch the blobs
+    they need from the fake over HTTP with the installation token; without a credential
+    that lazy fetch fails at once instead of asking for a password."""
+    make_branch(env, "the-loop/12-login-page", {"app.py": "print('login')\n"})
+    env.fake.add_file(REPO, "docs/later.md", "only on main\n", ref="main")
+    env.fake.add_file(REPO, "docs/other.md", "also only on main\n", ref="main")
+    handed: list[str | None] = []
+    offer = {"token": True}
+
+    def token() -> str | None:
+        handed.append(value := env.clients.installation_token(INSTALLATION)
+                      if offer["token"] else None)
+        return value
+
+    workspaces = env.workspaces(token=token)
+    checkout = workspaces.prepare(REPO, 12, "Login page", "main")
+    mirror = workspaces.mirror_of(REPO)
+    config = (mirror / "config").read_text()
+    assert run_git(mirror, "config", "remote.origin.promisor").stdout.decode().strip() == "true"
+    assert run_git(mirror, "config", "remote.origin.partialclonefilter"
+                   ).stdout.decode().strip() == "blob:none"
+    assert run_git(mirror, "config", "extensions.partialclone").stdout.decode().strip() == "origin"
+    assert "x-access-token" not in config and "ghs_" not in config
+    assert list((mirror / "objects" / "pack").glob("*.promisor"))
+    assert (checkout.path / "app.py").read_text() == "print('login')\n"
+    assert (checkout.path / "README.md").read_text() == "# widgets\n"
+    assert (checkout.path / ".claude/settings.json").read_text() == SAFE_SETTINGS
+    later = run_git(env.git_dir, "rev-parse", "main:docs/later.md").stdout.decode().strip()
+    other = run_git(env.git_dir, "rev-parse", "main:docs/other.md").stdout.decode().strip()
+    assert {later, other} <= missing_objects(mirror)  # not on the branch: not fetched
+    assert workspaces.read_default(checkout, "docs/later.md") == "only on main\n"
+    assert later not in missing_objects(mirror) and handed[-1] is not None
+    offer["token"] = False
+    assert workspaces.read_default(checkout, "docs/other.md") is None
+    assert handed[-1] is None and other in missing_objects(mirror)
+    offer["token"] = True
+    (checkout.path / "b.md").write_text("b\n")
+    head = workspaces.commit_and_push(checkout, "the-loop: b")
+    assert env.tip(checkout.branch) == head
+
+
+def test_an_existing_full_mirror_stays_full_and_a_partial_one_stays_partial(
+        env: Env) -> None:
+    """The setting chooses the kind of a mirror when it is created; a mirror keeps its
+    kind (no re-clone): full with the setting on, partial with it off."""
+    full = env.workspaces(partial_clone=False)
+    first = full.prepare(REPO, 11, "Other", "main")
+    mirror = full.mirror_of(REPO)
+    assert not list((mirror / "objects" / "pack").glob("*.promisor"))
+    env.fake.add_file(REPO, "docs/later.md", "later\n", ref="main")
+    on = env.workspaces(partial_clone=True)
+    second = on.prepare(REPO, 12, "Login page", "main")
+    assert common_dir(second) == mirror.resolve() == common_dir(first)
+    assert run_git(mirror, "config", "--get", "remote.origin.promisor", check=False
+                   ).stdout == b""
+    assert missing_objects(mirror) == set()
+    assert (second.path / "docs/later.md").read_text() == "later\n"
+
+    env.root = env.root / "node-b"
+    partial = env.workspaces(partial_clone=True)
+    third = partial.prepare(REPO, 13, "Third", "main")
+    off = env.workspaces(partial_clone=False)
+    env.fake.add_file(REPO, "docs/next.md", "next\n", ref="main")
+    again = off.prepare(REPO, 13, "Third", "main")
+    assert again.path == third.path
+    assert run_git(off.mirror_of(REPO), "config", "remote.origin.promisor"
+                   ).stdout.decode().strip() == "true"
+    next_blob = run_git(env.git_dir, "rev-parse", "main:docs/next.md").stdout.decode().strip()
+    assert next_blob in missing_objects(off.mirror_of(REPO))  # fetched without blobs
+    assert off.read_default(again, "docs/next.md") == "next\n"  # lazily, with the token
