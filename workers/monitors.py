@@ -145,28 +145,28 @@ class MonitorSweep:
         for key, field_ in (("head_sha", "sha"), ("branch", "branch")):
             if isinstance(waited.get(field_), str):
                 monitor[key] = waited[field_]
-        payload = {"action": "due", "repository": {"full_name": parsed.repository},
-                   "issue": {"number": parsed.number}, "sender": RUNNER_SENDER,
-                   "monitor": monitor}
-        if state.installation_id is not None:
-            payload["installation"] = {"id": state.installation_id}
-        return self.inbox.put(DeliveryRecord(
-            delivery_id=due_id(ref, state.current_node, state.visit, at),
-            event=MONITOR_EVENT, action="due", received_at=now,
-            installation_id=state.installation_id, repository=parsed.repository,
-            work_item=ref, body=json.dumps(payload).encode()))
+        return self._put(ref, parsed, state, "due", monitor,
+                         due_id(ref, state.current_node, state.visit, at), now)
 
     def _remind(self, ref: str, parsed: WorkItemRef, state: WorkItemState, period: int,
                 now: float) -> bool:
         """Queue the reminder delivery of ``state``'s ``period``; ``False``: it was queued
         before (the same delivery id)."""
-        payload = {"action": "stale", "repository": {"full_name": parsed.repository},
-                   "issue": {"number": parsed.number}, "sender": RUNNER_SENDER,
-                   "monitor": {"node": state.current_node, "period": period}}
+        return self._put(ref, parsed, state, "stale",
+                         {"node": state.current_node, "period": period},
+                         reminder_id(ref, state.current_node, state.visit, period), now)
+
+    def _put(self, ref: str, parsed: WorkItemRef, state: WorkItemState, action: str,
+             monitor: dict[str, Any], delivery_id: str, now: float) -> bool:
+        """Queue the monitor's own delivery ``action`` (``due``, ``stale``) of ``ref``
+        with its ``monitor`` facts, under ``delivery_id``; ``False``: it was queued before
+        (the same delivery id)."""
+        payload: dict[str, Any] = {
+            "action": action, "repository": {"full_name": parsed.repository},
+            "issue": {"number": parsed.number}, "sender": RUNNER_SENDER, "monitor": monitor}
         if state.installation_id is not None:
             payload["installation"] = {"id": state.installation_id}
         return self.inbox.put(DeliveryRecord(
-            delivery_id=reminder_id(ref, state.current_node, state.visit, period),
-            event=MONITOR_EVENT, action="stale", received_at=now,
+            delivery_id=delivery_id, event=MONITOR_EVENT, action=action, received_at=now,
             installation_id=state.installation_id, repository=parsed.repository,
             work_item=ref, body=json.dumps(payload).encode()))
