@@ -31,7 +31,7 @@ from graph.state import Past
 from integrations.harness.process import group_members
 from tests.conftest import REPO_ROOT
 from tests.e2e.test_end_to_end import free_port, wait_until
-from tests.support.processes import descendants, start, stop, stop_group
+from tests.support.processes import alive, descendants, start, stop, stop_group
 from tests.support.sandbox_run import sandbox_env
 from workers.state import RedisStateStore
 
@@ -148,12 +148,12 @@ def test_make_run_in_sandbox_mode_walks_a_work_item_to_design(redis_ns, tmp_path
         raise
     finally:
         members |= set(descendants(run.pid))
-        groups = {os.getpgid(p) for p in members if _alive(p)}
+        groups = {os.getpgid(p) for p in members if alive(p)}
         if run.poll() is None:
             os.kill(run.pid, signal.SIGTERM)  # the script alone: it must stop the rest
             with contextlib.suppress(subprocess.TimeoutExpired):
                 run.wait(timeout=30)
-        left = [p for p in members if _alive(p)]
+        left = [p for p in members if alive(p)]
         left_groups = [g for g in groups if group_members(g)]
         stop(run)
         for g in left_groups:
@@ -162,9 +162,3 @@ def test_make_run_in_sandbox_mode_walks_a_work_item_to_design(redis_ns, tmp_path
     assert left == [] and left_groups == [], f"left running: {left} {left_groups}"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2] not in "ZX"

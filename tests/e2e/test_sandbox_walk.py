@@ -30,7 +30,8 @@ import requests
 
 from foundation.config.repository import HARNESS_CONFIG_PATH
 from graph.state import Past
-from tests.support.sandbox_run import SandboxRun, sandbox_run, wait_for
+from tests.e2e.test_end_to_end import wait_until
+from tests.support.sandbox_run import SandboxRun, sandbox_run
 from the_loop.sandbox.agent_work import task_code
 from workers.state import RedisStateStore
 
@@ -72,19 +73,19 @@ def walk_to_implementation(run: SandboxRun, store: RedisStateStore) -> str:
     asserting each step; returns the work item's branch."""
     out = run.sandbox("issue", "create", "Add a login page", "--label", "the-loop")
     assert out.strip() == f"opened {REF} with the-loop"
-    wait_for(lambda: at(store, "requirements-approval", "waiting"), STEP,
+    wait_until(lambda: at(store, "requirements-approval", "waiting"), STEP,
              "requirements written, blocked, repaired, at the gate")
     assert exit_chains(store, "requirements") == ["block", "pass"]
 
     run.sandbox("comment", "1", "/approve", "--as", USER)
-    wait_for(lambda: at(store, "design-approval", "waiting"), STEP,
+    wait_until(lambda: at(store, "design-approval", "waiting"), STEP,
              "design written, blocked, repaired, at the gate")
     assert exit_chains(store, "design") == ["block", "pass"]
     # Nothing went back: a push delivered late did not reopen the first gate.
     assert not [e for e in store.events(REF) if e.type == "gate.reopened"]
 
     run.sandbox("comment", "1", "/approve", "--as", USER)
-    wait_for(lambda: at(store, "implementation"), STEP, "the tasks node passed")
+    wait_until(lambda: at(store, "implementation"), STEP, "the tasks node passed")
     assert exit_chains(store, "tasks") == ["block", "pass"]  # each document: one left out
     assert [d["actor"] for d in Past.read(store, REF).decisions] == [USER, USER]
     assert [d["node"] for d in Past.read(store, REF).decisions] == [
@@ -94,7 +95,7 @@ def walk_to_implementation(run: SandboxRun, store: RedisStateStore) -> str:
         return [e for e in store.events(REF) if e.type == "chain.completed"
                 and e.data["node"] == "implementation" and e.data["boundary"] == "exit"]
 
-    wait_for(first_check, 2 * STEP, "the wave of tasks done, implementation's exit chain")
+    wait_until(first_check, 2 * STEP, "the wave of tasks done, implementation's exit chain")
     events = store.events(REF)
     ordered = [(e.data["task"], e.data["wave"]) for e in events
                if e.type == "turn.ordered" and e.data.get("task")]
@@ -145,7 +146,7 @@ def walk_to_review(run: SandboxRun, store: RedisStateStore, branch: str) -> None
     """The sandbox's CI fails once on the deliberate defect, the repair turn fixes it,
     the check passes, ``implementation`` passes: the pull request is ready for review and
     the approver is requested."""
-    wait_for(lambda: at(store, "review", "waiting"), 3 * STEP,
+    wait_until(lambda: at(store, "review", "waiting"), 3 * STEP,
              "the CI failing once, the repair, the CI passing, the review gate waiting")
     events = store.events(REF)
     chains = [e.data for e in events if e.type == "chain.completed"
@@ -177,7 +178,7 @@ def walk_to_review(run: SandboxRun, store: RedisStateStore, branch: str) -> None
     assert [c["conclusion"] for c in runs[commits[0]]] == ["success"]  # the repair's
     assert failed[0]["output"]["title"] and failed[0]["output"]["summary"]
     # The pull request: ready for review, the approver asked.
-    shown = wait_for(lambda: (x := run.show("1")) and "phase:review" in x["labels"]
+    shown = wait_until(lambda: (x := run.show("1")) and "phase:review" in x["labels"]
                      and x, STEP, "phase:review on the issue")
     assert [(p["head"], p["state"]) for p in shown["pull_requests"]] == [(branch, "open")]
     number = shown["pull_requests"][0]["number"]
@@ -195,19 +196,19 @@ def review_and_merge(run: SandboxRun, store: RedisStateStore, branch: str, *,
     out = run.sandbox("review", str(number), "approve", "--as", USER)
     assert out.startswith("reviewed")
     if not auto:
-        wait_for(lambda: at(store, "done", "waiting"), STEP, "done waiting for the merge")
+        wait_until(lambda: at(store, "done", "waiting"), STEP, "done waiting for the merge")
         assert run.show("1")["pull_requests"][0]["state"] == "open"
         run.sandbox("merge", str(number), "--as", USER)
-    wait_for(lambda: (s := store.load(REF)) and s.status == "done", STEP,
+    wait_until(lambda: (s := store.load(REF)) and s.status == "done", STEP,
              "the pull request merged and the work item done")
-    merged = wait_for(lambda: [e.data for e in store.events(REF)
+    merged = wait_until(lambda: [e.data for e in store.events(REF)
                                if e.type == "pull-request.merged"], STEP,
                       "who merged it, in the event log")
     assert [(m["by_the_loop"], m["by"]) for m in merged] == [
         (True, None) if auto else (False, USER)]  # the-loop's own merge names no person
-    wait_for(lambda: set(run.show("1")["branches"]) == {"main"}, STEP,
+    wait_until(lambda: set(run.show("1")["branches"]) == {"main"}, STEP,
              "the work item's and the tasks' branches deleted")
-    shown = wait_for(lambda: (x := run.show("1")) and "phase:done" in x["labels"] and x,
+    shown = wait_until(lambda: (x := run.show("1")) and "phase:done" in x["labels"] and x,
                      STEP, "phase:done on the issue")
     assert shown["state"] == "closed"  # Closes #1
     assert [p["state"] for p in shown["pull_requests"]] == ["merged"]
@@ -262,14 +263,14 @@ def test_a_pull_request_closed_unmerged_ends_the_work_item_abandoned(redis_ns, t
     with sandbox_run(redis_ns, tmp_path, user=USER) as run:
         try:
             run.sandbox("issue", "create", "Add a login page", "--label", "the-loop")
-            wait_for(lambda: at(store, "requirements-approval", "waiting"), STEP,
+            wait_until(lambda: at(store, "requirements-approval", "waiting"), STEP,
                      "requirements at the gate, the draft pull request open")
             shown = run.show("1")
             [pull] = shown["pull_requests"]
             closed = run.api("PATCH", f"/repos/sandbox/demo/pulls/{pull['number']}",
                              token=run.person_token(), json={"state": "closed"})
             assert closed.ok, closed.text
-            wait_for(lambda: (s := store.load(REF)) and s.status == "abandoned", STEP,
+            wait_until(lambda: (s := store.load(REF)) and s.status == "abandoned", STEP,
                      "the work item abandoned")
             assert store.load(REF).current_node == "requirements-approval"  # never done
             shown = run.show("1")
@@ -280,7 +281,7 @@ def test_a_pull_request_closed_unmerged_ends_the_work_item_abandoned(redis_ns, t
             assert "**abandoned**" in status
             # Nothing moves an abandoned work item: the gate's /approve is not taken.
             run.sandbox("comment", "1", "/approve", "--as", USER)
-            wait_for(lambda: any(e.type == "delivery.received" and e.data["actor"] == USER
+            wait_until(lambda: any(e.type == "delivery.received" and e.data["actor"] == USER
                                  and e.data["event"] == "issue_comment"
                                  for e in store.events(REF)), STEP, "the comment delivered")
             assert store.load(REF).status == "abandoned"

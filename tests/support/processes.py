@@ -44,6 +44,12 @@ def _stat(pid: int) -> list[str] | None:
     return text[text.rfind(")") + 2:].split()  # state ppid pgrp ...
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not gone, not a zombie), from ``/proc``."""
+    fields = _stat(pid)
+    return bool(fields) and fields[0] not in ("Z", "X")
+
+
 def descendants(pid: int) -> list[int]:
     """Pids of the live processes below ``pid`` (children, theirs, ...), from ``/proc``."""
     children: dict[int, list[int]] = {}

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,32 +25,13 @@ from typing import Any
 import requests
 
 from integrations.harness.process import group_members
-from tests.support.processes import descendants, start, stop, stop_group
+from tests.e2e.test_end_to_end import free_port, wait_until
+from tests.support.processes import alive, descendants, start, stop, stop_group
 
-__all__ = ["BIN", "ROOT", "SandboxRun", "sandbox_run", "wait_for"]
+__all__ = ["BIN", "ROOT", "SandboxRun", "sandbox_env", "sandbox_run"]
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``predicate`` every 50 ms until it returns something truthy (returned) or
-    ``timeout`` seconds pass (AssertionError naming ``what``)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -147,14 +128,6 @@ class SandboxRun:
         return self.log.read_text(errors="replace")[-chars:]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2] not in "ZX"
-
-
 def sandbox_env(ns: Any, directory: Path, *, user: str, port: int, sandbox_port: int,
                 extra_env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment ``scripts/dev-run.sh`` runs with in sandbox mode: this process's
@@ -184,7 +157,7 @@ def sandbox_run(ns: Any, directory: Path, *, user: str,
     :class:`tests.conftest.RedisNamespace`), its state under ``directory`` and ``user``
     as the sandbox's person; wait for the receiver's ``/readyz`` and the sandbox's API.
     ``extra_env``: more variables for the script."""
-    port, sandbox_port = _free_port(), _free_port()
+    port, sandbox_port = free_port(), free_port()
     env = sandbox_env(ns, directory, user=user, port=port, sandbox_port=sandbox_port,
                       extra_env=extra_env)
     directory.mkdir(parents=True, exist_ok=True)
@@ -201,18 +174,18 @@ def sandbox_run(ns: Any, directory: Path, *, user: str,
             except requests.RequestException:
                 return False
 
-        wait_for(lambda: up(f"http://127.0.0.1:{port}/readyz"), 90, "the receiver's /readyz")
-        wait_for(lambda: up(f"{run.url}/repos/sandbox/demo"), 60, "the sandbox's GitHub")
+        wait_until(lambda: up(f"http://127.0.0.1:{port}/readyz"), 90, "the receiver's /readyz")
+        wait_until(lambda: up(f"{run.url}/repos/sandbox/demo"), 60, "the sandbox's GitHub")
         members = set(descendants(proc.pid))
         yield run
     finally:
         members |= set(descendants(proc.pid))
-        groups = {os.getpgid(p) for p in members if _alive(p)}
+        groups = {os.getpgid(p) for p in members if alive(p)}
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGTERM)  # the script alone: it must stop the rest
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=30)
-        run.left = ([p for p in members if _alive(p)],
+        run.left = ([p for p in members if alive(p)],
                     [g for g in groups if group_members(g)])
         stop(proc)
         for g in run.left[1]:
