@@ -74,12 +74,12 @@ def walk_to_implementation(run: SandboxRun, store: RedisStateStore) -> str:
     out = run.sandbox("issue", "create", "Add a login page", "--label", "the-loop")
     assert out.strip() == f"opened {REF} with the-loop"
     wait_until(lambda: at(store, "requirements-approval", "waiting"), STEP,
-             "requirements written, blocked, repaired, at the gate")
+               "requirements written, blocked, repaired, at the gate")
     assert exit_chains(store, "requirements") == ["block", "pass"]
 
     run.sandbox("comment", "1", "/approve", "--as", USER)
     wait_until(lambda: at(store, "design-approval", "waiting"), STEP,
-             "design written, blocked, repaired, at the gate")
+               "design written, blocked, repaired, at the gate")
     assert exit_chains(store, "design") == ["block", "pass"]
     # Nothing went back: a push delivered late did not reopen the first gate.
     assert not [e for e in store.events(REF) if e.type == "gate.reopened"]
@@ -147,7 +147,7 @@ def walk_to_review(run: SandboxRun, store: RedisStateStore, branch: str) -> None
     the check passes, ``implementation`` passes: the pull request is ready for review and
     the approver is requested."""
     wait_until(lambda: at(store, "review", "waiting"), 3 * STEP,
-             "the CI failing once, the repair, the CI passing, the review gate waiting")
+               "the CI failing once, the repair, the CI passing, the review gate waiting")
     events = store.events(REF)
     chains = [e.data for e in events if e.type == "chain.completed"
               and e.data["node"] == "implementation" and e.data["boundary"] == "exit"]
@@ -179,7 +179,7 @@ def walk_to_review(run: SandboxRun, store: RedisStateStore, branch: str) -> None
     assert failed[0]["output"]["title"] and failed[0]["output"]["summary"]
     # The pull request: ready for review, the approver asked.
     shown = wait_until(lambda: (x := run.show("1")) and "phase:review" in x["labels"]
-                     and x, STEP, "phase:review on the issue")
+                       and x, STEP, "phase:review on the issue")
     assert [(p["head"], p["state"]) for p in shown["pull_requests"]] == [(branch, "open")]
     number = shown["pull_requests"][0]["number"]
     pull = run.api("GET", f"/repos/sandbox/demo/pulls/{number}", token=token).json()
@@ -200,16 +200,16 @@ def review_and_merge(run: SandboxRun, store: RedisStateStore, branch: str, *,
         assert run.show("1")["pull_requests"][0]["state"] == "open"
         run.sandbox("merge", str(number), "--as", USER)
     wait_until(lambda: (s := store.load(REF)) and s.status == "done", STEP,
-             "the pull request merged and the work item done")
+               "the pull request merged and the work item done")
     merged = wait_until(lambda: [e.data for e in store.events(REF)
-                               if e.type == "pull-request.merged"], STEP,
-                      "who merged it, in the event log")
+                                 if e.type == "pull-request.merged"], STEP,
+                        "who merged it, in the event log")
     assert [(m["by_the_loop"], m["by"]) for m in merged] == [
         (True, None) if auto else (False, USER)]  # the-loop's own merge names no person
     wait_until(lambda: set(run.show("1")["branches"]) == {"main"}, STEP,
-             "the work item's and the tasks' branches deleted")
+               "the work item's and the tasks' branches deleted")
     shown = wait_until(lambda: (x := run.show("1")) and "phase:done" in x["labels"] and x,
-                     STEP, "phase:done on the issue")
+                       STEP, "phase:done on the issue")
     assert shown["state"] == "closed"  # Closes #1
     assert [p["state"] for p in shown["pull_requests"]] == ["merged"]
     for task in TASKS:
@@ -264,26 +264,28 @@ def test_a_pull_request_closed_unmerged_ends_the_work_item_abandoned(redis_ns, t
         try:
             run.sandbox("issue", "create", "Add a login page", "--label", "the-loop")
             wait_until(lambda: at(store, "requirements-approval", "waiting"), STEP,
-                     "requirements at the gate, the draft pull request open")
+                       "requirements at the gate, the draft pull request open")
             shown = run.show("1")
             [pull] = shown["pull_requests"]
             closed = run.api("PATCH", f"/repos/sandbox/demo/pulls/{pull['number']}",
                              token=run.person_token(), json={"state": "closed"})
             assert closed.ok, closed.text
             wait_until(lambda: (s := store.load(REF)) and s.status == "abandoned", STEP,
-                     "the work item abandoned")
+                       "the work item abandoned")
             assert store.load(REF).current_node == "requirements-approval"  # never done
             shown = run.show("1")
             assert "phase:done" not in shown["labels"]
             assert pull["head"] in shown["branches"]  # the work is kept
-            status = next(c["body"] for c in shown["comments"]
-                          if c["user"] == "the-loop[bot]")
-            assert "**abandoned**" in status
+            # The status comment is edited through the outbox after the state is saved:
+            # wait for that edit, not for the state.
+            wait_until(lambda: "**abandoned**" in next(
+                c["body"] for c in run.show("1")["comments"] if c["user"] == "the-loop[bot]"),
+                STEP, "the status comment saying abandoned")
             # Nothing moves an abandoned work item: the gate's /approve is not taken.
             run.sandbox("comment", "1", "/approve", "--as", USER)
             wait_until(lambda: any(e.type == "delivery.received" and e.data["actor"] == USER
-                                 and e.data["event"] == "issue_comment"
-                                 for e in store.events(REF)), STEP, "the comment delivered")
+                                   and e.data["event"] == "issue_comment"
+                                   for e in store.events(REF)), STEP, "the comment delivered")
             assert store.load(REF).status == "abandoned"
         except AssertionError:
             print(run.tail())
